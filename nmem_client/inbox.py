@@ -1,0 +1,113 @@
+"""The client's fallback: write the raw event where the daemon will find it.
+
+Used when the daemon is absent, refuses, or does not acknowledge in time.
+The inbox is a table in the daemon's own database (the daemon drains it at
+start and periodically); when even SQLite cannot take the write (locked by a
+frozen daemon, disk full), the event becomes a 0600 file in the spool
+directory. Every path keys on the same `event_id`, so a retry is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+
+from nmem_client import paths
+
+# The daemon's migrations create the same table with this exact DDL, so a
+# database first created by a client is a valid database for the daemon.
+INBOX_DDL = (
+    "CREATE TABLE IF NOT EXISTS inbox ("
+    "event_id TEXT PRIMARY KEY, received_at REAL NOT NULL, payload BLOB NOT NULL"
+    ") WITHOUT ROWID"
+)
+BUSY_TIMEOUT_MS = 1000
+
+
+def connect(db_path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open the database with the same pragmas the daemon uses."""
+    os.makedirs(os.path.dirname(db_path), mode=0o700, exist_ok=True)
+    conn = sqlite3.connect(db_path, timeout=busy_timeout_ms / 1000.0, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # only takes effect on a new file
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def store(event_id: str, payload: bytes) -> str:
+    """Store one raw event for the daemon; return where it went ("inbox", "spool" or "lost")."""
+    old_umask = os.umask(0o077)
+    try:
+        try:
+            conn = connect(paths.db_path())
+            try:
+                conn.execute(INBOX_DDL)
+                conn.execute(
+                    "INSERT INTO inbox(event_id, received_at, payload) VALUES (?, ?, ?)"
+                    " ON CONFLICT(event_id) DO NOTHING",
+                    (event_id, time.time(), payload),
+                )
+            finally:
+                conn.close()
+            return "inbox"
+        except (sqlite3.Error, OSError):
+            pass
+        try:
+            spool(event_id, payload)
+            return "spool"
+        except OSError:
+            return "lost"
+    finally:
+        os.umask(old_umask)
+
+
+def spool(event_id: str, payload: bytes) -> None:
+    """Write `spool/<event_id>.event` atomically (temp name, then rename)."""
+    directory = paths.spool_dir()
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    final = os.path.join(directory, f"{event_id}.event")
+    tmp = final + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+
+
+ON_FIRST_USE = ("--idle-timeout", "900", "--started-by", "client")
+
+
+def daemon_command(args: tuple[str, ...] = ON_FIRST_USE) -> list[str]:
+    """How to start nmemd from here: the interpreter running us, in safe-path mode."""
+    return [sys.executable, "-P", "-m", "nmemd", *args]
+
+
+def start_daemon(args: tuple[str, ...] = ON_FIRST_USE) -> None:
+    """Start nmemd detached: new session, stdio on /dev/null, no zombie left behind.
+
+    A double fork: the grandchild is re-parented to init, and we reap the child
+    at once. Concurrent starters are fine: the daemon's flock keeps one.
+    """
+    argv = daemon_command(args)
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.closerange(3, 1024)
+            os.chdir("/")
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    os.waitpid(pid, 0)

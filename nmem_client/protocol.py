@@ -1,0 +1,46 @@
+"""The wire format between clients and nmemd: one header line, then a sized body.
+
+Request:  b"NMEM1 <kind> <event_id> <length>\\n" + body
+Reply:    b"OK <length>\\n" + body      or      b"ERR <code> <message>\\n"
+
+A header line costs the hook client no import (bytes formatting is builtin)
+and lets the daemon refuse an oversized frame before reading it. After an
+`mcp` request is answered with OK, the connection carries MCP JSON-RPC lines.
+"""
+
+from __future__ import annotations
+
+MAGIC = b"NMEM1"
+MAX_HEADER = 256  # bytes, newline included
+
+KIND_HOOK = b"hook"  # body: a Claude Code hook payload (JSON); reply: bytes for the hook's stdout
+KIND_RPC = b"rpc"  # body: {"method": ..., "params": {...}} (JSON); reply: JSON
+KIND_MCP = b"mcp"  # body: {"project": ...}; then the socket speaks MCP
+KIND_PING = b"ping"  # empty body; reply: daemon facts (JSON)
+KINDS = (KIND_HOOK, KIND_RPC, KIND_MCP, KIND_PING)
+
+NO_EVENT_ID = b"-"
+
+# Error codes a client may see. Those in RETRYABLE mean "not stored, try the
+# fallback"; the others mean the daemon saw the event and refused it for good.
+ERR_INVALID = b"invalid"
+ERR_TOO_LARGE = b"too_large"
+ERR_BUSY = b"busy"
+ERR_STORAGE_FULL = b"storage_full"
+ERR_SHUTTING_DOWN = b"shutting_down"
+ERR_INTERNAL = b"internal"
+ERR_TIMEOUT = b"timeout"
+RETRYABLE = (ERR_BUSY, ERR_STORAGE_FULL, ERR_SHUTTING_DOWN, ERR_INTERNAL, ERR_TIMEOUT)
+
+
+def encode_request(kind: bytes, event_id: bytes, body: bytes) -> bytes:
+    return b"%s %s %s %d\n" % (MAGIC, kind, event_id, len(body)) + body
+
+
+def encode_ok(body: bytes = b"") -> bytes:
+    return b"OK %d\n" % len(body) + body
+
+
+def encode_error(code: bytes, message: str) -> bytes:
+    text = message.replace("\n", " ").encode("utf-8", "replace")[:200]
+    return b"ERR " + code + b" " + text + b"\n"

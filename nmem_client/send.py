@@ -1,0 +1,133 @@
+"""nmem-send: the Claude Code hook client. Forwards stdin to nmemd, fails open.
+
+Hooks run this for every tool call, so it is written for start-up time: only
+builtin modules on the hot path (`_socket`, `os`, `sys`, `time`), no `json`
+(the daemon parses), no `socket` (enum + selectors cost ~10 ms). Installed
+hooks call it as `python -I -S /abs/path/nmem_client/send.py`.
+
+Contract: always exit 0, never write to stderr, never wait past the timeout.
+When no acknowledgement arrives, the event goes to the SQLite inbox under
+the same `event_id`, so it is stored exactly once whichever path wins.
+"""
+
+import os
+import sys
+import time
+
+import _socket
+
+if __package__ in (None, ""):  # run as a file with -I -S: make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from nmem_client import paths, protocol  # noqa: E402
+
+DEFAULT_TIMEOUT_MS = 500
+# Why 500 ms: an idle daemon acknowledges in ~1-3 ms and under a 32-client
+# flood in tens of ms, so 500 ms only fires when the daemon is stuck; then the
+# fallback costs ~15 ms more. Capture hooks run async, so the agent never waits.
+
+_ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
+
+
+def _timeout_s() -> float:
+    raw = os.environ.get("NMEM_TIMEOUT_MS", "")
+    try:
+        ms = int(raw) if raw else DEFAULT_TIMEOUT_MS
+    except ValueError:
+        ms = DEFAULT_TIMEOUT_MS
+    return max(ms, 1) / 1000.0
+
+
+def _read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes]:
+    """Return (status, body-or-message); raise OSError on timeout or a closed peer."""
+    buf = b""
+    while b"\n" not in buf:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise OSError("daemon closed the connection")
+        buf += chunk
+        if len(buf) > protocol.MAX_HEADER and b"\n" not in buf:
+            raise OSError("reply header too long")
+    head, _, rest = buf.partition(b"\n")
+    if head.startswith(b"ERR "):
+        code = head[4:].split(b" ", 1)[0]
+        return b"ERR", code
+    if not head.startswith(b"OK "):
+        raise OSError("malformed reply")
+    size = int(head[3:])
+    while len(rest) < size:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        chunk = sock.recv(max(size - len(rest), 65536))
+        if not chunk:
+            raise OSError("daemon closed the connection")
+        rest += chunk
+    return b"OK", rest[:size]
+
+
+def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[bytes, bytes]:
+    """Send one frame and wait for its reply. Raises OSError when the daemon is unreachable."""
+    deadline = time.monotonic() + timeout
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(paths.socket_path())
+        sock.sendall(protocol.encode_request(kind, event_id, body))
+        return _read_reply(sock, deadline)
+    finally:
+        sock.close()
+
+
+def _read_stdin() -> bytes:
+    stream = sys.stdin
+    if stream is None:
+        return b""
+    try:
+        return stream.buffer.read()
+    except (OSError, ValueError):
+        return b""
+
+
+def run() -> int:
+    body = _read_stdin()
+    if not body.strip():
+        return 0  # nothing to remember; Claude Code always sends a payload
+    event_id = os.urandom(16).hex().encode()
+    daemon_absent = False
+    try:
+        status, reply = deliver(protocol.KIND_HOOK, event_id, body, _timeout_s())
+    except OSError as exc:
+        status, reply = b"", b""
+        daemon_absent = getattr(exc, "errno", None) in _ABSENT_ERRNOS
+    if status == b"OK":
+        if reply:
+            out = sys.stdout
+            if out is not None:
+                out.buffer.write(reply)
+                out.flush()
+        return 0
+    if status == b"ERR" and reply not in protocol.RETRYABLE:
+        return 0  # the daemon saw the event and refused it for good (and logged why)
+    from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
+
+    inbox.store(event_id.decode(), body)
+    if daemon_absent:
+        inbox.start_daemon()
+    return 0
+
+
+def main() -> None:
+    """Console-script entry point: fail open whatever happens."""
+    try:
+        run()
+    except BaseException:  # noqa: B036 - a hook must never fail the agent
+        pass
+    try:
+        sys.stdout.flush()
+    except BaseException:  # noqa: B036
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

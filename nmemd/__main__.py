@@ -1,0 +1,60 @@
+"""`nmemd`: run the daemon in the foreground (systemd, launchd or a client start it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK = 0
+EXIT_STARTUP_FAILURE = 3  # config, paths or database unusable
+EXIT_ALREADY_RUNNING = 4  # another nmemd serves this socket (RestartPreventExitStatus)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="nmemd", description="nmem's per-user memory daemon (foreground).")
+    parser.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
+                        help="exit after this long without connections (0: never; default from config)")
+    parser.add_argument("--socket", default=None, help="socket path (default: NMEM_SOCKET or the per-user path)")
+    parser.add_argument("--started-by", default="user", choices=["user", "client", "systemd", "launchd"],
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--log-stderr", action="store_true", help="also log to stderr")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    import anyio
+
+    from nmemd import config, logs
+    from nmemd.errors import AlreadyRunning, NmemError
+    from nmemd.server import serve
+
+    overrides: dict[str, object] = {}
+    if args.idle_timeout is not None:
+        overrides["idle_timeout_s"] = args.idle_timeout
+    if args.socket:
+        overrides["socket"] = args.socket
+    try:
+        settings = config.load(overrides)
+        logs.setup(settings.log_dir, settings.log_level, stderr=args.log_stderr)
+    except (NmemError, OSError) as exc:
+        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
+        sys.exit(EXIT_STARTUP_FAILURE)
+    try:
+        anyio.run(lambda: serve(settings, started_by=args.started_by), backend="asyncio")
+    except AlreadyRunning as exc:
+        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
+        sys.exit(EXIT_ALREADY_RUNNING)
+    except (NmemError, OSError) as exc:
+        import logging
+
+        logging.getLogger("nmemd").error("startup failed: %s", exc)
+        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
+        sys.exit(EXIT_STARTUP_FAILURE)
+    except KeyboardInterrupt:
+        pass
+    sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Typed settings: defaults, then `$NMEM_HOME/config.toml`, then `NMEM_*` variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from nmem_client import paths
+from nmemd.errors import ConfigError
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Everything the daemon can be told. Paths are resolved by `load`."""
+
+    home: str = ""
+    socket: str = ""
+    db: str = ""
+    # SQLite durability: NORMAL survives process crashes; FULL also power loss.
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    # Group commit: a batch commits when it holds batch_max_events events or its
+    # first event waited batch_max_delay_ms (see BENCHMARKS.md for the figures).
+    batch_max_events: PositiveInt = 512
+    batch_max_delay_ms: NonNegFloat = 2.0
+    dedup_window_s: NonNegFloat = 600.0
+    max_frame_bytes: PositiveInt = 32 * 1024 * 1024
+    read_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    max_connections: PositiveInt = 1024
+    inbox_drain_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 2.0
+    idle_timeout_s: NonNegFloat = 0.0  # 0: never exit for idleness
+    skip_tools: list[str] = []
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @property
+    def log_dir(self) -> str:
+        return os.path.join(self.home, "logs")
+
+    @property
+    def lock(self) -> str:
+        return paths.lock_path(self.socket)
+
+    @property
+    def spool(self) -> str:
+        return os.path.join(self.home, "spool")
+
+
+_FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+
+
+def _env_overrides() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _FIELDS:
+        raw = os.environ.get("NMEM_" + name.upper())
+        if raw is None or raw == "":
+            continue
+        if name == "skip_tools":
+            out[name] = [t.strip() for t in raw.split(",") if t.strip()]
+        else:
+            out[name] = raw  # converted and validated by msgspec.convert(strict=False)
+    return out
+
+
+def load(overrides: dict[str, Any] | None = None) -> Settings:
+    """Build the effective settings; raise ConfigError naming the bad key."""
+    home = paths.home()
+    values: dict[str, Any] = {}
+    config_file = Path(home) / "config.toml"
+    if config_file.exists():
+        try:
+            values.update(msgspec.toml.decode(config_file.read_bytes()))
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f"{config_file}: {exc}") from exc
+    values.update(_env_overrides())
+    values.update(overrides or {})
+    values.setdefault("home", home)
+    values.setdefault("socket", paths.socket_path())
+    values.setdefault("db", os.path.join(values["home"], "nmem.db"))
+    try:
+        return msgspec.convert(values, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"config: {exc}") from exc

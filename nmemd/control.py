@@ -1,0 +1,89 @@
+"""Talk to a running daemon from the CLI: ask, start, stop, status.
+
+Uses the same stdlib client as the hooks, so the CLI exercises the real wire.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import msgspec
+
+from nmem_client import inbox, protocol
+from nmem_client.send import deliver
+from nmemd.config import Settings
+from nmemd.errors import DaemonError, DaemonUnavailable
+from nmemd.instance import lock_holder
+from nmemd.status import DaemonFacts, Status, database_facts
+
+RPC_TIMEOUT_S = 10.0
+
+
+def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
+    try:
+        status, reply = deliver(kind, protocol.NO_EVENT_ID, body, timeout)
+    except OSError as exc:
+        raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
+    if status != b"OK":
+        raise DaemonError(f"daemon refused the request: {reply.decode(errors='replace')}")
+    return reply
+
+
+def ask(method: str, params: dict[str, Any] | None = None, timeout: float = RPC_TIMEOUT_S) -> Any:
+    """Call one RPC method on the daemon; raise DaemonUnavailable when none answers."""
+    body = msgspec.json.encode({"method": method, "params": params or {}})
+    return msgspec.json.decode(_request(protocol.KIND_RPC, body, timeout))
+
+
+def ping(timeout: float = 1.0) -> DaemonFacts | None:
+    try:
+        return msgspec.json.decode(_request(protocol.KIND_PING, b"", timeout), type=DaemonFacts)
+    except DaemonError:
+        return None
+
+
+def status(settings: Settings) -> Status:
+    """Ask the daemon; read the database read-only when none runs."""
+    try:
+        return msgspec.convert(ask("status"), Status)
+    except DaemonUnavailable:
+        holder = lock_holder(settings.lock)
+        facts = DaemonFacts(running=False, socket=settings.socket, pid=holder if holder and holder > 0 else None)
+        return Status(daemon=facts, database=database_facts(settings.db, settings.spool))
+
+
+def start(settings: Settings, timeout: float = 10.0) -> DaemonFacts:
+    """Start a detached daemon unless one answers; wait until it accepts requests."""
+    facts = ping()
+    if facts is not None:
+        return facts
+    inbox.start_daemon(("--started-by", "user"))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        facts = ping(0.5)
+        if facts is not None:
+            return facts
+        time.sleep(0.02)
+    raise DaemonError(f"nmemd did not start within {timeout:.0f} s; see {settings.log_dir}/nmemd.log")
+
+
+def stop(settings: Settings, timeout: float = 15.0) -> int | None:
+    """Ask the daemon to stop (SIGTERM if it does not answer); return its pid, None if none ran."""
+    pid = lock_holder(settings.lock)
+    if pid is None:
+        return None
+    try:
+        reply = ask("shutdown", timeout=2.0)
+        pid = int(reply.get("pid", pid))
+    except DaemonError:
+        if pid > 0:
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if lock_holder(settings.lock) is None:
+            return pid
+        time.sleep(0.02)
+    raise DaemonError(f"nmemd (pid {pid}) did not stop within {timeout:.0f} s")

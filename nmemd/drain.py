@@ -1,0 +1,108 @@
+"""Move events that clients left in the inbox table or the spool directory into memory.
+
+Each inbox row is deleted in the same transaction that stores its event, and
+each spool file is unlinked only after that commit, so a crash at any point
+leaves the event either still waiting or stored once (the ledger skips repeats).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+
+import anyio
+
+from nmemd.config import Settings
+from nmemd.errors import InvalidEvent
+from nmemd.ingest import Ingestor, extract_event
+from nmemd.store import Incoming
+
+LOG = logging.getLogger("nmemd.drain")
+DRAIN_BATCH = 256
+SPOOL_SUFFIX = ".event"
+
+
+async def drain_once(ingestor: Ingestor, settings: Settings) -> int:
+    """Drain everything waiting now; return how many events were handled."""
+    handled = await _drain_inbox(ingestor, settings)
+    handled += await _drain_spool(ingestor, settings)
+    if handled:
+        # The raw payloads (which may hold secrets) were deleted with secure_delete
+        # on; truncating the WAL removes their last copies from disk.
+        try:
+            await ingestor.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            LOG.debug("checkpoint after drain skipped: %s", exc)
+    return handled
+
+
+async def _drain_inbox(ingestor: Ingestor, settings: Settings) -> int:
+    store = ingestor.store
+    skip = frozenset(settings.skip_tools)
+    handled = 0
+    last_key = ""
+    while True:
+        rows = await store.conn.execute_fetchall(
+            "SELECT event_id, received_at, payload FROM inbox WHERE event_id > ? ORDER BY event_id LIMIT ?",
+            (last_key, DRAIN_BATCH),
+        )
+        rows = list(rows)
+        if not rows:
+            return handled
+        last_key = rows[-1][0]
+        items: list[Incoming] = []
+        invalid: list[tuple[str]] = []
+        for event_id, received_at, payload in rows:
+            try:
+                extracted = extract_event(bytes(payload), skip)
+            except InvalidEvent as exc:
+                LOG.warning("dropping invalid inbox event %s: %s", event_id, exc)
+                invalid.append((event_id,))
+                continue
+            items.append(
+                Incoming(event_id=event_id, received_at=float(received_at), extracted=extracted, from_inbox=True)
+            )
+        if invalid:
+            async with store.write() as conn:
+                await conn.executemany("DELETE FROM inbox WHERE event_id = ?", invalid)
+        if items:
+            await ingestor.submit_many(items)
+        handled += len(rows)
+
+
+async def _drain_spool(ingestor: Ingestor, settings: Settings) -> int:
+    try:
+        names = sorted(n for n in os.listdir(settings.spool) if n.endswith(SPOOL_SUFFIX))
+    except FileNotFoundError:
+        return 0
+    skip = frozenset(settings.skip_tools)
+    handled = 0
+    for start in range(0, len(names), DRAIN_BATCH):
+        chunk = names[start : start + DRAIN_BATCH]
+        items: list[Incoming] = []
+        done: list[str] = []
+        for name in chunk:
+            path = os.path.join(settings.spool, name)
+            try:
+                body = await anyio.Path(path).read_bytes()
+                received_at = os.stat(path).st_mtime
+            except OSError:
+                continue
+            event_id = name[: -len(SPOOL_SUFFIX)]
+            done.append(path)
+            try:
+                extracted = extract_event(body, skip)
+            except InvalidEvent as exc:
+                LOG.warning("dropping invalid spooled event %s: %s", event_id, exc)
+                continue
+            items.append(Incoming(event_id=event_id, received_at=received_at, extracted=extracted))
+        if items:
+            await ingestor.submit_many(items)
+        for path in done:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        handled += len(done)
+    return handled

@@ -1,0 +1,60 @@
+"""Every error nmem raises on purpose, under one root.
+
+* NmemError
+  + ConfigError          a config file or variable is wrong
+  + StorageError         SQLite could not do what was asked
+    - StorageFullError   the disk (or max_page_count) is full
+  + DaemonError          the daemon could not start or be reached
+    - AlreadyRunning     another nmemd holds the instance lock
+    - UnsafePathError    a state directory or socket has unsafe ownership or mode
+    - DaemonUnavailable  no daemon answered
+  + ProtocolError        a frame on the socket is malformed
+    - FrameTooLarge      a frame is larger than max_frame_bytes
+  + InvalidEvent         a hook payload is not a JSON object we can store
+"""
+
+from __future__ import annotations
+
+
+class NmemError(Exception):
+    """Base of every error nmem raises on purpose."""
+
+
+class ConfigError(NmemError):
+    """A config file or environment variable has an unknown key or a wrong value."""
+
+
+class StorageError(NmemError):
+    """SQLite failed; the transaction was rolled back and nothing was acknowledged."""
+
+
+class StorageFullError(StorageError):
+    """The database cannot grow: the disk or `max_page_count` is full."""
+
+
+class DaemonError(NmemError):
+    """The daemon could not start, or could not be reached."""
+
+
+class AlreadyRunning(DaemonError):
+    """Another nmemd holds the instance lock for this socket."""
+
+
+class UnsafePathError(DaemonError):
+    """A state directory or socket is a symlink, owned by someone else, or too open."""
+
+
+class DaemonUnavailable(DaemonError):
+    """No daemon answered on the socket."""
+
+
+class ProtocolError(NmemError):
+    """A frame on the socket is malformed."""
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame is larger than the configured `max_frame_bytes`."""
+
+
+class InvalidEvent(NmemError):
+    """A hook payload is empty, not UTF-8 JSON, too deep, or not an object."""

@@ -1,0 +1,167 @@
+"""One daemon per socket: safe directories, the flock, the listening socket, sd_notify.
+
+The kernel drops a flock when its process dies, so unlike a PID file it can
+never go stale; a socket left behind by `kill -9` is unlinked only while we
+hold the lock and after a connect() proved nobody serves it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import socket
+import stat
+import struct
+import sys
+
+from nmemd.errors import AlreadyRunning, UnsafePathError
+
+LOG = logging.getLogger("nmemd.instance")
+SD_LISTEN_FDS_START = 3
+
+
+def ensure_private_dir(path: str) -> None:
+    """Create `path` 0700 if needed; refuse a symlink, another owner or group/other access."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise UnsafePathError(f"{path} is not a plain directory")
+    if st.st_uid != os.geteuid():
+        raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by us ({os.geteuid()})")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)  # we own it: tighten rather than refuse
+
+
+class InstanceLock:
+    """An exclusive, non-blocking flock on a lock file beside the socket."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            who = f" (pid {holder})" if holder else ""
+            raise AlreadyRunning(f"nmemd is already running{who}; lock {self.path}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        raw = os.pread(fd, 32, 0).strip()
+        return int(raw) if raw else None
+    except (OSError, ValueError):
+        return None
+
+
+def lock_holder(path: str) -> int | None:
+    """The pid written by the daemon holding `path`, or None when nobody holds it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(fd) or -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def inherited_socket() -> socket.socket | None:
+    """The listening socket systemd passed us (LISTEN_FDS/LISTEN_PID), if any."""
+    if os.environ.get("LISTEN_PID") != str(os.getpid()):
+        return None
+    try:
+        count = int(os.environ.get("LISTEN_FDS", "0"))
+    except ValueError:
+        count = 0
+    for key in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(key, None)
+    if count < 1:
+        return None
+    fd = SD_LISTEN_FDS_START
+    os.set_inheritable(fd, False)
+    sock = socket.socket(fileno=fd)
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        raise UnsafePathError("the inherited socket is not a Unix stream socket")
+    return sock
+
+
+def bind_socket(path: str) -> socket.socket:
+    """Bind `path` 0600, replacing a stale socket. Call only while holding the lock."""
+    if os.path.lexists(path):
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(0.5)
+            probe.connect(path)
+        except OSError as exc:
+            if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
+                raise
+            LOG.info("removing stale socket %s", path)
+            os.unlink(path)
+        else:
+            raise AlreadyRunning(f"another process already serves {path}")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(path)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(512)
+    return sock
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end (Linux SO_PEERCRED, BSD getpeereid)."""
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        return uid
+    if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        uid_t, gid_t = ctypes.c_uint32(), ctypes.c_uint32()
+        if libc.getpeereid(sock.fileno(), ctypes.byref(uid_t), ctypes.byref(gid_t)) == 0:
+            return int(uid_t.value)
+    return None
+
+
+def sd_notify(message: str) -> bool:
+    """Send one datagram to $NOTIFY_SOCKET (systemd Type=notify); no libsystemd needed."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address or address[0] not in "/@":
+        return False
+    target = "\0" + address[1:] if address[0] == "@" else address
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+            s.connect(target)
+            s.sendall(message.encode())
+    except OSError:
+        LOG.warning("sd_notify(%s) to %s failed", message, address)
+        return False
+    return True

@@ -1,0 +1,109 @@
+"""Append-only schema migrations, each recorded by name in `schema_migrations`.
+
+Never edit a migration that has shipped: add a new one. The schema-migration
+test opens a database made by every earlier version and checks it upgrades.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nmem_client.inbox import INBOX_DDL
+
+FTS_TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
+
+M001_INITIAL: Final = f"""
+{INBOX_DDL};
+
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY,
+    project TEXT,
+    cwd TEXT,
+    started_at REAL,
+    ended_at REAL,
+    last_event_at REAL,
+    source TEXT,
+    end_reason TEXT,
+    model TEXT,
+    transcript_path TEXT,
+    last_assistant_message TEXT,
+    summary TEXT,
+    event_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sessions_project_last ON sessions(project, last_event_at);
+
+-- Every observation comes from one event; event_id is the idempotency key
+-- (the n-th observation of an event gets "<event_id>:<n>").
+CREATE TABLE observations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    project TEXT,
+    ts REAL NOT NULL,
+    last_ts REAL NOT NULL,
+    count INTEGER NOT NULL DEFAULT 1,
+    hook_event TEXT NOT NULL,
+    type TEXT NOT NULL,
+    title TEXT NOT NULL,
+    content TEXT NOT NULL DEFAULT '',
+    tool_name TEXT,
+    file_path TEXT,
+    command TEXT,
+    tool_use_id TEXT,
+    agent_id TEXT,
+    pinned INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX observations_project_ts ON observations(project, ts);
+CREATE INDEX observations_session_ts ON observations(session_id, ts);
+CREATE INDEX observations_type_ts ON observations(type, ts);
+CREATE INDEX observations_file ON observations(file_path) WHERE file_path IS NOT NULL;
+
+-- The ledger of every event ever accepted: what makes delivery exactly-once.
+-- A deduplicated event points at the observation it was merged into.
+CREATE TABLE events (
+    event_id TEXT PRIMARY KEY,
+    received_at REAL NOT NULL,
+    session_id TEXT,
+    hook_event TEXT,
+    observation_id INTEGER
+) WITHOUT ROWID;
+
+CREATE TABLE prompts (
+    observation_id INTEGER PRIMARY KEY REFERENCES observations(id) ON DELETE CASCADE,
+    session_id TEXT NOT NULL,
+    prompt_number INTEGER NOT NULL,
+    ts REAL NOT NULL
+);
+CREATE INDEX prompts_session ON prompts(session_id, prompt_number);
+
+CREATE VIRTUAL TABLE observations_fts USING fts5(
+    title, content, file_path, command,
+    content='observations', content_rowid='id', tokenize='{FTS_TOKENIZE}'
+);
+CREATE TRIGGER observations_ai AFTER INSERT ON observations BEGIN
+    INSERT INTO observations_fts(rowid, title, content, file_path, command)
+    VALUES (new.id, new.title, new.content, new.file_path, new.command);
+END;
+CREATE TRIGGER observations_ad AFTER DELETE ON observations BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)
+    VALUES ('delete', old.id, old.title, old.content, old.file_path, old.command);
+END;
+CREATE TRIGGER observations_au AFTER UPDATE OF title, content, file_path, command ON observations BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)
+    VALUES ('delete', old.id, old.title, old.content, old.file_path, old.command);
+    INSERT INTO observations_fts(rowid, title, content, file_path, command)
+    VALUES (new.id, new.title, new.content, new.file_path, new.command);
+END;
+
+CREATE TABLE jobs (
+    name TEXT PRIMARY KEY,
+    last_run REAL,
+    outcome TEXT
+);
+"""
+
+MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (("m001_initial", M001_INITIAL),)
+
+MIGRATIONS_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+)

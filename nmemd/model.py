@@ -1,0 +1,72 @@
+"""Typed records that cross module boundaries inside the daemon.
+
+`extract` turns a raw hook payload into an `Extracted`; the batcher turns that
+into rows. Keeping these as msgspec structs makes the contract explicit and
+cheap to build by the thousand.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+ObservationType = Literal[
+    "session",  # SessionStart / SessionEnd
+    "prompt",  # UserPromptSubmit
+    "read",  # Read, NotebookRead
+    "write",  # Write (create or overwrite)
+    "edit",  # Edit, MultiEdit, NotebookEdit
+    "command",  # Bash that succeeded
+    "search",  # Grep, Glob, WebSearch, ToolSearch
+    "fetch",  # WebFetch
+    "agent",  # Task / Agent tool, SubagentStart, SubagentStop
+    "task",  # TodoWrite, TaskCreate, TaskUpdate, ...
+    "mcp",  # mcp__server__tool
+    "error",  # PostToolUseFailure, StopFailure: never deduplicated
+    "compact",  # PreCompact, PostCompact
+    "stop",  # Stop (last assistant message when present)
+    "notification",  # Notification
+    "tool",  # a tool nmem does not know
+    "event",  # an event nmem does not know (or does not model: PreToolUse, ...)
+]
+
+OBSERVATION_TYPES: Final[tuple[str, ...]] = ObservationType.__args__  # type: ignore[attr-defined]
+
+# Bounds on what one observation may hold: a 2 MB file read stores its path and
+# line count, not the file.
+TITLE_MAX: Final = 200
+CONTENT_MAX: Final = 4000
+
+
+class Observation(msgspec.Struct, kw_only=True):
+    """One fact worth remembering, extracted from one hook event."""
+
+    type: ObservationType
+    title: str  # one line, <= TITLE_MAX characters
+    content: str = ""  # bounded detail, <= CONTENT_MAX characters
+    tool_name: str | None = None
+    file_path: str | None = None  # absolute path as the tool saw it
+    command: str | None = None  # Bash command (redacted)
+    # Events with equal non-None keys in one session within the dedup window
+    # collapse into one observation with a count. None: never deduplicated
+    # (writes, edits, errors, prompts).
+    dedup_key: str | None = None
+
+
+class Extracted(msgspec.Struct, kw_only=True):
+    """Everything the daemon keeps of one hook event, already redacted."""
+
+    hook_event: str  # hook_event_name as sent, "unknown" when absent
+    session_id: str  # "unknown" when absent
+    cwd: str | None = None
+    project: str | None = None  # git top-level of cwd, else cwd
+    observations: list[Observation] = []
+    # Session row updates (only the fields this event knows).
+    source: str | None = None  # SessionStart source
+    end_reason: str | None = None  # SessionEnd reason
+    model: str | None = None
+    transcript_path: str | None = None
+    last_assistant_message: str | None = None  # Stop / SubagentStop (redacted, bounded)
+    agent_id: str | None = None
+    tool_use_id: str | None = None

@@ -1,0 +1,88 @@
+"""What `nmem status` reports, read from the database without writing to it.
+
+One function serves both the daemon (run in a worker thread) and the CLI
+when no daemon runs, so both always print the same facts.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+import msgspec
+
+
+class DatabaseFacts(msgspec.Struct, kw_only=True):
+    path: str
+    exists: bool
+    size_bytes: int = 0
+    wal_bytes: int = 0
+    observations: int = 0
+    events: int = 0
+    sessions: int = 0
+    by_type: dict[str, int] = {}
+    last_event_at: float | None = None
+    inbox_backlog: int = 0
+    spool_backlog: int = 0
+    schema: list[str] = []
+
+
+class DaemonFacts(msgspec.Struct, kw_only=True):
+    running: bool
+    pid: int | None = None
+    socket: str
+    started_at: float | None = None
+    started_by: str | None = None
+    connections: int = 0
+    queued: int = 0
+    committed: int = 0
+    batches: int = 0
+    last_error: str | None = None
+    version: str | None = None
+
+
+class Status(msgspec.Struct, kw_only=True):
+    daemon: DaemonFacts
+    database: DatabaseFacts
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+    return row is not None
+
+
+def database_facts(db_path: str, spool_dir: str) -> DatabaseFacts:
+    """Counts and sizes, read through a read-only connection."""
+    facts = DatabaseFacts(path=db_path, exists=os.path.exists(db_path))
+    try:
+        facts.spool_backlog = sum(1 for n in os.listdir(spool_dir) if n.endswith(".event"))
+    except OSError:
+        pass
+    if not facts.exists:
+        return facts
+    facts.size_bytes = _size(db_path)
+    facts.wal_bytes = _size(db_path + "-wal")
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=2.0)
+    try:
+        q: Any = conn.execute
+        if _table_exists(conn, "inbox"):
+            facts.inbox_backlog = q("SELECT count(*) FROM inbox").fetchone()[0]
+        if _table_exists(conn, "schema_migrations"):
+            facts.schema = [r[0] for r in q("SELECT name FROM schema_migrations ORDER BY name")]
+        if _table_exists(conn, "observations"):
+            facts.observations = q("SELECT count(*) FROM observations").fetchone()[0]
+            facts.events = q("SELECT count(*) FROM events").fetchone()[0]
+            facts.sessions = q("SELECT count(*) FROM sessions").fetchone()[0]
+            facts.by_type = dict(q("SELECT type, count(*) FROM observations GROUP BY type ORDER BY 2 DESC"))
+            facts.last_event_at = q("SELECT max(received_at) FROM events").fetchone()[0]
+    finally:
+        conn.close()
+    return facts

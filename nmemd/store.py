@@ -1,0 +1,283 @@
+"""The daemon's single write connection: pragmas, migrations and batch commits.
+
+Exactly one `Store` exists per daemon; everything that writes goes through
+`commit_batch` (or `write`), so SQLite never sees two writers from us and
+the events ledger makes every commit idempotent by `event_id`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiosqlite
+import anyio
+import msgspec
+
+from nmemd.config import Settings
+from nmemd.dedup import Deduper
+from nmemd.errors import StorageError, StorageFullError
+from nmemd.migrations import MIGRATIONS, MIGRATIONS_DDL
+from nmemd.model import Extracted
+
+LOG = logging.getLogger("nmemd.store")
+SQL_CHUNK = 500  # host parameters per IN (...) query, well under SQLite's limit
+
+
+class Incoming(msgspec.Struct, kw_only=True):
+    """One accepted event on its way to a batch commit."""
+
+    event_id: str
+    received_at: float
+    extracted: Extracted
+    from_inbox: bool = False  # delete its inbox row in the same transaction
+
+
+def connection_pragmas(settings: Settings) -> list[str]:
+    return [
+        "PRAGMA journal_mode=WAL",
+        f"PRAGMA synchronous={settings.synchronous}",
+        "PRAGMA busy_timeout=5000",
+        "PRAGMA foreign_keys=ON",
+        "PRAGMA temp_store=MEMORY",
+        "PRAGMA secure_delete=ON",  # deleted rows (drained inbox, purges) leave no bytes behind
+        f"PRAGMA journal_size_limit={64 * 1024 * 1024}",
+    ]
+
+
+def translate(exc: sqlite3.Error) -> StorageError:
+    """Map sqlite3 errors to ours, once, at the store's edge."""
+    message = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "full" in message:
+        return StorageFullError(message)
+    return StorageError(message)
+
+
+async def migrate(conn: aiosqlite.Connection) -> list[str]:
+    """Apply every migration not yet recorded; return the names applied."""
+    await conn.execute(MIGRATIONS_DDL)
+    rows = await conn.execute_fetchall("SELECT name FROM schema_migrations")
+    done = {r[0] for r in rows}
+    applied = []
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        await conn.executescript(
+            "BEGIN IMMEDIATE;\n"
+            + sql
+            + f"\nINSERT INTO schema_migrations(name, applied_at) VALUES ('{name}', {time.time()});\nCOMMIT;"
+        )
+        applied.append(name)
+    return applied
+
+
+@dataclass
+class Store:
+    conn: aiosqlite.Connection
+    settings: Settings
+    dedup: Deduper
+    next_observation_id: int = 1
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    last_commit_at: float = 0.0
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One `BEGIN IMMEDIATE` transaction, shielded: a cancelled write may still commit."""
+        async with self.lock:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise translate(exc) from exc
+                try:
+                    yield self.conn
+                    await self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    await self._rollback()
+                    raise translate(exc) from exc
+                except BaseException:
+                    await self._rollback()
+                    raise
+                self.last_commit_at = time.time()
+
+    async def _rollback(self) -> None:
+        try:
+            if self.conn.in_transaction:
+                await self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            LOG.exception("rollback failed")
+
+    async def known_event_ids(self, ids: Sequence[str]) -> set[str]:
+        known: set[str] = set()
+        for start in range(0, len(ids), SQL_CHUNK):
+            chunk = ids[start : start + SQL_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = await self.conn.execute_fetchall(
+                f"SELECT event_id FROM events WHERE event_id IN ({marks})", chunk
+            )
+            known.update(r[0] for r in rows)
+        return known
+
+    async def commit_batch(self, items: Sequence[Incoming]) -> int:
+        """Store a batch in one transaction; return how many events were new.
+
+        Events already in the ledger (a retry, or the same event through both
+        the socket and the inbox) are skipped; their inbox rows are still removed.
+        """
+        if not items:
+            return 0
+        overlay = self.dedup.overlay()
+        async with self.write() as conn:
+            known = await self.known_event_ids([i.event_id for i in items])
+            plan = _plan(items, known, self.next_observation_id, overlay)
+            if plan.observations:
+                await conn.executemany(_INSERT_OBSERVATION, plan.observations)
+            if plan.merges:
+                await conn.executemany(
+                    "UPDATE observations SET count = count + 1, last_ts = max(last_ts, ?) WHERE id = ?",
+                    plan.merges,
+                )
+            if plan.prompts:
+                await conn.executemany(_INSERT_PROMPT, plan.prompts)
+            if plan.sessions:
+                await conn.executemany(_UPSERT_SESSION, plan.sessions)
+            if plan.events:
+                await conn.executemany(
+                    "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(event_id) DO NOTHING",
+                    plan.events,
+                )
+            if plan.inbox_done:
+                await conn.executemany("DELETE FROM inbox WHERE event_id = ?", plan.inbox_done)
+        self.next_observation_id = plan.next_id
+        self.dedup.merge(overlay)
+        return len(plan.events)
+
+    async def scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        rows = await self.conn.execute_fetchall(sql, tuple(params))
+        for row in rows:
+            return row[0]
+        return None
+
+
+_INSERT_OBSERVATION = (
+    "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
+    " content, tool_name, file_path, command, tool_use_id, agent_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_PROMPT = (
+    "INSERT INTO prompts(observation_id, session_id, prompt_number, ts) VALUES (?, ?,"
+    " (SELECT coalesce(max(prompt_number), 0) + 1 FROM prompts WHERE session_id = ?), ?)"
+)
+_UPSERT_SESSION = """
+INSERT INTO sessions(session_id, project, cwd, started_at, last_event_at, source, end_reason, ended_at,
+                     model, transcript_path, last_assistant_message, event_count)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT(session_id) DO UPDATE SET
+    project = coalesce(sessions.project, excluded.project),
+    cwd = coalesce(sessions.cwd, excluded.cwd),
+    started_at = min(coalesce(sessions.started_at, excluded.started_at), excluded.started_at),
+    last_event_at = max(coalesce(sessions.last_event_at, excluded.last_event_at), excluded.last_event_at),
+    source = coalesce(sessions.source, excluded.source),
+    end_reason = coalesce(excluded.end_reason, sessions.end_reason),
+    ended_at = coalesce(excluded.ended_at, sessions.ended_at),
+    model = coalesce(nullif(excluded.model, ''), sessions.model),
+    transcript_path = coalesce(sessions.transcript_path, excluded.transcript_path),
+    last_assistant_message = coalesce(excluded.last_assistant_message, sessions.last_assistant_message),
+    event_count = sessions.event_count + 1
+"""
+
+
+@dataclass
+class _Plan:
+    next_id: int
+    observations: list[tuple[Any, ...]] = field(default_factory=list)
+    merges: list[tuple[float, int]] = field(default_factory=list)
+    prompts: list[tuple[Any, ...]] = field(default_factory=list)
+    sessions: list[tuple[Any, ...]] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    inbox_done: list[tuple[str]] = field(default_factory=list)
+
+
+def _plan(items: Sequence[Incoming], known: set[str], next_id: int, overlay: Deduper) -> _Plan:
+    """Turn a batch into rows; observation ids are assigned here (we are the only writer)."""
+    plan = _Plan(next_id=next_id)
+    seen = set(known)
+    for item in items:
+        if item.from_inbox:
+            plan.inbox_done.append((item.event_id,))
+        if item.event_id in seen:
+            continue
+        seen.add(item.event_id)
+        ex, ts = item.extracted, item.received_at
+        first_id: int | None = None
+        for n, obs in enumerate(ex.observations):
+            target = overlay.lookup(ex.session_id, obs.dedup_key, ts) if obs.dedup_key else None
+            if target is not None:
+                plan.merges.append((ts, target))
+                first_id = first_id or target
+                continue
+            oid = plan.next_id
+            plan.next_id += 1
+            first_id = first_id or oid
+            obs_event_id = item.event_id if n == 0 else f"{item.event_id}:{n}"
+            plan.observations.append(
+                (oid, obs_event_id, ex.session_id, ex.project, ts, ts, ex.hook_event, obs.type, obs.title,
+                 obs.content, obs.tool_name, obs.file_path, obs.command, ex.tool_use_id, ex.agent_id)
+            )
+            if obs.dedup_key:
+                overlay.remember(ex.session_id, obs.dedup_key, ts, oid)
+            if obs.type == "prompt":
+                plan.prompts.append((oid, ex.session_id, ex.session_id, ts))
+        ended = ts if ex.end_reason is not None else None
+        plan.sessions.append(
+            (ex.session_id, ex.project, ex.cwd, ts, ts, ex.source, ex.end_reason, ended, ex.model,
+             ex.transcript_path, ex.last_assistant_message)
+        )
+        plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id))
+    return plan
+
+
+@asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[Store]:
+    """Open (creating and migrating if needed) the database; checkpoint on close."""
+    os.makedirs(os.path.dirname(settings.db) or ".", mode=0o700, exist_ok=True)
+    old_umask = os.umask(0o077)
+    try:
+        conn = await aiosqlite.connect(settings.db, isolation_level=None)
+    finally:
+        os.umask(old_umask)
+    try:
+        await conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective on a new, empty file only
+        for pragma in connection_pragmas(settings):
+            await conn.execute(pragma)
+        applied = await migrate(conn)
+        if applied:
+            LOG.info("applied migrations: %s", ", ".join(applied))
+        top = await conn.execute_fetchall(
+            "SELECT max(coalesce((SELECT max(id) FROM observations), 0),"
+            " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'observations'), 0))"
+        )
+        store = Store(conn=conn, settings=settings, dedup=Deduper(settings.dedup_window_s))
+        store.next_observation_id = int(list(top)[0][0]) + 1
+    except sqlite3.Error as exc:
+        await conn.close()
+        raise translate(exc) from exc
+    except BaseException:
+        await conn.close()
+        raise
+    try:
+        yield store
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                await conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                LOG.exception("final checkpoint failed")
+            await conn.close()

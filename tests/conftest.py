@@ -1,0 +1,140 @@
+"""Shared fixtures: isolated NMEM_HOME, short socket paths, a real nmemd subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SEND_SCRIPT = REPO / "nmem_client" / "send.py"
+READY_TIMEOUT_S = 20.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def short_dir() -> Iterator[str]:
+    """A directory under /tmp short enough for AF_UNIX paths (pytest's tmp_path is not)."""
+    path = tempfile.mkdtemp(prefix="nm", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point every nmem path at this test's own directories."""
+    home = tmp_path / "home"
+    env = {
+        "NMEM_HOME": str(home),
+        "NMEM_SOCKET": os.path.join(short_dir, "run", "nmemd.sock"),
+    }
+    for key in ("XDG_RUNTIME_DIR", "NMEM_TIMEOUT_MS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+class Daemon:
+    """A real `nmemd` process; started by `start`, awaited through READY=1 on NOTIFY_SOCKET."""
+
+    def __init__(self, env: dict[str, str], short_dir: str):
+        self.env = {**os.environ, **env}
+        self.notify_path = os.path.join(short_dir, "notify")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.home = Path(env["NMEM_HOME"])
+        self.socket = env["NMEM_SOCKET"]
+
+    @property
+    def db(self) -> Path:
+        return self.home / "nmem.db"
+
+    def start(self, *args: str, wait: bool = True) -> subprocess.Popen[bytes]:
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if os.path.exists(self.notify_path):
+            os.unlink(self.notify_path)
+        notify.bind(self.notify_path)
+        notify.settimeout(READY_TIMEOUT_S)
+        env = {**self.env, "NOTIFY_SOCKET": self.notify_path}
+        self.proc = subprocess.Popen(
+            [str(BIN / "nmemd"), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            if wait:
+                while True:
+                    message = notify.recv(4096)
+                    if b"READY=1" in message:
+                        break
+        except TimeoutError:
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=10)
+            raise AssertionError(f"nmemd did not become ready: {err.decode(errors='replace')}") from None
+        finally:
+            notify.close()
+        return self.proc
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.stderr:
+                self.proc.stderr.close()
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def daemon(nmem_env: dict[str, str], short_dir: str) -> Iterator[Daemon]:
+    d = Daemon(nmem_env, short_dir)
+    yield d
+    if d.proc is not None and d.proc.poll() is None:
+        d.stop()
+
+
+def run_send(payload: bytes, env: dict[str, str] | None = None, timeout: float = 15.0) -> subprocess.CompletedProcess[bytes]:
+    """Run the hook client exactly as installed hooks do: `python -I -S send.py`."""
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(SEND_SCRIPT)],
+        input=payload,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        timeout=timeout,
+    )
+
+
+def db_rows(db: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return list(conn.execute(sql, params))
+    finally:
+        conn.close()
+
+
+def integrity_ok(db: Path) -> None:
+    """PRAGMA integrity_check and the FTS5 integrity check (rank 1 compares with content)."""
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
+        dup = conn.execute("SELECT count(*) - count(DISTINCT event_id) FROM events").fetchone()[0]
+        assert dup == 0
+    finally:
+        conn.close()
