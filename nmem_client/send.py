@@ -111,7 +111,7 @@ def run() -> int:
     from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
 
     inbox.store(event_id.decode(), body)
-    if daemon_absent:
+    if daemon_absent and os.environ.get("NMEM_AUTOSTART", "1") != "0":
         inbox.start_daemon()
     return 0
 

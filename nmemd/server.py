@@ -139,11 +139,61 @@ def _parse_header(line: bytes) -> tuple[bytes, bytes, int]:
     return kind, event_id, int(raw_len)
 
 
+async def serve_frame(
+    daemon: Daemon, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream
+) -> bool:
+    """Read and answer one frame; return False when the connection should close.
+
+    A connection may carry many frames one after another (the importer and the
+    benchmarks keep one open); the hook client sends one and closes.
+    """
+    settings = daemon.settings
+    try:
+        with anyio.fail_after(settings.read_timeout_s):
+            try:
+                line = await buffered.receive_until(b"\n", protocol.MAX_HEADER)
+            except anyio.IncompleteRead:
+                return False  # clean close between frames
+        kind, event_id, length = _parse_header(line)
+        if length > settings.max_frame_bytes:
+            LOG.warning("refused a %d-byte frame (max %d)", length, settings.max_frame_bytes)
+            await _reply(stream, protocol.encode_error(protocol.ERR_TOO_LARGE, "frame too large"))
+            return False
+        # A local peer sends megabytes in milliseconds; allow 10 MB/s on top of the base timeout.
+        with anyio.fail_after(settings.read_timeout_s + length / 10e6):
+            body = await buffered.receive_exactly(length) if length else b""
+    except TimeoutError:
+        LOG.warning("a client was too slow to send its frame; dropped")
+        await _reply(stream, protocol.encode_error(protocol.ERR_TIMEOUT, "frame not received in time"))
+        return False
+    except anyio.DelimiterNotFound:
+        LOG.warning("a client sent a header line that never ends; dropped")
+        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "malformed frame header"))
+        return False
+    except InvalidEvent as exc:
+        LOG.warning("a client sent garbage: %s", exc)
+        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, str(exc)))
+        return False
+    daemon.last_activity = time.monotonic()
+    if kind == protocol.KIND_HOOK:
+        if event_id == protocol.NO_EVENT_ID:
+            await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "hook events need an id"))
+            return False
+        await handle_hook(daemon, stream, event_id, body)
+    elif kind == protocol.KIND_RPC:
+        await handle_rpc(daemon, stream, body)
+    elif kind == protocol.KIND_PING:
+        await _reply(stream, protocol.encode_ok(msgspec.json.encode(daemon.facts())))
+    else:
+        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "MCP is not served yet"))
+        return False
+    return True
+
+
 async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> None:
-    """Serve one request. Nothing a peer sends may raise out of here."""
+    """Serve one connection, frame after frame. Nothing a peer sends may raise out of here."""
     daemon.connections += 1
     daemon.last_activity = time.monotonic()
-    settings = daemon.settings
     try:
         async with stream:
             uid = peer_uid(stream.extra(anyio.abc.SocketAttribute.raw_socket))
@@ -151,44 +201,12 @@ async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> N
                 daemon.refused_peers += 1
                 LOG.warning("refused a connection from uid %s", uid)
                 return
-            if daemon.connections > settings.max_connections:
+            if daemon.connections > daemon.settings.max_connections:
                 await _reply(stream, protocol.encode_error(protocol.ERR_BUSY, "too many connections"))
                 return
             buffered = BufferedByteReceiveStream(stream)
-            try:
-                with anyio.fail_after(settings.read_timeout_s):
-                    line = await buffered.receive_until(b"\n", protocol.MAX_HEADER)
-                kind, event_id, length = _parse_header(line)
-                if length > settings.max_frame_bytes:
-                    LOG.warning("refused a %d-byte frame (max %d)", length, settings.max_frame_bytes)
-                    await _reply(stream, protocol.encode_error(protocol.ERR_TOO_LARGE, "frame too large"))
-                    return
-                # A local peer sends megabytes in milliseconds; allow 10 MB/s on top of the base timeout.
-                with anyio.fail_after(settings.read_timeout_s + length / 10e6):
-                    body = await buffered.receive_exactly(length) if length else b""
-            except TimeoutError:
-                LOG.warning("a client was too slow to send its frame; dropped")
-                await _reply(stream, protocol.encode_error(protocol.ERR_TIMEOUT, "frame not received in time"))
-                return
-            except anyio.DelimiterNotFound:
-                LOG.warning("a client sent a header line that never ends; dropped")
-                await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "malformed frame header"))
-                return
-            except InvalidEvent as exc:
-                LOG.warning("a client sent garbage: %s", exc)
-                await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, str(exc)))
-                return
-            if kind == protocol.KIND_HOOK:
-                if event_id == protocol.NO_EVENT_ID:
-                    await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "hook events need an id"))
-                    return
-                await handle_hook(daemon, stream, event_id, body)
-            elif kind == protocol.KIND_RPC:
-                await handle_rpc(daemon, stream, body)
-            elif kind == protocol.KIND_PING:
-                await _reply(stream, protocol.encode_ok(msgspec.json.encode(daemon.facts())))
-            else:
-                await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "MCP is not served yet"))
+            while await serve_frame(daemon, stream, buffered):
+                pass
     except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
         LOG.debug("a client closed its connection early")
     except OSError as exc:
