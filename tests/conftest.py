@@ -120,7 +120,7 @@ def run_send(payload: bytes, env: dict[str, str] | None = None, timeout: float =
     )
 
 
-def db_rows(db: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+def db_rows(db: str | Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return list(conn.execute(sql, params))
@@ -128,7 +128,7 @@ def db_rows(db: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[o
         conn.close()
 
 
-def integrity_ok(db: Path) -> None:
+def integrity_ok(db: str | Path) -> None:
     """PRAGMA integrity_check and the FTS5 integrity check (rank 1 compares with content)."""
     conn = sqlite3.connect(db)
     try:
