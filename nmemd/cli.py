@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import msgspec
 import typer
@@ -29,7 +29,7 @@ def _settings() -> config.Settings:
         _fail(str(exc))
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:  # type: ignore[misc]
+def _fail(message: str, code: int = 1) -> NoReturn:
     Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
 
@@ -54,7 +54,9 @@ def _print_status(st: Status) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    state = f"[green]running[/green] (pid {d.pid}, started by {d.started_by})" if d.running else "[red]not running[/red]"
+    state = "[red]not running[/red]"
+    if d.running:
+        state = f"[green]running[/green] (pid {d.pid}, started by {d.started_by})"
     table.add_row("daemon", state)
     table.add_row("socket", d.socket)
     if d.running:

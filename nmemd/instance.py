@@ -140,7 +140,7 @@ def peer_uid(sock: socket.socket) -> int | None:
     if hasattr(socket, "SO_PEERCRED"):
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         _pid, uid, _gid = struct.unpack("3i", creds)
-        return uid
+        return int(uid)
     if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
         import ctypes
 

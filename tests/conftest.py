@@ -109,7 +109,9 @@ def daemon(nmem_env: dict[str, str], short_dir: str) -> Iterator[Daemon]:
         d.stop()
 
 
-def run_send(payload: bytes, env: dict[str, str] | None = None, timeout: float = 15.0) -> subprocess.CompletedProcess[bytes]:
+def run_send(
+    payload: bytes, env: dict[str, str] | None = None, timeout: float = 15.0
+) -> subprocess.CompletedProcess[bytes]:
     """Run the hook client exactly as installed hooks do: `python -I -S send.py`."""
     return subprocess.run(
         [sys.executable, "-I", "-S", str(SEND_SCRIPT)],

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import db_rows, integrity_ok
+
 from nmemd import config
 from nmemd.model import Extracted, Observation
 from nmemd.store import Incoming, open_store
@@ -65,13 +65,18 @@ async def test_sessions_and_prompt_numbers() -> None:
         ])
         await store.commit_batch([_event("e", end, hook="SessionEnd", ts=13, end_reason="clear")])
     assert db_rows(settings.db, "SELECT prompt_number FROM prompts ORDER BY ts") == [(1,), (2,)]
-    row = db_rows(settings.db, "SELECT started_at, last_event_at, ended_at, source, end_reason, model, event_count FROM sessions")
+    row = db_rows(
+        settings.db,
+        "SELECT started_at, last_event_at, ended_at, source, end_reason, model, event_count FROM sessions",
+    )
     assert row == [(10.0, 13.0, 13.0, "startup", "clear", "m1", 4)]
 
 
 async def test_identifiers_and_paths_are_searchable() -> None:
     settings = config.load()
-    obs = Observation(type="edit", title="Edit src/auth.ts", content="renamed save_hook to useState", file_path="/p/src/auth.ts")
+    obs = Observation(
+        type="edit", title="Edit src/auth.ts", content="renamed save_hook to useState", file_path="/p/src/auth.ts"
+    )
     async with open_store(settings) as store:
         await store.commit_batch([_event("e1", obs)])
     for query in ('"save_hook"', '"useState"', '"src/auth.ts"', '"auth.ts"', "usestate"):
