@@ -10,11 +10,10 @@ When no acknowledgement arrives, the event goes to the SQLite inbox under
 the same `event_id`, so it is stored exactly once whichever path wins.
 """
 
+import _socket
 import os
 import sys
 import time
-
-import _socket
 
 if __package__ in (None, ""):  # run as a file with -I -S: make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

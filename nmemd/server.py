@@ -218,8 +218,11 @@ async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> N
         daemon.last_activity = time.monotonic()
 
 
-async def _watch_signals(scope: anyio.CancelScope) -> None:
+async def _watch_signals(
+    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()  # READY=1 must not go out before SIGTERM is ours to handle
         async for signum in signals:
             LOG.info("received %s: shutting down", signal.Signals(signum).name)
             scope.cancel()
@@ -254,6 +257,15 @@ async def _drain_periodically(daemon: Daemon) -> None:
         except StorageError as exc:
             LOG.warning("inbox drain failed, will retry: %s", exc)
         await anyio.sleep(daemon.settings.inbox_drain_interval_s)
+
+
+async def _final_drain(daemon: Daemon) -> None:
+    """Store what clients left in the inbox while we ran, so a stop never strands events."""
+    with anyio.move_on_after(SHUTDOWN_GRACE_S):
+        try:
+            await drain_once(daemon.ingestor, daemon.settings)
+        except StorageError as exc:
+            LOG.warning("final inbox drain failed; events stay in the inbox: %s", exc)
 
 
 def _raise_fd_limit() -> None:
@@ -314,7 +326,7 @@ async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daem
                     await handle_connection(daemon, stream)
 
                 services.start_soon(listener.serve, handler, conns)
-                services.start_soon(_watch_signals, services.cancel_scope)
+                await services.start(_watch_signals, services.cancel_scope)
                 services.start_soon(_watch_stop, daemon, services.cancel_scope)
                 services.start_soon(_watch_idle, daemon, services.cancel_scope)
                 services.start_soon(_drain_periodically, daemon)
@@ -328,6 +340,8 @@ async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daem
             sd_notify("STOPPING=1")
             await listener.aclose()
             conns.cancel_scope.deadline = anyio.current_time() + SHUTDOWN_GRACE_S
+        with anyio.CancelScope(shield=True):
+            await _final_drain(daemon)
         daemon.ingestor.close()  # run() commits whatever is still queued, then returns
 
 

@@ -1,0 +1,74 @@
+"""Acceptance: planted secrets and <private> text never reach the database or WAL bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import Daemon, db_rows, integrity_ok, run_send
+
+AWS = "AKIAQ3EGTX7PLM4ZWN2K"
+GITHUB = "ghp_" + "R8f3kLq0ZpX2mN7vB4cT9wY6uJ1eH5aS0dGi"
+PASSWORD = "hunter2-correct-horse-battery"
+BEARER = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ.sflKxwRJSMeKKF2QT4fwpM"
+PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0"
+PRIVATE = "my-private-diary-entry-7d1c"
+SECRETS = (AWS, GITHUB, PASSWORD, BEARER, PEM_BODY, PRIVATE)
+
+
+def _events(session: str) -> list[bytes]:
+    base = {"session_id": session, "cwd": "/tmp/proj", "transcript_path": "/tmp/t.jsonl"}
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+    return [
+        json.dumps({**base, "hook_event_name": "UserPromptSubmit",
+                    "prompt": f"deploy with key {AWS} <private>{PRIVATE}</private> please"}).encode(),
+        json.dumps({**base, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_1",
+                    "tool_input": {"command": f"curl -H 'Authorization: Bearer {BEARER}' "
+                                              f"https://admin:{PASSWORD}@example.com/api --token={GITHUB}"},
+                    "tool_response": {"stdout": f"password={PASSWORD}\n{pem}", "stderr": "", "interrupted": False}}
+                   ).encode(),
+        json.dumps({**base, "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": "toolu_2",
+                    "tool_input": {"file_path": "/tmp/proj/.env"},
+                    "tool_response": {"type": "text", "file": {"filePath": "/tmp/proj/.env",
+                                      "content": f"GITHUB_TOKEN={GITHUB}\nAWS_ACCESS_KEY_ID={AWS}\n",
+                                      "numLines": 2, "startLine": 1, "totalLines": 2}}}).encode(),
+    ]
+
+
+def _raw_bytes(home: Path) -> bytes:
+    data = b""
+    for path in sorted(home.rglob("*")):
+        if path.is_file() and not path.name.endswith(".log"):
+            data += path.read_bytes()
+    return data
+
+
+def _assert_clean(home: Path) -> None:
+    raw = _raw_bytes(home)
+    for secret in SECRETS:
+        assert secret.encode() not in raw, secret[:12]
+
+
+def test_secrets_are_redacted_on_the_socket_path(daemon: Daemon) -> None:
+    daemon.start()
+    for body in _events("sock"):
+        assert run_send(body).returncode == 0
+    _assert_clean(daemon.home)  # while running: database and WAL as they are now
+    daemon.stop()
+    _assert_clean(daemon.home)
+    assert db_rows(daemon.db, "SELECT count(*) FROM observations") == [(3,)]
+    text = " ".join(str(r) for r in db_rows(daemon.db, "SELECT title || content || coalesce(command, '') FROM observations"))
+    assert "[REDACTED" in text and "deploy with key" in text
+    integrity_ok(daemon.db)
+
+
+def test_secrets_are_gone_after_the_fallback_path_drains(daemon: Daemon) -> None:
+    env = {"NMEM_AUTOSTART": "0"}
+    for body in _events("fallback"):
+        assert run_send(body, env).returncode == 0
+    assert db_rows(daemon.db, "SELECT count(*) FROM inbox") == [(3,)]  # raw, until the daemon drains it
+    daemon.start()
+    daemon.stop()  # the drain at start runs before the stop is handled
+    assert db_rows(daemon.db, "SELECT count(*) FROM inbox") == [(0,)]
+    assert db_rows(daemon.db, "SELECT count(*) FROM observations") == [(3,)]
+    _assert_clean(daemon.home)
