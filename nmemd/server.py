@@ -22,13 +22,14 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
-from nmemd import __version__
+from nmemd import __version__, recall, rpc
 from nmemd.config import Settings
 from nmemd.drain import drain_once
-from nmemd.errors import InvalidEvent, StorageError, StorageFullError
+from nmemd.errors import InvalidEvent, NmemError, StorageError, StorageFullError
 from nmemd.ingest import Ingestor, extract_event
 from nmemd.instance import InstanceLock, bind_socket, ensure_private_dir, inherited_socket, peer_uid, sd_notify
-from nmemd.status import DaemonFacts, Status, database_facts
+from nmemd.model import Extracted
+from nmemd.status import DaemonFacts
 from nmemd.store import Incoming, open_store
 
 LOG = logging.getLogger("nmemd.server")
@@ -57,6 +58,8 @@ class Daemon:
     uid_allowed: Callable[[int | None], bool] = same_user
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
     refused_peers: int = 0
+    # Post-commit work (summaries, ...): runs after the reply, finishes before shutdown.
+    background: anyio.abc.TaskGroup = field(init=False)
 
     @property
     def skip_tools(self) -> frozenset[str]:
@@ -104,25 +107,38 @@ async def handle_hook(daemon: Daemon, stream: anyio.abc.ByteStream, event_id: by
     except StorageError as exc:
         await _reply(stream, protocol.encode_error(protocol.ERR_INTERNAL, str(exc)))
         return
-    await _reply(stream, protocol.encode_ok(b""))
+    try:
+        reply = await recall.hook_reply(daemon, extracted)
+    except Exception:  # the event is stored; a failed reply must not fail the hook
+        LOG.exception("hook reply for %s failed", extracted.hook_event)
+        reply = b""
+    await _reply(stream, protocol.encode_ok(reply))
+    daemon.background.start_soon(_after_commit, daemon, extracted)
+
+
+async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:
+    try:
+        await recall.after_commit(daemon, extracted)
+    except Exception:
+        LOG.exception("post-commit work for %s failed", extracted.hook_event)
 
 
 async def handle_rpc(daemon: Daemon, stream: anyio.abc.ByteStream, body: bytes) -> None:
     try:
         request = msgspec.json.decode(body)
-        method = request.get("method") if isinstance(request, dict) else None
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        method = None
-    if method == "status":
-        db = await anyio.to_thread.run_sync(database_facts, daemon.settings.db, daemon.settings.spool)
-        result: Any = Status(daemon=daemon.facts(), database=db)
-    elif method == "shutdown":
-        daemon.stop_requested.set()
-        result = {"stopping": True, "pid": os.getpid()}
-    elif method == "drain":
-        result = {"drained": await drain_once(daemon.ingestor, daemon.settings)}
-    else:
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, f"unknown method {method!r}"))
+        request = None
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, 'expected {"method": ..., "params": {...}}'))
+        return
+    params = request.get("params") or {}
+    if not isinstance(params, dict):
+        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "params must be an object"))
+        return
+    try:
+        result = await rpc.dispatch(daemon, request["method"], params)
+    except NmemError as exc:
+        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, str(exc)))
         return
     await _reply(stream, protocol.encode_ok(msgspec.json.encode(result)))
 
@@ -185,7 +201,9 @@ async def serve_frame(
     elif kind == protocol.KIND_PING:
         await _reply(stream, protocol.encode_ok(msgspec.json.encode(daemon.facts())))
     else:
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "MCP is not served yet"))
+        from nmemd import mcp_server  # imported on the first MCP connection only (~0.8 s)
+
+        await mcp_server.serve_connection(daemon, stream, buffered, body)
         return False
     return True
 
@@ -318,6 +336,7 @@ async def serve(
 async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daemon]) -> None:
     listener = await anyio.abc.SocketListener.from_socket(sock)
     async with anyio.create_task_group() as core:
+        daemon.background = core
         core.start_soon(daemon.ingestor.run)
         async with anyio.create_task_group() as conns:
             async with anyio.create_task_group() as services:

@@ -1,0 +1,284 @@
+"""Read-side queries: search, details, timelines, sessions, file history.
+
+Plain functions over a `sqlite3.Connection`, so the CLI can run them on a
+read-only connection when no daemon runs and the daemon can run them in a
+worker thread (`readers.run`) without touching its write connection.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from nmemd.errors import NmemError
+
+MAX_TERMS = 32  # a 10,000-character query is cut to its first terms, not refused
+MAX_TERM_CHARS = 200
+MAX_LIMIT = 200
+ALL_PROJECTS = "*"
+
+# How much an observation type matters when ranking equally relevant text.
+TYPE_WEIGHT: dict[str, float] = {
+    "error": 1.3, "edit": 1.25, "write": 1.25, "prompt": 1.2, "command": 1.1, "task": 1.1,
+    "compact": 1.1, "stop": 1.0, "agent": 1.0, "search": 0.9, "fetch": 0.9, "mcp": 0.9,
+    "read": 0.8, "session": 0.6, "tool": 0.7, "event": 0.5, "notification": 0.4,
+}
+# bm25 column weights: title, content, file_path, command
+BM25_WEIGHTS = (4.0, 1.0, 2.5, 2.5)
+RECENCY_HALF_LIFE_DAYS = 14.0
+
+
+class QueryError(NmemError):
+    """A search or lookup was asked something it cannot answer (empty query, bad filter)."""
+
+
+class Hit(msgspec.Struct, kw_only=True):
+    """One compact search or timeline line: enough to decide whether to ask for details."""
+
+    id: int
+    type: str
+    project: str | None
+    session_id: str
+    ts: float
+    title: str
+    file_path: str | None = None
+    count: int = 1
+    snippet: str | None = None
+    score: float | None = None
+
+
+class Detail(msgspec.Struct, kw_only=True):
+    """Everything stored about one observation."""
+
+    id: int
+    type: str
+    project: str | None
+    session_id: str
+    ts: float
+    last_ts: float
+    count: int
+    hook_event: str
+    title: str
+    content: str
+    tool_name: str | None
+    file_path: str | None
+    command: str | None
+    tool_use_id: str | None
+    agent_id: str | None
+    pinned: bool
+
+
+class SessionRow(msgspec.Struct, kw_only=True):
+    session_id: str
+    project: str | None
+    started_at: float | None
+    last_event_at: float | None
+    ended_at: float | None
+    source: str | None
+    end_reason: str | None
+    event_count: int
+    summary: str | None
+    first_prompt: str | None = None
+
+
+class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Narrow a query. `project="*"` (or None) means every project."""
+
+    project: str | None = None
+    types: list[str] = []
+    session_id: str | None = None
+    file: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+_TERM = re.compile(r'"([^"]*)"|(\S+)')
+_WORDISH = re.compile(r"\w", re.UNICODE)
+
+
+def fts_query(text: str) -> str:
+    """Turn user text into a safe FTS5 query: every term quoted, AND-ed.
+
+    `"exact phrase"` stays a phrase, a trailing `*` keeps prefix search, and
+    every FTS5 operator character is inert inside quotes. Raises QueryError
+    when nothing searchable is left.
+    """
+    parts: list[str] = []
+    for match in _TERM.finditer(text):
+        phrase, word = match.group(1), match.group(2)
+        raw = phrase if phrase is not None else word
+        prefix = phrase is None and raw.endswith("*") and len(raw) > 1
+        raw = raw.rstrip("*") if prefix else raw
+        raw = raw[:MAX_TERM_CHARS]
+        if not _WORDISH.search(raw):
+            continue
+        quoted = '"' + raw.replace('"', '""') + '"'
+        parts.append(quoted + ("*" if prefix else ""))
+        if len(parts) >= MAX_TERMS:
+            break
+    if not parts:
+        raise QueryError("the query has nothing to search for (no letters or digits)")
+    return " ".join(parts)
+
+
+def _where(filters: Filters, alias: str = "o") -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filters.project and filters.project != ALL_PROJECTS:
+        clauses.append(f"{alias}.project = ?")
+        params.append(filters.project)
+    if filters.types:
+        clauses.append(f"{alias}.type IN ({','.join('?' * len(filters.types))})")
+        params.extend(filters.types)
+    if filters.session_id:
+        clauses.append(f"{alias}.session_id = ?")
+        params.append(filters.session_id)
+    if filters.file:
+        clauses.append(f"({alias}.file_path = ? OR {alias}.file_path LIKE ? ESCAPE '\\')")
+        escaped = filters.file.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params.extend([filters.file, "%" + escaped])
+    if filters.since is not None:
+        clauses.append(f"{alias}.ts >= ?")
+        params.append(filters.since)
+    if filters.until is not None:
+        clauses.append(f"{alias}.ts <= ?")
+        params.append(filters.until)
+    return clauses, params
+
+
+def _limit(limit: int) -> int:
+    if limit < 1:
+        raise QueryError("limit must be at least 1")
+    return min(limit, MAX_LIMIT)
+
+
+def _type_case(alias: str = "o") -> str:
+    whens = " ".join(f"WHEN '{t}' THEN {w}" for t, w in TYPE_WEIGHT.items())
+    return f"(CASE {alias}.type {whens} ELSE 1.0 END)"
+
+
+def search(conn: sqlite3.Connection, text: str, filters: Filters | None = None, limit: int = 20,
+           now: float | None = None) -> list[Hit]:
+    """BM25 over title, content, path and command, weighted by type and recency."""
+    filters = filters or Filters()
+    match = fts_query(text)
+    clauses, params = _where(filters)
+    now = time.time() if now is None else now
+    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    where = " AND ".join(["observations_fts MATCH ?", *clauses])
+    sql = f"""
+        SELECT o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count,
+               snippet(observations_fts, 1, '[', ']', '…', 12),
+               bm25(observations_fts, {weights}) * {_type_case()}
+                 * (1.0 + 1.0 / (1.0 + max(0.0, ? - o.last_ts) / 86400.0 / {RECENCY_HALF_LIFE_DAYS})) AS score
+        FROM observations_fts JOIN observations o ON o.id = observations_fts.rowid
+        WHERE {where}
+        ORDER BY score, o.id DESC
+        LIMIT ?"""
+    try:
+        rows = conn.execute(sql, [now, match, *params, _limit(limit)]).fetchall()
+    except sqlite3.OperationalError as exc:
+        raise QueryError(f"search failed: {exc}") from exc
+    return [
+        Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7],
+            snippet=r[8] or None, score=round(r[9], 4))
+        for r in rows
+    ]
+
+
+_DETAIL_COLUMNS = (
+    "id, type, project, session_id, ts, last_ts, count, hook_event, title, content, tool_name, file_path,"
+    " command, tool_use_id, agent_id, pinned"
+)
+
+
+def get_observations(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Detail]:
+    """Full details, in the order asked; unknown ids are simply absent."""
+    if not ids:
+        return []
+    unique = list(dict.fromkeys(int(i) for i in ids))[:MAX_LIMIT]
+    marks = ",".join("?" * len(unique))
+    rows = conn.execute(f"SELECT {_DETAIL_COLUMNS} FROM observations WHERE id IN ({marks})", unique).fetchall()
+    by_id = {r[0]: r for r in rows}
+    return [_detail(by_id[i]) for i in unique if i in by_id]
+
+
+def _detail(r: Sequence[Any]) -> Detail:
+    return Detail(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], last_ts=r[5], count=r[6],
+                  hook_event=r[7], title=r[8], content=r[9], tool_name=r[10], file_path=r[11], command=r[12],
+                  tool_use_id=r[13], agent_id=r[14], pinned=bool(r[15]))
+
+
+def _hits(rows: Sequence[Sequence[Any]]) -> list[Hit]:
+    return [Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7])
+            for r in rows]
+
+
+_HIT_COLUMNS = "o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count"
+
+
+def timeline(conn: sqlite3.Connection, anchor: int, before: int = 5, after: int = 5) -> list[Hit]:
+    """What happened in the anchor's session just before and after it (anchor included)."""
+    row = conn.execute("SELECT session_id FROM observations WHERE id = ?", (anchor,)).fetchone()
+    if row is None:
+        raise QueryError(f"no observation with id {anchor}")
+    session = row[0]
+    earlier = conn.execute(
+        f"SELECT {_HIT_COLUMNS} FROM observations o WHERE o.session_id = ? AND o.id < ? ORDER BY o.id DESC LIMIT ?",
+        (session, anchor, max(0, min(before, MAX_LIMIT))),
+    ).fetchall()
+    later = conn.execute(
+        f"SELECT {_HIT_COLUMNS} FROM observations o WHERE o.session_id = ? AND o.id >= ? ORDER BY o.id LIMIT ?",
+        (session, anchor, max(0, min(after, MAX_LIMIT)) + 1),
+    ).fetchall()
+    return _hits(list(reversed(earlier)) + list(later))
+
+
+def file_history(conn: sqlite3.Connection, path: str, filters: Filters | None = None, limit: int = 50) -> list[Hit]:
+    """Everything that touched a path (exact, or any path ending with it), newest first."""
+    if not path.strip():
+        raise QueryError("file path is empty")
+    f = msgspec.structs.replace(filters or Filters(), file=path.strip())
+    clauses, params = _where(f)
+    rows = conn.execute(
+        f"SELECT {_HIT_COLUMNS} FROM observations o WHERE {' AND '.join(clauses)} ORDER BY o.ts DESC, o.id DESC"
+        " LIMIT ?",
+        [*params, _limit(limit)],
+    ).fetchall()
+    return _hits(rows)
+
+
+def recent(conn: sqlite3.Connection, filters: Filters | None = None, limit: int = 50) -> list[Hit]:
+    """The newest observations matching the filters."""
+    clauses, params = _where(filters or Filters())
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = conn.execute(
+        f"SELECT {_HIT_COLUMNS} FROM observations o {where} ORDER BY o.ts DESC, o.id DESC LIMIT ?",
+        [*params, _limit(limit)],
+    ).fetchall()
+    return _hits(rows)
+
+
+def sessions(conn: sqlite3.Connection, project: str | None = None, limit: int = 10) -> list[SessionRow]:
+    """Recent sessions with their summaries and first prompt, newest first."""
+    where, params = "", []
+    if project and project != ALL_PROJECTS:
+        where, params = "WHERE s.project = ?", [project]
+    rows = conn.execute(
+        f"""SELECT s.session_id, s.project, s.started_at, s.last_event_at, s.ended_at, s.source, s.end_reason,
+                   s.event_count, s.summary,
+                   (SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id
+                     WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1)
+            FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?""",
+        [*params, _limit(limit)],
+    ).fetchall()
+    return [
+        SessionRow(session_id=r[0], project=r[1], started_at=r[2], last_event_at=r[3], ended_at=r[4], source=r[5],
+                   end_reason=r[6], event_count=r[7], summary=r[8], first_prompt=r[9])
+        for r in rows
+    ]
