@@ -12,11 +12,17 @@ EXIT_ALREADY_RUNNING = 4  # another nmemd serves this socket (RestartPreventExit
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="nmemd", description="nmem's per-user memory daemon (foreground).")
-    parser.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
-                        help="exit after this long without connections (0: never; default from config)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="exit after this long without connections (0: never; default from config)",
+    )
     parser.add_argument("--socket", default=None, help="socket path (default: NMEM_SOCKET or the per-user path)")
-    parser.add_argument("--started-by", default="user", choices=["user", "client", "systemd", "launchd"],
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--started-by", default="user", choices=["user", "client", "systemd", "launchd"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--log-stderr", action="store_true", help="also log to stderr")
     return parser.parse_args(argv)
 

@@ -104,6 +104,4 @@ CREATE TABLE jobs (
 
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (("m001_initial", M001_INITIAL),)
 
-MIGRATIONS_DDL: Final = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-)
+MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

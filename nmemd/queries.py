@@ -24,9 +24,23 @@ ALL_PROJECTS = "*"
 
 # How much an observation type matters when ranking equally relevant text.
 TYPE_WEIGHT: dict[str, float] = {
-    "error": 1.3, "edit": 1.25, "write": 1.25, "prompt": 1.2, "command": 1.1, "task": 1.1,
-    "compact": 1.1, "stop": 1.0, "agent": 1.0, "search": 0.9, "fetch": 0.9, "mcp": 0.9,
-    "read": 0.8, "session": 0.6, "tool": 0.7, "event": 0.5, "notification": 0.4,
+    "error": 1.3,
+    "edit": 1.25,
+    "write": 1.25,
+    "prompt": 1.2,
+    "command": 1.1,
+    "task": 1.1,
+    "compact": 1.1,
+    "stop": 1.0,
+    "agent": 1.0,
+    "search": 0.9,
+    "fetch": 0.9,
+    "mcp": 0.9,
+    "read": 0.8,
+    "session": 0.6,
+    "tool": 0.7,
+    "event": 0.5,
+    "notification": 0.4,
 }
 # bm25 column weights: title, content, file_path, command
 BM25_WEIGHTS = (4.0, 1.0, 2.5, 2.5)
@@ -99,6 +113,16 @@ class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 _WORDISH = re.compile(r"\w", re.UNICODE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
+
+
+def _plain(text: str) -> str:
+    """Control characters become spaces; lone surrogates (from undecodable argv bytes) become '?'."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL.sub(" ", text)
 
 
 def fts_query(text: str) -> str:
@@ -109,7 +133,7 @@ def fts_query(text: str) -> str:
     when nothing searchable is left.
     """
     parts: list[str] = []
-    for match in _TERM.finditer(text):
+    for match in _TERM.finditer(_plain(text)):
         phrase, word = match.group(1), match.group(2)
         raw = phrase if phrase is not None else word
         prefix = phrase is None and raw.endswith("*") and len(raw) > 1
@@ -162,8 +186,9 @@ def _type_case(alias: str = "o") -> str:
     return f"(CASE {alias}.type {whens} ELSE 1.0 END)"
 
 
-def search(conn: sqlite3.Connection, text: str, filters: Filters | None = None, limit: int = 20,
-           now: float | None = None) -> list[Hit]:
+def search(
+    conn: sqlite3.Connection, text: str, filters: Filters | None = None, limit: int = 20, now: float | None = None
+) -> list[Hit]:
     """BM25 over title, content, path and command, weighted by type and recency."""
     filters = filters or Filters()
     match = fts_query(text)
@@ -184,9 +209,21 @@ def search(conn: sqlite3.Connection, text: str, filters: Filters | None = None, 
         rows = conn.execute(sql, [now, match, *params, _limit(limit)]).fetchall()
     except sqlite3.OperationalError as exc:
         raise QueryError(f"search failed: {exc}") from exc
+    except UnicodeEncodeError:
+        raise QueryError("a filter is not valid Unicode text") from None
     return [
-        Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7],
-            snippet=r[8] or None, score=round(r[9], 4))
+        Hit(
+            id=r[0],
+            type=r[1],
+            project=r[2],
+            session_id=r[3],
+            ts=r[4],
+            title=r[5],
+            file_path=r[6],
+            count=r[7],
+            snippet=r[8] or None,
+            score=round(r[9], 4),
+        )
         for r in rows
     ]
 
@@ -209,14 +246,31 @@ def get_observations(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Detai
 
 
 def _detail(r: Sequence[Any]) -> Detail:
-    return Detail(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], last_ts=r[5], count=r[6],
-                  hook_event=r[7], title=r[8], content=r[9], tool_name=r[10], file_path=r[11], command=r[12],
-                  tool_use_id=r[13], agent_id=r[14], pinned=bool(r[15]))
+    return Detail(
+        id=r[0],
+        type=r[1],
+        project=r[2],
+        session_id=r[3],
+        ts=r[4],
+        last_ts=r[5],
+        count=r[6],
+        hook_event=r[7],
+        title=r[8],
+        content=r[9],
+        tool_name=r[10],
+        file_path=r[11],
+        command=r[12],
+        tool_use_id=r[13],
+        agent_id=r[14],
+        pinned=bool(r[15]),
+    )
 
 
 def _hits(rows: Sequence[Sequence[Any]]) -> list[Hit]:
-    return [Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7])
-            for r in rows]
+    return [
+        Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7])
+        for r in rows
+    ]
 
 
 _HIT_COLUMNS = "o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count"
@@ -278,7 +332,17 @@ def sessions(conn: sqlite3.Connection, project: str | None = None, limit: int = 
         [*params, _limit(limit)],
     ).fetchall()
     return [
-        SessionRow(session_id=r[0], project=r[1], started_at=r[2], last_event_at=r[3], ended_at=r[4], source=r[5],
-                   end_reason=r[6], event_count=r[7], summary=r[8], first_prompt=r[9])
+        SessionRow(
+            session_id=r[0],
+            project=r[1],
+            started_at=r[2],
+            last_event_at=r[3],
+            ended_at=r[4],
+            source=r[5],
+            end_reason=r[6],
+            event_count=r[7],
+            summary=r[8],
+            first_prompt=r[9],
+        )
         for r in rows
     ]

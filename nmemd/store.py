@@ -118,9 +118,7 @@ class Store:
         for start in range(0, len(ids), SQL_CHUNK):
             chunk = ids[start : start + SQL_CHUNK]
             marks = ",".join("?" * len(chunk))
-            rows = await self.conn.execute_fetchall(
-                f"SELECT event_id FROM events WHERE event_id IN ({marks})", chunk
-            )
+            rows = await self.conn.execute_fetchall(f"SELECT event_id FROM events WHERE event_id IN ({marks})", chunk)
             known.update(r[0] for r in rows)
         return known
 
@@ -228,8 +226,23 @@ def _plan(items: Sequence[Incoming], known: set[str], next_id: int, overlay: Ded
             first_id = first_id or oid
             obs_event_id = item.event_id if n == 0 else f"{item.event_id}:{n}"
             plan.observations.append(
-                (oid, obs_event_id, ex.session_id, ex.project, ts, ts, ex.hook_event, obs.type, obs.title,
-                 obs.content, obs.tool_name, obs.file_path, obs.command, ex.tool_use_id, ex.agent_id)
+                (
+                    oid,
+                    obs_event_id,
+                    ex.session_id,
+                    ex.project,
+                    ts,
+                    ts,
+                    ex.hook_event,
+                    obs.type,
+                    obs.title,
+                    obs.content,
+                    obs.tool_name,
+                    obs.file_path,
+                    obs.command,
+                    ex.tool_use_id,
+                    ex.agent_id,
+                )
             )
             if obs.dedup_key:
                 overlay.remember(ex.session_id, obs.dedup_key, ts, oid)
@@ -237,8 +250,19 @@ def _plan(items: Sequence[Incoming], known: set[str], next_id: int, overlay: Ded
                 plan.prompts.append((oid, ex.session_id, ex.session_id, ts))
         ended = ts if ex.end_reason is not None else None
         plan.sessions.append(
-            (ex.session_id, ex.project, ex.cwd, ts, ts, ex.source, ex.end_reason, ended, ex.model,
-             ex.transcript_path, ex.last_assistant_message)
+            (
+                ex.session_id,
+                ex.project,
+                ex.cwd,
+                ts,
+                ts,
+                ex.source,
+                ex.end_reason,
+                ended,
+                ex.model,
+                ex.transcript_path,
+                ex.last_assistant_message if ex.hook_event == "Stop" else None,
+            )
         )
         plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id))
     return plan

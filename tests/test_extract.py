@@ -1,0 +1,571 @@
+"""extract(): real hook fixtures, per-tool formatting, privacy and never-raise properties."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures import hook_payloads
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nmemd.extract import extract
+from nmemd.model import CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, Observation
+from nmemd.project import project_root, short_name
+
+P = "/Users/tomkwon/Documents/claude-agentic-framework"
+Q = "/private/var/folders/5b/dd_48lts2zsbcg8dpyl1k1_40000gn/T/vibe-kanban/vk-2b7f-please-fix"
+FEB = "hook-stdin-claude-code-2.1.3x-feb2026.jsonl"
+LEGACY = "hook-stdin-legacy-1.0.x-jul2025.jsonl"
+GIT_LOG = (
+    "git log --oneline e93620331ed4b5814638480a862ad0b16920a6f2..47789327c180c7747a63082a9dbd31c707669303"
+    " 2>/dev/null | head -20"
+)
+QS_CMD = (
+    "python -c \"import quantstats as qs; print('QuantStats imported successfully'); import numpy as np;"
+    " print('NumPy version:', np.__version__)\""
+)
+LS_CMD = (
+    "ls -laO /Users/tomkwon/.claude/hooks/context-bundle-logger.py && xattr -l"
+    " /Users/tomkwon/.claude/hooks/context-bundle-logger.py 2>/dev/null"
+)
+MEMORY_MD = "/Users/tomkwon/.claude/projects/-Users-tomkwon-Documents-claude-agentic-framework/memory/MEMORY.md"
+
+# name -> (hook_event, type, title, file_path, command); titles are exact.
+EXPECTED: dict[str, tuple[str, str, str, str | None, str | None]] = {
+    f"{FEB}:0": ("SessionStart", "session", "Session started (startup)", None, None),
+    f"{FEB}:1": ("SessionStart", "session", "Session started (compact)", None, None),
+    f"{FEB}:2": (
+        "UserPromptSubmit",
+        "prompt",
+        "1. if the prompt hooks aren't as useful maybe even consider removing them?",
+        None,
+        None,
+    ),
+    f"{FEB}:3": (
+        "PreToolUse",
+        "event",
+        f'PreToolUse Bash: for f in {P}/global-skills/*/SKILL.md; do echo "$f"; wc -lc "$f"; done',
+        None,
+        None,
+    ),
+    f"{FEB}:4": ("PreToolUse", "event", "PreToolUse Read: global-skills/knowledge-db/SKILL.md", None, None),
+    f"{FEB}:5": ("PreToolUse", "event", "PreToolUse Write: templates/settings.json.template", None, None),
+    f"{FEB}:6": ("PreToolUse", "event", "PreToolUse Edit: CLAUDE.md", None, None),
+    f"{FEB}:7": (
+        "PreToolUse",
+        "event",
+        "PreToolUse Grep: (orchestrat|researcher|builder|validator|rlm-root|project-architect|critical-analyst"
+        "|meta-agent|caddy)",
+        None,
+        None,
+    ),
+    f"{FEB}:8": ("PreToolUse", "event", "PreToolUse TodoWrite", None, None),
+    f"{FEB}:9": (
+        "PermissionRequest",
+        "event",
+        "PermissionRequest WebFetch: https://claude.com/blog/improving-frontend-design-through-skills",
+        None,
+        None,
+    ),
+    f"{FEB}:10": ("PermissionRequest", "event", "PermissionRequest Edit: templates/settings.json.template", None, None),
+    f"{FEB}:11": ("PostToolUse", "read", "Read data/model_tiers.yaml (168 lines)", f"{P}/data/model_tiers.yaml", None),
+    f"{FEB}:12": ("PostToolUse", "command", f"$ wc -c {P}/CLAUDE.md", None, f"wc -c {P}/CLAUDE.md"),
+    f"{FEB}:13": (
+        "PostToolUse",
+        "edit",
+        "Edit templates/settings.json.template (-6 +0 lines)",
+        f"{P}/templates/settings.json.template",
+        None,
+    ),
+    f"{FEB}:14": ("PostToolUse", "write", "Write CLAUDE.md (updated, 36 lines, -5 +2)", f"{P}/CLAUDE.md", None),
+    f"{FEB}:15": ("PostToolUse", "search", "Grep '^model:' in global-agents [**/*.md] (26 lines)", None, None),
+    f"{FEB}:16": ("PostToolUse", "search", "Glob 'global-agents/*.md' (13 files)", None, None),
+    f"{FEB}:17": (
+        "PostToolUse",
+        "task",
+        "Todos 0/2 done; now: Evaluate prompt hooks - remove if not valuable",
+        None,
+        None,
+    ),
+    f"{FEB}:18": (
+        "PostToolUse",
+        "agent",
+        "Agent researcher: Research skill and command overhead (completed)",
+        None,
+        None,
+    ),
+    f"{FEB}:19": ("PostToolUseFailure", "error", f"Bash failed (exit 1): {LS_CMD}", None, LS_CMD),
+    f"{FEB}:20": ("PostToolUseFailure", "error", f"Read failed: File does not exist. — {MEMORY_MD}", MEMORY_MD, None),
+    f"{FEB}:21": (
+        "Notification",
+        "notification",
+        "Notification (permission_prompt): Claude needs your permission to use Bash",
+        None,
+        None,
+    ),
+    f"{FEB}:22": (
+        "Notification",
+        "notification",
+        "Notification (idle_prompt): Claude is waiting for your input",
+        None,
+        None,
+    ),
+    f"{FEB}:23": ("SubagentStart", "agent", "Subagent researcher started (abce7e2)", None, None),
+    f"{FEB}:24": ("SubagentStop", "agent", "Subagent researcher stopped (a8e53a2)", None, None),
+    f"{FEB}:25": ("Stop", "stop", "Stop (stop hook active)", None, None),
+    f"{FEB}:26": ("PreCompact", "compact", "Compacting (auto)", None, None),
+    f"{FEB}:27": ("SessionEnd", "session", "Session ended (clear)", None, None),
+    f"{FEB}:28": ("SessionEnd", "session", "Session ended (prompt_input_exit)", None, None),
+    f"{LEGACY}:0": ("PreToolUse", "event", "PreToolUse Glob: requirements*.txt", None, None),
+    f"{LEGACY}:1": (
+        "PostToolUse",
+        "task",
+        "Todos 0/4 done; now: Check current numpy dependency in setup.py or pyproject.toml",
+        None,
+        None,
+    ),
+    f"{LEGACY}:2": ("PostToolUse", "read", "Read setup.py (87 lines)", f"{Q}/setup.py", None),
+    f"{LEGACY}:3": ("PostToolUse", "edit", "Edit requirements.txt (-1 +1 lines)", f"{Q}/requirements.txt", None),
+    f"{LEGACY}:4": ("PostToolUse", "command", f"$ {QS_CMD}", None, QS_CMD),
+    "hook-stdin-posttooluse-bash-2.1.2xx-effort.json:0": ("PostToolUse", "command", f"$ {GIT_LOG}", None, GIT_LOG),
+    "hook-stdin-posttoolusefailure-bash-apr2026.json:0": (
+        "PostToolUseFailure",
+        "error",
+        "Bash failed (exit 1): echo \"Access to fetch at 'https://api.example.com/me' from origin"
+        " 'http://localhost:3000' has been blocked by CORS policy: The value of the 'Access-C…",
+        None,
+        "echo \"Access to fetch at 'https://api.example.com/me' from origin 'http://localhost:3000' has been"
+        " blocked by CORS policy: The value of the 'Access-Control-Allow-Credentials' header in the response is"
+        " '' which must be 'true' when the request's credentials mode is 'include'.\" >&2 && exit 1",
+    ),
+}
+
+PAYLOADS = dict(hook_payloads())
+
+
+def _one(payload: object, **kw: Any) -> tuple[Extracted, Observation]:
+    ex = extract(payload, **kw)
+    assert len(ex.observations) == 1
+    return ex, ex.observations[0]
+
+
+def _check_bounds(ex: Extracted) -> None:
+    for o in ex.observations:
+        assert o.type in OBSERVATION_TYPES
+        assert o.title and len(o.title) <= TITLE_MAX and len(o.title.splitlines()) == 1, o.title
+        assert len(o.content) <= CONTENT_MAX
+        assert "extraction failed" not in o.title  # the never-raise fallback was not needed
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    assert len(PAYLOADS) == 36
+    assert sorted(PAYLOADS) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture(name: str) -> None:
+    payload = PAYLOADS[name]
+    event, type_, title, file_path, command = EXPECTED[name]
+    ex, obs = _one(payload)
+    assert (ex.hook_event, obs.type, obs.title, obs.file_path, obs.command) == (
+        event,
+        type_,
+        title,
+        file_path,
+        command,
+    )
+    assert ex.session_id == payload["session_id"]
+    assert ex.cwd == payload["cwd"]
+    assert ex.project == payload["cwd"]  # the /Users/... paths do not exist here
+    assert ex.tool_use_id == payload.get("tool_use_id")
+    assert ex.transcript_path == payload["transcript_path"]
+    if "tool_name" in payload:
+        assert obs.tool_name == payload["tool_name"]
+    _check_bounds(ex)
+
+
+def test_fixture_session_fields() -> None:
+    ex = extract(PAYLOADS[f"{FEB}:0"])
+    assert (ex.source, ex.model) == ("startup", "claude-sonnet-4-5-20250929")
+    assert extract(PAYLOADS[f"{FEB}:28"]).end_reason == "prompt_input_exit"
+    assert extract(PAYLOADS[f"{FEB}:23"]).agent_id == "abce7e2"
+    assert extract(PAYLOADS[f"{FEB}:25"]).last_assistant_message is None  # before 2.1.47
+
+
+def test_fixture_dedup_keys() -> None:
+    assert _one(PAYLOADS[f"{FEB}:11"])[1].dedup_key == f"read:{P}/data/model_tiers.yaml::"
+    assert _one(PAYLOADS[f"{FEB}:12"])[1].dedup_key == f"cmd:wc -c {P}/CLAUDE.md"
+    assert _one(PAYLOADS[f"{FEB}:15"])[1].dedup_key == f"grep:^model::{P}/global-agents:**/*.md:content"
+    assert _one(PAYLOADS[f"{FEB}:16"])[1].dedup_key == "glob:global-agents/*.md:"
+    for never in (13, 14, 19, 20, 2):  # edit, write, errors, prompt
+        assert _one(PAYLOADS[f"{FEB}:{never}"])[1].dedup_key is None
+
+
+def test_fixture_contents() -> None:
+    assert _one(PAYLOADS[f"{FEB}:11"])[1].content == "168 lines"  # never the file itself
+    bash = _one(PAYLOADS[f"{FEB}:12"])[1].content
+    assert bash == f"Get byte count of CLAUDE.md\nstdout:\n   12721 {P}/CLAUDE.md"
+    edit = _one(PAYLOADS[f"{LEGACY}:3"])[1].content
+    assert edit == "-1 +1 lines\n--- old\nnumpy>=1.21.0,<2.0.0\n+++ new\nnumpy>=1.21.0"
+    glob = _one(PAYLOADS[f"{FEB}:16"])[1].content.splitlines()
+    assert glob[:2] == ["13 files", "global-agents/researcher.md"]
+    agent = _one(PAYLOADS[f"{FEB}:18"])[1].content
+    assert agent.startswith("agent a8bfb92, completed, 29 tool uses, 56926 tokens, 134.0 s\n")
+    assert "result:\nNow I have enough information" in agent
+    error = _one(PAYLOADS[f"{FEB}:19"])[1].content
+    assert error.startswith(f"command: {LS_CMD}\nExit code 1\nlrwxr-xr-x@ 1 tomkwon")
+    assert _one(PAYLOADS[f"{FEB}:20"])[1].content == f"file: {MEMORY_MD}\nFile does not exist."
+
+
+def test_prompt_drops_ide_wrapper() -> None:
+    _, obs = _one(PAYLOADS[f"{FEB}:2"])
+    assert "ide_opened_file" not in obs.content and "SKILL.md" not in obs.content
+    assert obs.content.startswith("1. if the prompt hooks") and obs.content.endswith("it's fine for now.")
+
+
+def test_legacy_payloads() -> None:
+    """July-2025 payloads: no tool_use_id, no permission_mode, TodoWrite items with priority/id."""
+    ex, obs = _one(PAYLOADS[f"{LEGACY}:1"])
+    assert ex.tool_use_id is None
+    assert obs.content.splitlines() == [
+        "1 in progress, 3 pending",
+        "[~] Check current numpy dependency in setup.py or pyproject.toml (high, 1)",
+        "[ ] Update numpy dependency to support version 2.0.0+ (high, 2)",
+        "[ ] Test compatibility with numpy 2.0.0 (medium, 3)",
+        "[ ] Update version and changelog (low, 4)",
+    ]
+    new = _one(PAYLOADS[f"{FEB}:17"])[1].content.splitlines()
+    assert new[1:] == [
+        "[~] Evaluate prompt hooks - remove if not valuable",
+        "[ ] Aggressively trim CLAUDE.md for token efficiency",
+    ]
+
+
+# --- synthetic payloads ----------------------------------------------------------------
+
+
+def ev(event: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": "s1", "cwd": "/nonexistent/proj", "hook_event_name": event, **fields}
+
+
+def post(tool: str, tool_input: object, tool_response: object = None, **fields: Any) -> dict[str, Any]:
+    return ev("PostToolUse", tool_name=tool, tool_input=tool_input, tool_response=tool_response, **fields)
+
+
+def test_mcp_tool_with_list_response() -> None:
+    payload = post(
+        "mcp__my-custom-tools__get_weather",
+        {"city": "Paris", "units": "metric"},
+        [{"type": "text", "text": "Temperature: 25°C\nSunny"}, {"type": "image", "data": "..."}],
+    )
+    _, obs = _one(payload)
+    assert obs.type == "mcp" and obs.tool_name == "mcp__my-custom-tools__get_weather"
+    assert obs.title == "MCP my-custom-tools/get_weather: city: Paris units: metric"
+    assert obs.content == "args: city: Paris\nunits: metric\nresult:\nTemperature: 25°C\nSunny\n[image]"
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("plain text result", "plain text result"),
+        ({"content": [{"type": "text", "text": "from object"}]}, "from object"),
+        ({"ok": True, "count": 3}, "ok: true\ncount: 3"),
+    ],
+)
+def test_mcp_response_shapes(response: object, expected: str) -> None:
+    _, obs = _one(post("mcp__plugin_x_srv__do_it", {}, response))
+    assert obs.title == "MCP plugin_x_srv/do_it"
+    assert obs.content == f"result:\n{expected}"
+
+
+def test_unknown_tool_is_stored_generically() -> None:
+    _, obs = _one(post("FancyNewTool", {"target": "x.py", "depth": 3}, {"answer": 42}))
+    assert (obs.type, obs.tool_name, obs.dedup_key) == ("tool", "FancyNewTool", None)
+    assert obs.title == "Tool FancyNewTool: target: x.py depth: 3"
+    assert obs.content == "input: target: x.py\ndepth: 3\nresponse: answer: 42"
+
+
+def test_unknown_event_is_stored_generically() -> None:
+    ex, obs = _one(ev("TeammateIdle", teammate="bob", details={"a": [1, 2]}))
+    assert ex.hook_event == "TeammateIdle"
+    assert (obs.type, obs.title) == ("event", "TeammateIdle")
+    assert obs.content == "teammate: bob\ndetails: {a: [1, 2]}"
+
+
+def test_missing_event_and_session() -> None:
+    ex, obs = _one({"tool_name": "Bash"})
+    assert (ex.hook_event, ex.session_id, ex.cwd, ex.project) == ("unknown", "unknown", None, None)
+    assert (obs.type, obs.title) == ("event", "unknown Bash")
+
+
+@pytest.mark.parametrize("payload", [None, [], [1, {"a": 2}], "text", 5, 1.5, True, {1: 2}])
+def test_non_dict_payloads(payload: object) -> None:
+    ex = extract(payload)
+    assert (ex.hook_event, ex.session_id) == ("unknown", "unknown")
+    assert len(ex.observations) == 1 and ex.observations[0].type == "event"
+    if not isinstance(payload, dict):
+        assert ex.observations[0].title == f"Non-object hook payload ({type(payload).__name__})"
+    _check_bounds(ex)
+
+
+def test_skip_tools() -> None:
+    ex = extract(post("Bash", {"command": "ls"}, {"stdout": "a"}), skip_tools=frozenset({"Bash"}))
+    assert ex.observations == [] and ex.session_id == "s1" and ex.hook_event == "PostToolUse"
+    skip = frozenset({"mcp__secret_server"})
+    assert extract(post("mcp__secret_server__read", {}), skip_tools=skip).observations == []
+    assert len(extract(post("mcp__secret_server_two__read", {}), skip_tools=skip).observations) == 1
+    assert len(extract(post("Read", {"file_path": "/a"}), skip_tools=frozenset({"Bash"})).observations) == 1
+
+
+def test_read_range_and_relative_paths(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "src").mkdir()
+    root = str(tmp_path)
+    payload = post(
+        "Read",
+        {"file_path": f"{root}/src/app.py", "offset": 10, "limit": 20},
+        {
+            "type": "text",
+            "file": {"filePath": f"{root}/src/app.py", "numLines": 20, "startLine": 10, "totalLines": 120},
+        },
+        cwd=f"{root}/src",
+    )
+    ex, obs = _one(payload)
+    assert ex.project == root and ex.cwd == f"{root}/src"
+    assert obs.title == "Read src/app.py (lines 10-29 of 120)"
+    assert obs.file_path == f"{root}/src/app.py"
+    assert obs.dedup_key == f"read:{root}/src/app.py:10:20"
+    _, outside = _one(post("Read", {"file_path": "/etc/hosts"}, {"type": "image", "file": {}}, cwd=root))
+    assert outside.title == "Read /etc/hosts (image)"
+
+
+def test_write_created_and_updated() -> None:
+    created = post("Write", {"file_path": "/nonexistent/proj/new.py", "content": "a\nb\nc\n"}, {"type": "create"})
+    _, obs = _one(created)
+    assert (obs.type, obs.title, obs.dedup_key) == ("write", "Write new.py (created, 3 lines)", None)
+    assert obs.content == "created, 3 lines\na\nb\nc"
+    patch = [{"oldStart": 1, "oldLines": 2, "newStart": 1, "newLines": 1, "lines": [" a", "-b", "-c", "+d"]}]
+    updated = post("Write", {"file_path": "/x/y.py", "content": "a\nd"}, {"type": "update", "structuredPatch": patch})
+    assert _one(updated)[1].title == "Write /x/y.py (updated, 2 lines, -2 +1)"
+
+
+def test_edit_variants() -> None:
+    _, obs = _one(post("Edit", {"file_path": "/p/a.py", "old_string": "x\ny\nz", "new_string": "w"}, {}))
+    assert obs.title == "Edit /p/a.py (-3 +1 lines)"
+    edits = [{"old_string": "a", "new_string": "b\nc"}, {"old_string": "d", "new_string": "e"}]
+    _, multi = _one(post("MultiEdit", {"file_path": "/p/b.py", "edits": edits}, None))
+    assert multi.title == "Edit /p/b.py (2 edits, -2 +3 lines)"
+    _, nb = _one(post("NotebookEdit", {"notebook_path": "/p/n.ipynb", "new_source": "print(1)", "cell_id": "c1"}))
+    assert (nb.type, nb.title, nb.file_path) == ("edit", "Edit /p/n.ipynb (cell c1, replace)", "/p/n.ipynb")
+
+
+def test_bash_details_and_bounds() -> None:
+    out = "\n".join(f"line {i}" for i in range(500))
+    resp = {"stdout": out, "stderr": "warning: one\nwarning: two", "interrupted": True, "isImage": False}
+    _, obs = _one(post("Bash", {"command": "make test", "description": "Run tests"}, resp))
+    assert obs.title == "$ make test (interrupted)"
+    lines = obs.content.splitlines()
+    assert lines[:5] == ["Run tests", "interrupted", "stderr:", "warning: one", "warning: two"]
+    assert lines[5:7] == ["stdout:", "line 0"] and lines[-1] == "… (480 more lines)"
+    _, text_resp = _one(post("Bash", {"command": "echo hi"}, "hi"))
+    assert text_resp.content == "stdout:\nhi"
+
+
+def test_search_and_fetch_tools() -> None:
+    grep = post("Grep", {"pattern": "TODO", "output_mode": "count"}, {"mode": "count", "numMatches": 7})
+    assert _one(grep)[1].title == "Grep 'TODO' (7 matches)"
+    files = post("Grep", {"pattern": "x", "path": "/nonexistent/proj/src"}, {"numFiles": 2, "filenames": ["/a", "/b"]})
+    assert _one(files)[1].title == "Grep 'x' in src (2 files)"
+    results = [
+        {"tool_use_id": "s", "content": [{"title": "T1", "url": "https://a"}, {"title": "T2", "url": "https://b"}]}
+    ]
+    _, ws = _one(post("WebSearch", {"query": "xterm scroll"}, {"query": "xterm scroll", "results": [*results, "text"]}))
+    assert (ws.type, ws.title, ws.dedup_key) == (
+        "search",
+        "Web search 'xterm scroll' (2 results)",
+        "websearch:xterm scroll",
+    )
+    assert ws.content == "T1 — https://a\nT2 — https://b"
+    resp = {"bytes": 274387, "code": 200, "codeText": "OK", "result": "# Summary", "url": "https://x.org/a"}
+    _, wf = _one(post("WebFetch", {"url": "https://x.org/a", "prompt": "Summarize"}, resp))
+    assert (wf.type, wf.title, wf.dedup_key) == (
+        "fetch",
+        "Fetch https://x.org/a (200 OK, 274387 bytes)",
+        "fetch:https://x.org/a",
+    )
+    assert wf.content == "200 OK, 274387 bytes\nSummarize\n# Summary"
+
+
+def test_agent_and_task_tools() -> None:
+    launched = {"status": "async_launched", "agentId": "a1", "description": "Scan", "outputFile": "/tmp/o"}
+    _, agent = _one(post("Agent", {"description": "Scan", "prompt": "Look", "subagent_type": "Explore"}, launched))
+    assert agent.title == "Agent Explore: Scan (async_launched)"
+    _, created = _one(post("TaskCreate", {"subject": "Fix bug", "description": "in x"}, {"task": {"id": "3"}}))
+    assert (created.type, created.title) == ("task", "Task created: Fix bug (#3)")
+    _, updated = _one(post("TaskUpdate", {"taskId": "3", "status": "completed"}, {"success": True}))
+    assert updated.title == "Task #3 updated: completed"
+
+
+def test_failure_interrupt_and_compaction_and_stop() -> None:
+    fail = ev("PostToolUseFailure", tool_name="Bash", tool_input={"command": "sleep 99"}, error="", is_interrupt=True)
+    assert _one(fail)[1].title == "Bash interrupted: sleep 99"
+    post_compact = _one(ev("PostCompact", trigger="manual", compact_summary="We fixed the parser."))[1]
+    assert (post_compact.type, post_compact.title, post_compact.content) == (
+        "compact",
+        "Compacted (manual)",
+        "We fixed the parser.",
+    )
+    ex, stop = _one(ev("Stop", stop_hook_active=False, last_assistant_message="Done.\nAll tests pass."))
+    assert (stop.title, stop.content, ex.last_assistant_message) == (
+        "Stop: Done.",
+        "Done.\nAll tests pass.",
+        "Done.\nAll tests pass.",
+    )
+    ex, sub = _one(ev("SubagentStop", agent_id="a9", agent_type="Explore", last_assistant_message="Found it"))
+    assert (sub.type, sub.title, ex.agent_id) == ("agent", "Subagent Explore stopped (a9): Found it", "a9")
+    ex, err = _one(ev("StopFailure", error="rate_limit", error_details="429", last_assistant_message="partial"))
+    assert (err.type, err.title, err.content, ex.last_assistant_message) == (
+        "error",
+        "Stop failed: rate_limit",
+        "429\npartial",
+        "partial",
+    )
+
+
+def test_session_start_empty_model() -> None:
+    ex, obs = _one(ev("SessionStart", source="resume", model=""))
+    assert (ex.source, ex.model, obs.title) == ("resume", None, "Session started (resume)")
+
+
+def test_privacy_in_every_field() -> None:
+    key = "AKIAIOSFODNN7EXAMPLE"
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "abcdef"
+    ex, obs = _one(post("Bash", {"command": f"deploy --token {token} <private>hidden</private>"}, {"stdout": key}))
+    assert obs.command == "deploy --token [REDACTED:github-token]"
+    assert token not in obs.title and "hidden" not in obs.title and key not in obs.content
+    _, prompt = _one(
+        ev("UserPromptSubmit", prompt=f"use {key}\n<private>\nmy diary\n</private>\n<nmem-context>old</nmem-context>ok")
+    )
+    assert prompt.content == "use [REDACTED:aws-access-key]\n\nok" and prompt.title == "use [REDACTED:aws-access-key]"
+    _, read = _one(post("Read", {"file_path": f"/srv/{token}/x"}, {}))
+    assert read.file_path == "/srv/[REDACTED:github-token]/x" and token not in (read.dedup_key or "")
+    ex, _ = _one(ev("Stop", last_assistant_message=f"export API_KEY={token}"))
+    assert ex.last_assistant_message == "export API_KEY=[REDACTED:github-token]"
+    _, gen = _one(post("Strange", {"password": "hunter2", "nested": {"client_secret": "x1"}, "note": f"t {token}"}))
+    assert "hunter2" not in gen.content and "x1" not in gen.content and token not in gen.content
+    assert "password: [REDACTED:password]" in gen.content
+
+
+def test_huge_payload_is_bounded() -> None:
+    big = "x = 1\n" * 3_500_000  # ~20 MB
+    ex, obs = _one(post("Bash", {"command": "cat big"}, {"stdout": big, "stderr": "AKIA" * 1_000_000}))
+    # hidden lines are counted in a bounded window, hence the "+"
+    assert len(obs.content) <= CONTENT_MAX and obs.content.endswith("\n… (666667+ more lines)")
+    assert obs.content.startswith("stderr:\n… (4000000 more chars)\nstdout:\nx = 1\n")
+    ex, obs = _one(post("Write", {"file_path": "/p/big.py", "content": big}, {"type": "create"}))
+    assert obs.title == "Write /p/big.py (created, 3500000 lines)"
+    ex, obs = _one(
+        ev("PreToolUse", tool_name="Write", tool_input={"file_path": "/p/b", "content": big, "l": list(range(10**5))})
+    )
+    assert len(obs.content) <= CONTENT_MAX
+    _check_bounds(ex)
+
+
+def test_long_titles_are_one_bounded_line() -> None:
+    _, obs = _one(post("Bash", {"command": "echo " + "word " * 200 + "\nsecond line"}, {}))
+    assert len(obs.title) == TITLE_MAX and obs.title.endswith("…") and "second" not in obs.title
+
+
+def test_project_root(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "a" / "b").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    assert project_root(str(repo / "a" / "b")) == str(repo)
+    worktree = tmp_path / "wt"
+    (worktree / "pkg").mkdir(parents=True)
+    (worktree / ".git").write_text("gitdir: /elsewhere\n")
+    assert project_root(f"{worktree}/pkg/") == str(worktree)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert project_root(str(plain)) in (str(plain), str(tmp_path.parent))  # tmp_path is not inside a repo
+    assert project_root("/Users/nobody/not/here") == "/Users/nobody/not/here"
+    assert project_root("relative/dir") == "relative/dir"
+    assert project_root(None) is None and project_root("") is None
+    assert short_name("/a/b/nmem/") == "nmem" and short_name("/") == "/" and short_name("C:\\x\\proj") == "proj"
+    assert os.path.isabs(project_root(str(repo)) or "")
+
+
+# --- properties ------------------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)
+EVENTS = st.sampled_from(
+    [
+        "SessionStart", "SessionEnd", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+        "PermissionRequest", "PreCompact", "PostCompact", "Stop", "SubagentStop", "SubagentStart",
+        "Notification", "StopFailure", "Mystery",
+    ]
+)  # fmt: skip
+TOOLS = st.sampled_from(
+    [
+        "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Bash", "Grep", "Glob", "WebSearch", "WebFetch",
+        "Task", "Agent", "TodoWrite", "TaskCreate", "TaskUpdate", "TaskList", "TaskGet", "ToolSearch",
+        "mcp__srv__tool", "mcp__", "mcp__x", "Other", "",
+    ]
+)  # fmt: skip
+INPUT_KEYS = st.sampled_from(
+    [
+        "file_path", "notebook_path", "command", "description", "offset", "limit", "content", "old_string",
+        "new_string", "edits", "pattern", "path", "glob", "output_mode", "query", "url", "prompt", "todos",
+        "subagent_type", "subject", "taskId", "status", "replace_all", "edit_mode", "cell_id", "new_source",
+    ]
+)  # fmt: skip
+RESPONSE_KEYS = st.sampled_from(
+    [
+        "type", "file", "filePath", "structuredPatch", "stdout", "stderr", "interrupted", "mode", "numFiles",
+        "filenames", "numLines", "numMatches", "results", "code", "bytes", "codeText", "result", "status",
+        "agentId", "content", "newTodos", "task", "truncated", "backgroundTaskId", "returnCodeInterpretation",
+    ]
+)  # fmt: skip
+PAYLOAD = st.fixed_dictionaries(
+    {},
+    optional={
+        "hook_event_name": EVENTS | JSON,
+        "session_id": st.text(max_size=40) | JSON,
+        "cwd": st.sampled_from(["/tmp", "/work/main/nmemd", "rel", "", "/"]) | JSON,
+        "tool_name": TOOLS | JSON,
+        "tool_input": st.dictionaries(INPUT_KEYS, JSON, max_size=6) | JSON,
+        "tool_response": st.dictionaries(RESPONSE_KEYS, JSON, max_size=6) | JSON,
+        "error": JSON,
+        "prompt": st.text(max_size=200) | JSON,
+        "last_assistant_message": JSON,
+        "source": JSON,
+        "reason": JSON,
+        "agent_id": JSON,
+        "tool_use_id": JSON,
+        "transcript_path": JSON,
+        "compact_summary": JSON,
+        "message": JSON,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(JSON)
+def test_never_raises_on_any_json(value: object) -> None:
+    _check_bounds(extract(value))
+
+
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(PAYLOAD)
+def test_never_raises_on_hook_like_dicts(payload: dict[str, Any]) -> None:
+    ex = extract(payload)
+    assert len(ex.observations) == 1
+    assert isinstance(ex.session_id, str) and isinstance(ex.hook_event, str)
+    _check_bounds(ex)
