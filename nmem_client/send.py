@@ -71,7 +71,11 @@ def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[
     try:
         sock.settimeout(timeout)
         sock.connect(paths.socket_path())
-        sock.sendall(protocol.encode_request(kind, event_id, body))
+        try:
+            sock.sendall(protocol.encode_request(kind, event_id, body))
+        except OSError as exc:
+            if exc.errno not in (32, 104):  # EPIPE, ECONNRESET: the daemon refused early; read why
+                raise
         return _read_reply(sock, deadline)
     finally:
         sock.close()

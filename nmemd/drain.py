@@ -54,6 +54,10 @@ async def _drain_inbox(ingestor: Ingestor, settings: Settings) -> int:
         items: list[Incoming] = []
         invalid: list[tuple[str]] = []
         for event_id, received_at, payload in rows:
+            if len(payload) > settings.max_frame_bytes:
+                LOG.warning("dropping inbox event %s: %d bytes, over max_frame_bytes", event_id, len(payload))
+                invalid.append((event_id,))
+                continue
             try:
                 extracted = extract_event(bytes(payload), skip)
             except InvalidEvent as exc:
@@ -85,8 +89,13 @@ async def _drain_spool(ingestor: Ingestor, settings: Settings) -> int:
         for name in chunk:
             path = os.path.join(settings.spool, name)
             try:
+                st = os.stat(path)
+                received_at = st.st_mtime
+                if st.st_size > settings.max_frame_bytes:
+                    LOG.warning("dropping spooled event %s: over max_frame_bytes", name)
+                    done.append(path)
+                    continue
                 body = await anyio.Path(path).read_bytes()
-                received_at = os.stat(path).st_mtime
             except OSError:
                 continue
             event_id = name[: -len(SPOOL_SUFFIX)]

@@ -26,18 +26,21 @@ QUEUE_MAX = 20_000  # beyond this, senders wait (and hook clients fall back to t
 _decoder = msgspec.json.Decoder()
 
 
-def decode_event(body: bytes) -> Any:
+def decode_event(body: bytes) -> dict[str, Any]:
     """Parse a hook payload; raise InvalidEvent for anything that is not JSON we can hold."""
     if not body.strip():
         raise InvalidEvent("empty payload")
     try:
-        return _decoder.decode(body)
+        payload = _decoder.decode(body)
     except RecursionError as exc:
         raise InvalidEvent("payload nested too deeply") from exc
     except UnicodeDecodeError as exc:
         raise InvalidEvent("payload is not valid UTF-8") from exc
     except msgspec.DecodeError as exc:
         raise InvalidEvent(f"payload is not valid JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise InvalidEvent(f"payload is a JSON {type(payload).__name__}, not an object")
+    return payload
 
 
 def extract_event(body: bytes, skip_tools: frozenset[str]) -> Extracted:

@@ -155,9 +155,7 @@ def _parse_header(line: bytes) -> tuple[bytes, bytes, int]:
     return kind, event_id, int(raw_len)
 
 
-async def serve_frame(
-    daemon: Daemon, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream
-) -> bool:
+async def serve_frame(daemon: Daemon, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream) -> bool:
     """Read and answer one frame; return False when the connection should close.
 
     A connection may carry many frames one after another (the importer and the
@@ -193,6 +191,7 @@ async def serve_frame(
     daemon.last_activity = time.monotonic()
     if kind == protocol.KIND_HOOK:
         if event_id == protocol.NO_EVENT_ID:
+            LOG.warning("refused a hook event without an id: hook events need an id")
             await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "hook events need an id"))
             return False
         await handle_hook(daemon, stream, event_id, body)
@@ -338,30 +337,42 @@ async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daem
     async with anyio.create_task_group() as core:
         daemon.background = core
         core.start_soon(daemon.ingestor.run)
-        async with anyio.create_task_group() as conns:
-            async with anyio.create_task_group() as services:
+        try:
+            async with anyio.create_task_group() as conns:
+                try:
+                    async with anyio.create_task_group() as services:
 
-                async def handler(stream: anyio.abc.SocketStream) -> None:
-                    await handle_connection(daemon, stream)
+                        async def handler(stream: anyio.abc.SocketStream) -> None:
+                            await handle_connection(daemon, stream)
 
-                services.start_soon(listener.serve, handler, conns)
-                await services.start(_watch_signals, services.cancel_scope)
-                services.start_soon(_watch_stop, daemon, services.cancel_scope)
-                services.start_soon(_watch_idle, daemon, services.cancel_scope)
-                services.start_soon(_drain_periodically, daemon)
-                LOG.info(
-                    "nmemd %s serving %s (pid %d, started by %s%s)",
-                    __version__, daemon.settings.socket, os.getpid(), daemon.started_by,
-                    ", socket-activated" if daemon.socket_activated else "",
-                )
-                sd_notify("READY=1")
-                task_status.started(daemon)
-            sd_notify("STOPPING=1")
-            await listener.aclose()
-            conns.cancel_scope.deadline = anyio.current_time() + SHUTDOWN_GRACE_S
-        with anyio.CancelScope(shield=True):
-            await _final_drain(daemon)
-        daemon.ingestor.close()  # run() commits whatever is still queued, then returns
+                        services.start_soon(listener.serve, handler, conns)
+                        await services.start(_watch_signals, services.cancel_scope)
+                        services.start_soon(_watch_stop, daemon, services.cancel_scope)
+                        services.start_soon(_watch_idle, daemon, services.cancel_scope)
+                        services.start_soon(_drain_periodically, daemon)
+                        LOG.info(
+                            "nmemd %s serving %s (pid %d, started by %s%s)",
+                            __version__,
+                            daemon.settings.socket,
+                            os.getpid(),
+                            daemon.started_by,
+                            ", socket-activated" if daemon.socket_activated else "",
+                        )
+                        sd_notify("READY=1")
+                        task_status.started(daemon)
+                finally:
+                    # Shut down in order even when cancelled from outside: stop accepting,
+                    # give handlers holding an event time to see their batch commit.
+                    with anyio.CancelScope(shield=True):
+                        sd_notify("STOPPING=1")
+                        await listener.aclose()
+                    conns.cancel_scope.deadline = anyio.current_time() + SHUTDOWN_GRACE_S
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await _final_drain(daemon)
+            finally:
+                daemon.ingestor.close()  # run() commits whatever is still queued, then returns
 
 
 def _unlink_quietly(path: str) -> None:
