@@ -35,6 +35,16 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     idle_timeout_s: NonNegFloat = 0.0  # 0: never exit for idleness
     skip_tools: list[str] = []
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Recall. SessionStart context size in characters (0: inject nothing); nmemd.context
+    # caps it at 9,000 whatever is configured, under Claude Code's 10,000-char limit.
+    context_budget: Annotated[int, msgspec.Meta(ge=0)] = 5000
+    # Prompt-time recall (off by default: it adds text to every prompt): past observations
+    # of other sessions matching the prompt's keywords. min_score is the summed weight of
+    # matched keywords (identifier or path 2, plain word 1): 2 = one identifier or two words.
+    prompt_recall: bool = False
+    prompt_recall_budget: Annotated[int, msgspec.Meta(ge=0, le=9000)] = 1500
+    prompt_recall_min_score: NonNegFloat = 2.0
+    prompt_recall_max_hits: PositiveInt = 5
 
     @property
     def log_dir(self) -> str:

@@ -1,24 +1,157 @@
 """What the daemon says back to hooks, and the work it does after a commit.
 
-SessionStart (and, when enabled, UserPromptSubmit) get injected context;
-Stop and SessionEnd schedule the session summary. Filled by the recall work.
+SessionStart gets the project's context (`nmemd.context`); UserPromptSubmit,
+when `prompt_recall` is on, gets the few past observations most relevant to
+the prompt; Stop and SessionEnd store the session summary. Replies are
+computed on reader threads, after the event is committed, so they see it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import re
+import sqlite3
+import time
+from typing import TYPE_CHECKING, Final
 
+import msgspec
+
+from nmemd import readers
+from nmemd.context import CLOSE, HARD_CAP, OPEN, build_context
 from nmemd.model import Extracted
+from nmemd.queries import Filters, Hit, QueryError, search
+from nmemd.summary import NOT_WORK, ago, clip, summarize_session
 
 if TYPE_CHECKING:
     from nmemd.server import Daemon
 
+LOG = logging.getLogger("nmemd.recall")
+SUMMARY_EVENTS: Final = ("Stop", "SessionEnd")
+
+_encoder = msgspec.json.Encoder()
+
+
+def _reply(event: str, text: str) -> bytes:
+    return _encoder.encode({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
+
 
 async def hook_reply(daemon: Daemon, extracted: Extracted) -> bytes:
     """The bytes `nmem-send` prints on the hook's stdout (empty: nothing to say)."""
+    settings = daemon.settings
+    if not extracted.project:
+        return b""
+    if extracted.hook_event == "SessionStart" and settings.context_budget > 0:
+        text = await readers.run(
+            settings.db, build_context, extracted.project, session_id=extracted.session_id,
+            source=extracted.source or "startup", budget=settings.context_budget,
+        )  # fmt: skip
+        return _reply("SessionStart", text) if text else b""
+    if extracted.hook_event == "UserPromptSubmit" and settings.prompt_recall and settings.prompt_recall_budget > 0:
+        prompt = next((o.content for o in extracted.observations if o.type == "prompt"), "")
+        text = await readers.run(
+            settings.db, prompt_context, extracted.project, extracted.session_id, prompt,
+            budget=settings.prompt_recall_budget, min_score=settings.prompt_recall_min_score,
+            max_hits=settings.prompt_recall_max_hits,
+        )  # fmt: skip
+        return _reply("UserPromptSubmit", text) if text else b""
     return b""
 
 
 async def after_commit(daemon: Daemon, extracted: Extracted) -> None:
-    """Work triggered by a committed event, run in the background (never inside the hook's time)."""
-    return None
+    """Work triggered by a committed event, run in the background (never inside the hook's time).
+
+    Stop fires after every turn and SessionEnd once (with a 1.5 s budget for
+    all its hooks), so the summary is recomputed here, after the reply.
+    """
+    if extracted.hook_event not in SUMMARY_EVENTS or extracted.session_id == "unknown":
+        return
+    sid = extracted.session_id
+    text = await readers.run(daemon.settings.db, summarize_session, sid)
+    if not text:
+        return
+    async with daemon.ingestor.store.write() as conn:
+        await conn.execute(
+            "UPDATE sessions SET summary = ? WHERE session_id = ? AND summary IS NOT ?", (text, sid, text)
+        )
+
+
+# --- prompt-time recall ---------------------------------------------------------------------
+
+MAX_KEYWORDS: Final = 8
+PER_KEYWORD: Final = 20  # best hits kept per keyword
+_WORD: Final = re.compile(r"[A-Za-z_][\w./-]*[\w]")
+_CAMEL: Final = re.compile(r"[a-z][A-Z]")
+_STOP: Final = frozenset(
+    "about above after again also because been before being below between both cannot could does doing down"
+    " during each else every from further have having here into itself just like make more most much must"
+    " need only other ought over please same should some such than that their them then there these they this"
+    " those through under until very want what when where which while will with would your yours the and for"
+    " are but not you all any can had her was one our out has him his how its may new now old see two way who"
+    " did get got let put say she too use using used still does work works working again thing things look"
+    " check change changes file files code make sure try fix issue problem error errors".split()
+)
+
+
+def keywords(prompt: str, limit: int = MAX_KEYWORDS) -> list[tuple[str, float]]:
+    """The prompt's most specific words with their weight: identifiers and paths (2.0) first,
+    then long words, then the rest (1.0), each group in prompt order."""
+    found: dict[str, int] = {}
+    for word in _WORD.findall(prompt[:4000]):
+        key = word.lower()
+        if len(key) < 4 or key in _STOP or key in found:
+            continue
+        identifier = any(c in word for c in "._/-") or any(c.isdigit() for c in word) or _CAMEL.search(word)
+        found[key] = 2 if identifier else 1 if len(key) >= 7 else 0
+    ranked = sorted(found, key=lambda k: -found[k])[:limit]  # stable: ties keep prompt order
+    return [(k, 2.0 if found[k] == 2 else 1.0) for k in ranked]
+
+
+def prompt_context(
+    conn: sqlite3.Connection,
+    project: str,
+    session_id: str,
+    prompt: str,
+    *,
+    budget: int = 1500,
+    min_score: float = 2.0,
+    max_hits: int = 5,
+    now: float | None = None,
+) -> str:
+    """Past observations of other sessions in `project` relevant to `prompt`, or "".
+
+    Each keyword is searched alone (FTS5 AND over a whole prompt rarely matches)
+    and an observation's relevance is the summed weight of the keywords among
+    whose best PER_KEYWORD hits it is: one identifier or path (2), or two plain
+    words. BM25 magnitudes are not used as the threshold, since they depend on
+    the size of the corpus; they only order hits of equal relevance.
+    """
+    now = time.time() if now is None else now
+    relevance: dict[int, float] = {}
+    bm25: dict[int, float] = {}
+    hits: dict[int, Hit] = {}
+    for word, weight in keywords(prompt):
+        try:
+            found = search(conn, word, Filters(project=project), limit=PER_KEYWORD, now=now)
+        except QueryError:
+            continue
+        for hit in found:
+            if hit.session_id == session_id or hit.type in NOT_WORK:
+                continue
+            relevance[hit.id] = relevance.get(hit.id, 0.0) + weight
+            bm25[hit.id] = bm25.get(hit.id, 0.0) - (hit.score or 0.0)
+            hits[hit.id] = hit
+    best = sorted((oid for oid, score in relevance.items() if score >= min_score),
+                  key=lambda oid: (-relevance[oid], -bm25[oid], -oid))[:max_hits]  # fmt: skip
+    if not best:
+        return ""
+    head = "nmem: past observations in this project sharing terms with this prompt (ids work with get_observations):"
+    lines: list[str] = []
+    size = len(OPEN) + len(CLOSE) + len(head) + 3
+    for oid in best:
+        hit = hits[oid]
+        line = clip(f"- #{oid} {ago(hit.ts, now)}, {hit.type}: {hit.title}", 300).replace("<", "‹")
+        if size + len(line) + 1 > min(budget, HARD_CAP):
+            break
+        size += len(line) + 1
+        lines.append(line)
+    return "\n".join([OPEN, head, *lines, CLOSE]) if lines else ""

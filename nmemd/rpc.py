@@ -1,14 +1,26 @@
-"""RPC methods the CLI calls on a running daemon (`NMEM1 rpc` frames, JSON in and out)."""
+"""RPC methods the CLI calls on a running daemon (`NMEM1 rpc` frames, JSON in and out).
+
+Read methods live in `QUERIES`: validated params plus a function of a read-only
+connection. The daemon runs them on a reader thread; the CLI runs the very same
+`run_query` itself when no daemon answers, so both transports give one answer.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+import re
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import anyio
+import msgspec
 
+from nmemd import queries, readers
 from nmemd.drain import drain_once
-from nmemd.errors import NmemError
+from nmemd.errors import NmemError, StorageError
+from nmemd.model import OBSERVATION_TYPES
+from nmemd.queries import Filters, QueryError
 from nmemd.status import Status, database_facts
 
 if TYPE_CHECKING:
@@ -19,9 +31,142 @@ class UnknownMethod(NmemError):
     """The RPC method does not exist."""
 
 
+# --- read methods --------------------------------------------------------------------------------
+
+Limit = Annotated[int, msgspec.Meta(ge=1)]
+Count = Annotated[int, msgspec.Meta(ge=0)]
+RowId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]  # beyond SQLite's integer range is an error, not a crash
+
+
+class SearchParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    query: str
+    project: str | None = None
+    types: list[str] = []
+    session_id: str | None = None
+    file: str | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: Limit = 20
+
+
+class ShowParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    ids: Annotated[list[RowId], msgspec.Meta(min_length=1, max_length=queries.MAX_LIMIT)]
+
+
+class TimelineParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: RowId
+    before: Count = 5
+    after: Count = 5
+
+
+class SessionsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    project: str | None = None
+    limit: Limit = 10
+
+
+class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    path: str
+    project: str | None = None
+    limit: Limit = 50
+
+
+class RecentParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    project: str | None = None
+    limit: Limit = 50
+
+
+def _known_types(types: list[str]) -> list[str]:
+    unknown = [t for t in types if t not in OBSERVATION_TYPES]
+    if unknown:
+        raise QueryError(f"unknown type {unknown[0]!r} (known: {', '.join(OBSERVATION_TYPES)})")
+    return types
+
+
+def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
+    filters = Filters(
+        project=p.project,
+        types=_known_types(p.types),
+        session_id=p.session_id,
+        file=p.file,
+        since=p.since,
+        until=p.until,
+    )
+    return queries.search(conn, p.query, filters, p.limit)
+
+
+def _show(conn: sqlite3.Connection, p: ShowParams) -> Any:
+    return queries.get_observations(conn, p.ids)
+
+
+def _timeline(conn: sqlite3.Connection, p: TimelineParams) -> Any:
+    return queries.timeline(conn, p.id, p.before, p.after)
+
+
+def _sessions(conn: sqlite3.Connection, p: SessionsParams) -> Any:
+    return queries.sessions(conn, p.project, p.limit)
+
+
+def _file_history(conn: sqlite3.Connection, p: FileHistoryParams) -> Any:
+    return queries.file_history(conn, p.path, Filters(project=p.project), p.limit)
+
+
+def _recent(conn: sqlite3.Connection, p: RecentParams) -> Any:
+    return queries.recent(conn, Filters(project=p.project), p.limit)
+
+
+class Query(NamedTuple):
+    params: type[msgspec.Struct]
+    run: Callable[[sqlite3.Connection, Any], Any]
+
+
+QUERIES: dict[str, Query] = {
+    "search": Query(SearchParams, _search),
+    "show": Query(ShowParams, _show),
+    "timeline": Query(TimelineParams, _timeline),
+    "sessions": Query(SessionsParams, _sessions),
+    "file_history": Query(FileHistoryParams, _file_history),
+    "recent": Query(RecentParams, _recent),
+}
+
+_AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+def parse_params(method: str, params: dict[str, Any]) -> msgspec.Struct:
+    """Validate params for a read method; a bad one is a QueryError naming it."""
+    query = QUERIES.get(method)
+    if query is None:
+        raise UnknownMethod(f"unknown method {method!r}")
+    try:
+        return msgspec.convert(params, query.params)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        at = _AT_PARAM.search(text)
+        if at:
+            text = f"parameter {at.group(1)!r}: {text[: at.start()]}"
+        raise QueryError(f"{method}: {text}") from None
+
+
+def _execute(conn: sqlite3.Connection, method: str, parsed: msgspec.Struct) -> Any:
+    try:
+        return QUERIES[method].run(conn, parsed)
+    except sqlite3.Error as exc:
+        raise StorageError(f"{method} failed: {exc}") from exc
+
+
+def run_query(conn: sqlite3.Connection, method: str, params: dict[str, Any]) -> Any:
+    """Validate and run one read method on `conn` (the CLI's path when no daemon runs)."""
+    return _execute(conn, method, parse_params(method, params))
+
+
+# --- dispatch ------------------------------------------------------------------------------------
+
+
 async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     """Run one method; raise NmemError subclasses for anything the caller got wrong."""
     settings = daemon.settings
+    if method in QUERIES:
+        parsed = parse_params(method, params)  # cheap; a bad param never costs a thread hop
+        return await readers.run(settings.db, _execute, method, parsed)
     if method == "status":
         db = await anyio.to_thread.run_sync(database_facts, settings.db, settings.spool)
         return Status(daemon=daemon.facts(), database=db)
@@ -30,4 +175,18 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         return {"stopping": True, "pid": os.getpid()}
     if method == "drain":
         return {"drained": await drain_once(daemon.ingestor, settings)}
+    if method == "context":  # what SessionStart would inject for a project (`nmem context`)
+        from nmemd.context import build_context
+        from nmemd.project import project_root
+
+        project, sid, source = params.get("project"), params.get("session_id"), params.get("source") or "startup"
+        if not (isinstance(project, str) and project and isinstance(sid, str | None) and isinstance(source, str)):
+            raise QueryError("context: project is a required string; session_id and source are optional strings")
+        project = project_root(project) or project
+        try:
+            text = await readers.run(settings.db, build_context, project, session_id=sid, source=source,
+                                     budget=settings.context_budget)  # fmt: skip
+        except sqlite3.Error as exc:
+            raise StorageError(f"context failed: {exc}") from exc
+        return {"project": project, "context": text}
     raise UnknownMethod(f"unknown method {method!r}")

@@ -1,0 +1,324 @@
+"""The SessionStart context: what earlier sessions in this project did, as bounded markdown.
+
+Everything here is counting, grouping and ordering over the observations of one
+project, so the same database and the same `now` always give the same text.
+The text states facts ("3 h ago, session ab12cd34 ...") and never tells the
+model what to do: Claude Code's prompt-injection defences distrust imperative
+hook output, and a memory is evidence, not an instruction.
+
+Size: see DEFAULT_BUDGET. Sections are filled by priority in two passes (the
+first few lines of every section, then the rest), whole lines only, so a small
+budget shows a little of everything before a lot of anything.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from nmemd.project import short_name
+from nmemd.redact import CONTEXT_TAG
+from nmemd.summary import NOT_WORK, ago, clip, command_kind, command_line, first_prompt, rel, short_path, signature
+from nmemd.summary import summarize_session as summarize
+
+# Why 5,000 characters (~1,250 tokens): it is well under 1% of a 200k-token
+# window and half of Claude Code's 10,000-character cap (past which the text is
+# replaced by a 2 KB preview), yet it holds the latest session's summary plus
+# the first lines of every section and most of the rest: the item caps below
+# allow ~65 lines (~6,000 chars on a busy project), so on a busy project the
+# budget decides, dropping the least important lines first. More budget buys
+# older, less relevant lines; HARD_CAP keeps any configured value under the cap.
+DEFAULT_BUDGET: Final = 5000
+HARD_CAP: Final = 9000
+
+OPEN: Final = f"<{CONTEXT_TAG}>"
+CLOSE: Final = f"</{CONTEXT_TAG}>"
+SESSION_WINDOW: Final = 20  # the sessions whose work feeds files, errors and commands
+MAX_SESSIONS: Final = 8
+MAX_TASKS: Final = 15
+MAX_ERRORS: Final = 8
+MAX_FILES: Final = 15
+MAX_COMMANDS: Final = 10
+LINE_MAX: Final = 300
+FIRST_PASS: Final = 3  # lines per section before any section gets more
+CHANGE_WEIGHT: Final = 4  # one edit or write counts like four reads when ranking changed files
+
+_TAG_RE: Final = re.compile(rf"<(/?)\s*({CONTEXT_TAG})", re.IGNORECASE)
+_WORK: Final = ",".join(f"'{t}'" for t in NOT_WORK)
+
+
+@dataclass
+class _Session:
+    id: str
+    last: float | None
+    ended: float | None
+    end_reason: str | None
+    events: int
+    summary: str | None
+
+
+@dataclass
+class _Section:
+    heading: str
+    items: list[str]
+
+
+def _safe(line: str) -> str:
+    """Stored text can never close (or reopen) our wrapper."""
+    return _TAG_RE.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", line) if "<" in line else line
+
+
+def _item(text: str) -> str:
+    return clip(text, LINE_MAX)
+
+
+def _marks(ids: list[str]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def _recent_sessions(conn: sqlite3.Connection, project: str, focus: str | None) -> list[_Session]:
+    """Sessions of the project that did some work, newest first (the focus session first)."""
+    sql = f"""SELECT s.session_id, s.last_event_at, s.ended_at, s.end_reason, s.event_count, s.summary
+              FROM sessions s WHERE s.project = ? AND EXISTS (
+                  SELECT 1 FROM observations o WHERE o.session_id = s.session_id AND o.project = ?
+                  AND o.type NOT IN ({_WORK})) {{}}
+              ORDER BY s.last_event_at DESC, s.session_id LIMIT ?"""
+    found = [_Session(*r) for r in conn.execute(sql.format(""), (project, project, SESSION_WINDOW))]
+    if focus and all(s.id != focus for s in found):  # a long compacted session may be older than the window
+        found += [_Session(*r) for r in conn.execute(sql.format("AND s.session_id = ?"), (project, project, focus, 1))]
+    if focus:
+        found.sort(key=lambda s: s.id != focus)  # stable: the rest keep their order
+    return found
+
+
+def _label(s: _Session, session_id: str | None, source: str) -> str:
+    if s.id == session_id and source == "compact":
+        return "this session, before compaction"
+    if s.id == session_id and source == "resume":
+        return "this session"
+    return f"session {s.id[:8]}"
+
+
+def _sessions(
+    conn: sqlite3.Connection, project: str, shown: list[_Session], session_id: str | None, source: str, now: float
+) -> _Section:
+    """The latest session with its summary lines, older ones one line each."""
+    items: list[str] = []
+    for n, s in enumerate(shown):
+        prompt, _ = first_prompt(conn, s.id)
+        status = f"ended: {s.end_reason}" if s.ended is not None else "no end recorded"
+        head = f"- {ago(s.last, now)}, {_label(s, session_id, source)} ({status}, {s.events} events)"
+        head += f': first prompt "{prompt}"' if prompt else ": no prompt recorded"
+        if n > 0:
+            sig = ", ".join(f"{c} {t}" for t, c in signature(conn, s.id)[:4])
+            items.append(_item(head + (f"; {sig}" if sig else "")))
+            continue
+        items.append(_item(head))
+        final = s.summary if s.summary and s.ended is not None and s.id != session_id else None
+        for line in (final or summarize(conn, s.id)).splitlines():
+            if line and not line.startswith("Prompt:"):
+                items.append("  " + _item(line))
+    return _Section("## Recent sessions (newest first)", items)
+
+
+_TASK_CREATED: Final = re.compile(r"Task created: (.*?)(?: \(#(\S+)\))?")
+_TASK_UPDATED: Final = re.compile(r"Task #(\S+) updated(?:: (\w+))?(?: \((.*)\))?")
+
+
+def _tasks(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+    """Not-completed items of the newest todo list (TodoWrite), or of the Task* tools' state."""
+    rows = conn.execute(
+        f"""SELECT session_id, max(id), max(ts) FROM observations WHERE project = ? AND type = 'task'
+            AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') AND session_id IN ({_marks(ids)})
+            GROUP BY session_id ORDER BY session_id = ? DESC, max(id) DESC LIMIT 1""",
+        (project, *ids, focus or ""),
+    ).fetchall()
+    if not rows:
+        return _Section("", [])
+    sid, _, ts = rows[0]
+    obs = conn.execute(
+        "SELECT tool_name, title, content FROM observations WHERE session_id = ? AND project = ? AND type = 'task'"
+        " AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') ORDER BY id",
+        (sid, project),
+    ).fetchall()
+    items: list[str] = []
+    if obs[-1][0] == "TodoWrite":
+        for line in obs[-1][2].splitlines():
+            if line.startswith("[") and not line.startswith("[x]"):
+                items.append(_item("- " + line))
+    else:
+        state: dict[str, tuple[str, str]] = {}  # task id -> (subject, status)
+        for tool, title, _content in obs:
+            if tool == "TaskCreate" and (m := _TASK_CREATED.fullmatch(title)):
+                state[m.group(2) or m.group(1)] = (m.group(1), "pending")
+            elif tool == "TaskUpdate" and (m := _TASK_UPDATED.fullmatch(title)):
+                subject, status = state.get(m.group(1), (m.group(3) or f"#{m.group(1)}", "pending"))
+                state[m.group(1)] = (m.group(3) or subject, m.group(2) or status)
+        marks = {"pending": "[ ]", "in_progress": "[~]"}
+        items = [_item(f"- {marks[st]} {subj}") for subj, st in state.values() if st in marks]
+    where = "this session" if sid == focus else f"session {sid[:8]}, {ago(ts, now)}"
+    heading = f"## Open tasks ([~] in progress, [ ] pending; last recorded list, {where})"
+    return _Section(heading, items[:MAX_TASKS])
+
+
+def _errors(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+    """Distinct recent errors and the next edit or non-trivial command of the same session."""
+    rows = conn.execute(
+        f"""SELECT id, session_id, ts, title, command FROM observations WHERE project = ? AND type = 'error'
+            AND session_id IN ({_marks(ids)}) AND title NOT LIKE '% interrupted%'
+            ORDER BY session_id = ? DESC, id DESC LIMIT 200""",
+        (project, *ids, focus or ""),
+    ).fetchall()
+    items: list[str] = []
+    seen: set[str] = set()
+    for oid, sid, ts, title, command in rows:
+        if (command or title) in seen:  # titles are bounded: two long commands may share one
+            continue
+        seen.add(command or title)
+        nxt = next((r for r in conn.execute(
+            "SELECT type, title, command FROM observations WHERE session_id = ? AND id > ?"
+            " AND type IN ('command', 'edit', 'write') ORDER BY id LIMIT 20",
+            (sid, oid),
+        ) if r[0] != "command" or r[2] == command or command_kind(r[2] or "")), None)  # fmt: skip
+        if nxt is None:
+            after = "nothing else recorded after it in that session"
+        elif command and nxt[0] == "command" and nxt[2] == command:
+            after = "next, the same command succeeded"
+        else:
+            after = f"next: {clip(nxt[1], 110)}"
+        items.append(_item(f"- {ago(ts, now)}: {clip(title, 130)} → {after}"))
+        if len(items) >= MAX_ERRORS:
+            break
+    return _Section("## Recent errors and what came next", items)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("s" if n != 1 else "")
+
+
+def _files(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+    """Files ranked by work: changed files first (an edit or write counts CHANGE_WEIGHT reads),
+    then files only read. Claude Code reads a file before editing it, so reads alone are context."""
+    rows = conn.execute(
+        f"""SELECT file_path, sum(type = 'edit'), sum(type = 'write'), sum(CASE WHEN type = 'read' THEN count END),
+                   max(last_ts), sum(session_id = ?)
+            FROM observations WHERE project = ? AND session_id IN ({_marks(ids)})
+            AND type IN ('read', 'edit', 'write') AND file_path IS NOT NULL AND file_path != ''
+            GROUP BY file_path
+            ORDER BY sum(session_id = ?) > 0 DESC, sum(type != 'read') > 0 DESC,
+                     {CHANGE_WEIGHT} * sum(type != 'read') + coalesce(sum(CASE WHEN type = 'read' THEN count END), 0)
+                     DESC, max(last_ts) DESC, file_path
+            LIMIT ?""",
+        (focus or "", project, *ids, focus or "", MAX_FILES),
+    ).fetchall()
+    items = []
+    for path, edits, writes, reads, last, _own in rows:
+        parts = [_plural(n, w) for n, w in ((edits, "edit"), (writes, "write"), (reads or 0, "read")) if n]
+        items.append(_item(f"- {short_path(rel(path, project))}: {', '.join(parts)} (latest: {ago(last, now)})"))
+    return _Section("## Files most worked on", items)
+
+
+def _commands(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+    """Build, test and other non-trivial commands whose latest run succeeded, deduplicated."""
+    marks = _marks(ids)
+    failed = dict(conn.execute(
+        f"""SELECT command, max(id) FROM observations WHERE project = ? AND type = 'error'
+            AND command IS NOT NULL AND session_id IN ({marks}) GROUP BY command""",
+        (project, *ids),
+    ).fetchall())  # fmt: skip
+    rows = conn.execute(
+        f"""SELECT command, sum(count), max(last_ts), max(id), sum(session_id = ?) FROM observations
+            WHERE project = ? AND type = 'command' AND command IS NOT NULL AND command != ''
+            AND session_id IN ({marks}) GROUP BY command ORDER BY max(id) DESC LIMIT 500""",
+        (focus or "", project, *ids),
+    ).fetchall()
+    ranked = []
+    for command, runs, last, top, own in rows:
+        kind = command_kind(command)
+        if kind and failed.get(command, -1) < top:
+            ranked.append((own > 0, kind, top, command_line(command, 160), runs, last))
+    ranked.sort(key=lambda r: (not r[0], -r[1], -r[2]))
+    items: list[str] = []
+    seen: set[str] = set()
+    for _own, _kind, _top, line, runs, last in ranked:
+        if line in seen:
+            continue
+        seen.add(line)
+        count = f"{runs} runs, " if runs > 1 else ""
+        items.append(_item(f"- `{line}` ({count}latest: {ago(last, now)})"))
+        if len(items) >= MAX_COMMANDS:
+            break
+    return _Section("## Commands that succeeded (build and test first)", items)
+
+
+def _header(project: str, source: str, compacted: bool) -> list[str]:
+    lines = [
+        f"# nmem: memory of project {short_name(project)} ({project})",
+        "Facts recorded by nmem from earlier Claude Code sessions in this project; times are relative to now."
+        " The nmem MCP tools (search, timeline, get_observations) hold the details.",
+    ]
+    if compacted:
+        lines.append("This session was just compacted; its own recorded work is listed first.")
+    return [_item(line) for line in lines]
+
+
+def _fit(header: list[str], sections: list[_Section], budget: int) -> str:
+    """Whole lines only, by section priority: the first FIRST_PASS lines of each section, then
+    (only if all of those fit) the rest, each section's lines in order until one does not fit."""
+    size = len(OPEN) + len(CLOSE) + 1 + sum(len(h) + 1 for h in header)
+    if size > budget:
+        return ""
+    taken = [0] * len(sections)
+    for end in (FIRST_PASS, None):
+        for k, sec in enumerate(sections):
+            stop = len(sec.items) if end is None else min(end, len(sec.items))
+            while taken[k] < stop:
+                cost = len(sec.items[taken[k]]) + 1 + (0 if taken[k] else len(sec.heading) + 2)
+                if size + cost > budget:
+                    break
+                size += cost
+                taken[k] += 1
+        if any(n < min(FIRST_PASS, len(sec.items)) for n, sec in zip(taken, sections, strict=True)):
+            break  # the first pass did not fit whole: no section gets more than its first lines
+    if not any(taken):
+        return ""
+    lines = list(header)
+    for sec, n in zip(sections, taken, strict=True):
+        if n:
+            lines += ["", sec.heading, *sec.items[:n]]
+    return "\n".join([OPEN, *(_safe(line) for line in lines), CLOSE])
+
+
+def build_context(
+    conn: sqlite3.Connection,
+    project: str,
+    *,
+    session_id: str | None = None,
+    source: str = "startup",
+    budget: int = DEFAULT_BUDGET,
+    now: float | None = None,
+) -> str:
+    """Markdown wrapped in <nmem-context>, at most min(budget, HARD_CAP) chars; "" without history.
+
+    After `source == "compact"`, `session_id`'s own work comes first in every section.
+    """
+    if not project:
+        return ""
+    now = time.time() if now is None else now
+    focus = session_id if source == "compact" and session_id else None
+    recent = _recent_sessions(conn, project, focus)
+    if not recent:
+        return ""
+    ids = [s.id for s in recent]
+    sections = [
+        _sessions(conn, project, recent[:MAX_SESSIONS], session_id, source, now),
+        _tasks(conn, project, ids, focus, now),
+        _errors(conn, project, ids, focus, now),
+        _files(conn, project, ids, focus, now),
+        _commands(conn, project, ids, focus, now),
+    ]
+    header = _header(project, source, focus is not None and focus in ids)
+    return _fit(header, [s for s in sections if s.items], min(max(budget, 0), HARD_CAP))

@@ -1,0 +1,196 @@
+"""Deterministic session summaries, and the small formatting helpers recall shares.
+
+A summary is what a later session needs to know about this one, computed by
+counting and listing, never by a model: the first prompt, a signature of
+observation types, the files edited, the commands run with their outcome, the
+errors, and the last assistant message. It is stored on the session row at
+Stop/SessionEnd and shown by the SessionStart context, so it is bounded
+(`SUMMARY_MAX`) and made of whole `Key: value` lines.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import Final
+
+SUMMARY_MAX: Final = 1500
+# Per-line caps, summing to under SUMMARY_MAX: no single list can crowd out the others, and
+# each line fits whole in a context line (nmemd.context.LINE_MAX).
+_CAPS: Final = {"Prompt": 220, "Activity": 160, "Files edited": 300, "Commands": 300, "Errors": 260,
+                "Last message": 240}  # fmt: skip
+_MAX_FILES: Final = 8
+_MAX_COMMANDS: Final = 6
+_MAX_ERRORS: Final = 3
+# Types that describe the session's bookkeeping rather than its work.
+NOT_WORK: Final = ("session", "event", "notification")
+
+# --- shared formatting helpers ------------------------------------------------------------
+
+
+def clip(text: str, limit: int) -> str:
+    """One line of at most `limit` chars: whitespace collapsed, cut at a word with an ellipsis."""
+    line = " ".join(text[: limit * 4].split())
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    space = cut.rfind(" ", limit // 2)
+    return (cut[:space] if space > 0 else cut).rstrip(" ,;:") + "…"
+
+
+def rel(path: str, project: str | None) -> str:
+    """`path` relative to the project root when it is under it (shorter and stable across machines)."""
+    root = (project or "").rstrip("/")
+    if root and path.startswith(root + "/") and len(path) > len(root) + 1:
+        return path[len(root) + 1 :]
+    return path
+
+
+def short_path(path: str, limit: int = 120) -> str:
+    """A path of at most `limit` chars, keeping its tail: the file name says the most."""
+    return path if len(path) <= limit else "…" + path[-(limit - 1) :]
+
+
+def ago(ts: float | None, now: float) -> str:
+    """A coarse relative age ("3 h ago"): enough to tell today from last month, stable across seconds."""
+    if ts is None:
+        return "at an unknown time"
+    s = max(0.0, now - ts)
+    if s < 90:
+        return "just now"
+    if s < 90 * 60:
+        return f"{round(s / 60)} min ago"
+    if s < 36 * 3600:
+        return f"{round(s / 3600)} h ago"
+    days = s / 86400
+    if days < 14:
+        return f"{round(days)} days ago"
+    if days < 60:
+        return f"{round(days / 7)} weeks ago"
+    return f"{round(days / 30)} months ago"
+
+
+def command_line(command: str, limit: int = 100) -> str:
+    """The first non-empty line of a command, bounded (heredocs and scripts stay one line)."""
+    for line in command.splitlines():
+        if line.strip():
+            return clip(line, limit)
+    return ""
+
+
+# Commands worth remembering as "this is how to build/test/check this project".
+_BUILD_RE: Final = re.compile(
+    r"(?:^|[\s;&|(/])(?:pytest|tox|nox|make|cmake|ninja|bazel|cargo|go\s+(?:test|build|vet|run)|mix|gradlew?|mvn"
+    r"|tsc|jest|vitest|ruff|mypy|pyright|eslint|prettier|black|flake8|pylint|rspec|rake|bundle|dotnet"
+    r"|swift\s+(?:build|test)|docker\s+(?:build|compose)|(?:npm|pnpm|yarn|bun)\s+(?:test|run|build|install|ci)"
+    r"|uv\s+(?:run|sync|pip|build)|pip3?\s+install|python3?\s+-m\s+(?:pytest|unittest|mypy|build|pip)"
+    r"|poetry\s+(?:run|install|build)|npx|deno\s+(?:test|task)|phpunit|composer|alembic|terraform)\b"
+)
+# Looking around is not a result: these never make the "commands that worked" lists.
+_TRIVIAL_RE: Final = re.compile(
+    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:ls|ll|cat|head|tail|wc|echo|printf|pwd|cd|which|type|file|stat|du|df|tree"
+    r"|grep|rg|ag|find|fd|sed\s+-n|awk|sort|uniq|less|more|env|printenv|whoami|date|sleep|true|clear"
+    r"|git\s+(?:status|diff|log|show|branch|remote|rev-parse|blame|ls-files))\b"
+)
+
+
+def command_kind(command: str) -> int:
+    """2: build/test/lint/install, 1: other work, 0: trivial looking around."""
+    first = command_line(command, 400)
+    if not first:
+        return 0
+    if _BUILD_RE.search(first):
+        return 2
+    if _TRIVIAL_RE.match(first):
+        return 0
+    return 1
+
+
+# --- the summary ---------------------------------------------------------------------------
+
+
+def first_prompt(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, int]:
+    """The session's first prompt title and how many prompts it had."""
+    rows = conn.execute(
+        "SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id"
+        " WHERE p.session_id = ? ORDER BY p.prompt_number",
+        (session_id,),
+    ).fetchall()
+    return (rows[0][0] if rows else None), len(rows)
+
+
+def signature(conn: sqlite3.Connection, session_id: str) -> list[tuple[str, int]]:
+    """(type, count) of the session's work, most frequent first; deduplicated repeats count."""
+    marks = ",".join("?" * len(NOT_WORK))
+    rows = conn.execute(
+        f"SELECT type, sum(count) FROM observations WHERE session_id = ? AND type NOT IN ({marks})"
+        " GROUP BY type ORDER BY sum(count) DESC, type",
+        (session_id, *NOT_WORK),
+    ).fetchall()
+    return [(r[0], int(r[1])) for r in rows]
+
+
+def _files_edited(conn: sqlite3.Connection, session_id: str, project: str | None) -> list[str]:
+    rows = conn.execute(
+        "SELECT file_path, count(*) FROM observations WHERE session_id = ? AND type IN ('edit', 'write')"
+        " AND file_path IS NOT NULL AND file_path != '' GROUP BY file_path ORDER BY count(*) DESC, max(id) DESC"
+        " LIMIT ?",
+        (session_id, _MAX_FILES + 1),
+    ).fetchall()
+    out = [short_path(rel(r[0], project), 60) + (f" ({r[1]})" if r[1] > 1 else "") for r in rows[:_MAX_FILES]]
+    return out + (["…"] if len(rows) > _MAX_FILES else [])
+
+
+def _commands(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    """The last outcome of each distinct non-trivial command, most recent first."""
+    rows = conn.execute(
+        "SELECT command, type FROM observations WHERE session_id = ? AND command IS NOT NULL AND command != ''"
+        " AND type IN ('command', 'error') ORDER BY id DESC LIMIT 500",
+        (session_id,),
+    ).fetchall()
+    seen: dict[str, str] = {}
+    for command, type_ in rows:
+        line = command_line(command, 60)
+        if line and line not in seen and command_kind(command):
+            seen[line] = "ok" if type_ == "command" else "failed"
+        if len(seen) >= _MAX_COMMANDS:
+            break
+    return [f"`{c}` {outcome}" for c, outcome in seen.items()]
+
+
+def _errors(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT title FROM observations WHERE session_id = ? AND type = 'error' GROUP BY title"
+        " ORDER BY max(id) DESC LIMIT ?",
+        (session_id, _MAX_ERRORS),
+    ).fetchall()
+    return [clip(r[0], 120) for r in rows]
+
+
+def _line(key: str, value: str) -> str:
+    return clip(f"{key}: {value}", _CAPS[key]) if value else ""
+
+
+def summarize_session(conn: sqlite3.Connection, session_id: str) -> str:
+    """A bounded, deterministic summary of one session ("" when it did nothing worth saying)."""
+    row = conn.execute(
+        "SELECT project, last_assistant_message FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    project, last_message = (row[0], row[1]) if row else (None, None)
+    sig = signature(conn, session_id)
+    if not sig and not last_message:
+        return ""
+    prompt, n_prompts = first_prompt(conn, session_id)
+    lines = [
+        _line("Prompt", f'"{prompt}"' + (f" (+{n_prompts - 1} more prompts)" if n_prompts > 1 else ""))
+        if prompt else "",
+        _line("Activity", ", ".join(f"{n} {t}" for t, n in sig)),
+        _line("Files edited", ", ".join(_files_edited(conn, session_id, project))),
+        _line("Commands", "; ".join(_commands(conn, session_id))),
+        _line("Errors", "; ".join(_errors(conn, session_id))),
+        _line("Last message", last_message or ""),
+    ]  # fmt: skip
+    kept = [line for line in lines if line]
+    while kept and len("\n".join(kept)) > SUMMARY_MAX:  # the caps make this a safety net only
+        kept.pop()
+    return "\n".join(kept)

@@ -1,0 +1,361 @@
+"""Recall: the SessionStart context, session summaries, prompt-time recall.
+
+End to end: real fixtures replayed as hooks through `nmem-send` into a real
+daemon, then a SessionStart through the same client. Unit level: the budget
+and ordering rules of `build_context` on a synthetic database built by the
+real extractor and store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Daemon, db_rows, run_send
+from helpers import send_frame, wait_until
+from replay import session_event, transcript_payloads
+
+from nmem_client import protocol
+from nmemd import config
+from nmemd.context import CLOSE, FIRST_PASS, HARD_CAP, OPEN, build_context
+from nmemd.extract import extract
+from nmemd.recall import keywords, prompt_context
+from nmemd.store import Incoming, open_store
+from nmemd.summary import SUMMARY_MAX, summarize_session
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+SPOTTER = "/home/marco/projects/spotter"
+FRAMEWORK = "/Users/tomkwon/Documents/claude-agentic-framework"
+NOW = 1_800_000_000.0
+
+# --- end to end through nmem-send and nmemd ----------------------------------------------------
+
+
+def _hook_fixtures() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for path in sorted(FIXTURES.glob("hook-stdin-*")):
+        text = path.read_text(encoding="utf-8")
+        out += [json.loads(line) for line in (text.splitlines() if path.suffix == ".jsonl" else [text]) if line.strip()]
+    return out
+
+
+def _send(payload: dict[str, Any]) -> bytes:
+    done = run_send(json.dumps(payload).encode())
+    assert done.returncode == 0 and done.stderr == b""
+    return done.stdout
+
+
+def _context_of(stdout: bytes, event: str = "SessionStart") -> str:
+    reply = json.loads(stdout)
+    assert reply["hookSpecificOutput"]["hookEventName"] == event
+    text: str = reply["hookSpecificOutput"]["additionalContext"]
+    assert text.startswith(OPEN) and text.endswith(CLOSE) and len(text) <= HARD_CAP
+    return text
+
+
+def _start(cwd: str, session_id: str, source: str = "startup") -> bytes:
+    return _send(session_event("SessionStart", session_id, cwd, source=source, model="claude-opus-4-6"))
+
+
+@pytest.mark.timeout(90)
+def test_replayed_work_comes_back_at_the_next_session_start(daemon: Daemon) -> None:
+    daemon.start()
+    for payload in transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl") + _hook_fixtures():
+        _send(payload)
+
+    spotter = _context_of(_start(SPOTTER, "new-spotter-session"))
+    for fact in ("start phoenix in background", "mix phx.server", "assets/js/app.js"):
+        assert fact in spotter, fact
+    framework = _context_of(_start(FRAMEWORK, "new-framework-session"))
+    for fact in ("CLAUDE.md", "templates/settings.json.template", "ls -laO", "Evaluate prompt hooks",
+                 "Aggressively trim CLAUDE.md"):  # fmt: skip
+        assert fact in framework, fact
+    assert "[x]" not in framework  # completed todo items are not "open tasks"
+    # Another project's data never leaks in.
+    for fact in ("phoenix", "app.js", "spotter"):
+        assert fact not in framework.lower(), fact
+    for fact in ("CLAUDE.md", "tomkwon", "settings.json"):
+        assert fact not in spotter, fact
+    # A project with no history: nothing on stdout at all.
+    assert _start("/tmp/nmem-no-such-project", "new-empty-session") == b""
+
+
+@pytest.mark.timeout(60)
+def test_session_end_summary_is_shown_to_the_next_session(daemon: Daemon) -> None:
+    daemon.start()
+    payloads = transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl")
+    sid = payloads[0]["session_id"]
+    for payload in payloads:
+        _send(payload)
+    _send(session_event("Stop", sid, SPOTTER, stop_hook_active=False,
+                        last_assistant_message="Phoenix is up on port 4000; scrolling fix is in app.js."))  # fmt: skip
+    _send(session_event("SessionEnd", sid, SPOTTER, reason="clear"))
+    summary = wait_until(
+        lambda: (db_rows(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (sid,)) or [(None,)])[0][0],
+        10, "the session summary to be stored",
+    )  # fmt: skip
+    assert 'Prompt: "start phoenix in background"' in summary
+    assert "Commands: `mix phx.server` ok" in summary and "Last message: Phoenix is up" in summary
+
+    text = _context_of(_start(SPOTTER, "after-clear", source="clear"))
+    assert f"session {sid[:8]} (ended: clear" in text
+    for line in summary.splitlines()[1:]:
+        assert "  " + line in text.splitlines(), line
+
+
+def test_injected_context_sent_back_in_a_prompt_is_not_stored(daemon: Daemon) -> None:
+    daemon.start()
+    for payload in transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl"):
+        _send(payload)
+    text = _context_of(_start(SPOTTER, "echo-session"))
+    prompt = f"{text}\nplease restart the server"
+    assert _send({**session_event("UserPromptSubmit", "echo-session", SPOTTER), "prompt": prompt}) == b""
+    stored = wait_until(
+        lambda: db_rows(daemon.db, "SELECT title, content FROM observations WHERE session_id = 'echo-session'"
+                        " AND type = 'prompt'"), 10, "the prompt to be stored")  # fmt: skip
+    assert stored == [("please restart the server", "please restart the server")]
+    for marker in ("nmem-context", "Recent sessions", "mix phx.server"):
+        assert db_rows(daemon.db, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH ?"
+                       " AND rowid IN (SELECT id FROM observations WHERE session_id = 'echo-session')",
+                       (f'"{marker}"',)) == [(0,)], marker  # fmt: skip
+
+
+def test_context_rpc_and_prompt_recall(daemon: Daemon) -> None:
+    daemon.env["NMEM_PROMPT_RECALL"] = "true"
+    daemon.start()
+    for payload in transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl"):
+        _send(payload)
+    body = json.dumps({"method": "context", "params": {"project": SPOTTER}}).encode()
+    status, reply = send_frame(daemon.socket, protocol.KIND_RPC, protocol.NO_EVENT_ID, body)
+    assert status == b"OK"
+    result = json.loads(reply)
+    assert result["project"] == SPOTTER and "mix phx.server" in result["context"]
+    status, reply = send_frame(daemon.socket, protocol.KIND_RPC, protocol.NO_EVENT_ID,
+                               json.dumps({"method": "context", "params": {}}).encode())  # fmt: skip
+    assert status == b"ERR" and reply.startswith(protocol.ERR_INVALID)
+
+    ask = {**session_event("UserPromptSubmit", "later", SPOTTER), "prompt": "is the xterm.js scroll fixed yet?"}
+    recall = _context_of(_send(ask), "UserPromptSubmit")
+    assert "xterm.js" in recall and len(recall) <= 1500
+    unrelated = {**session_event("UserPromptSubmit", "later", SPOTTER), "prompt": "what is the weather today"}
+    assert _send(unrelated) == b""
+
+
+# --- build_context on a synthetic database -----------------------------------------------------
+
+
+def _p(event: str, sid: str, cwd: str, **fields: Any) -> dict[str, Any]:
+    return session_event(event, sid, cwd, **fields)
+
+
+def _prompt(sid: str, cwd: str, text: str) -> dict[str, Any]:
+    return _p("UserPromptSubmit", sid, cwd, prompt=text)
+
+
+def _tool(sid: str, cwd: str, name: str, inp: dict[str, Any], resp: Any = None) -> dict[str, Any]:
+    return _p("PostToolUse", sid, cwd, tool_name=name, tool_input=inp, tool_response=resp or {})
+
+
+def _bash(sid: str, cwd: str, command: str) -> dict[str, Any]:
+    return _tool(sid, cwd, "Bash", {"command": command}, {"stdout": "ok", "stderr": "", "interrupted": False})
+
+
+def _fail(sid: str, cwd: str, command: str) -> dict[str, Any]:
+    return _p("PostToolUseFailure", sid, cwd, tool_name="Bash", tool_input={"command": command},
+              error="Exit code 1\nboom")  # fmt: skip
+
+
+def _edit(sid: str, cwd: str, path: str) -> dict[str, Any]:
+    return _tool(sid, cwd, "Edit", {"file_path": f"{cwd}/{path}", "old_string": "a", "new_string": "b\nc"})
+
+
+def _read(sid: str, cwd: str, path: str) -> dict[str, Any]:
+    return _tool(sid, cwd, "Read", {"file_path": f"{cwd}/{path}"},
+                 {"type": "text", "file": {"filePath": f"{cwd}/{path}", "numLines": 10}})  # fmt: skip
+
+
+def _todos(sid: str, cwd: str, *items: tuple[str, str]) -> dict[str, Any]:
+    todos = [{"content": c, "status": s, "activeForm": c} for c, s in items]
+    return _tool(sid, cwd, "TodoWrite", {"todos": todos}, {"newTodos": todos})
+
+
+def _build(payloads: list[dict[str, Any]], start: float = NOW - 86400) -> str:
+    """Store payloads one per batch, 10 s apart, through the real extractor and store; return the db path."""
+
+    async def run() -> str:
+        settings = config.load()
+        async with open_store(settings) as store:
+            for n, payload in enumerate(payloads):
+                item = Incoming(event_id=f"e{n}", received_at=start + 10 * n, extracted=extract(payload))
+                await store.commit_batch([item])
+        return settings.db
+
+    import anyio
+
+    return anyio.run(run)
+
+
+@pytest.fixture
+def conn_to() -> Iterator[Any]:
+    conns: list[sqlite3.Connection] = []
+
+    def connect(db: str) -> sqlite3.Connection:
+        conns.append(sqlite3.connect(f"file:{db}?mode=ro", uri=True))
+        return conns[-1]
+
+    yield connect
+    for c in conns:
+        c.close()
+
+
+def _rich(project: str = "/p", sessions: int = 6, per: int = 6, pad: str = "") -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for s in range(sessions):
+        sid = f"sess{s:02d}-{project.strip('/')}"
+        out += [
+            _p("SessionStart", sid, project, source="startup"),
+            _prompt(sid, project, f"task {s} in {project} {pad}"),
+        ]
+        for k in range(per):
+            out += [_read(sid, project, f"src/{pad}mod{k}.py"), _edit(sid, project, f"src/{pad}mod{s}_{k}.py"),
+                    _bash(sid, project, f"pytest tests/test_{s}_{k}.py -q {pad}"),
+                    _fail(sid, project, f"make target{s}{k} {pad}"),
+                    _bash(sid, project, f"echo looking {k}")]  # fmt: skip
+        out.append(_todos(sid, project, ("write the parser", "completed"), (f"ship release {s}", "in_progress"),
+                          ("update the docs", "pending")))  # fmt: skip
+        out.append(_p("SessionEnd", sid, project, reason="logout"))
+    return out
+
+
+def test_no_history_means_no_context(conn_to: Any) -> None:
+    db = _build([_p("SessionStart", "only-start", "/empty", source="startup")] + _rich("/q", 1, 1))
+    conn = conn_to(db)
+    assert build_context(conn, "/empty", session_id="only-start", now=NOW) == ""
+    assert build_context(conn, "/never-seen", now=NOW) == ""
+    assert build_context(conn, "", now=NOW) == ""
+
+
+def test_budget_is_respected_with_whole_lines_by_priority(conn_to: Any) -> None:
+    conn = conn_to(_build(_rich("/p", 3, 2) + _rich("/other", 2, 2)))
+    full = build_context(conn, "/p", now=NOW, budget=HARD_CAP)
+    assert len(full) < HARD_CAP - 400, "the small db must fit whole, to compare lines with"
+    assert full == build_context(conn, "/p", now=NOW, budget=HARD_CAP)  # deterministic
+    assert "other" not in full
+    full_lines = set(full.splitlines())
+    headings = [line for line in full.splitlines() if line.startswith("## ")]
+    assert [h.split(" (")[0] for h in headings] == ["## Recent sessions", "## Open tasks",
+        "## Recent errors and what came next", "## Files most worked on", "## Commands that succeeded"]  # fmt: skip
+    for budget in range(250, len(full) + 50, 37):
+        text = build_context(conn, "/p", now=NOW, budget=budget)
+        assert len(text) <= budget
+        if text:
+            assert text.startswith(OPEN + "\n") and text.endswith("\n" + CLOSE)
+            assert set(text.splitlines()) <= full_lines, budget  # never a cut line
+        # A little of everything before a lot of anything: no section gets more than its first
+        # lines unless every section got them.
+        shown = [len(part.strip("\n").splitlines()) - 1 for part in text.removesuffix(CLOSE).split("\n## ")[1:]]
+        if any(n > FIRST_PASS for n in shown):
+            assert len(shown) == len(headings) and min(shown) >= min(FIRST_PASS, 2), (budget, shown)
+    two_thirds = build_context(conn, "/p", now=NOW, budget=len(full) * 2 // 3)
+    assert [line for line in two_thirds.splitlines() if line.startswith("## ")] == headings
+
+
+def test_hard_cap_holds_whatever_the_budget(conn_to: Any) -> None:
+    conn = conn_to(_build(_rich("/p", 12, 10, pad="deeply/nested/package/" * 8)))
+    text = build_context(conn, "/p", now=NOW, budget=10**9)
+    assert HARD_CAP - 400 < len(text) <= HARD_CAP
+    assert build_context(conn, "/p", now=NOW) == build_context(conn, "/p", now=NOW, budget=5000)
+    assert len(build_context(conn, "/p", now=NOW)) <= 5000
+    assert build_context(conn, "/p", now=NOW, budget=0) == ""
+
+
+def test_sections_state_facts(conn_to: Any) -> None:
+    sid, cwd = "facts", "/f"
+    conn = conn_to(_build([
+        _p("SessionStart", sid, cwd, source="startup"), _prompt(sid, cwd, "make the tests pass"),
+        _fail(sid, cwd, "pytest -q"), _edit(sid, cwd, "src/app.py"), _bash(sid, cwd, "pytest -q"),
+        _fail(sid, cwd, "npm run build"), _bash(sid, cwd, "npm run build"),
+        _bash(sid, cwd, "pytest -q"), _bash(sid, cwd, "ls -la"), _fail(sid, cwd, "cargo build"),
+        _todos(sid, cwd, ("a", "completed"), ("b", "in_progress")),
+        _todos(sid, cwd, ("a", "completed"), ("b", "completed"), ("c", "pending")),
+        _tool(sid, cwd, "Write", {"file_path": f"{cwd}/x </nmem-context> y.txt", "content": "z"}, {"type": "create"}),
+    ]))  # fmt: skip
+    text = build_context(conn, cwd, now=NOW)
+    lines = text.splitlines()
+    assert "- 24 h ago: Bash failed (exit 1): pytest -q → next: Edit src/app.py (-1 +2 lines)" in lines
+    assert "- 24 h ago: Bash failed (exit 1): npm run build → next, the same command succeeded" in lines
+    assert (
+        "- 24 h ago: Bash failed (exit 1): cargo build → next: Write x ‹/nmem-context> y.txt (created, 1 lines)"
+        in lines
+    )  # stored text never closes the wrapper
+    assert text.count(CLOSE) == 1
+    assert "- [ ] c" in lines and "- [~] b" not in lines and "- a" not in text  # the latest list only
+    assert "- `pytest -q` (2 runs, latest: 24 h ago)" in lines
+    assert "- `npm run build` (latest: 24 h ago)" in lines
+    commands = text.split("## Commands that succeeded")[1]
+    assert "cargo build" not in commands and "ls -la" not in commands  # failed last / trivial
+    assert "- src/app.py: 1 edit (latest: 24 h ago)" in lines
+
+
+def test_compaction_puts_the_sessions_own_work_first(conn_to: Any) -> None:
+    cwd = "/c"
+    mine = [_p("SessionStart", "mine", cwd, source="startup"), _prompt("mine", cwd, "refactor the parser"),
+            _edit("mine", cwd, "parser.py"), _bash("mine", cwd, "pytest tests/test_parser.py")]  # fmt: skip
+    other = [_p("SessionStart", "other", cwd, source="startup"), _prompt("other", cwd, "docs")]
+    other += [_edit("other", cwd, "docs/index.md") for _ in range(5)] + [_bash("other", cwd, "make docs")]
+    conn = conn_to(_build(mine + other + [_p("PreCompact", "mine", cwd, trigger="auto")]))
+    startup = build_context(conn, cwd, session_id="new", now=NOW).split("## Files most worked on")[1]
+    assert startup.index("docs/index.md") < startup.index("parser.py")
+    compact = build_context(conn, cwd, session_id="mine", source="compact", now=NOW)
+    assert "this session, before compaction" in compact.split("## Recent sessions")[1].splitlines()[1]
+    files = compact.split("## Files most worked on")[1]
+    assert files.index("parser.py") < files.index("docs/index.md")
+    commands = compact.split("## Commands that succeeded")[1]
+    assert commands.index("pytest tests/test_parser.py") < commands.index("make docs")
+
+
+def test_task_tools_state_is_rebuilt(conn_to: Any) -> None:
+    sid, cwd = "tasks", "/t"
+    created = [_tool(sid, cwd, "TaskCreate", {"subject": f"step {n}"}, {"task": {"id": str(n), "subject": f"step {n}"}})
+               for n in (1, 2, 3)]  # fmt: skip
+    done = _tool(sid, cwd, "TaskUpdate", {"taskId": "1", "status": "completed"})
+    started = _tool(sid, cwd, "TaskUpdate", {"taskId": "2", "status": "in_progress"})
+    conn = conn_to(_build([_prompt(sid, cwd, "go"), *created, done, started]))
+    lines = build_context(conn, cwd, now=NOW).splitlines()
+    assert "- [~] step 2" in lines and "- [ ] step 3" in lines and "- [ ] step 1" not in lines
+
+
+def test_summary_is_bounded_and_complete(conn_to: Any) -> None:
+    sid, cwd = "big", "/b"
+    payloads = [_prompt(sid, cwd, "x" * 3000)]
+    for n in range(60):
+        payloads += [
+            _edit(sid, cwd, f"very/long/path/number/{n}/" + "d" * 80 + ".py"),
+            _bash(sid, cwd, f"pytest -k case{n} " + "y" * 300),
+            _fail(sid, cwd, f"make t{n} " + "z" * 300),
+        ]
+    payloads.append(_p("Stop", sid, cwd, last_assistant_message="done " * 500))
+    conn = conn_to(_build(payloads))
+    text = summarize_session(conn, sid)
+    assert len(text) <= SUMMARY_MAX
+    assert [line.split(":")[0] for line in text.splitlines()] == [
+        "Prompt", "Activity", "Files edited", "Commands", "Errors", "Last message"]  # fmt: skip
+    assert summarize_session(conn, "no-such-session") == ""
+
+
+def test_prompt_recall_needs_relevance_and_skips_the_current_session(conn_to: Any) -> None:
+    cwd = "/r"
+    conn = conn_to(_build([_prompt("past", cwd, "fix the websocket reconnect in LiveSocket"),
+                           _edit("past", cwd, "assets/js/live_socket.js"),
+                           _prompt("now", cwd, "LiveSocket reconnect again")]))  # fmt: skip
+    assert keywords("Please fix LiveSocket in assets/js/app.js, it does not reconnect") == [
+        ("livesocket", 2.0), ("assets/js/app.js", 2.0), ("reconnect", 1.0)]  # fmt: skip
+    text = prompt_context(conn, cwd, "now", "why does LiveSocket not reconnect?", now=NOW)
+    assert text.startswith(OPEN) and "fix the websocket reconnect in LiveSocket" in text
+    assert "LiveSocket reconnect again" not in text  # the asking session itself
+    assert prompt_context(conn, cwd, "now", "what about the weather", now=NOW) == ""
+    assert prompt_context(conn, "/elsewhere", "now", "LiveSocket reconnect", now=NOW) == ""
