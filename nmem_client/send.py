@@ -38,7 +38,7 @@ def _timeout_s() -> float:
 
 
 def _read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes]:
-    """Return (status, body-or-message); raise OSError on timeout or a closed peer."""
+    """Return (b"OK", body) or (b"ERR", b"<code> <message>"); raise OSError on timeout or a closed peer."""
     buf = b""
     while b"\n" not in buf:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
@@ -50,8 +50,7 @@ def _read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes]:
             raise OSError("reply header too long")
     head, _, rest = buf.partition(b"\n")
     if head.startswith(b"ERR "):
-        code = head[4:].split(b" ", 1)[0]
-        return b"ERR", code
+        return b"ERR", head[4:]
     if not head.startswith(b"OK "):
         raise OSError("malformed reply")
     size = int(head[3:])
@@ -109,7 +108,7 @@ def run() -> int:
                 out.buffer.write(reply)
                 out.flush()
         return 0
-    if status == b"ERR" and reply not in protocol.RETRYABLE:
+    if status == b"ERR" and reply.split(b" ", 1)[0] not in protocol.RETRYABLE:
         return 0  # the daemon saw the event and refused it for good (and logged why)
     from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
 

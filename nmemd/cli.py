@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
+import sqlite3
 import sys
-from typing import Annotated, NoReturn
+import time
+from collections.abc import Iterable
+from typing import Annotated, Any, NoReturn
 
 import msgspec
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from nmemd import config, control
-from nmemd.errors import NmemError
+from nmemd import config, control, readers, rpc
+from nmemd.errors import DaemonError, NmemError, StorageError
+from nmemd.model import OBSERVATION_TYPES
+from nmemd.project import project_root, short_name
+from nmemd.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRow
 from nmemd.status import Status
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="nmem: local memory for coding agents.")
@@ -20,6 +30,12 @@ daemon_app = typer.Typer(no_args_is_help=True, help="Start, stop or restart the 
 app.add_typer(daemon_app, name="daemon")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
+ProjectOpt = Annotated[
+    str | None,
+    typer.Option("--project", "-p", help="Project root (default: the git top-level of the current directory)."),
+]
+AllOpt = Annotated[bool, typer.Option("--all", "-a", help="Every project, not only the current one.")]
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many results.")]
 
 
 def _settings() -> config.Settings:
@@ -30,7 +46,9 @@ def _settings() -> config.Settings:
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
+    """One line on stderr (never wrapped, never read as markup), then exit."""
+    line = " ".join(message.split())
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(line)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -47,6 +65,22 @@ def _when(ts: float | None) -> str:
     if not ts:
         return "never"
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _ago(ts: float | None, now: float) -> str:
+    """Age as a person scans it: just now, 5m ago, 2h ago, 3d ago, then the date."""
+    if not ts:
+        return "-"
+    age = now - ts
+    if age < 60:
+        return "just now"
+    if age < 3600:
+        return f"{int(age // 60)}m ago"
+    if age < 86400:
+        return f"{int(age // 3600)}h ago"
+    if age < 7 * 86400:
+        return f"{int(age // 86400)}d ago"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
 
 
 def _print_status(st: Status) -> None:
@@ -73,6 +107,178 @@ def _print_status(st: Status) -> None:
     Console().print(table)
 
 
+# --- reading: one path, two transports -------------------------------------------------------------
+
+
+def _query(method: str, params: dict[str, Any]) -> Any:
+    """Ask the daemon when one runs, else run the same `rpc.run_query` on a read-only connection.
+
+    A refusal also falls back to the local run: the hook client's wire reader
+    keeps only the error code, and the local run raises the same error with its
+    message (an older daemon without the method simply answers locally).
+    """
+    try:
+        return control.ask(method, params)
+    except (DaemonError, msgspec.DecodeError):  # DaemonUnavailable included
+        pass
+    settings = _settings()
+    if not os.path.exists(settings.db):
+        _fail(f"no database yet at {settings.db}: nothing has been recorded (is the daemon or the hook set up?)")
+    try:
+        conn = readers.open_readonly(settings.db)
+        try:
+            return msgspec.to_builtins(rpc.run_query(conn, method, params))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read {settings.db}: {exc}") from exc
+
+
+def _read(method: str, params: dict[str, Any], result_type: Any) -> Any:
+    """`_query`, typed; every NmemError becomes one line on stderr and exit 1."""
+    try:
+        return msgspec.convert(_query(method, params), result_type)
+    except NmemError as exc:
+        _fail(str(exc))
+    except msgspec.ValidationError as exc:
+        _fail(f"unexpected {method} reply: {exc}")
+
+
+def _arg(text: str) -> str:
+    """argv undecodable as UTF-8 arrives as lone surrogates; make it valid text (U+FFFD) before use."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "replace")
+    return text
+
+
+def _scope(project: str | None, all_projects: bool) -> str | None:
+    """The project filter: --all, --project (a directory maps to its git top-level), else the cwd's project."""
+    if all_projects and project:
+        raise typer.BadParameter("use either --project or --all, not both", param_hint="'--all'")
+    if all_projects:
+        return ALL_PROJECTS
+    if project:
+        project = _arg(project)
+        return project_root(os.path.abspath(project)) if os.path.isdir(project) else project
+    try:
+        return project_root(os.getcwd())
+    except OSError:  # the current directory was removed
+        return None
+
+
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _time_arg(value: str | None, hint: str) -> float | None:
+    """`30m`, `2h`, `7d`, `1w` ago, or an ISO date/time (local time)."""
+    if value is None:
+        return None
+    span = _SPAN.match(value)
+    if span:
+        return time.time() - float(span.group(1)) * _SPAN_S[span.group(2)]
+    try:
+        return dt.datetime.fromisoformat(value.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):  # not a date, or one the platform cannot convert
+        raise typer.BadParameter(
+            f"{value!r} is neither a span (30m, 2h, 7d) nor a date (2026-02-01)", param_hint=hint
+        ) from None
+
+
+def _check_types(values: list[str] | None) -> list[str] | None:
+    for value in values or []:
+        if value not in OBSERVATION_TYPES:
+            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(OBSERVATION_TYPES)}")
+    return values
+
+
+# --- printing -------------------------------------------------------------------------------------
+
+
+def _json_lines(items: Iterable[msgspec.Struct]) -> None:
+    """One JSON object per line; a reader that stops early (`| head`) is not an error."""
+    try:
+        for item in items:
+            sys.stdout.buffer.write(msgspec.json.encode(item) + b"\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _rel(path: str | None, project: str | None) -> str:
+    if not path:
+        return ""
+    if project and path.startswith(project.rstrip("/") + "/"):
+        return path[len(project.rstrip("/")) + 1 :]
+    return path
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of a long path is the part that tells files apart."""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def _cell(text: str, style: str = "") -> Text:
+    """A table cell that stays on one line and ends in … when the column is narrower."""
+    return Text(" ".join(text.split()), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> Table:
+    now = time.time()
+    path_width = max(16, Console().width // 4)  # the title gets what is left
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("id", justify="right", style="cyan", no_wrap=True)
+    table.add_column("when", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    if show_project:
+        table.add_column("project", max_width=max(12, path_width // 2))
+    table.add_column("title", min_width=20)  # cells are one-line Texts: the column shrinks, text ends in …
+    table.add_column("path", max_width=path_width)
+    for hit in hits:
+        title = _cell(hit.title, style="bold" if hit.id == anchor else "")
+        if hit.count > 1:
+            title.append(f" (x{hit.count})", style="dim")
+        if hit.snippet and hit.snippet not in hit.title:
+            title.append("\n" + " ".join(hit.snippet.split()), style="dim")
+        row: list[Text | str] = [str(hit.id), _ago(hit.ts, now), hit.type]
+        if show_project:
+            row.append(_cell(short_name(hit.project) if hit.project else "-"))
+        row += [title, _cell(_tail(_rel(hit.file_path, hit.project), path_width))]
+        table.add_row(*row)
+    return table
+
+
+def _print_detail(d: Detail, console: Console) -> None:
+    head = Text(f"#{d.id} ", style="bold cyan")
+    head.append(f"{d.type}  {_when(d.ts)} ({_ago(d.ts, time.time())})", style="dim")
+    console.print(head)
+    console.print(Text(d.title, style="bold"))
+    facts = Table(show_header=False, box=None, pad_edge=False)
+    facts.add_column(style="dim", no_wrap=True)
+    facts.add_column(overflow="fold")
+    for label, value in (
+        ("project", d.project),
+        ("session", d.session_id),
+        ("event", d.hook_event),
+        ("tool", d.tool_name),
+        ("file", d.file_path),
+        ("command", d.command),
+        ("agent", d.agent_id),
+        ("count", f"{d.count} (last {_when(d.last_ts)})" if d.count > 1 else None),
+    ):
+        if value:
+            facts.add_row(label, Text(value))
+    console.print(facts)
+    if d.content:
+        console.print(Text(d.content))
+    console.print()
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
 @app.command()
 def status(json_out: JsonOpt = False) -> None:
     """Show whether the daemon runs, where the data is and what it holds."""
@@ -81,6 +287,109 @@ def status(json_out: JsonOpt = False) -> None:
         sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
     else:
         _print_status(st)
+
+
+@app.command()
+def search(
+    query: Annotated[
+        list[str], typer.Argument(metavar="QUERY", help='Words to find (all must match); "an exact phrase"; prefix*.')
+    ],
+    project: ProjectOpt = None,
+    all_projects: AllOpt = False,
+    types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type", "-t", callback=_check_types, help=f"Only this type (repeatable): {', '.join(OBSERVATION_TYPES)}."
+        ),
+    ] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session id.")] = None,
+    file: Annotated[str | None, typer.Option("--file", "-f", help="Only this path (or a path ending with it).")] = None,
+    since: Annotated[str | None, typer.Option(help="Only newer: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
+    until: Annotated[str | None, typer.Option(help="Only older: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
+    limit: LimitOpt = 20,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find observations by words, identifiers, paths, error text or commands, best first."""
+    scope = _scope(project, all_projects)
+    params = {
+        "query": _arg(" ".join(query)),
+        "project": scope,
+        "types": types or [],
+        "session_id": _arg(session) if session else None,
+        "file": _arg(file) if file else None,
+        "since": _time_arg(since, "'--since'"),
+        "until": _time_arg(until, "'--until'"),
+        "limit": limit,
+    }
+    hits: list[Hit] = _read("search", params, list[Hit])
+    if json_out:
+        _json_lines(hits)
+    elif hits:
+        Console().print(_hits_table(hits, show_project=scope in (None, ALL_PROJECTS)))
+    else:
+        where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
+        Console(stderr=True, soft_wrap=True).print(Text(f"nothing found in {where}"))
+
+
+@app.command()
+def show(
+    ids: Annotated[list[int], typer.Argument(metavar="ID", min=1, help="Observation ids, as search prints them.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Print everything stored about the given observations."""
+    details: list[Detail] = _read("show", {"ids": ids}, list[Detail])
+    if json_out:
+        _json_lines(details)
+    else:
+        console = Console()
+        for d in details:
+            _print_detail(d, console)
+    missing = [i for i in dict.fromkeys(ids) if i not in {d.id for d in details}]
+    if missing:
+        _fail(f"no observation with id {', '.join(map(str, missing))}")
+
+
+@app.command()
+def timeline(
+    anchor: Annotated[int, typer.Argument(metavar="ID", min=1, help="The observation to center on.")],
+    before: Annotated[int, typer.Option("--before", "-B", min=0, max=MAX_LIMIT, help="Observations before.")] = 5,
+    after: Annotated[int, typer.Option("--after", "-A", min=0, max=MAX_LIMIT, help="Observations after.")] = 5,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show what happened in the same session just before and after one observation."""
+    hits: list[Hit] = _read("timeline", {"id": anchor, "before": before, "after": after}, list[Hit])
+    if json_out:
+        _json_lines(hits)
+    else:
+        Console().print(_hits_table(hits, show_project=False, anchor=anchor))
+
+
+@app.command()
+def sessions(
+    project: ProjectOpt = None, all_projects: AllOpt = False, limit: LimitOpt = 10, json_out: JsonOpt = False
+) -> None:
+    """List recent sessions with their first prompt or summary, newest first."""
+    scope = _scope(project, all_projects)
+    rows: list[SessionRow] = _read("sessions", {"project": scope, "limit": limit}, list[SessionRow])
+    if json_out:
+        _json_lines(rows)
+        return
+    now = time.time()
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("session", style="cyan", no_wrap=True)
+    table.add_column("last", no_wrap=True)
+    if scope in (None, ALL_PROJECTS):
+        table.add_column("project", max_width=20)
+    table.add_column("events", justify="right")
+    table.add_column("about", min_width=20)
+    for r in rows:
+        row: list[Text | str] = [Text(r.session_id[:8]), _ago(r.last_event_at, now)]
+        if scope in (None, ALL_PROJECTS):
+            row.append(_cell(short_name(r.project) if r.project else "-"))
+        about = r.first_prompt or (r.summary or "").strip().split("\n", 1)[0]
+        row += [str(r.event_count), _cell(about)]
+        table.add_row(*row)
+    Console().print(table)
 
 
 @daemon_app.command("start")

@@ -28,7 +28,8 @@ def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
     except OSError as exc:
         raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
     if status != b"OK":
-        raise DaemonError(f"daemon refused the request: {reply.decode(errors='replace')}")
+        code, _, message = reply.decode(errors="replace").partition(" ")
+        raise DaemonError(message or f"the daemon refused the request ({code})")
     return reply
 
 

@@ -22,14 +22,15 @@ MAX_TERM_CHARS = 200
 MAX_LIMIT = 200
 ALL_PROJECTS = "*"
 
-# How much an observation type matters when ranking equally relevant text.
+# How much an observation type matters when ranking equally relevant text. Todo snapshots
+# ("task") restate the prompt and recur on every status update, so they rank below it.
 TYPE_WEIGHT: dict[str, float] = {
     "error": 1.3,
     "edit": 1.25,
     "write": 1.25,
     "prompt": 1.2,
     "command": 1.1,
-    "task": 1.1,
+    "task": 1.0,
     "compact": 1.1,
     "stop": 1.0,
     "agent": 1.0,

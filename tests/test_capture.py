@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import Daemon, db_rows, integrity_ok, run_send
+
 from nmemd.extract import extract
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"

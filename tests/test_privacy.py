@@ -57,7 +57,8 @@ def test_secrets_are_redacted_on_the_socket_path(daemon: Daemon) -> None:
     daemon.stop()
     _assert_clean(daemon.home)
     assert db_rows(daemon.db, "SELECT count(*) FROM observations") == [(3,)]
-    text = " ".join(str(r) for r in db_rows(daemon.db, "SELECT title || content || coalesce(command, '') FROM observations"))
+    rows = db_rows(daemon.db, "SELECT title || content || coalesce(command, '') FROM observations")
+    text = " ".join(str(r) for r in rows)
     assert "[REDACTED" in text and "deploy with key" in text
     integrity_ok(daemon.db)
 

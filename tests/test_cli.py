@@ -1,0 +1,129 @@
+"""The `nmem` command line: help everywhere, status, and clear one-line errors with the right exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from conftest import BIN, Daemon, run_send
+from helpers import payload
+from typer.testing import CliRunner
+
+from nmemd.cli import app
+
+NMEM = str(BIN / "nmem")
+TIMEOUT_S = 20.0
+
+
+def nmem(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed console script, in this test's NMEM_HOME (set by the autouse fixture)."""
+    return subprocess.run(
+        [NMEM, *args], capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ, "NMEM_AUTOSTART": "0"}
+    )
+
+
+def one_error_line(done: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command and sub-command (typer bundles its own click, so duck-typed)."""
+    for name, cmd in group.commands.items():
+        yield (*path, name), cmd
+        if hasattr(cmd, "commands"):
+            yield from _commands(cmd, (*path, name))
+
+
+def test_every_command_has_help_and_help_works() -> None:
+    commands = dict(_commands(typer.main.get_command(app)))
+    assert {("status",), ("search",), ("show",), ("timeline",), ("sessions",), ("daemon", "start")} <= commands.keys()
+    runner = CliRunner()
+    assert runner.invoke(app, ["--help"]).exit_code == 0
+    for path, cmd in commands.items():
+        assert (cmd.help or "").strip(), f"`nmem {' '.join(path)}` has no help text"
+        for param in cmd.params:
+            if param.name != "help":
+                assert getattr(param, "help", None), f"`nmem {' '.join(path)}` {param.name} has no help text"
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Usage" in result.output
+
+
+def test_console_script_help() -> None:
+    done = nmem("--help")
+    assert done.returncode == 0, done.stderr
+    for name in ("status", "search", "show", "timeline", "sessions", "daemon"):
+        assert name in done.stdout
+
+
+def test_status_json_without_and_with_a_daemon(daemon: Daemon) -> None:
+    before = nmem("status", "--json")
+    assert before.returncode == 0, before.stderr
+    facts = json.loads(before.stdout)
+    assert facts["daemon"]["running"] is False and facts["database"]["exists"] is False
+
+    daemon.start()
+    assert run_send(payload("cli-status")).returncode == 0
+    during = json.loads(nmem("status", "--json").stdout)
+    assert during["daemon"]["running"] is True and during["daemon"]["pid"] == daemon.proc.pid  # type: ignore[union-attr]
+    assert during["database"]["observations"] == 1
+    assert daemon.stop() == 0
+
+    after = json.loads(nmem("status", "--json").stdout)
+    assert after["daemon"]["running"] is False and after["database"]["observations"] == 1
+
+
+def test_read_commands_without_a_database_say_so(nmem_env: dict[str, str]) -> None:
+    db = Path(nmem_env["NMEM_HOME"]) / "nmem.db"
+    for args in (["search", "anything"], ["search", "--all", "x"], ["show", "1"], ["timeline", "1"], ["sessions"]):
+        line = one_error_line(nmem(*args))
+        assert "no database yet" in line and str(db) in line
+    assert not db.exists()  # reading never creates it
+
+
+def test_unknown_ids_are_one_clear_line(daemon: Daemon) -> None:
+    daemon.start()
+    assert run_send(payload("cli-show")).returncode == 0
+
+    def check() -> None:
+        assert one_error_line(nmem("show", "424242")) == "error: no observation with id 424242"
+        both = nmem("show", "1", "424242", "--json")
+        assert one_error_line(both) == "error: no observation with id 424242"
+        assert json.loads(both.stdout)["title"] == "please remember marker cli-show"  # the known one still prints
+        assert one_error_line(nmem("timeline", "424242")) == "error: no observation with id 424242"
+        assert one_error_line(nmem("search", "--all", "**")).endswith("nothing to search for (no letters or digits)")
+
+    check()  # the daemon answers (or refuses, and the CLI reads the reason locally)
+    assert daemon.stop() == 0
+    check()  # read-only, no daemon
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search"],
+        ["search", "--all", "--project", "/x", "q"],
+        ["search", "--type", "bogus", "q"],
+        ["search", "--limit", "0", "q"],
+        ["search", "--since", "last tuesday", "q"],
+        ["show"],
+        ["show", "abc"],
+        ["timeline", "1", "--before", "-1"],
+        ["sessions", "--limit", "-3"],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_exit_2_without_a_traceback(args: list[str]) -> None:
+    done = nmem(*args)
+    assert done.returncode == 2, (args, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "Usage" in done.stderr
