@@ -127,6 +127,9 @@ def _query(method: str, params: dict[str, Any]) -> Any:
     try:
         conn = readers.open_readonly(settings.db)
         try:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations'").fetchone() is None:
+                _fail(f"{settings.db} holds no memory yet: events wait in its inbox until the daemon runs"
+                      " (nmem daemon start)")  # fmt: skip
             return msgspec.to_builtins(rpc.run_query(conn, method, params))
         finally:
             conn.close()
@@ -390,6 +393,22 @@ def sessions(
         row += [str(r.event_count), _cell(about)]
         table.add_row(*row)
     Console().print(table)
+
+
+@app.command()
+def context(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+    """Print the context SessionStart would inject for a project (default: this directory's)."""
+    scope = _scope(project, False)
+    if not scope:
+        _fail("no project: run inside a project directory or pass --project")
+    budget = _settings().context_budget
+    reply = _read("context", {"project": scope, "budget": budget}, dict[str, str])
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+    elif reply["context"]:
+        sys.stdout.write(reply["context"] + "\n")
+    else:
+        Console(stderr=True).print(f"nothing recorded yet for {reply['project']}", highlight=False)
 
 
 @daemon_app.command("start")

@@ -75,6 +75,13 @@ class RecentParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     limit: Limit = 50
 
 
+class ContextParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    project: Annotated[str, msgspec.Meta(min_length=1)]
+    session_id: str | None = None
+    source: str = "startup"
+    budget: Count | None = None
+
+
 def _known_types(types: list[str]) -> list[str]:
     unknown = [t for t in types if t not in OBSERVATION_TYPES]
     if unknown:
@@ -114,6 +121,17 @@ def _recent(conn: sqlite3.Connection, p: RecentParams) -> Any:
     return queries.recent(conn, Filters(project=p.project), p.limit)
 
 
+def _context(conn: sqlite3.Connection, p: ContextParams) -> Any:
+    """What SessionStart would inject for a project (`nmem context`, MCP `recent_context`)."""
+    from nmemd.context import DEFAULT_BUDGET, build_context
+    from nmemd.project import project_root
+
+    project = project_root(p.project) or p.project
+    budget = DEFAULT_BUDGET if p.budget is None else p.budget
+    text = build_context(conn, project, session_id=p.session_id, source=p.source, budget=budget)
+    return {"project": project, "context": text}
+
+
 class Query(NamedTuple):
     params: type[msgspec.Struct]
     run: Callable[[sqlite3.Connection, Any], Any]
@@ -126,6 +144,7 @@ QUERIES: dict[str, Query] = {
     "sessions": Query(SessionsParams, _sessions),
     "file_history": Query(FileHistoryParams, _file_history),
     "recent": Query(RecentParams, _recent),
+    "context": Query(ContextParams, _context),
 }
 
 _AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")
@@ -165,6 +184,8 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     """Run one method; raise NmemError subclasses for anything the caller got wrong."""
     settings = daemon.settings
     if method in QUERIES:
+        if method == "context" and params.get("budget") is None:
+            params = {**params, "budget": settings.context_budget}
         parsed = parse_params(method, params)  # cheap; a bad param never costs a thread hop
         return await readers.run(settings.db, _execute, method, parsed)
     if method == "status":
@@ -175,18 +196,4 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         return {"stopping": True, "pid": os.getpid()}
     if method == "drain":
         return {"drained": await drain_once(daemon.ingestor, settings)}
-    if method == "context":  # what SessionStart would inject for a project (`nmem context`)
-        from nmemd.context import build_context
-        from nmemd.project import project_root
-
-        project, sid, source = params.get("project"), params.get("session_id"), params.get("source") or "startup"
-        if not (isinstance(project, str) and project and isinstance(sid, str | None) and isinstance(source, str)):
-            raise QueryError("context: project is a required string; session_id and source are optional strings")
-        project = project_root(project) or project
-        try:
-            text = await readers.run(settings.db, build_context, project, session_id=sid, source=source,
-                                     budget=settings.context_budget)  # fmt: skip
-        except sqlite3.Error as exc:
-            raise StorageError(f"context failed: {exc}") from exc
-        return {"project": project, "context": text}
     raise UnknownMethod(f"unknown method {method!r}")

@@ -127,3 +127,25 @@ def test_usage_errors_exit_2_without_a_traceback(args: list[str]) -> None:
     done = nmem(*args)
     assert done.returncode == 2, (args, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and "Usage" in done.stderr
+
+
+def test_context_command_prints_what_session_start_injects(daemon: Daemon) -> None:
+    """`nmem context` shows the context the SessionStart hook receives, with or without a daemon."""
+    project = "/tmp/nmem-ctx-project"
+    daemon.start()
+    for n in range(3):
+        run_send(json.dumps({"session_id": "c1", "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                              "cwd": project, "tool_input": {"file_path": f"{project}/mod{n}.py",
+                                                             "old_string": "a", "new_string": "b"},
+                              "tool_response": {"filePath": f"{project}/mod{n}.py"}}).encode())
+    hook = run_send(json.dumps({"session_id": "c2", "hook_event_name": "SessionStart", "source": "startup",
+                                 "cwd": project}).encode())
+    injected = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "mod0.py" in injected
+    for running in (True, False):
+        out = subprocess.run([str(BIN / "nmem"), "context", "--project", project], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("<nmem-context>") and "mod0.py" in out.stdout
+        if running:
+            daemon.stop()
