@@ -9,6 +9,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import msgspec
@@ -409,6 +410,73 @@ def context(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
         sys.stdout.write(reply["context"] + "\n")
     else:
         Console(stderr=True).print(f"nothing recorded yet for {reply['project']}", highlight=False)
+
+
+def _settings_target(project_scope: bool) -> Path:
+    from nmemd import install as inst
+
+    if not project_scope:
+        return inst.user_settings_path()
+    root = project_root(os.getcwd()) or os.getcwd()
+    return Path(root) / ".claude" / "settings.json"
+
+
+ProjectScopeOpt = Annotated[
+    bool, typer.Option("--project", help="Use this project's .claude/settings.json instead of the user's.")
+]
+NoMcpOpt = Annotated[bool, typer.Option("--no-mcp", help="Leave the MCP server registration alone.")]
+
+
+@app.command()
+def install(
+    project_scope: ProjectScopeOpt = False,
+    print_only: Annotated[bool, typer.Option("--print", help="Show what would be written; change nothing.")] = False,
+    no_mcp: NoMcpOpt = False,
+) -> None:
+    """Add nmem's hooks to Claude Code's settings and register the nmem MCP server (idempotent)."""
+    from nmemd import install as inst
+
+    target = _settings_target(project_scope)
+    try:
+        settings = inst.with_hooks(inst.load(target), target, inst.hook_command())
+        state_path = inst.user_state_path()
+        state = None if no_mcp else inst.with_mcp(inst.load(state_path), state_path, inst.mcp_command())
+        if print_only:
+            sys.stdout.write(f"# {target}\n{inst.render(settings)}")
+            if state is not None:
+                sys.stdout.write(f"# {state_path}: mcpServers.{inst.MCP_NAME}\n")
+                sys.stdout.write(inst.render({"mcpServers": {inst.MCP_NAME: state["mcpServers"][inst.MCP_NAME]}}))
+            return
+        hooks_written = inst.write(target, settings)
+        mcp_written = inst.write(state_path, state) if state is not None else None
+    except NmemError as exc:
+        _fail(str(exc))
+
+    def outcome(w: inst.Written) -> str:
+        if not w.changed:
+            return "already up to date"
+        return f"updated, backup {w.backup.name}" if w.backup else "created"
+
+    console = Console()
+    console.print(f"hooks: {target} ({outcome(hooks_written)})", highlight=False)
+    if mcp_written is not None:
+        console.print(f"MCP server '{inst.MCP_NAME}': {state_path} ({outcome(mcp_written)})", highlight=False)
+
+
+@app.command()
+def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) -> None:
+    """Remove exactly the hooks and MCP registration that `nmem install` added."""
+    from nmemd import install as inst
+
+    target = _settings_target(project_scope)
+    try:
+        removed = target.exists() and inst.write(target, inst.without_hooks(inst.load(target), target)).changed
+        state_path = inst.user_state_path()
+        if not no_mcp and state_path.exists():
+            inst.write(state_path, inst.without_mcp(inst.load(state_path), state_path))
+    except NmemError as exc:
+        _fail(str(exc))
+    Console().print(f"hooks removed from {target}" if removed else f"no nmem hooks in {target}", highlight=False)
 
 
 @daemon_app.command("start")

@@ -1,0 +1,221 @@
+"""Merge nmem's hooks and MCP server into Claude Code's settings, and take them out again.
+
+Every other key and every other tool's hook is kept as it was. nmem's own
+handlers are recognised by the client path in their command, so running
+install twice changes nothing and uninstall removes exactly what install added.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from nmemd.errors import NmemError
+
+CLIENT_MARKER = "nmem_client/send.py"
+MCP_NAME = "nmem"
+
+
+class SettingsError(NmemError):
+    """A Claude Code settings file cannot be read or written safely."""
+
+
+class HookSpec(msgspec.Struct, frozen=True):
+    event: str
+    matcher: str | None = None
+    timeout: int = 10
+    run_async: bool = False
+
+
+# Capture hooks run async: the agent never waits for them. SessionStart and
+# UserPromptSubmit are synchronous because their stdout is the injected context.
+HOOKS: tuple[HookSpec, ...] = (
+    HookSpec("SessionStart", matcher="startup|resume|clear|compact"),
+    HookSpec("UserPromptSubmit"),
+    HookSpec("PostToolUse", matcher="*", run_async=True),
+    HookSpec("PostToolUseFailure", matcher="*", run_async=True),
+    HookSpec("PreCompact", run_async=True),
+    HookSpec("PostCompact", run_async=True),
+    HookSpec("Stop", run_async=True),
+    HookSpec("SubagentStop", run_async=True),
+    HookSpec("SessionEnd", timeout=5),
+)
+
+
+def claude_dir() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def user_settings_path() -> Path:
+    return claude_dir() / "settings.json"
+
+
+def user_state_path() -> Path:
+    """`~/.claude.json`: where Claude Code keeps user-scope MCP servers."""
+    override = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(override) / ".claude.json" if override else Path.home() / ".claude.json"
+
+
+def hook_command() -> str:
+    """The fastest way to start the client: the real interpreter, isolated, no site."""
+    client = Path(__file__).resolve().parent.parent / "nmem_client" / "send.py"
+    return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(str(client))}"
+
+
+def mcp_command() -> str:
+    return str(Path(sys.executable).parent / "nmem-mcp")
+
+
+def _is_ours(handler: Any) -> bool:
+    return isinstance(handler, dict) and CLIENT_MARKER in str(handler.get("command", ""))
+
+
+def _handler(spec: HookSpec, command: str) -> dict[str, Any]:
+    handler: dict[str, Any] = {"type": "command", "command": command, "timeout": spec.timeout}
+    if spec.run_async:
+        handler["async"] = True
+    return handler
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Read a settings file; a missing file is `{}`, anything but a JSON object is an error."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from exc
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _hooks_of(settings: dict[str, Any], path: Path) -> dict[str, Any]:
+    hooks = settings.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError(f"{path}: \"hooks\" is not an object")
+    return hooks
+
+
+def with_hooks(settings: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
+    """A copy of `settings` with nmem's handlers present once, current, and nothing else changed."""
+    merged = copy.deepcopy(settings)
+    hooks = _hooks_of(merged, path)
+    for spec in HOOKS:
+        groups = hooks.setdefault(spec.event, [])
+        if not isinstance(groups, list):
+            raise SettingsError(f"{path}: hooks.{spec.event} is not a list")
+        wanted = _handler(spec, command)
+        found = False
+        for group in groups:
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                continue
+            for i, handler in enumerate(group["hooks"]):
+                if _is_ours(handler):
+                    if found:
+                        group["hooks"][i] = None  # a second copy from an older install
+                    else:
+                        group["hooks"][i] = wanted
+                        if spec.matcher is not None:
+                            group["matcher"] = spec.matcher
+                        found = True
+            group["hooks"] = [h for h in group["hooks"] if h is not None]
+        hooks[spec.event] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+        if not found:
+            group = {"matcher": spec.matcher, "hooks": [wanted]} if spec.matcher is not None else {"hooks": [wanted]}
+            hooks[spec.event].append(group)
+    merged["hooks"] = hooks
+    return merged
+
+
+def without_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A copy of `settings` with every nmem handler removed (and containers it emptied)."""
+    cleaned = copy.deepcopy(settings)
+    if "hooks" not in cleaned:
+        return cleaned
+    hooks = _hooks_of(cleaned, path)
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                before = len(group["hooks"])
+                group["hooks"] = [h for h in group["hooks"] if not _is_ours(h)]
+                if before and not group["hooks"]:
+                    continue
+            kept.append(group)
+        if groups and not kept:
+            del hooks[event]
+        else:
+            hooks[event] = kept
+    if not hooks:
+        del cleaned["hooks"]
+    return cleaned
+
+
+def with_mcp(state: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
+    merged = copy.deepcopy(state)
+    servers = merged.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise SettingsError(f"{path}: \"mcpServers\" is not an object")
+    servers[MCP_NAME] = {"type": "stdio", "command": command, "args": [], "env": {}}
+    return merged
+
+
+def without_mcp(state: dict[str, Any], path: Path) -> dict[str, Any]:
+    cleaned = copy.deepcopy(state)
+    servers = cleaned.get("mcpServers")
+    if isinstance(servers, dict) and MCP_NAME in servers:
+        del servers[MCP_NAME]
+        if not servers:
+            del cleaned["mcpServers"]
+    return cleaned
+
+
+def render(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+class Written(msgspec.Struct, frozen=True):
+    changed: bool
+    backup: Path | None = None
+
+
+def write(path: Path, data: dict[str, Any]) -> Written:
+    """Write atomically after backing up the old file; unchanged content is not rewritten."""
+    text = render(data)
+    backup: Path | None = None
+    try:
+        if path.exists():
+            old = path.read_text(encoding="utf-8")
+            if old.strip() and json.loads(old) == data:
+                return Written(changed=False)
+            backup = path.with_name(f"{path.name}.nmem-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+            backup.write_text(old, encoding="utf-8")
+            mode = path.stat().st_mode & 0o777
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            mode = 0o600
+        tmp = path.with_name(f".{path.name}.nmem-tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise SettingsError(f"cannot write {path}: {exc.strerror}") from exc
+    return Written(changed=True, backup=backup)

@@ -1,0 +1,98 @@
+"""`nmem install` / `uninstall` against real settings files holding other tools' hooks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BIN
+
+OTHER = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(npm test:*)"], "deny": []},
+    "env": {"FOO": "1"},
+    "hooks": {
+        "PostToolUse": [
+            {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "prettier --write", "timeout": 30}]}
+        ],
+        "Notification": [{"hooks": [{"type": "command", "command": "notify-send claude"}]}],
+    },
+}
+
+
+@pytest.fixture
+def claude_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "claude"
+    path.mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(path))
+    return path
+
+
+def nmem(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_install_keeps_everything_is_idempotent_and_uninstall_restores(claude_dir: Path) -> None:
+    settings = claude_dir / "settings.json"
+    settings.write_text(json.dumps(OTHER, indent=4))
+    state = claude_dir / ".claude.json"
+    state.write_text(json.dumps({"numStartups": 7, "mcpServers": {"other": {"command": "x"}}}))
+
+    assert nmem("install").returncode == 0
+    first = json.loads(settings.read_text())
+    assert first["model"] == "opus" and first["env"] == {"FOO": "1"} and first["permissions"] == OTHER["permissions"]
+    post = first["hooks"]["PostToolUse"]
+    assert post[0] == OTHER["hooks"]["PostToolUse"][0]  # the other tool's group, untouched
+    ours = post[1]["hooks"][0]
+    assert post[1]["matcher"] == "*" and ours["async"] is True and "-I -S" in ours["command"]
+    assert first["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
+    assert first["hooks"]["Notification"] == OTHER["hooks"]["Notification"]
+    for event in ("UserPromptSubmit", "PostToolUseFailure", "PreCompact", "PostCompact", "Stop", "SubagentStop",
+                  "SessionEnd"):
+        assert "nmem_client/send.py" in first["hooks"][event][0]["hooks"][0]["command"]
+    assert list(claude_dir.glob("settings.json.nmem-backup-*"))
+    mcp = json.loads(state.read_text())
+    assert mcp["numStartups"] == 7 and mcp["mcpServers"]["other"] == {"command": "x"}
+    assert mcp["mcpServers"]["nmem"]["command"].endswith("nmem-mcp")
+
+    again = nmem("install")
+    assert again.returncode == 0 and "already up to date" in again.stdout
+    assert json.loads(settings.read_text()) == first
+
+    assert nmem("uninstall").returncode == 0
+    assert json.loads(settings.read_text()) == OTHER
+    assert json.loads(state.read_text()) == {"numStartups": 7, "mcpServers": {"other": {"command": "x"}}}
+
+
+def test_install_into_missing_file_then_uninstall_leaves_empty_object(claude_dir: Path) -> None:
+    assert nmem("install", "--no-mcp").returncode == 0
+    assert "SessionStart" in json.loads((claude_dir / "settings.json").read_text())["hooks"]
+    assert nmem("uninstall", "--no-mcp").returncode == 0
+    assert json.loads((claude_dir / "settings.json").read_text()) == {}
+
+
+def test_install_print_changes_nothing(claude_dir: Path) -> None:
+    out = nmem("install", "--print")
+    assert out.returncode == 0 and "nmem_client/send.py" in out.stdout and "nmem-mcp" in out.stdout
+    assert not (claude_dir / "settings.json").exists() and not (claude_dir / ".claude.json").exists()
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"hooks": []}'])
+def test_bad_settings_file_is_refused_with_one_line_and_left_alone(claude_dir: Path, content: str) -> None:
+    settings = claude_dir / "settings.json"
+    settings.write_text(content)
+    out = nmem("install")
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(settings) in lines[0] and "Traceback" not in out.stderr
+    assert settings.read_text() == content
+    assert not list(claude_dir.glob("settings.json.nmem-backup-*"))
+
+
+def test_installed_hook_command_runs_the_client(claude_dir: Path) -> None:
+    assert nmem("install", "--no-mcp").returncode == 0
+    command = json.loads((claude_dir / "settings.json").read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
+    done = subprocess.run(command, shell=True, input=b"", capture_output=True, timeout=30)
+    assert done.returncode == 0 and done.stderr == b""
