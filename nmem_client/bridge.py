@@ -1,11 +1,193 @@
-"""nmem-mcp: the stdio <-> daemon byte pump for MCP clients (arrives with the recall issue)."""
+"""nmem-mcp: connects a stdio MCP client (Claude Code) to the MCP server inside nmemd.
 
+A byte pump, stdlib only: `import mcp` costs ~1 s and belongs in the daemon,
+which already holds the database. The bridge connects to the daemon's socket
+(starting the daemon when it is absent), asks for an MCP session scoped to the
+caller's project, then copies stdin to the socket and the socket to stdout.
+Framing is the daemon's business: both sides speak one JSON-RPC message per line.
+
+Exit 0 when either side ends the session; 1 (with one line on stderr) when the
+daemon cannot be reached or refuses.
+"""
+
+import json
+import os
+import socket
 import sys
+import threading
+import time
+
+if __package__ in (None, ""):  # run as a file: make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from nmem_client import paths, protocol  # noqa: E402
+
+CONNECT_TIMEOUT_S = 10.0  # an autostarted daemon listens within ~0.3 s
+# Why this long: the daemon imports mcp (~1 s, more on a loaded machine) before it
+# answers the first MCP request; the client meanwhile waits on its own timeout.
+HANDSHAKE_TIMEOUT_S = 60.0
+POLL_S = 0.02
+CHUNK = 65536
+_ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
+
+
+class BridgeError(Exception):
+    """Why the bridge could not open a session (printed once on stderr)."""
+
+
+def _find_root(cwd: str) -> str:
+    """The git top-level of `cwd`, else `cwd`: the same rule hooks use (nmemd.project)."""
+    home = os.path.normpath(os.path.expanduser("~"))
+    start = os.path.normpath(cwd)
+    path = start
+    while True:
+        if os.path.exists(os.path.join(path, ".git")):
+            return path if path not in (home, os.path.sep) or path == start else start
+        parent = os.path.dirname(path)
+        if parent == path:
+            return start
+        path = parent
+
+
+def project_dir() -> str | None:
+    """`CLAUDE_PROJECT_DIR`, else the git top-level of the working directory, else that directory."""
+    env = os.environ.get("CLAUDE_PROJECT_DIR", "")
+    if env and os.path.isabs(env):
+        return env
+    try:
+        return _find_root(os.getcwd())
+    except OSError:
+        return None  # the working directory was deleted: the daemon serves every project
+
+
+def request_body(project: str | None) -> bytes:
+    """`{"project": ...}`; a path that is not valid UTF-8 cannot name a project, so it becomes null."""
+    try:
+        return json.dumps({"project": project}, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return b'{"project": null}'
+
+
+def connect(deadline: float) -> socket.socket:
+    """Connect to the daemon, starting it once when it is absent, until `deadline`."""
+    path = paths.socket_path()
+    autostart = os.environ.get("NMEM_AUTOSTART", "1") != "0"
+    started = False
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if exc.errno not in _ABSENT_ERRNOS:
+                raise BridgeError(f"cannot connect to nmemd at {path}: {exc}") from None
+            if not autostart:
+                raise BridgeError(f"nmemd is not running at {path} (NMEM_AUTOSTART=0)") from None
+            if not started:
+                from nmem_client import inbox  # sqlite3 is paid only when the daemon must be started
+
+                inbox.start_daemon()
+                started = True
+            if time.monotonic() >= deadline:
+                raise BridgeError(f"nmemd did not start listening at {path} within {CONNECT_TIMEOUT_S:.0f} s") from None
+        time.sleep(POLL_S)  # the poll interval of a bounded wait for the daemon's socket
+
+
+def open_session(sock: socket.socket, project: str | None) -> bytes:
+    """Send the `mcp` request and read the daemon's OK; return bytes that came after it."""
+    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+    try:
+        sock.sendall(protocol.encode_request(protocol.KIND_MCP, protocol.NO_EVENT_ID, request_body(project)))
+        buf = b""
+        while b"\n" not in buf:
+            chunk = sock.recv(CHUNK)
+            if not chunk:
+                raise BridgeError("nmemd closed the connection before answering")
+            buf += chunk
+            if len(buf) > protocol.MAX_HEADER and b"\n" not in buf:
+                raise BridgeError("nmemd sent a malformed reply")
+        head, _, rest = buf.partition(b"\n")
+        if head.startswith(b"ERR "):
+            raise BridgeError("nmemd refused the MCP session: " + head[4:].decode("utf-8", "replace"))
+        if not head.startswith(b"OK ") or not head[3:].isdigit():
+            raise BridgeError("nmemd sent a malformed reply")
+        size = int(head[3:])
+        while len(rest) < size:
+            chunk = sock.recv(CHUNK)
+            if not chunk:
+                raise BridgeError("nmemd closed the connection before answering")
+            rest += chunk
+    except TimeoutError:
+        raise BridgeError(f"nmemd did not answer the MCP request within {HANDSHAKE_TIMEOUT_S:.0f} s") from None
+    except OSError as exc:
+        raise BridgeError(f"lost the connection to nmemd: {exc}") from None
+    sock.settimeout(None)
+    return rest[size:]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _stdin_to_socket(sock: socket.socket) -> None:
+    """Copy stdin to the daemon; on EOF half-close, so the daemon ends the session after its last reply."""
+    try:
+        while True:
+            data = os.read(0, CHUNK)
+            if not data:
+                break
+            sock.sendall(data)
+    except OSError:
+        pass  # the daemon left: the main thread sees EOF and exits
+    finally:
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+def pump(sock: socket.socket, early: bytes) -> int:
+    """Relay until the daemon closes; return the exit code."""
+    threading.Thread(target=_stdin_to_socket, args=(sock,), name="stdin", daemon=True).start()
+    try:
+        if early:
+            _write_all(1, early)
+        while True:
+            data = sock.recv(CHUNK)
+            if not data:
+                return 0  # the session ended (stdin closed, or the daemon stopped)
+            _write_all(1, data)  # unbuffered: each reply line reaches the client as it arrives
+    except BrokenPipeError:
+        return 0  # the client went away
+    except OSError as exc:
+        sys.stderr.write(f"nmem-mcp: lost the connection to nmemd: {exc}\n")
+        return 1
+
+
+def run() -> int:
+    try:
+        sock = connect(time.monotonic() + CONNECT_TIMEOUT_S)
+        early = open_session(sock, project_dir())
+    except BridgeError as exc:
+        sys.stderr.write(f"nmem-mcp: {exc}\n")
+        return 1
+    return pump(sock, early)
 
 
 def main() -> None:
-    sys.stderr.write("nmem-mcp: the MCP server is not available in this version yet\n")
-    sys.exit(2)
+    """Console-script entry point."""
+    try:
+        code = run()
+    except KeyboardInterrupt:
+        code = 130
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)  # never wait for the stdin thread parked in read()
 
 
 if __name__ == "__main__":
