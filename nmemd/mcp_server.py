@@ -749,8 +749,16 @@ async def serve_connection(
     token = _caller.set(Caller(daemon=daemon, project=project))
     LOG.info("MCP session opened (project %s)", project or "unknown")
     try:
-        async with _line_transport(stream, buffered) as (read_rx, write_tx):
-            await server.run(read_rx, write_tx, server.create_initialization_options())
+        async with anyio.create_task_group() as session:
+
+            async def end_when_daemon_stops() -> None:
+                await daemon.stopping.wait()  # an open MCP session must not hold up a shutdown
+                session.cancel_scope.cancel()
+
+            session.start_soon(end_when_daemon_stops)
+            async with _line_transport(stream, buffered) as (read_rx, write_tx):
+                await server.run(read_rx, write_tx, server.create_initialization_options())
+            session.cancel_scope.cancel()
     except Exception:  # one broken session must never take the daemon with it
         LOG.exception("MCP session failed")
     finally:

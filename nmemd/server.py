@@ -57,6 +57,7 @@ class Daemon:
     last_activity: float = field(default_factory=time.monotonic)
     uid_allowed: Callable[[int | None], bool] = same_user
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
+    stopping: anyio.Event = field(default_factory=anyio.Event)  # set once shutdown begins
     refused_peers: int = 0
     # Post-commit work (summaries, ...): runs after the reply, finishes before shutdown.
     background: anyio.abc.TaskGroup = field(init=False)
@@ -363,6 +364,7 @@ async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daem
                 finally:
                     # Shut down in order even when cancelled from outside: stop accepting,
                     # give handlers holding an event time to see their batch commit.
+                    daemon.stopping.set()
                     with anyio.CancelScope(shield=True):
                         sd_notify("STOPPING=1")
                         await listener.aclose()
