@@ -1,0 +1,292 @@
+"""Ingest throughput: many persistent connections, one frame in flight each, acked after COMMIT.
+
+The load generator (asyncio, this process) and nmemd (a child process) run side by
+side; payloads are the fixture's PostToolUse events, made unique per event (session,
+command, paths) so the daemon's dedup does not collapse them (`--payload repeat`
+sends identical payloads per session instead). After each run the db must hold
+exactly the events sent. Then a sweep over NMEM_BATCH_MAX_DELAY_MS (and a small
+NMEM_BATCH_MAX_EVENTS) with 32 and 1 connections, plus the idle single-event latency
+(a new connection per event, like the hook client), to justify the defaults.
+
+    .venv/bin/python bench/bench_ingest.py                      # 32 connections, 20,000 events, then the sweep
+    .venv/bin/python bench/bench_ingest.py --connections 1 --events 2000 --no-sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+import time
+from dataclasses import dataclass
+
+import common
+from common import Daemon, Home, median, ms, p99, verdict
+
+TARGET_EPS = 10_000
+RUN_TIMEOUT_S = 90.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Result:
+    events: int
+    connections: int
+    elapsed_ns: int
+    latencies_ns: list[int]
+    daemon_cpu_s: float
+    gen_cpu_s: float
+    batches: int
+    db_events: int
+
+    @property
+    def eps(self) -> float:
+        return self.events / (self.elapsed_ns / 1e9)
+
+
+def make_bodies(n: int, mode: str, tag: str) -> list[bytes]:
+    templates = common.load_fixture("PostToolUse")
+    if mode == "repeat":  # the same 8 payloads over and over in 64 sessions: dedup merges most
+        return [common.repeat(templates[i % len(templates)], tag, i % 64) for i in range(n)]
+    return [common.vary(templates[i % len(templates)], tag, i, sessions=64) for i in range(n)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def daemon_facts(sock_path: str) -> dict[str, object]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5.0)
+        s.connect(sock_path)
+        s.sendall(common.frame(b"", b"-", b"ping"))
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("daemon closed the connection")
+            buf += chunk
+        head, _, body = buf.partition(b"\n")
+        size = int(head.split()[1])
+        while len(body) < size:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("daemon closed the connection")
+            body += chunk
+    facts: dict[str, object] = json.loads(body)
+    return facts
+
+
+async def _load(sock_path: str, frames: list[bytes], connections: int) -> tuple[int, list[int]]:
+    """Open the connections, then send every frame; return (elapsed ns, per-frame latencies)."""
+    conns = [await asyncio.open_unix_connection(sock_path) for _ in range(connections)]
+    latencies: list[int] = []
+    clock = time.perf_counter_ns
+
+    async def worker(k: int) -> None:
+        reader, writer = conns[k]
+        for data in frames[k::connections]:
+            t0 = clock()
+            writer.write(data)
+            await writer.drain()
+            head = await reader.readuntil(b"\n")
+            if head[:3] != b"OK ":
+                raise RuntimeError(f"daemon refused an event: {head!r}")
+            size = int(head[3:])
+            if size:
+                await reader.readexactly(size)
+            latencies.append(clock() - t0)
+
+    start = clock()
+    try:
+        await asyncio.gather(*(worker(k) for k in range(connections)))
+        elapsed = clock() - start
+    finally:
+        for _, writer in conns:
+            writer.close()
+    return elapsed, latencies
+
+
+async def load(sock_path: str, frames: list[bytes], connections: int) -> tuple[int, list[int]]:
+    async with asyncio.timeout(RUN_TIMEOUT_S):
+        return await _load(sock_path, frames, connections)
+
+
+def drop_fts_trigger(home: Home) -> None:
+    """What-if only: let a daemon create the db, then drop the FTS insert trigger (in this temp db)."""
+    seed = Daemon(home)
+    try:
+        seed.start()
+        common.ping(home.socket)
+    finally:
+        seed.stop()
+    conn = sqlite3.connect(home.db, timeout=5.0)
+    try:
+        conn.execute("DROP TRIGGER observations_ai")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def run_once(
+    events: int, connections: int, mode: str, env: dict[str, str] | None = None, no_fts: bool = False
+) -> Result:
+    """A fresh daemon in a temp home, one load run, the db checked; the daemon stopped and removed."""
+    tag = os.urandom(3).hex()
+    frames = [common.frame(body) for body in make_bodies(events, mode, tag)]
+    with Home() as home:
+        if no_fts:
+            drop_fts_trigger(home)
+        daemon = Daemon(home, env=env)
+        try:
+            daemon.start()
+            common.ping(home.socket)
+            cpu0, gen0 = cpu_seconds(daemon.pid), time.process_time()
+            elapsed, latencies = asyncio.run(load(home.socket, frames, connections))
+            cpu1, gen1 = cpu_seconds(daemon.pid), time.process_time()
+            batches = int(daemon_facts(home.socket).get("batches", 0))  # type: ignore[call-overload]
+        finally:
+            daemon.stop()
+        db_events = common.db_counts(home.db)["events"]
+    return Result(events, connections, elapsed, latencies, cpu1 - cpu0, gen1 - gen0, batches, db_events)
+
+
+def print_result(label: str, r: Result, mode: str, mean_bytes: float) -> bool:
+    ok = r.db_events == r.events
+    print(f"{label}: {r.events} events ({mode} payloads, mean {mean_bytes:.0f} B), {r.connections} connections")
+    print(f"  throughput {r.eps:,.0f} events/s in {r.elapsed_ns / 1e9:.2f} s"
+          + (f" (target >= {TARGET_EPS:,}: {verdict(r.eps >= TARGET_EPS)})" if r.connections >= 32 else ""))
+    print(f"  ack latency median {ms(median(r.latencies_ns)):.2f} ms, p99 {ms(p99(r.latencies_ns)):.2f} ms")
+    print(f"  batches {r.batches} (mean {r.events / max(r.batches, 1):.1f} events); daemon CPU "
+          f"{r.daemon_cpu_s:.2f} s ({r.daemon_cpu_s / (r.elapsed_ns / 1e9):.0%} of a core, "
+          f"{r.daemon_cpu_s / r.events * 1e6:.0f} us/event); load generator CPU {r.gen_cpu_s:.2f} s")
+    print(f"  db check: events={r.db_events} expected {r.events}: {'OK' if ok else 'MISMATCH'}")
+    return ok
+
+
+def idle_latency(env: dict[str, str], count: int, gap_s: float) -> list[int]:
+    """Single events on an idle daemon, a new connection each (the hook client's pattern)."""
+    templates = common.load_fixture("PostToolUse")
+    tag = os.urandom(3).hex()
+    bodies = [common.vary(templates[i % len(templates)], tag, i) for i in range(count)]
+    out: list[int] = []
+    with Home() as home:
+        daemon = Daemon(home, env=env)
+        try:
+            daemon.start()
+            common.ping(home.socket)
+            for body in bodies:
+                time.sleep(gap_s)
+                t0 = time.perf_counter_ns()
+                head = common.send_one(home.socket, body)
+                out.append(time.perf_counter_ns() - t0)
+                if not head.startswith(b"OK"):
+                    raise RuntimeError(f"daemon refused an event: {head!r}")
+        finally:
+            daemon.stop()
+        stored = common.db_counts(home.db)["events"]
+    if stored != count:
+        raise RuntimeError(f"idle run stored {stored} events, expected {count}")
+    return out
+
+
+def _pooled(results: list[Result]) -> tuple[float, list[int], float, float]:
+    """Median throughput over rounds, pooled latencies, mean batch size, daemon CPU us/event."""
+    eps = median([r.eps for r in results])
+    lat = [x for r in results for x in r.latencies_ns]
+    events = sum(r.events for r in results)
+    batch = events / max(sum(r.batches for r in results), 1)
+    cpu = sum(r.daemon_cpu_s for r in results) / events * 1e6
+    return eps, lat, batch, cpu
+
+
+def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool:
+    """Batch settings against throughput (32 and 1 connections) and idle latency.
+
+    Rounds go over every setting in turn, so bursts of other work on the machine hit
+    all settings alike; the table shows the median throughput and pooled latencies.
+    """
+    configs = [("0", "512"), ("1", "512"), ("2", "512"), ("5", "512"), ("2", "16")]
+    r32s: dict[tuple[str, str], list[Result]] = {c: [] for c in configs}
+    r1s: dict[tuple[str, str], list[Result]] = {c: [] for c in configs}
+    idles: dict[tuple[str, str], list[int]] = {c: [] for c in configs}
+    ok = True
+    for _ in range(rounds):
+        for delay, max_events in configs:
+            env = {"NMEM_BATCH_MAX_DELAY_MS": delay, "NMEM_BATCH_MAX_EVENTS": max_events}
+            r32 = run_once(events, 32, "unique", env)
+            r1 = run_once(single_events, 1, "unique", env)
+            idles[(delay, max_events)] += idle_latency(env, idle_count, 0.005)
+            ok = ok and r32.db_events == r32.events and r1.db_events == r1.events
+            r32s[(delay, max_events)].append(r32)
+            r1s[(delay, max_events)].append(r1)
+    print(f"\nbatch settings sweep, {rounds} round(s) (unique payloads; per round: 32 conns x {events} events, "
+          f"1 conn x {single_events} events, idle: {idle_count} single events on new connections, 5 ms apart)")
+    print(f"{'delay ms':>8} {'max ev':>6} | {'32c ev/s':>9} {'32c p50':>8} {'32c p99':>8} {'batch':>6} {'cpu/ev':>7} | "
+          f"{'1c ev/s':>8} {'1c p50':>7} | {'idle p50':>8} {'idle p99':>8}")
+    for key in configs:
+        eps32, lat32, batch32, cpu32 = _pooled(r32s[key])
+        eps1, lat1, _, _ = _pooled(r1s[key])
+        idle = idles[key]
+        print(f"{key[0]:>8} {key[1]:>6} | {eps32:>9,.0f} {ms(median(lat32)):>6.2f}ms {ms(p99(lat32)):>6.2f}ms "
+              f"{batch32:>6.1f} {cpu32:>5.0f}us | {eps1:>8,.0f} {ms(median(lat1)):>5.2f}ms | "
+              f"{ms(median(idle)):>6.2f}ms {ms(p99(idle)):>6.2f}ms")
+    return ok
+
+
+def what_if_no_fts(events: int, rounds: int) -> None:
+    """Throughput with the FTS5 insert trigger dropped: how much of the commit is full-text indexing."""
+    print(f"\nwhat-if (not a product setting): FTS5 insert trigger dropped in the temp db, 32 connections, "
+          f"{events} events, {rounds} round(s)")
+    runs: dict[tuple[str, bool], list[Result]] = {}
+    for _ in range(rounds):
+        for delay in ("2", "0"):
+            for no_fts in (False, True):
+                r = run_once(events, 32, "unique", {"NMEM_BATCH_MAX_DELAY_MS": delay}, no_fts=no_fts)
+                runs.setdefault((delay, no_fts), []).append(r)
+    for (delay, no_fts), results in runs.items():
+        eps, _, batch, cpu = _pooled(results)
+        print(f"  delay {delay} ms, {'no FTS  ' if no_fts else 'with FTS'}: {eps:,.0f} events/s, "
+              f"daemon CPU {cpu:.0f} us/event, batch mean {batch:.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000, help="events in the main run")
+    parser.add_argument("--connections", type=int, default=32, help="concurrent persistent connections")
+    parser.add_argument("--payload", choices=["unique", "repeat", "both"], default="both",
+                        help="unique: nothing to dedup; repeat: identical payloads per session")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the batch-settings sweep")
+    parser.add_argument("--sweep-events", type=int, default=5_000, help="events per 32-connection sweep run")
+    parser.add_argument("--sweep-single", type=int, default=500, help="events per 1-connection sweep run")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds over the sweep settings (medians)")
+    parser.add_argument("--idle", type=int, default=100, help="single events per idle-latency run")
+    parser.add_argument("--what-if-no-fts", action="store_true",
+                        help="also measure with the FTS insert trigger dropped (diagnosis only)")
+    common.add_quiet_arg(parser)
+    args = parser.parse_args()
+    common.wait_quiet(args.wait_quiet)
+    common.print_machine()
+    ok = True
+    modes = ["unique", "repeat"] if args.payload == "both" else [args.payload]
+    for mode in modes:
+        bodies = make_bodies(64, mode, "size")
+        mean_bytes = sum(map(len, bodies)) / len(bodies)
+        r = run_once(args.events, args.connections, mode)
+        ok = print_result("ingest", r, mode, mean_bytes) and ok
+    if not args.no_sweep:
+        ok = sweep(args.sweep_events, args.sweep_single, args.idle, args.rounds) and ok
+    if args.what_if_no_fts:
+        what_if_no_fts(args.sweep_events, args.rounds)
+    if not ok:
+        raise SystemExit("db check failed: the db does not hold exactly the events sent")
+
+
+if __name__ == "__main__":
+    main()
