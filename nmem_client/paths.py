@@ -2,38 +2,71 @@
 
 from __future__ import annotations
 
-import os
+import posix  # builtin; `os` is not loaded under `python -I -S` and costs ~1 ms to import
+import sys
+
+
+def env(name: str) -> str | None:
+    """An environment variable, through `os.environ` when loaded (it sees in-process changes)."""
+    loaded = sys.modules.get("os")
+    if loaded is not None:
+        return loaded.environ.get(name)  # type: ignore[no-any-return]
+    raw = posix.environ.get(name.encode())
+    return None if raw is None else raw.decode("utf-8", "surrogateescape")
+
+
+def join(*parts: str) -> str:
+    """`os.path.join` for the simple paths built here (an absolute part restarts the path)."""
+    out = ""
+    for part in parts:
+        if part.startswith("/") or not out:
+            out = part
+        else:
+            out = out.rstrip("/") + "/" + part
+    return out
+
+
+def dirname(path: str) -> str:
+    head = path.rpartition("/")[0]
+    return head if head else ("/" if path.startswith("/") else "")
 
 
 def home() -> str:
     """`NMEM_HOME`, else `${XDG_DATA_HOME:-~/.local/share}/nmem`."""
-    env = os.environ.get("NMEM_HOME")
-    if env:
-        return env
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(data, "nmem")
+    configured = env("NMEM_HOME")
+    if configured:
+        return configured
+    data = env("XDG_DATA_HOME")
+    if not data:
+        user_home = env("HOME")
+        if not user_home:
+            import os
+
+            user_home = os.path.expanduser("~")
+        data = join(user_home, ".local", "share")
+    return join(data, "nmem")
 
 
 def socket_path() -> str:
     """`NMEM_SOCKET`, else `$XDG_RUNTIME_DIR/nmem/nmemd.sock`, else `$NMEM_HOME/run/nmemd.sock`."""
-    env = os.environ.get("NMEM_SOCKET")
-    if env:
-        return env
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    configured = env("NMEM_SOCKET")
+    if configured:
+        return configured
+    runtime = env("XDG_RUNTIME_DIR")
     if runtime:
-        return os.path.join(runtime, "nmem", "nmemd.sock")
-    return os.path.join(home(), "run", "nmemd.sock")
+        return join(runtime, "nmem", "nmemd.sock")
+    return join(home(), "run", "nmemd.sock")
 
 
 def lock_path(sock: str) -> str:
     """The single-instance lock lives beside the socket it guards."""
-    return os.path.join(os.path.dirname(sock), "nmemd.lock")
+    return join(dirname(sock), "nmemd.lock")
 
 
 def db_path() -> str:
-    return os.path.join(home(), "nmem.db")
+    return join(home(), "nmem.db")
 
 
 def spool_dir() -> str:
     """Last-resort files for events that could reach neither the daemon nor SQLite."""
-    return os.path.join(home(), "spool")
+    return join(home(), "spool")

@@ -1,7 +1,7 @@
 """nmem-send: the Claude Code hook client. Forwards stdin to nmemd, fails open.
 
 Hooks run this for every tool call, so it is written for start-up time: only
-builtin modules on the hot path (`_socket`, `os`, `sys`, `time`), no `json`
+builtin modules on the hot path (`_socket`, `posix`, `sys`, `time`), no `json`
 (the daemon parses), no `socket` (enum + selectors cost ~10 ms). Installed
 hooks call it as `python -I -S /abs/path/nmem_client/send.py`.
 
@@ -11,12 +11,13 @@ the same `event_id`, so it is stored exactly once whichever path wins.
 """
 
 import _socket
-import os
+import posix
 import sys
 import time
 
 if __package__ in (None, ""):  # run as a file with -I -S: make the package importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    _here = __file__ if __file__.startswith("/") else posix.getcwd() + "/" + __file__
+    sys.path.insert(0, _here.rpartition("/")[0].rpartition("/")[0] or "/")
 
 from nmem_client import paths, protocol  # noqa: E402
 
@@ -29,7 +30,7 @@ _ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
 
 
 def _timeout_s() -> float:
-    raw = os.environ.get("NMEM_TIMEOUT_MS", "")
+    raw = paths.env("NMEM_TIMEOUT_MS") or ""
     try:
         ms = int(raw) if raw else DEFAULT_TIMEOUT_MS
     except ValueError:
@@ -94,7 +95,7 @@ def run() -> int:
     body = _read_stdin()
     if not body.strip():
         return 0  # nothing to remember; Claude Code always sends a payload
-    event_id = os.urandom(16).hex().encode()
+    event_id = posix.urandom(16).hex().encode()
     daemon_absent = False
     try:
         status, reply = deliver(protocol.KIND_HOOK, event_id, body, _timeout_s())
@@ -113,7 +114,7 @@ def run() -> int:
     from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
 
     inbox.store(event_id.decode(), body)
-    if daemon_absent and os.environ.get("NMEM_AUTOSTART", "1") != "0":
+    if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":
         inbox.start_daemon()
     return 0
 
@@ -128,7 +129,7 @@ def main() -> None:
         sys.stdout.flush()
     except BaseException:  # noqa: B036
         pass
-    os._exit(0)
+    posix._exit(0)
 
 
 if __name__ == "__main__":

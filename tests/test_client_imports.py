@@ -31,7 +31,7 @@ def test_hot_path_imports_only_builtins() -> None:
         f"sys.path.insert(0, {str(SEND_SCRIPT.parent.parent)!r}); import nmem_client.send"
     )
     mods = _modules_after(code, "-S")
-    for heavy in ("json", "socket", "re", "sqlite3", "subprocess", "selectors", "enum"):
+    for heavy in ("os", "json", "socket", "re", "sqlite3", "subprocess", "selectors", "enum"):
         assert heavy not in mods, heavy
 
 
