@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -79,21 +80,49 @@ def _env_overrides() -> dict[str, Any]:
 
 
 def load(overrides: dict[str, Any] | None = None) -> Settings:
-    """Build the effective settings; raise ConfigError naming the bad key."""
+    """Build the effective settings; raise ConfigError naming the bad key and where it came from."""
+    return load_with_sources(overrides)[0]
+
+
+_AT_KEY = re.compile(r"`\$\.([A-Za-z0-9_]+)")
+_UNKNOWN = re.compile(r"unknown field `([^`]+)`")
+
+
+def load_with_sources(overrides: dict[str, Any] | None = None) -> tuple[Settings, dict[str, str]]:
+    """The effective settings and, for each key, where its value came from."""
     home = paths.home()
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     config_file = Path(home) / "config.toml"
     if config_file.exists():
         try:
-            values.update(msgspec.toml.decode(config_file.read_bytes()))
-        except msgspec.DecodeError as exc:
+            from_file = msgspec.toml.decode(config_file.read_bytes())
+        except (msgspec.DecodeError, OSError) as exc:
             raise ConfigError(f"{config_file}: {exc}") from exc
-    values.update(_env_overrides())
+        if not isinstance(from_file, dict):
+            raise ConfigError(f"{config_file}: expected a table of settings")
+        values.update(from_file)
+        sources.update(dict.fromkeys(from_file, str(config_file)))
+    from_env = _env_overrides()
+    values.update(from_env)
+    sources.update({k: f"env NMEM_{k.upper()}" for k in from_env})
     values.update(overrides or {})
-    values.setdefault("home", home)
-    values.setdefault("socket", paths.socket_path())
-    values.setdefault("db", os.path.join(values["home"], "nmem.db"))
+    sources.update(dict.fromkeys(overrides or {}, "command line"))
+    for key, default in (("home", home), ("socket", paths.socket_path())):
+        if key not in values:
+            values[key], sources[key] = default, "default"
+    if "db" not in values:
+        values["db"], sources["db"] = os.path.join(values["home"], "nmem.db"), "default"
     try:
-        return msgspec.convert(values, Settings, strict=False)
+        settings = msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"config: {exc}") from exc
+        text = str(exc)
+        match = _AT_KEY.search(text) or _UNKNOWN.search(text)
+        bad = match.group(1) if match else None
+        where = sources.get(bad, "config") if bad else "config"
+        if _UNKNOWN.search(text):
+            raise ConfigError(f"{where}: unknown setting {bad!r}") from None
+        raise ConfigError(f"{where}: {text}") from None
+    for name in _FIELDS:
+        sources.setdefault(name, "default")
+    return settings, sources
