@@ -29,6 +29,10 @@ from nmemd.status import Status
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="nmem: local memory for coding agents.")
 daemon_app = typer.Typer(no_args_is_help=True, help="Start, stop or restart the nmemd daemon.")
 app.add_typer(daemon_app, name="daemon")
+service_app = typer.Typer(
+    no_args_is_help=True, help="Run nmemd under systemd (Linux) or launchd (macOS), socket-activated."
+)
+app.add_typer(service_app, name="service")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
 ProjectOpt = Annotated[
@@ -511,3 +515,58 @@ def daemon_restart() -> None:
     except NmemError as exc:
         _fail(str(exc))
     Console().print(f"nmemd restarted (pid {facts.pid})", highlight=False)
+
+
+@service_app.command("install")
+def service_install() -> None:
+    """Install and enable the user service so the OS starts nmemd on the first connection."""
+    from nmemd import service
+
+    try:
+        done = service.install()
+    except NmemError as exc:
+        _fail(str(exc))
+    console = Console()
+    if done.stopped_pid is not None:
+        console.print(f"stopped the hand-started nmemd (pid {done.stopped_pid})", highlight=False)
+    for path in done.files:
+        console.print(f"wrote {path}", highlight=False)
+    console.print(f"{done.manager} listens on {done.socket} and starts {done.nmemd} on demand", highlight=False)
+
+
+@service_app.command("uninstall")
+def service_uninstall() -> None:
+    """Stop and disable the user service and remove the files `nmem service install` wrote."""
+    from nmemd import service
+
+    try:
+        done = service.uninstall()
+    except NmemError as exc:
+        _fail(str(exc))
+    console = Console()
+    for path in done.removed:
+        console.print(f"removed {path}", highlight=False)
+    console.print(f"{done.manager}: nmem service uninstalled", highlight=False)
+
+
+@service_app.command("status")
+def service_status(json_out: JsonOpt = False) -> None:
+    """Show whether the user service is installed, enabled, listening and running."""
+    from nmemd import service
+
+    try:
+        st = service.status()
+    except NmemError as exc:
+        _fail(str(exc))
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("manager", st.manager)
+    table.add_row("installed", ", ".join(st.files) if st.installed else "no")
+    table.add_row("enabled", st.enabled)
+    table.add_row("socket", f"{st.socket} ({st.socket_state})")
+    table.add_row("daemon", st.daemon_state)
+    Console().print(table)

@@ -86,7 +86,17 @@ def lock_holder(path: str) -> int | None:
 
 
 def inherited_socket() -> socket.socket | None:
-    """The listening socket systemd passed us (LISTEN_FDS/LISTEN_PID), if any."""
+    """The listening socket systemd (LISTEN_FDS/LISTEN_PID) or launchd passed us, if any."""
+    if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
+        from nmemd.service import launchd_listener_fd
+
+        launchd_fd = launchd_listener_fd()  # None when launchd did not start us
+        if launchd_fd is not None:
+            os.set_inheritable(launchd_fd, False)
+            handed = socket.socket(fileno=launchd_fd)
+            if handed.family != socket.AF_UNIX or handed.type != socket.SOCK_STREAM:
+                raise UnsafePathError("the launchd socket is not a Unix stream socket")
+            return handed
     if os.environ.get("LISTEN_PID") != str(os.getpid()):
         return None
     try:
