@@ -483,6 +483,30 @@ def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) 
     Console().print(f"hooks removed from {target}" if removed else f"no nmem hooks in {target}", highlight=False)
 
 
+config_app = typer.Typer(no_args_is_help=True, help="Inspect nmem's configuration.")
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(json_out: JsonOpt = False) -> None:
+    """Print the effective configuration and where each value came from."""
+    try:
+        settings, sources = config.load_with_sources()
+    except NmemError as exc:
+        _fail(str(exc))
+    values = msgspec.to_builtins(settings)
+    if json_out:
+        rows = {k: {"value": v, "source": sources.get(k, "default")} for k, v in values.items()}
+        sys.stdout.write(msgspec.json.encode(rows).decode() + "\n")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("setting", "value", "source"):
+        table.add_column(column)
+    for key, value in values.items():
+        table.add_row(key, _cell(str(value)), sources.get(key, "default"))
+    Console().print(table)
+
+
 @daemon_app.command("start")
 def daemon_start() -> None:
     """Start nmemd in the background (no-op when it already runs)."""

@@ -56,3 +56,14 @@ def test_daemon_refuses_bad_config_with_one_line_and_exit_3(nmem_env: dict[str, 
     assert done.returncode == 3
     assert done.stderr.strip().count("\n") == 0 and "bogus" in done.stderr
     assert not (Path(nmem_env["NMEM_HOME"]) / "nmem.db").exists()
+
+
+def test_config_show_lists_values_and_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("NMEM_DEDUP_WINDOW_S", "5")
+    done = subprocess.run([str(BIN / "nmem"), "config", "show", "--json"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert rows["dedup_window_s"] == {"value": 5.0, "source": "env NMEM_DEDUP_WINDOW_S"}
+    assert rows["synchronous"] == {"value": "NORMAL", "source": "default"}
