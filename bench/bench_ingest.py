@@ -38,6 +38,7 @@ class Result:
     elapsed_ns: int
     latencies_ns: list[int]
     daemon_cpu_s: float
+    loop_cpu_s: float  # the daemon's main thread (the event loop); the rest ran on its other threads
     gen_cpu_s: float
     batches: int
     db_events: int
@@ -54,9 +55,10 @@ def make_bodies(n: int, mode: str, tag: str) -> list[bytes]:
     return [common.vary(templates[i % len(templates)], tag, i, sessions=64) for i in range(n)]
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as fh:
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """utime + stime of a process (or of one of its threads), from /proc/<pid>[/task/<tid>]/stat."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
@@ -147,14 +149,14 @@ def run_once(
         try:
             daemon.start()
             common.ping(home.socket)
-            cpu0, gen0 = cpu_seconds(daemon.pid), time.process_time()
+            cpu0, loop0, gen0 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
             elapsed, latencies = asyncio.run(load(home.socket, frames, connections))
-            cpu1, gen1 = cpu_seconds(daemon.pid), time.process_time()
+            cpu1, loop1, gen1 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
             batches = int(daemon_facts(home.socket).get("batches", 0))  # type: ignore[call-overload]
         finally:
             daemon.stop()
         db_events = common.db_counts(home.db)["events"]
-    return Result(events, connections, elapsed, latencies, cpu1 - cpu0, gen1 - gen0, batches, db_events)
+    return Result(events, connections, elapsed, latencies, cpu1 - cpu0, loop1 - loop0, gen1 - gen0, batches, db_events)
 
 
 def print_result(label: str, r: Result, mode: str, mean_bytes: float) -> bool:
@@ -166,6 +168,8 @@ def print_result(label: str, r: Result, mode: str, mean_bytes: float) -> bool:
     print(f"  batches {r.batches} (mean {r.events / max(r.batches, 1):.1f} events); daemon CPU "
           f"{r.daemon_cpu_s:.2f} s ({r.daemon_cpu_s / (r.elapsed_ns / 1e9):.0%} of a core, "
           f"{r.daemon_cpu_s / r.events * 1e6:.0f} us/event); load generator CPU {r.gen_cpu_s:.2f} s")
+    print(f"  daemon CPU per event by thread: event loop {r.loop_cpu_s / r.events * 1e6:.0f} us, "
+          f"other threads (aiosqlite's) {(r.daemon_cpu_s - r.loop_cpu_s) / r.events * 1e6:.0f} us")
     print(f"  db check: events={r.db_events} expected {r.events}: {'OK' if ok else 'MISMATCH'}")
     return ok
 
@@ -230,13 +234,17 @@ def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool
           f"1 conn x {single_events} events, idle: {idle_count} single events on new connections, 5 ms apart)")
     print(f"{'delay ms':>8} {'max ev':>6} | {'32c ev/s':>9} {'32c p50':>8} {'32c p99':>8} {'batch':>6} {'cpu/ev':>7} | "
           f"{'1c ev/s':>8} {'1c p50':>7} | {'idle p50':>8} {'idle p99':>8}")
+    from nmemd.config import Settings
+
+    default = Settings()
+    default_key = (f"{default.batch_max_delay_ms:g}", str(default.batch_max_events))
     for key in configs:
         eps32, lat32, batch32, cpu32 = _pooled(r32s[key])
         eps1, lat1, _, _ = _pooled(r1s[key])
         idle = idles[key]
         print(f"{key[0]:>8} {key[1]:>6} | {eps32:>9,.0f} {ms(median(lat32)):>6.2f}ms {ms(p99(lat32)):>6.2f}ms "
               f"{batch32:>6.1f} {cpu32:>5.0f}us | {eps1:>8,.0f} {ms(median(lat1)):>5.2f}ms | "
-              f"{ms(median(idle)):>6.2f}ms {ms(p99(idle)):>6.2f}ms")
+              f"{ms(median(idle)):>6.2f}ms {ms(p99(idle)):>6.2f}ms" + ("  <- default" if key == default_key else ""))
     return ok
 
 
@@ -244,16 +252,16 @@ def what_if_no_fts(events: int, rounds: int) -> None:
     """Throughput with the FTS5 insert trigger dropped: how much of the commit is full-text indexing."""
     print(f"\nwhat-if (not a product setting): FTS5 insert trigger dropped in the temp db, 32 connections, "
           f"{events} events, {rounds} round(s)")
-    runs: dict[tuple[str, bool], list[Result]] = {}
+    runs: dict[bool, list[Result]] = {}
     for _ in range(rounds):
-        for delay in ("2", "0"):
-            for no_fts in (False, True):
-                r = run_once(events, 32, "unique", {"NMEM_BATCH_MAX_DELAY_MS": delay}, no_fts=no_fts)
-                runs.setdefault((delay, no_fts), []).append(r)
-    for (delay, no_fts), results in runs.items():
+        for no_fts in (False, True):  # default batch settings
+            runs.setdefault(no_fts, []).append(run_once(events, 32, "unique", no_fts=no_fts))
+    for no_fts, results in runs.items():
         eps, _, batch, cpu = _pooled(results)
-        print(f"  delay {delay} ms, {'no FTS  ' if no_fts else 'with FTS'}: {eps:,.0f} events/s, "
-              f"daemon CPU {cpu:.0f} us/event, batch mean {batch:.1f}")
+        loop = sum(r.loop_cpu_s for r in results) / sum(r.events for r in results) * 1e6
+        print(f"  default batch settings, {'no FTS  ' if no_fts else 'with FTS'}: {eps:,.0f} events/s, "
+              f"daemon CPU {cpu:.0f} us/event (event loop {loop:.0f}, other threads {cpu - loop:.0f}), "
+              f"batch mean {batch:.1f}")
 
 
 def main() -> None:
