@@ -49,6 +49,17 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     prompt_recall_budget: Annotated[int, msgspec.Meta(ge=0, le=9000)] = 1500
     prompt_recall_min_score: NonNegFloat = 2.0
     prompt_recall_max_hits: PositiveInt = 5
+    # Maintenance (nmemd.maintenance): intervals in seconds, 0 turns a job off. Jobs wait for
+    # maintenance_idle_s without traffic (at most twice their interval) and run in short steps.
+    maintenance_interval_s: NonNegFloat = 600.0  # incremental vacuum and FTS5 merge steps
+    maintenance_checkpoint_interval_s: NonNegFloat = 60.0
+    maintenance_optimize_interval_s: NonNegFloat = 3600.0  # PRAGMA optimize
+    maintenance_integrity_interval_s: NonNegFloat = 86400.0  # quick_check + FTS5 integrity-check
+    maintenance_fts_optimize_interval_s: NonNegFloat = 86400.0  # merge the FTS index down to one segment
+    maintenance_idle_s: NonNegFloat = 5.0
+    maintenance_wal_truncate_bytes: PositiveInt = 32 * 1024 * 1024
+    maintenance_vacuum_pages: PositiveInt = 256  # pages per incremental_vacuum step
+    maintenance_fts_merge_pages: PositiveInt = 128  # pages per FTS5 merge step
 
     @property
     def log_dir(self) -> str:

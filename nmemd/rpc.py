@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import anyio
 import msgspec
 
-from nmemd import queries, readers
+from nmemd import purge, queries, readers
 from nmemd.drain import drain_once
 from nmemd.errors import NmemError, StorageError
 from nmemd.model import OBSERVATION_TYPES
@@ -196,4 +196,13 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         return {"stopping": True, "pid": os.getpid()}
     if method == "drain":
         return {"drained": await drain_once(daemon.ingestor, settings)}
+    if method == "maintain":
+        from nmemd import maintenance
+
+        job = params.get("job")
+        if job is not None and not isinstance(job, str):
+            raise QueryError("maintain: parameter 'job' must be a string")
+        return await maintenance.run_jobs(daemon, job)
+    if method in purge.METHODS:  # purge, forget, pin: on the daemon's one write connection
+        return await purge.call(daemon.ingestor.store, method, params)
     raise UnknownMethod(f"unknown method {method!r}")

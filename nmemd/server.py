@@ -22,7 +22,7 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
-from nmemd import __version__, recall, rpc
+from nmemd import __version__, maintenance, recall, rpc
 from nmemd.config import Settings
 from nmemd.drain import drain_once
 from nmemd.errors import InvalidEvent, NmemError, StorageError, StorageFullError
@@ -351,6 +351,7 @@ async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daem
                         services.start_soon(_watch_stop, daemon, services.cancel_scope)
                         services.start_soon(_watch_idle, daemon, services.cancel_scope)
                         services.start_soon(_drain_periodically, daemon)
+                        services.start_soon(maintenance.run_scheduler, daemon)
                         LOG.info(
                             "nmemd %s serving %s (pid %d, started by %s%s)",
                             __version__,

@@ -13,6 +13,12 @@ from typing import Any
 import msgspec
 
 
+class JobFacts(msgspec.Struct, kw_only=True):
+    name: str
+    last_run: float | None = None
+    outcome: str | None = None
+
+
 class DatabaseFacts(msgspec.Struct, kw_only=True):
     path: str
     exists: bool
@@ -26,6 +32,7 @@ class DatabaseFacts(msgspec.Struct, kw_only=True):
     inbox_backlog: int = 0
     spool_backlog: int = 0
     schema: list[str] = []
+    jobs: list[JobFacts] = []  # maintenance runs (nmemd.maintenance), newest first
 
 
 class DaemonFacts(msgspec.Struct, kw_only=True):
@@ -83,6 +90,9 @@ def database_facts(db_path: str, spool_dir: str) -> DatabaseFacts:
             facts.sessions = q("SELECT count(*) FROM sessions").fetchone()[0]
             facts.by_type = dict(q("SELECT type, count(*) FROM observations GROUP BY type ORDER BY 2 DESC"))
             facts.last_event_at = q("SELECT max(received_at) FROM events").fetchone()[0]
+        if _table_exists(conn, "jobs"):
+            rows = q("SELECT name, last_run, outcome FROM jobs ORDER BY last_run DESC, name")
+            facts.jobs = [JobFacts(name=n, last_run=t, outcome=o) for n, t, o in rows]
     finally:
         conn.close()
     return facts

@@ -1,0 +1,391 @@
+"""Scheduled maintenance: checkpoints, incremental vacuum, FTS5 merges, integrity and optimize.
+
+Every job is a series of short steps, each its own `BEGIN IMMEDIATE` under the
+store lock (a few ms), so ingestion never waits behind a whole job: the lock is
+handed to a waiting batch between steps. Jobs never raise into the daemon; each
+run is recorded in the `jobs` table (`nmem status`, `nmem maintain`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from nmemd import readers
+from nmemd.errors import NmemError, StorageError
+from nmemd.store import Store, translate
+
+if TYPE_CHECKING:
+    from nmemd.server import Daemon
+
+LOG = logging.getLogger("nmemd.maintenance")
+MAX_STEPS = 100_000  # a runaway loop guard; real jobs need far fewer steps
+CHECKPOINT_BUSY_MS = 1000  # a TRUNCATE waits at most this long for readers (writers wait too)
+FTS_OPTIMIZE_ROW = "fts_optimize"  # jobs row: when fts_merge last merged the index down completely
+
+
+class JobResult(msgspec.Struct, kw_only=True):
+    """What one job run did, as `nmem maintain` prints it."""
+
+    name: str
+    ok: bool
+    outcome: str
+    duration_ms: float
+
+
+class UnknownJob(NmemError):
+    """A job name that does not exist (the message lists the known ones)."""
+
+
+# --- steps ---------------------------------------------------------------------------------------
+
+
+async def _script_step(store: Store, sql: str) -> None:
+    """One short write transaction run by executescript.
+
+    `PRAGMA incremental_vacuum(N)` yields zero-column rows that Python's
+    `execute` stops at after one page; executescript steps it to the end.
+    """
+    async with store.lock:
+        with anyio.CancelScope(shield=True):
+            try:
+                await store.conn.executescript(f"BEGIN IMMEDIATE;\n{sql};\nCOMMIT;")
+            except sqlite3.Error as exc:
+                try:
+                    if store.conn.in_transaction:
+                        await store.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    LOG.exception("rollback failed")
+                raise translate(exc) from exc
+            store.last_commit_at = time.time()
+
+
+async def _read(store: Store, sql: str) -> Any:
+    """A scalar from the write connection, between (never inside) other writers' transactions."""
+    async with store.lock:
+        try:
+            return await store.scalar(sql)
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+
+async def _between_steps() -> None:
+    """Let a batch waiting for the lock (or any other task) run before the next step."""
+    await anyio.lowlevel.checkpoint()
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _mb(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.0f} KB" if n < 1048576 else f"{n / 1048576:.1f} MB"
+
+
+def _side_checkpoint(db: str, mode: str) -> tuple[int, int, int]:
+    """Checkpoint from a separate connection: PASSIVE copies WAL frames while our writer keeps committing.
+
+    It writes no transactions; it only moves committed frames into the database file.
+    """
+    conn = sqlite3.connect(db, timeout=CHECKPOINT_BUSY_MS / 1000, isolation_level=None)
+    try:
+        row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+    finally:
+        conn.close()
+
+
+async def _checkpoint(store: Store, mode: str) -> tuple[int, int, int]:
+    try:
+        return await anyio.to_thread.run_sync(_side_checkpoint, store.settings.db, mode)
+    except sqlite3.Error as exc:
+        raise translate(exc) from exc
+
+
+# --- jobs ----------------------------------------------------------------------------------------
+
+
+async def checkpoint(store: Store, *, forced: bool = False) -> str:
+    """PASSIVE normally; TRUNCATE once the WAL file outgrows its limit (it never shrinks otherwise)."""
+    wal = store.settings.db + "-wal"
+    before = _size(wal)
+    busy, frames, done = await _checkpoint(store, "PASSIVE")
+    mode = "PASSIVE"
+    if before > store.settings.maintenance_wal_truncate_bytes:
+        mode = "TRUNCATE"  # PASSIVE above did the copying; this waits for readers and truncates
+        busy = (await _checkpoint(store, "TRUNCATE"))[0]
+    after = _size(wal)
+    note = " (readers kept some frames; retried next time)" if busy or done < frames else ""
+    return f"{mode}: WAL {_mb(before)} -> {_mb(after)}, {done}/{frames} frames copied{note}"
+
+
+async def vacuum(store: Store, *, forced: bool = False) -> str:
+    """Give freelist pages back to the filesystem in small incremental_vacuum steps, then checkpoint.
+
+    In WAL mode the database file only shrinks when a checkpoint copies the
+    shortened database back, hence the PASSIVE checkpoint at the end.
+    """
+    if await _read(store, "PRAGMA auto_vacuum") != 2:
+        return "skipped: auto_vacuum is not INCREMENTAL (only a full VACUUM can shrink this file)"
+    pages = store.settings.maintenance_vacuum_pages
+    page_size = int(await _read(store, "PRAGMA page_size"))
+    size_before = _size(store.settings.db)
+    free_before = free = int(await _read(store, "PRAGMA freelist_count"))
+    # Concurrent batches reuse free pages and FTS5 automerges free some: the budget (twice
+    # what the freelist needed at the start) ends a run that chases a refilling freelist.
+    budget = min(MAX_STEPS, 2 * -(-free_before // pages) + 10)
+    steps = freed = 0
+    while free > 0 and steps < budget:
+        await _script_step(store, f"PRAGMA incremental_vacuum({pages})")
+        steps += 1
+        left = int(await _read(store, "PRAGMA freelist_count"))
+        freed += max(0, min(pages, free - left))
+        free = left
+        await _between_steps()
+    if freed:
+        await _checkpoint(store, "PASSIVE")
+    size_after = _size(store.settings.db)
+    return (
+        f"freed {freed} pages ({_mb(freed * page_size)}) in {steps} steps, {free} left;"
+        f" file {_mb(size_before)} -> {_mb(size_after)}"
+    )
+
+
+async def _fts_step(store: Store, pages: int) -> int:
+    """One `merge` of about |pages| pages; returns how many rows it changed (< 2: nothing left)."""
+    async with store.write() as conn:
+        rows = await conn.execute_fetchall("SELECT total_changes()")
+        start = int(list(rows)[0][0])
+        await conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('merge', ?)", (pages,))
+        rows = await conn.execute_fetchall("SELECT total_changes()")
+        return int(list(rows)[0][0]) - start
+
+
+async def fts_merge(store: Store, *, forced: bool = False) -> str:
+    """Merge FTS5 segments in bounded steps; at most daily (or on demand) merge it down to one.
+
+    FTS5's own 'optimize' is one long transaction; `('merge', -N)` followed by
+    `('merge', N)` until it changes less than 2 rows does the same work in steps.
+    """
+    pages = store.settings.maintenance_fts_merge_pages
+    last = await _last_run(store, FTS_OPTIMIZE_ROW)
+    full = forced or last is None or time.time() - last >= store.settings.maintenance_fts_optimize_interval_s
+    steps = 0
+    changed = 0
+    if full:
+        changed += await _fts_step(store, -pages)
+        steps += 1
+        await _between_steps()
+    while steps < MAX_STEPS:
+        delta = await _fts_step(store, pages)
+        steps += 1
+        changed += delta
+        if delta < 2:
+            break
+        await _between_steps()
+    outcome = f"{'full merge' if full else 'merge'}: {steps} steps of {pages} pages, {changed} rows changed"
+    if full:
+        await _record(store, FTS_OPTIMIZE_ROW, outcome)
+    return outcome
+
+
+def _integrity_read(conn: sqlite3.Connection) -> list[str]:
+    return [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)")]
+
+
+async def integrity(store: Store, *, forced: bool = False) -> str:
+    """quick_check on a read-only connection, then FTS5's index-versus-content check.
+
+    The FTS5 check is an INSERT, which a read-only connection refuses, so it
+    runs as one write transaction: the only step here that is not bounded.
+    """
+
+    def quick_check() -> list[str]:
+        conn = readers.open_readonly(store.settings.db)
+        try:
+            return _integrity_read(conn)
+        finally:
+            conn.close()
+
+    try:
+        problems = await anyio.to_thread.run_sync(quick_check)
+    except sqlite3.Error as exc:
+        raise translate(exc) from exc
+    if problems != ["ok"]:
+        raise StorageError(f"quick_check: {'; '.join(problems)}")
+    started = time.perf_counter()
+    async with store.write() as conn:
+        try:
+            await conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"FTS index does not match the observations: {exc}") from exc
+    held = (time.perf_counter() - started) * 1000
+    return f"quick_check ok; FTS integrity-check ok ({held:.0f} ms under the write lock)"
+
+
+async def optimize(store: Store, *, forced: bool = False) -> str:
+    """`PRAGMA optimize` with a bounded ANALYZE, so query plans follow the data's shape."""
+    async with store.write() as conn:
+        await conn.execute("PRAGMA analysis_limit=400")
+        await conn.execute("PRAGMA optimize")
+    return "PRAGMA optimize done"
+
+
+Job = Callable[..., Awaitable[str]]
+
+# The order `nmem maintain` runs them in: merges free pages, vacuum gives them back,
+# the checkpoint last copies all of it into the file and truncates the WAL.
+JOBS: dict[str, Job] = {
+    "fts_merge": fts_merge,
+    "vacuum": vacuum,
+    "optimize": optimize,
+    "integrity": integrity,
+    "checkpoint": checkpoint,
+}
+
+
+# --- running and recording -----------------------------------------------------------------------
+
+
+def _store_of(target: Daemon | Store) -> Store:
+    return target if isinstance(target, Store) else target.ingestor.store
+
+
+async def _record(store: Store, name: str, outcome: str) -> None:
+    async with store.write() as conn:
+        await conn.execute(
+            "INSERT INTO jobs(name, last_run, outcome) VALUES (?, ?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET last_run = excluded.last_run, outcome = excluded.outcome",
+            (name, time.time(), outcome),
+        )
+
+
+async def _last_run(store: Store, name: str) -> float | None:
+    async with store.lock:
+        rows = await store.conn.execute_fetchall("SELECT last_run FROM jobs WHERE name = ?", (name,))
+    for row in rows:
+        return float(row[0]) if row[0] is not None else None
+    return None
+
+
+def check_job(name: str) -> None:
+    if name not in JOBS:
+        raise UnknownJob(f"unknown job {name!r} (known: {', '.join(JOBS)})")
+
+
+async def run_job(target: Daemon | Store, name: str, *, forced: bool = True) -> JobResult:
+    """Run one job now and record it; failures come back as ok=False, never as exceptions.
+
+    `forced` (on-demand runs) also does the daily full FTS merge; the scheduler passes False.
+    """
+    check_job(name)
+    store = _store_of(target)
+    started = time.perf_counter()
+    try:
+        outcome, ok = await JOBS[name](store, forced=forced), True
+    except Exception as exc:
+        LOG.exception("maintenance job %s failed", name)
+        outcome, ok = f"failed: {exc}", False
+    duration_ms = (time.perf_counter() - started) * 1000
+    try:
+        await _record(store, name, outcome)
+    except Exception:
+        LOG.exception("could not record maintenance job %s", name)
+    if ok:
+        LOG.info("maintenance %s (%.0f ms): %s", name, duration_ms, outcome)
+    return JobResult(name=name, ok=ok, outcome=outcome, duration_ms=round(duration_ms, 1))
+
+
+async def run_jobs(target: Daemon | Store, job: str | None = None) -> list[JobResult]:
+    """`nmem maintain`: one job, or all of them in order."""
+    names = [job] if job is not None else list(JOBS)
+    for name in names:
+        check_job(name)
+    return [await run_job(target, name) for name in names]
+
+
+# --- scheduler -----------------------------------------------------------------------------------
+
+
+class Scheduler:
+    """Runs each job when its interval has passed, preferably once the daemon has been quiet a moment.
+
+    A job that has waited twice its interval for quiet runs anyway: its steps are
+    short, and a daemon that is never idle still needs its WAL checkpointed.
+    """
+
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+        s = daemon.settings
+        self.intervals = {
+            "checkpoint": s.maintenance_checkpoint_interval_s,
+            "vacuum": s.maintenance_interval_s,
+            "fts_merge": s.maintenance_interval_s,
+            "optimize": s.maintenance_optimize_interval_s,
+            "integrity": s.maintenance_integrity_interval_s,
+        }
+        self.last_run: dict[str, float] = {}
+
+    async def load(self) -> None:
+        """Carry last runs over restarts, so a daily job stays daily."""
+        store = self.daemon.ingestor.store
+        async with store.lock:
+            rows = await store.conn.execute_fetchall("SELECT name, last_run FROM jobs")
+        for name, last in rows:
+            if name in JOBS and last is not None:
+                self.last_run[name] = float(last)
+
+    def due(self, now: float) -> list[str]:
+        quiet = time.monotonic() - self.daemon.last_activity >= self.daemon.settings.maintenance_idle_s
+        idle = quiet and self.daemon.ingestor.queued == 0
+        out = []
+        for name, interval in self.intervals.items():
+            if interval <= 0:
+                continue  # 0 turns a job off
+            age = now - self.last_run.get(name, 0.0)
+            if age >= interval and (idle or age >= 2 * interval):
+                out.append(name)
+        return out
+
+    def tick_s(self) -> float:
+        active = [i for i in self.intervals.values() if i > 0]
+        return min([*active, 30.0, max(self.daemon.settings.maintenance_idle_s, 0.05)]) / 2 if active else 60.0
+
+    async def run_due(self) -> list[JobResult]:
+        results = []
+        for name in self.due(time.time()):
+            if self.daemon.stopping.is_set():
+                break
+            results.append(await run_job(self.daemon, name, forced=False))
+            self.last_run[name] = time.time()
+        return results
+
+
+async def run_scheduler(daemon: Daemon) -> None:
+    """The daemon's maintenance loop; logs failures and never raises (cancelled at shutdown)."""
+    scheduler = Scheduler(daemon)
+    if all(i <= 0 for i in scheduler.intervals.values()):
+        return
+    try:
+        await scheduler.load()
+    except Exception:
+        LOG.exception("could not read the jobs table; running every job as if never run")
+    while True:
+        await anyio.sleep(scheduler.tick_s())
+        try:
+            await scheduler.run_due()
+        except Exception:
+            LOG.exception("maintenance scheduler step failed")

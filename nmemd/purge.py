@@ -1,0 +1,416 @@
+"""Forget, pin and purge: the user's explicit "remove this", leaving no bytes behind.
+
+What a purge deletes: the matching observations (pinned ones too: pinning only
+protects from retention, never from a deliberate purge or forget), their
+`prompts` rows, sessions left with no observations, and inbox rows and spool
+files whose raw payload matches (query and/or session only: nothing else can be
+read from a raw payload). Copies of text on surviving sessions are scrubbed:
+`last_assistant_message` is nulled when its Stop observation goes or it holds
+the query terms, and `summary` is recomputed from what remains.
+
+What it keeps: the `events` ledger rows (event id, time, session, hook name:
+no content), unlinked from the deleted observation, so a retried or replayed
+event (inbox, spool, a client retry) is recognised and not stored again.
+
+Then the FTS index is rebuilt (SQLite < 3.42 has no FTS5 secure-delete, and
+old segments keep deleted terms until merged), freed pages are zeroed by
+`secure_delete=ON` and dropped by `incremental_vacuum`, and the WAL, which
+still holds old page images, is truncated by a TRUNCATE checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sqlite3
+from typing import Annotated, Any
+
+import aiosqlite
+import anyio
+import msgspec
+
+from nmemd import queries
+from nmemd.model import OBSERVATION_TYPES
+from nmemd.queries import ALL_PROJECTS, Filters, QueryError
+from nmemd.store import Store
+from nmemd.summary import summarize_session
+
+LOG = logging.getLogger("nmemd.purge")
+
+RowId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+MAX_IDS = 10_000  # host parameters per statement stay far below SQLite's limit
+CHECKPOINT_TRIES = 3
+CHECKPOINT_PAUSE_S = 0.1  # between tries, a reader holding an old snapshot finishes
+
+
+class PurgeFilter(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Which observations to remove; criteria are AND-ed and at least one is required.
+
+    `project="*"` (or None) is every project and is a scope, not a criterion:
+    an empty filter is an error, never "delete everything".
+    """
+
+    project: str | None = None
+    session_id: str | None = None
+    types: list[str] = []
+    since: float | None = None
+    until: float | None = None
+    ids: Annotated[list[RowId], msgspec.Meta(max_length=MAX_IDS)] = []
+    query: str | None = None
+
+
+class PurgeCounts(msgspec.Struct, kw_only=True):
+    """What a purge removed (or, with dry_run, would remove)."""
+
+    observations: int = 0
+    pinned: int = 0  # of `observations`, how many were pinned (a purge removes them too)
+    events: int = 0  # ledger rows unlinked from removed observations (kept, they hold no content)
+    sessions: int = 0  # sessions removed because nothing was left in them
+    inbox: int = 0  # raw events waiting in the inbox table or spool directory, removed
+    dry_run: bool = False
+    checkpointed: bool = True  # False: a reader kept the WAL from being truncated; run again
+
+
+class PinResult(msgspec.Struct, kw_only=True):
+    changed: int
+    missing: list[int] = []
+
+
+def validate(f: PurgeFilter) -> str | None:
+    """Refuse filters that match everything or nothing sensible; return the FTS match, if any."""
+    criteria = [f.session_id, f.types, f.since is not None, f.until is not None, f.ids, f.query]
+    if not any(criteria) and f.project in (None, "", ALL_PROJECTS):
+        raise QueryError("purge needs at least one filter (project, session, type, since, until, id or query)")
+    unknown = [t for t in f.types if t not in OBSERVATION_TYPES]
+    if unknown:
+        raise QueryError(f"unknown type {unknown[0]!r} (known: {', '.join(OBSERVATION_TYPES)})")
+    if f.since is not None and f.until is not None and f.since > f.until:
+        raise QueryError("since is after until: that matches nothing")
+    if f.query is not None:
+        return queries.fts_query(f.query)  # raises QueryError when nothing is searchable
+    return None
+
+
+def _terms(match: str | None) -> list[str]:
+    """The query's terms, casefolded, for matching raw text that is not in the FTS index."""
+    if match is None:
+        return []
+    return [t.replace('""', '"').casefold() for t in re.findall(r'"((?:[^"]|"")*)"', match)]
+
+
+def _has_terms(text: str | None, terms: list[str]) -> bool:
+    if not text or not terms:
+        return False
+    folded = text.casefold()
+    return all(t in folded for t in terms)
+
+
+async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -> None:
+    """Put the matching observation ids in `temp.purge_ids` (memory: temp_store=MEMORY)."""
+    await conn.execute("CREATE TEMP TABLE IF NOT EXISTS purge_ids (id INTEGER PRIMARY KEY)")
+    await conn.execute("DELETE FROM temp.purge_ids")
+    filters = Filters(project=f.project, types=f.types, session_id=f.session_id, since=f.since, until=f.until)
+    clauses, params = queries._where(filters)
+    source = "observations o"
+    if f.ids:
+        clauses.append(f"o.id IN ({','.join('?' * len(f.ids))})")
+        params.extend(f.ids)
+    if match is not None:
+        source = "observations_fts JOIN observations o ON o.id = observations_fts.rowid"
+        clauses.insert(0, "observations_fts MATCH ?")
+        params.insert(0, match)
+    where = " AND ".join(clauses) or "1"
+    await conn.execute(f"INSERT OR IGNORE INTO temp.purge_ids(id) SELECT o.id FROM {source} WHERE {where}", params)
+
+
+async def _one(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...] = ()) -> int:
+    rows = list(await conn.execute_fetchall(sql, params))
+    return int(rows[0][0] or 0) if rows else 0
+
+
+class _Plan(msgspec.Struct, kw_only=True):
+    counts: PurgeCounts
+    ids: list[int]
+    affected: list[str]  # sessions that lose observations (or were named)
+    emptied: list[str]  # of those, sessions left with nothing
+    inbox_rows: list[str]
+    spool_files: list[str]
+
+
+async def _plan(conn: aiosqlite.Connection, store: Store, f: PurgeFilter, match: str | None) -> _Plan:
+    await _fill(conn, f, match)
+    ids = [int(r[0]) for r in await conn.execute_fetchall("SELECT id FROM temp.purge_ids")]
+    counts = PurgeCounts(observations=len(ids))
+    in_ids = "IN (SELECT id FROM temp.purge_ids)"
+    counts.pinned = await _one(conn, f"SELECT count(*) FROM observations WHERE pinned AND id {in_ids}")
+    counts.events = await _one(conn, f"SELECT count(*) FROM events WHERE observation_id {in_ids}")
+    rows = await conn.execute_fetchall(f"SELECT DISTINCT session_id FROM observations WHERE id {in_ids}")
+    affected = [str(r[0]) for r in rows]
+    if f.session_id and f.session_id not in affected and not (f.ids or f.types or f.query or f.since or f.until):
+        if await _one(conn, "SELECT count(*) FROM sessions WHERE session_id = ?", (f.session_id,)):
+            affected.append(f.session_id)
+    emptied = [
+        sid
+        for sid in affected
+        if not await _one(
+            conn, f"SELECT EXISTS(SELECT 1 FROM observations WHERE session_id = ? AND id NOT {in_ids})", (sid,)
+        )
+    ]
+    counts.sessions = len(emptied)
+    inbox_rows, spool_files = await _raw_matches(conn, store, f, _terms(match))
+    counts.inbox = len(inbox_rows) + len(spool_files)
+    return _Plan(counts=counts, ids=ids, affected=affected, emptied=emptied, inbox_rows=inbox_rows,
+                 spool_files=spool_files)  # fmt: skip
+
+
+def _raw_match(payload: bytes, received_at: float, f: PurgeFilter, terms: list[str]) -> bool:
+    """A raw event matches on what a payload shows: the query terms, the session, the time."""
+    if not terms and not f.session_id:
+        return False
+    if f.ids:
+        return False  # raw events have no observation ids yet
+    if f.since is not None and received_at < f.since or f.until is not None and received_at > f.until:
+        return False
+    text = payload.decode("utf-8", "replace")
+    if terms and not _has_terms(text, terms):
+        # JSON may escape non-ASCII text; compare the decoded document too
+        try:
+            text = msgspec.json.encode(msgspec.json.decode(payload)).decode("utf-8", "replace")
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return False
+        if not _has_terms(text, terms):
+            return False
+    if f.session_id:
+        try:
+            doc = msgspec.json.decode(payload)
+        except (msgspec.DecodeError, RecursionError):
+            return False
+        if not isinstance(doc, dict) or doc.get("session_id") != f.session_id:
+            return False
+    return True
+
+
+async def _raw_matches(
+    conn: aiosqlite.Connection, store: Store, f: PurgeFilter, terms: list[str]
+) -> tuple[list[str], list[str]]:
+    if not terms and not f.session_id:
+        return [], []
+    inbox = [
+        str(r[0])
+        for r in await conn.execute_fetchall("SELECT event_id, received_at, payload FROM inbox")
+        if _raw_match(bytes(r[2]), float(r[1]), f, terms)
+    ]
+
+    def spooled() -> list[str]:
+        found = []
+        try:
+            names = sorted(n for n in os.listdir(store.settings.spool) if n.endswith(".event"))
+        except OSError:
+            return []
+        for name in names:
+            path = os.path.join(store.settings.spool, name)
+            try:
+                with open(path, "rb") as fh:
+                    body = fh.read()
+                mtime = os.stat(path).st_mtime
+            except OSError:
+                continue
+            if _raw_match(body, mtime, f, terms):
+                found.append(path)
+        return found
+
+    return inbox, await anyio.to_thread.run_sync(spooled)
+
+
+async def count(store: Store, f: PurgeFilter) -> PurgeCounts:
+    """What `purge` would remove, changing nothing (a read transaction that is rolled back)."""
+    match = validate(f)
+    async with store.lock:
+        conn = store.conn
+        try:
+            await conn.execute("BEGIN")
+            try:
+                plan = await _plan(conn, store, f, match)
+            finally:
+                await conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise QueryError(f"purge count failed: {exc}") from exc
+    plan.counts.dry_run = True
+    return plan.counts
+
+
+async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
+    """Remove what `f` matches and every copy of its text; see the module docstring."""
+    match = validate(f)
+    terms = _terms(match)
+    async with store.write() as conn:
+        plan = await _plan(conn, store, f, match)
+        if plan.inbox_rows:
+            await conn.executemany("DELETE FROM inbox WHERE event_id = ?", [(e,) for e in plan.inbox_rows])
+        in_ids = "IN (SELECT id FROM temp.purge_ids)"
+        stop_sessions = {
+            str(r[0])
+            for r in await conn.execute_fetchall(
+                f"SELECT DISTINCT session_id FROM observations WHERE hook_event = 'Stop' AND id {in_ids}"
+            )
+        }
+        await conn.execute(f"UPDATE events SET observation_id = NULL WHERE observation_id {in_ids}")
+        await conn.execute(f"DELETE FROM prompts WHERE observation_id {in_ids}")
+        await conn.execute(f"DELETE FROM observations WHERE id {in_ids}")
+        await conn.executemany("DELETE FROM sessions WHERE session_id = ?", [(s,) for s in plan.emptied])
+        resummarize = await _scrub_sessions(conn, set(plan.affected) - set(plan.emptied), stop_sessions, terms)
+        if plan.ids or plan.emptied or resummarize:
+            await conn.execute("INSERT INTO observations_fts(observations_fts) VALUES('rebuild')")
+        await conn.execute("DELETE FROM temp.purge_ids")
+    store.dedup.forget(set(plan.ids))
+    for path in plan.spool_files:
+        try:
+            os.unlink(path)
+        except OSError:
+            LOG.warning("could not remove spooled event %s", path)
+    await _resummarize(store, resummarize)
+    plan.counts.checkpointed = await compact(store)
+    LOG.info("purged %d observations, %d sessions, %d raw events", len(plan.ids), len(plan.emptied), plan.counts.inbox)
+    return plan.counts
+
+
+async def _scrub_sessions(
+    conn: aiosqlite.Connection, affected: set[str], stop_sessions: set[str], terms: list[str]
+) -> list[str]:
+    """Null text copies on surviving sessions; return those whose summary must be recomputed."""
+    rows = await conn.execute_fetchall(
+        "SELECT session_id, last_assistant_message, summary FROM sessions"
+        " WHERE last_assistant_message IS NOT NULL OR summary IS NOT NULL"
+    )
+    resummarize = []
+    for sid, message, summary in rows:
+        touched = sid in affected
+        drop_message = message is not None and ((touched and sid in stop_sessions) or _has_terms(message, terms))
+        drop_summary = summary is not None and (touched or drop_message or _has_terms(summary, terms))
+        if drop_message or drop_summary:
+            await conn.execute(
+                "UPDATE sessions SET last_assistant_message = CASE WHEN ? THEN NULL ELSE last_assistant_message END,"
+                " summary = CASE WHEN ? THEN NULL ELSE summary END WHERE session_id = ?",
+                (drop_message, drop_summary, sid),
+            )
+        if drop_summary:
+            resummarize.append(str(sid))
+    return resummarize
+
+
+async def _resummarize(store: Store, sessions: list[str]) -> None:
+    """Recompute summaries from what remains (a failure leaves them NULL, which is safe)."""
+    if not sessions:
+        return
+
+    def compute() -> list[tuple[str | None, str]]:
+        conn = sqlite3.connect(f"file:{store.settings.db}?mode=ro", uri=True, timeout=5.0)
+        try:
+            return [(summarize_session(conn, sid) or None, sid) for sid in sessions]
+        finally:
+            conn.close()
+
+    try:
+        texts = await anyio.to_thread.run_sync(compute)
+        async with store.write() as conn:
+            await conn.executemany("UPDATE sessions SET summary = ? WHERE session_id = ? AND summary IS NULL", texts)
+    except Exception:
+        LOG.exception("recomputing summaries after a purge failed; they stay empty")
+
+
+async def compact(store: Store) -> bool:
+    """Drop freed pages and truncate the WAL; False if readers kept it from truncating.
+
+    Each TRUNCATE attempt may wait busy_timeout for readers, so tries are few and
+    the store lock is released between them: ingest waits seconds, never minutes.
+    """
+    async with store.lock:
+        try:
+            await store.conn.execute_fetchall("PRAGMA incremental_vacuum")
+        except sqlite3.Error as exc:
+            LOG.warning("incremental_vacuum after purge failed: %s", exc)
+    for _ in range(CHECKPOINT_TRIES):
+        async with store.lock:
+            try:
+                rows = list(await store.conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)"))
+            except sqlite3.Error as exc:
+                LOG.debug("checkpoint after purge: %s", exc)
+                rows = []
+        if rows and rows[0][0] == 0:
+            return True
+        await anyio.sleep(CHECKPOINT_PAUSE_S)
+    LOG.warning("the WAL could not be truncated after a purge (a reader kept it busy)")
+    return False
+
+
+async def forget(store: Store, ids: list[int]) -> PurgeCounts:
+    """Remove these observations (pinned or not): a purge by ids."""
+    if not ids:
+        raise QueryError("forget needs at least one id")
+    return await purge(store, PurgeFilter(ids=ids))
+
+
+async def pin(store: Store, ids: list[int], pinned: bool = True) -> PinResult:
+    """Mark observations as kept by retention (or not); unknown ids are reported, not an error."""
+    if not ids:
+        raise QueryError("pin needs at least one id")
+    unique = list(dict.fromkeys(ids))
+    marks = ",".join("?" * len(unique))
+    async with store.write() as conn:
+        rows = await conn.execute_fetchall(f"SELECT id FROM observations WHERE id IN ({marks})", unique)
+        found = {int(r[0]) for r in rows}
+        cursor = await conn.execute(
+            f"UPDATE observations SET pinned = ? WHERE id IN ({marks}) AND pinned != ?",
+            [int(pinned), *unique, int(pinned)],
+        )
+        changed = max(cursor.rowcount, 0)
+    return PinResult(changed=changed, missing=[i for i in unique if i not in found])
+
+
+# --- RPC methods (the daemon's dispatch and the CLI's no-daemon path share these) ----------------
+
+Ids = Annotated[list[RowId], msgspec.Meta(min_length=1, max_length=MAX_IDS)]
+
+
+class PurgeParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    filter: PurgeFilter
+    dry_run: bool = False
+
+
+class ForgetParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    ids: Ids
+
+
+class PinParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    ids: Ids
+    unpin: bool = False
+
+
+METHODS: dict[str, type[msgspec.Struct]] = {"purge": PurgeParams, "forget": ForgetParams, "pin": PinParams}
+_AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+def parse(method: str, params: dict[str, Any]) -> msgspec.Struct:
+    """Validate a write method's params; a bad one is a QueryError naming it."""
+    try:
+        return msgspec.convert(params, METHODS[method])
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        at = _AT_PARAM.search(text)
+        if at:
+            text = f"parameter {at.group(1)!r}: {text[: at.start()]}"
+        raise QueryError(f"{method}: {text}") from None
+
+
+async def call(store: Store, method: str, params: dict[str, Any]) -> Any:
+    """Run one of `METHODS` on the store; returns plain data for the wire."""
+    p = parse(method, params)
+    if isinstance(p, PurgeParams):
+        result: msgspec.Struct = await (count(store, p.filter) if p.dry_run else purge(store, p.filter))
+    elif isinstance(p, ForgetParams):
+        result = await forget(store, p.ids)
+    else:
+        assert isinstance(p, PinParams)
+        result = await pin(store, p.ids, pinned=not p.unpin)
+    return msgspec.to_builtins(result)

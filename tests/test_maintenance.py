@@ -1,0 +1,177 @@
+"""Maintenance: vacuum gives deleted space back, checkpoints truncate the WAL, the scheduler runs, ingestion goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
+from helpers import payload, wait_until
+
+from nmemd import config, maintenance
+from nmemd.model import Extracted, Observation
+from nmemd.store import Incoming, open_store
+
+NMEM = str(BIN / "nmem")
+TIMEOUT_S = 30.0
+JOB_NAMES = {"fts_merge", "vacuum", "optimize", "integrity", "checkpoint"}
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+
+
+def nmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [NMEM, *args], capture_output=True, text=True, timeout=TIMEOUT_S,
+        env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})},
+    )  # fmt: skip
+
+
+def _event(n: int) -> Incoming:
+    text = " ".join(f"{WORDS[(n * 7 + k) % len(WORDS)]}{(n + k) % 97}" for k in range(60))
+    obs = Observation(type="edit", title=f"Edit file{n}.py", content=text, file_path=f"/p/src/file{n}.py")
+    ex = Extracted(hook_event="PostToolUse", session_id=f"s{n // 500}", cwd="/p", project="/p", observations=[obs])
+    return Incoming(event_id=f"ev{n:08d}", received_at=1000.0 + n, extracted=ex)
+
+
+async def _fill_and_delete_half(settings: config.Settings, count: int = 20_000) -> None:
+    """Many observations, then the older half deleted: a big freelist and a fragmented FTS index."""
+    async with open_store(settings) as store:
+        for start in range(0, count, 1000):
+            await store.commit_batch([_event(n) for n in range(start, start + 1000)])
+        async with store.write() as conn:
+            await conn.execute("DELETE FROM observations WHERE id <= ?", (count // 2,))
+
+
+def _sizes(db: str) -> dict[str, int]:
+    rows = db_rows(db, "SELECT * FROM pragma_freelist_count, pragma_page_count")
+    return {
+        "freelist": int(rows[0][0]),  # type: ignore[call-overload]
+        "pages": int(rows[0][1]),  # type: ignore[call-overload]
+        "file": os.path.getsize(db),
+        "wal": os.path.getsize(db + "-wal") if os.path.exists(db + "-wal") else 0,
+    }
+
+
+@pytest.mark.anyio
+async def test_maintain_gives_space_back_and_truncates_the_wal() -> None:
+    settings = config.load({"maintenance_wal_truncate_bytes": 1024 * 1024})
+    await _fill_and_delete_half(settings)
+    async with open_store(settings) as store:
+        # close() truncated the WAL; put the freed pages' history back in it, as a busy daemon would have
+        async with store.write() as conn:
+            await conn.execute("UPDATE observations SET count = count + 1")
+        before = _sizes(settings.db)
+        results = await maintenance.run_jobs(store)
+        after = _sizes(settings.db)
+        print(f"\nbefore {before}\nafter  {after}")
+        for r in results:
+            print(f"  {r.name}: {r.outcome} ({r.duration_ms:.0f} ms)")
+        assert [r.name for r in results] == list(maintenance.JOBS)
+        assert all(r.ok for r in results), results
+        assert before["freelist"] > 1000 and after["freelist"] == 0
+        assert after["file"] < before["file"] * 0.75
+        checkpoint = results[-1]
+        assert checkpoint.name == "checkpoint" and "TRUNCATE" in checkpoint.outcome and "-> 0 B" in checkpoint.outcome
+        assert before["wal"] > settings.maintenance_wal_truncate_bytes and after["wal"] < 64 * 1024  # + the jobs row
+    integrity_ok(settings.db)
+    jobs = {str(r[0]) for r in db_rows(settings.db, "SELECT name FROM jobs")}
+    assert JOB_NAMES | {"fts_optimize"} <= jobs
+    assert db_rows(settings.db, "SELECT count(*) FROM observations") == [(10_000,)]
+    assert db_rows(settings.db, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'alpha0'") != [(0,)]
+
+    # the CLI, with no daemon: status shows the jobs, maintain runs locally, a bad job is one line
+    status = json.loads(nmem("status", "--json").stdout)
+    assert JOB_NAMES <= {j["name"] for j in status["database"]["jobs"]}
+    done = nmem("maintain", "--job", "checkpoint", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["name"] for line in done.stdout.splitlines()] == ["checkpoint"]
+    bad = nmem("maintain", "--job", "defrag")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: unknown job 'defrag'") and "vacuum" in lines[0]
+
+
+def _scheduler_env(interval: str) -> dict[str, str]:
+    return {
+        "NMEM_MAINTENANCE_INTERVAL_S": interval,
+        "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": interval,
+        "NMEM_MAINTENANCE_OPTIMIZE_INTERVAL_S": interval,
+        "NMEM_MAINTENANCE_INTEGRITY_INTERVAL_S": interval,
+        "NMEM_MAINTENANCE_IDLE_S": "0.1",
+    }
+
+
+def test_the_scheduler_runs_due_jobs_in_a_running_daemon(daemon: Daemon) -> None:
+    daemon.env.update(_scheduler_env("0.3"))
+    daemon.start()
+    assert run_send(payload("scheduled maintenance")).returncode == 0
+
+    def recorded() -> set[str] | None:
+        if not daemon.db.exists():
+            return None
+        names = {str(r[0]) for r in db_rows(daemon.db, "SELECT name FROM jobs WHERE outcome NOT LIKE 'failed%'")}
+        return names if JOB_NAMES <= names else None
+
+    wait_until(recorded, timeout=15.0, message="every job recorded by the scheduler")
+
+    def last_checkpoint() -> float:
+        return float(db_rows(daemon.db, "SELECT last_run FROM jobs WHERE name = 'checkpoint'")[0][0])  # type: ignore[arg-type]
+
+    first = last_checkpoint()
+    wait_until(lambda: last_checkpoint() > first, timeout=15.0, message="a second checkpoint run (jobs are periodic)")
+    status = json.loads(nmem("status", "--json").stdout)
+    assert status["daemon"]["running"] and JOB_NAMES <= {j["name"] for j in status["database"]["jobs"]}
+    done = nmem("maintain", "--job", "optimize")  # on demand, through the daemon
+    assert done.returncode == 0 and "optimize" in done.stdout, done.stderr
+    assert daemon.stop() == 0
+
+
+def test_ingestion_keeps_working_while_a_big_vacuum_runs(daemon: Daemon) -> None:
+    settings = config.load()
+    anyio.run(_fill_and_delete_half, settings)
+    freelist = _sizes(settings.db)["freelist"]
+    assert freelist > 1000
+    daemon.env.update({
+        **_scheduler_env("0"),  # only the on-demand run below
+        "NMEM_MAINTENANCE_VACUUM_PAGES": "1",  # one page per step: the run lasts long enough to overlap
+        "NMEM_INBOX_DRAIN_INTERVAL_S": "3600",  # so an event only counts if the socket path stored it
+    })  # fmt: skip
+    daemon.start()
+    out: dict[str, subprocess.CompletedProcess[str]] = {}
+    runner = threading.Thread(target=lambda: out.update(run=nmem("maintain", "--job", "vacuum", "--json")))
+    acks: list[bool] = []  # per acknowledged event: was the vacuum still under way when it was stored?
+    failures: list[str] = []
+
+    def sender(k: int) -> None:
+        n = 0
+        while len(acks) < 400 and (runner.is_alive() or n < 3):
+            done = run_send(payload(f"during vacuum {k} {n}", session_id="during-vacuum"))
+            if done.returncode != 0 or done.stderr:
+                failures.append(done.stderr.decode(errors="replace"))
+            acks.append(_sizes(settings.db)["freelist"] > 0)
+            n += 1
+
+    runner.start()
+    wait_until(lambda: _sizes(settings.db)["freelist"] < freelist, timeout=10.0, message="the vacuum started")
+    senders = [threading.Thread(target=sender, args=(k,)) for k in range(4)]
+    for t in senders:
+        t.start()
+    for t in [runner, *senders]:
+        t.join(TIMEOUT_S)
+    assert not failures, failures[:3]
+    overlapped = sum(acks)
+    assert overlapped >= 4, f"only {overlapped} events were stored while the vacuum ran"
+    result = json.loads(out["run"].stdout)
+    assert result["ok"] and result["name"] == "vacuum", result
+    stored = db_rows(daemon.db, "SELECT count(*) FROM observations WHERE session_id = 'during-vacuum'")
+    assert stored == [(len(acks),)]
+    assert db_rows(daemon.db, "SELECT count(*) FROM inbox") == [(0,)]
+    assert _sizes(settings.db)["freelist"] < 50  # events stored after the run may free a few FTS pages again
+    print(f"\nvacuum of {freelist} free pages: {result['outcome']} ({result['duration_ms']:.0f} ms); {overlapped} of"
+          f" {len(acks)} events stored meanwhile")  # fmt: skip
+    assert daemon.stop() == 0
+    integrity_ok(Path(settings.db))
