@@ -244,6 +244,7 @@ async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
     """Remove what `f` matches and every copy of its text; see the module docstring."""
     match = validate(f)
     terms = _terms(match)
+    store.purges += 1
     async with store.write() as conn:
         plan = await _plan(conn, store, f, match)
         if plan.inbox_rows:

@@ -66,10 +66,14 @@ async def after_commit(daemon: Daemon, extracted: Extracted) -> None:
     if extracted.hook_event not in SUMMARY_EVENTS or extracted.session_id == "unknown":
         return
     sid = extracted.session_id
+    store = daemon.ingestor.store
+    purges_before = store.purges
     text = await readers.run(daemon.settings.db, summarize_session, sid)
     if not text:
         return
-    async with daemon.ingestor.store.write() as conn:
+    async with store.write() as conn:
+        if store.purges != purges_before:
+            return  # a purge ran meanwhile: this summary may quote what it removed
         await conn.execute(
             "UPDATE sessions SET summary = ? WHERE session_id = ? AND summary IS NOT ?", (text, sid, text)
         )

@@ -85,6 +85,8 @@ class Store:
     next_observation_id: int = 1
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     last_commit_at: float = 0.0
+    # Bumped by every purge: derived text computed before it (summaries) must not be written after it.
+    purges: int = 0
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
