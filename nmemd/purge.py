@@ -32,7 +32,7 @@ import msgspec
 
 from nmemd import queries
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.queries import ALL_PROJECTS, Filters, QueryError
+from nmemd.queries import ALL_PROJECTS, Filters, QueryError, convert_params
 from nmemd.store import Store
 from nmemd.summary import summarize_session
 
@@ -389,19 +389,9 @@ class PinParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 METHODS: dict[str, type[msgspec.Struct]] = {"purge": PurgeParams, "forget": ForgetParams, "pin": PinParams}
-_AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")
-
-
 def parse(method: str, params: dict[str, Any]) -> msgspec.Struct:
     """Validate a write method's params; a bad one is a QueryError naming it."""
-    try:
-        return msgspec.convert(params, METHODS[method])
-    except msgspec.ValidationError as exc:
-        text = str(exc)
-        at = _AT_PARAM.search(text)
-        if at:
-            text = f"parameter {at.group(1)!r}: {text[: at.start()]}"
-        raise QueryError(f"{method}: {text}") from None
+    return convert_params(method, params, METHODS[method])
 
 
 async def call(store: Store, method: str, params: dict[str, Any]) -> Any:

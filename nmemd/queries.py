@@ -11,7 +11,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -50,6 +50,22 @@ RECENCY_HALF_LIFE_DAYS = 14.0
 
 class QueryError(NmemError):
     """A search or lookup was asked something it cannot answer (empty query, bad filter)."""
+
+
+_AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def convert_params(method: str, params: dict[str, Any], kind: type[S]) -> S:
+    """Validate a method's params into `kind`; a bad one is a QueryError naming it."""
+    try:
+        return msgspec.convert(params, kind)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        at = _AT_PARAM.search(text)
+        if at:
+            text = f"parameter {at.group(1)!r}: {text[: at.start()]}"
+        raise QueryError(f"{method}: {text}") from None
 
 
 class Hit(msgspec.Struct, kw_only=True):

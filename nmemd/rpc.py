@@ -8,7 +8,6 @@ connection. The daemon runs them on a reader thread; the CLI runs the very same
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
@@ -147,22 +146,12 @@ QUERIES: dict[str, Query] = {
     "context": Query(ContextParams, _context),
 }
 
-_AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")
-
-
 def parse_params(method: str, params: dict[str, Any]) -> msgspec.Struct:
     """Validate params for a read method; a bad one is a QueryError naming it."""
     query = QUERIES.get(method)
     if query is None:
         raise UnknownMethod(f"unknown method {method!r}")
-    try:
-        return msgspec.convert(params, query.params)
-    except msgspec.ValidationError as exc:
-        text = str(exc)
-        at = _AT_PARAM.search(text)
-        if at:
-            text = f"parameter {at.group(1)!r}: {text[: at.start()]}"
-        raise QueryError(f"{method}: {text}") from None
+    return queries.convert_params(method, params, query.params)
 
 
 def _execute(conn: sqlite3.Connection, method: str, parsed: msgspec.Struct) -> Any:
