@@ -54,7 +54,9 @@ def connection_pragmas(settings: Settings) -> list[str]:
 def translate(exc: sqlite3.Error) -> StorageError:
     """Map sqlite3 errors to ours, once, at the store's edge."""
     message = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and "full" in message:
+    name = getattr(exc, "sqlite_errorname", "")
+    # A file-size limit (EFBIG) surfaces as an I/O write error, ENOSPC as SQLITE_FULL: both mean "cannot grow".
+    if name in ("SQLITE_FULL", "SQLITE_IOERR_WRITE") or "database or disk is full" in message:
         return StorageFullError(message)
     return StorageError(message)
 
