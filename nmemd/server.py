@@ -201,9 +201,9 @@ async def serve_frame(daemon: Daemon, stream: anyio.abc.SocketStream, buffered: 
     elif kind == protocol.KIND_PING:
         await _reply(stream, protocol.encode_ok(msgspec.json.encode(daemon.facts())))
     else:
-        from nmemd import mcp_server  # imported on the first MCP connection only (~0.8 s)
+        from nmemd import mcp  # imported on the first MCP connection only (~0.8 s)
 
-        await mcp_server.serve_connection(daemon, stream, buffered, body)
+        await mcp.serve_connection(daemon, stream, buffered, body)
         return False
     return True
 

@@ -387,7 +387,7 @@ def test_mcp_server_private_entry_point_is_still_there() -> None:
     """We serve MCPServer over our socket through its `_lowlevel_server` (no public stream-level run in mcp 2.x)."""
     from mcp.server import Server
 
-    from nmemd.mcp_server import build_server, lowlevel
+    from nmemd.mcp import build_server, lowlevel
 
     major, minor = (int(x) for x in version("mcp").split(".")[:2])
     assert major == 2 and minor >= 3, "the pin says mcp>=2.3,<3: re-check _lowlevel_server on a new major"

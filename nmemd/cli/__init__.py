@@ -1,0 +1,31 @@
+"""`nmem`: the command line for people (rich tables) and programs (--json)."""
+
+from __future__ import annotations
+
+import typer
+
+from nmemd.cli import read, setup, write
+
+__all__ = ["app"]
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="nmem: local memory for coding agents.")
+
+# Registration order is the order `nmem --help` lists the commands in.
+for command in (
+    read.status,
+    read.search,
+    read.show,
+    read.timeline,
+    read.sessions,
+    read.context,
+    write.maintain,
+    write.purge,
+    write.forget,
+    write.pin,
+    setup.install,
+    setup.uninstall,
+):
+    app.command()(command)
+app.add_typer(setup.daemon_app, name="daemon")
+app.add_typer(setup.service_app, name="service")
+app.add_typer(setup.config_app, name="config")

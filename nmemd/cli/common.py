@@ -1,0 +1,177 @@
+"""What every `nmem` command shares: settings, errors, options, formatting and the read transport."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import sqlite3
+import sys
+import time
+from collections.abc import Iterable
+from typing import Annotated, Any, NoReturn
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from nmemd import config, control, readers, rpc
+from nmemd.errors import DaemonError, NmemError, StorageError
+from nmemd.project import project_root
+from nmemd.queries import ALL_PROJECTS, MAX_LIMIT
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
+ProjectOpt = Annotated[
+    str | None,
+    typer.Option("--project", "-p", help="Project root (default: the git top-level of the current directory)."),
+]
+AllOpt = Annotated[bool, typer.Option("--all", "-a", help="Every project, not only the current one.")]
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many results.")]
+
+
+def load_settings() -> config.Settings:
+    try:
+        return config.load()
+    except NmemError as exc:
+        fail(str(exc))
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """One line on stderr (never wrapped, never read as markup), then exit."""
+    line = " ".join(message.split())
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(line)}", highlight=False)
+    raise typer.Exit(code)
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def when(ts: float | None) -> str:
+    if not ts:
+        return "never"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def ago(ts: float | None, now: float) -> str:
+    """Age as a person scans it: just now, 5m ago, 2h ago, 3d ago, then the date."""
+    if not ts:
+        return "-"
+    age = now - ts
+    if age < 60:
+        return "just now"
+    if age < 3600:
+        return f"{int(age // 60)}m ago"
+    if age < 86400:
+        return f"{int(age // 3600)}h ago"
+    if age < 7 * 86400:
+        return f"{int(age // 86400)}d ago"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
+
+
+# --- reading: one path, two transports -------------------------------------------------------------
+
+
+def query(method: str, params: dict[str, Any]) -> Any:
+    """Ask the daemon when one runs, else run the same `rpc.run_query` on a read-only connection.
+
+    A refusal also falls back to the local run: the hook client's wire reader
+    keeps only the error code, and the local run raises the same error with its
+    message (an older daemon without the method simply answers locally).
+    """
+    try:
+        return control.ask(method, params)
+    except (DaemonError, msgspec.DecodeError):  # DaemonUnavailable included
+        pass
+    settings = load_settings()
+    if not os.path.exists(settings.db):
+        fail(f"no database yet at {settings.db}: nothing has been recorded (is the daemon or the hook set up?)")
+    try:
+        conn = readers.open_readonly(settings.db)
+        try:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations'").fetchone() is None:
+                fail(f"{settings.db} holds no memory yet: events wait in its inbox until the daemon runs"
+                      " (nmem daemon start)")  # fmt: skip
+            return msgspec.to_builtins(rpc.run_query(conn, method, params))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read {settings.db}: {exc}") from exc
+
+
+def read_as(method: str, params: dict[str, Any], result_type: Any) -> Any:
+    """`query`, typed; every NmemError becomes one line on stderr and exit 1."""
+    try:
+        return msgspec.convert(query(method, params), result_type)
+    except NmemError as exc:
+        fail(str(exc))
+    except msgspec.ValidationError as exc:
+        fail(f"unexpected {method} reply: {exc}")
+
+
+def clean_arg(text: str) -> str:
+    """argv undecodable as UTF-8 arrives as lone surrogates; make it valid text (U+FFFD) before use."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "replace")
+    return text
+
+
+def resolve_scope(project: str | None, all_projects: bool) -> str | None:
+    """The project filter: --all, --project (a directory maps to its git top-level), else the cwd's project."""
+    if all_projects and project:
+        raise typer.BadParameter("use either --project or --all, not both", param_hint="'--all'")
+    if all_projects:
+        return ALL_PROJECTS
+    if project:
+        project = clean_arg(project)
+        return project_root(os.path.abspath(project)) if os.path.isdir(project) else project
+    try:
+        return project_root(os.getcwd())
+    except OSError:  # the current directory was removed
+        return None
+
+
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def time_arg(value: str | None, hint: str) -> float | None:
+    """`30m`, `2h`, `7d`, `1w` ago, or an ISO date/time (local time)."""
+    if value is None:
+        return None
+    span = _SPAN.match(value)
+    if span:
+        return time.time() - float(span.group(1)) * _SPAN_S[span.group(2)]
+    try:
+        return dt.datetime.fromisoformat(value.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):  # not a date, or one the platform cannot convert
+        raise typer.BadParameter(
+            f"{value!r} is neither a span (30m, 2h, 7d) nor a date (2026-02-01)", param_hint=hint
+        ) from None
+
+
+# --- printing -------------------------------------------------------------------------------------
+
+
+def json_lines(items: Iterable[msgspec.Struct]) -> None:
+    """One JSON object per line; a reader that stops early (`| head`) is not an error."""
+    try:
+        for item in items:
+            sys.stdout.buffer.write(msgspec.json.encode(item) + b"\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def cell(text: str, style: str = "") -> Text:
+    """A table cell that stays on one line and ends in … when the column is narrower."""
+    return Text(" ".join(text.split()), style=style, no_wrap=True, overflow="ellipsis")

@@ -1,0 +1,264 @@
+"""Reading commands: status, search, show, timeline, sessions and context."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from nmemd import control
+from nmemd.cli.common import (
+    AllOpt,
+    JsonOpt,
+    LimitOpt,
+    ProjectOpt,
+    ago,
+    cell,
+    clean_arg,
+    fail,
+    human_bytes,
+    json_lines,
+    load_settings,
+    read_as,
+    resolve_scope,
+    time_arg,
+    when,
+)
+from nmemd.model import OBSERVATION_TYPES
+from nmemd.project import short_name
+from nmemd.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRow
+from nmemd.status import Status
+
+
+def _print_status(st: Status) -> None:
+    d, db = st.daemon, st.database
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    state = "[red]not running[/red]"
+    if d.running:
+        state = f"[green]running[/green] (pid {d.pid}, started by {d.started_by})"
+    table.add_row("daemon", state)
+    table.add_row("socket", d.socket)
+    if d.running:
+        table.add_row("since", when(d.started_at))
+        table.add_row("queue", f"{d.queued} queued, {d.connections} connections, {d.committed} stored since start")
+        if d.last_error:
+            table.add_row("last error", f"[red]{d.last_error}[/red]")
+    table.add_row("database", db.path if db.exists else f"{db.path} (not created yet)")
+    table.add_row("size", f"{human_bytes(db.size_bytes)} + WAL {human_bytes(db.wal_bytes)}")
+    table.add_row("stored", f"{db.observations} observations from {db.events} events in {db.sessions} sessions")
+    table.add_row("by type", ", ".join(f"{k} {v}" for k, v in db.by_type.items()) or "-")
+    table.add_row("last event", when(db.last_event_at))
+    table.add_row("backlog", f"{db.inbox_backlog} in inbox, {db.spool_backlog} spooled")
+    if db.jobs:
+        lines = (f"{j.name}: {when(j.last_run)}, {escape(j.outcome or '-')}" for j in db.jobs)
+        table.add_row("maintenance", "\n".join(lines))
+    Console().print(table)
+
+
+def _check_types(values: list[str] | None) -> list[str] | None:
+    for value in values or []:
+        if value not in OBSERVATION_TYPES:
+            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(OBSERVATION_TYPES)}")
+    return values
+
+
+# --- printing -------------------------------------------------------------------------------------
+
+
+def _rel(path: str | None, project: str | None) -> str:
+    if not path:
+        return ""
+    if project and path.startswith(project.rstrip("/") + "/"):
+        return path[len(project.rstrip("/")) + 1 :]
+    return path
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of a long path is the part that tells files apart."""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> Table:
+    now = time.time()
+    path_width = max(16, Console().width // 4)  # the title gets what is left
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("id", justify="right", style="cyan", no_wrap=True)
+    table.add_column("when", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    if show_project:
+        table.add_column("project", max_width=max(12, path_width // 2))
+    table.add_column("title", min_width=20)  # cells are one-line Texts: the column shrinks, text ends in …
+    table.add_column("path", max_width=path_width)
+    for hit in hits:
+        title = cell(hit.title, style="bold" if hit.id == anchor else "")
+        if hit.count > 1:
+            title.append(f" (x{hit.count})", style="dim")
+        if hit.snippet and hit.snippet not in hit.title:
+            title.append("\n" + " ".join(hit.snippet.split()), style="dim")
+        row: list[Text | str] = [str(hit.id), ago(hit.ts, now), hit.type]
+        if show_project:
+            row.append(cell(short_name(hit.project) if hit.project else "-"))
+        row += [title, cell(_tail(_rel(hit.file_path, hit.project), path_width))]
+        table.add_row(*row)
+    return table
+
+
+def _print_detail(d: Detail, console: Console) -> None:
+    head = Text(f"#{d.id} ", style="bold cyan")
+    head.append(f"{d.type}  {when(d.ts)} ({ago(d.ts, time.time())})", style="dim")
+    console.print(head)
+    console.print(Text(d.title, style="bold"))
+    facts = Table(show_header=False, box=None, pad_edge=False)
+    facts.add_column(style="dim", no_wrap=True)
+    facts.add_column(overflow="fold")
+    for label, value in (
+        ("project", d.project),
+        ("session", d.session_id),
+        ("event", d.hook_event),
+        ("tool", d.tool_name),
+        ("file", d.file_path),
+        ("command", d.command),
+        ("agent", d.agent_id),
+        ("count", f"{d.count} (last {when(d.last_ts)})" if d.count > 1 else None),
+    ):
+        if value:
+            facts.add_row(label, Text(value))
+    console.print(facts)
+    if d.content:
+        console.print(Text(d.content))
+    console.print()
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+def status(json_out: JsonOpt = False) -> None:
+    """Show whether the daemon runs, where the data is and what it holds."""
+    st = control.status(load_settings())
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
+    else:
+        _print_status(st)
+
+
+def search(
+    query: Annotated[
+        list[str], typer.Argument(metavar="QUERY", help='Words to find (all must match); "an exact phrase"; prefix*.')
+    ],
+    project: ProjectOpt = None,
+    all_projects: AllOpt = False,
+    types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type", "-t", callback=_check_types, help=f"Only this type (repeatable): {', '.join(OBSERVATION_TYPES)}."
+        ),
+    ] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session id.")] = None,
+    file: Annotated[str | None, typer.Option("--file", "-f", help="Only this path (or a path ending with it).")] = None,
+    since: Annotated[str | None, typer.Option(help="Only newer: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
+    until: Annotated[str | None, typer.Option(help="Only older: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
+    limit: LimitOpt = 20,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find observations by words, identifiers, paths, error text or commands, best first."""
+    scope = resolve_scope(project, all_projects)
+    params = {
+        "query": clean_arg(" ".join(query)),
+        "project": scope,
+        "types": types or [],
+        "session_id": clean_arg(session) if session else None,
+        "file": clean_arg(file) if file else None,
+        "since": time_arg(since, "'--since'"),
+        "until": time_arg(until, "'--until'"),
+        "limit": limit,
+    }
+    hits: list[Hit] = read_as("search", params, list[Hit])
+    if json_out:
+        json_lines(hits)
+    elif hits:
+        Console().print(_hits_table(hits, show_project=scope in (None, ALL_PROJECTS)))
+    else:
+        where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
+        Console(stderr=True, soft_wrap=True).print(Text(f"nothing found in {where}"))
+
+
+def show(
+    ids: Annotated[list[int], typer.Argument(metavar="ID", min=1, help="Observation ids, as search prints them.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Print everything stored about the given observations."""
+    details: list[Detail] = read_as("show", {"ids": ids}, list[Detail])
+    if json_out:
+        json_lines(details)
+    else:
+        console = Console()
+        for d in details:
+            _print_detail(d, console)
+    missing = [i for i in dict.fromkeys(ids) if i not in {d.id for d in details}]
+    if missing:
+        fail(f"no observation with id {', '.join(map(str, missing))}")
+
+
+def timeline(
+    anchor: Annotated[int, typer.Argument(metavar="ID", min=1, help="The observation to center on.")],
+    before: Annotated[int, typer.Option("--before", "-B", min=0, max=MAX_LIMIT, help="Observations before.")] = 5,
+    after: Annotated[int, typer.Option("--after", "-A", min=0, max=MAX_LIMIT, help="Observations after.")] = 5,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show what happened in the same session just before and after one observation."""
+    hits: list[Hit] = read_as("timeline", {"id": anchor, "before": before, "after": after}, list[Hit])
+    if json_out:
+        json_lines(hits)
+    else:
+        Console().print(_hits_table(hits, show_project=False, anchor=anchor))
+
+
+def sessions(
+    project: ProjectOpt = None, all_projects: AllOpt = False, limit: LimitOpt = 10, json_out: JsonOpt = False
+) -> None:
+    """List recent sessions with their first prompt or summary, newest first."""
+    scope = resolve_scope(project, all_projects)
+    rows: list[SessionRow] = read_as("sessions", {"project": scope, "limit": limit}, list[SessionRow])
+    if json_out:
+        json_lines(rows)
+        return
+    now = time.time()
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("session", style="cyan", no_wrap=True)
+    table.add_column("last", no_wrap=True)
+    if scope in (None, ALL_PROJECTS):
+        table.add_column("project", max_width=20)
+    table.add_column("events", justify="right")
+    table.add_column("about", min_width=20)
+    for r in rows:
+        row: list[Text | str] = [Text(r.session_id[:8]), ago(r.last_event_at, now)]
+        if scope in (None, ALL_PROJECTS):
+            row.append(cell(short_name(r.project) if r.project else "-"))
+        about = r.first_prompt or (r.summary or "").strip().split("\n", 1)[0]
+        row += [str(r.event_count), cell(about)]
+        table.add_row(*row)
+    Console().print(table)
+
+
+def context(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+    """Print the context SessionStart would inject for a project (default: this directory's)."""
+    scope = resolve_scope(project, False)
+    if not scope:
+        fail("no project: run inside a project directory or pass --project")
+    budget = load_settings().context_budget
+    reply = read_as("context", {"project": scope, "budget": budget}, dict[str, str])
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+    elif reply["context"]:
+        sys.stdout.write(reply["context"] + "\n")
+    else:
+        Console(stderr=True).print(f"nothing recorded yet for {reply['project']}", highlight=False)

@@ -1,0 +1,198 @@
+"""Setup commands: install, uninstall, and the daemon, service and config groups."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nmemd import config, control
+from nmemd.cli.common import JsonOpt, cell, fail, load_settings
+from nmemd.errors import NmemError
+from nmemd.project import project_root
+
+daemon_app = typer.Typer(no_args_is_help=True, help="Start, stop or restart the nmemd daemon.")
+service_app = typer.Typer(
+    no_args_is_help=True, help="Run nmemd under systemd (Linux) or launchd (macOS), socket-activated."
+)
+config_app = typer.Typer(no_args_is_help=True, help="Inspect nmem's configuration.")
+
+
+def _settings_target(project_scope: bool) -> Path:
+    from nmemd import install as inst
+
+    if not project_scope:
+        return inst.user_settings_path()
+    root = project_root(os.getcwd()) or os.getcwd()
+    return Path(root) / ".claude" / "settings.json"
+
+
+ProjectScopeOpt = Annotated[
+    bool, typer.Option("--project", help="Use this project's .claude/settings.json instead of the user's.")
+]
+NoMcpOpt = Annotated[bool, typer.Option("--no-mcp", help="Leave the MCP server registration alone.")]
+
+
+def install(
+    project_scope: ProjectScopeOpt = False,
+    print_only: Annotated[bool, typer.Option("--print", help="Show what would be written; change nothing.")] = False,
+    no_mcp: NoMcpOpt = False,
+) -> None:
+    """Add nmem's hooks to Claude Code's settings and register the nmem MCP server (idempotent)."""
+    from nmemd import install as inst
+
+    target = _settings_target(project_scope)
+    try:
+        settings = inst.with_hooks(inst.load(target), target, inst.hook_command())
+        state_path = inst.user_state_path()
+        state = None if no_mcp else inst.with_mcp(inst.load(state_path), state_path, inst.mcp_command())
+        if print_only:
+            sys.stdout.write(f"# {target}\n{inst.render(settings)}")
+            if state is not None:
+                sys.stdout.write(f"# {state_path}: mcpServers.{inst.MCP_NAME}\n")
+                sys.stdout.write(inst.render({"mcpServers": {inst.MCP_NAME: state["mcpServers"][inst.MCP_NAME]}}))
+            return
+        hooks_written = inst.write(target, settings)
+        mcp_written = inst.write(state_path, state) if state is not None else None
+    except NmemError as exc:
+        fail(str(exc))
+
+    def outcome(w: inst.Written) -> str:
+        if not w.changed:
+            return "already up to date"
+        return f"updated, backup {w.backup.name}" if w.backup else "created"
+
+    console = Console()
+    console.print(f"hooks: {target} ({outcome(hooks_written)})", highlight=False)
+    if mcp_written is not None:
+        console.print(f"MCP server '{inst.MCP_NAME}': {state_path} ({outcome(mcp_written)})", highlight=False)
+
+
+def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) -> None:
+    """Remove exactly the hooks and MCP registration that `nmem install` added."""
+    from nmemd import install as inst
+
+    target = _settings_target(project_scope)
+    try:
+        removed = target.exists() and inst.write(target, inst.without_hooks(inst.load(target), target)).changed
+        state_path = inst.user_state_path()
+        if not no_mcp and state_path.exists():
+            inst.write(state_path, inst.without_mcp(inst.load(state_path), state_path))
+    except NmemError as exc:
+        fail(str(exc))
+    Console().print(f"hooks removed from {target}" if removed else f"no nmem hooks in {target}", highlight=False)
+
+
+@config_app.command("show")
+def config_show(json_out: JsonOpt = False) -> None:
+    """Print the effective configuration and where each value came from."""
+    try:
+        settings, sources = config.load_with_sources()
+    except NmemError as exc:
+        fail(str(exc))
+    values = msgspec.to_builtins(settings)
+    if json_out:
+        rows = {k: {"value": v, "source": sources.get(k, "default")} for k, v in values.items()}
+        sys.stdout.write(msgspec.json.encode(rows).decode() + "\n")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("setting", "value", "source"):
+        table.add_column(column)
+    for key, value in values.items():
+        table.add_row(key, cell(str(value)), sources.get(key, "default"))
+    Console().print(table)
+
+
+@daemon_app.command("start")
+def daemon_start() -> None:
+    """Start nmemd in the background (no-op when it already runs)."""
+    settings = load_settings()
+    try:
+        facts = control.start(settings)
+    except NmemError as exc:
+        fail(str(exc))
+    Console().print(f"nmemd running (pid {facts.pid}) on {facts.socket}", highlight=False)
+
+
+@daemon_app.command("stop")
+def daemon_stop() -> None:
+    """Stop nmemd after it commits everything it received."""
+    settings = load_settings()
+    try:
+        pid = control.stop(settings)
+    except NmemError as exc:
+        fail(str(exc))
+    Console().print("nmemd was not running" if pid is None else f"nmemd (pid {pid}) stopped", highlight=False)
+
+
+@daemon_app.command("restart")
+def daemon_restart() -> None:
+    """Stop nmemd, then start it again."""
+    settings = load_settings()
+    try:
+        control.stop(settings)
+        facts = control.start(settings)
+    except NmemError as exc:
+        fail(str(exc))
+    Console().print(f"nmemd restarted (pid {facts.pid})", highlight=False)
+
+
+@service_app.command("install")
+def service_install() -> None:
+    """Install and enable the user service so the OS starts nmemd on the first connection."""
+    from nmemd import service
+
+    try:
+        done = service.install()
+    except NmemError as exc:
+        fail(str(exc))
+    console = Console()
+    if done.stopped_pid is not None:
+        console.print(f"stopped the hand-started nmemd (pid {done.stopped_pid})", highlight=False)
+    for path in done.files:
+        console.print(f"wrote {path}", highlight=False)
+    console.print(f"{done.manager} listens on {done.socket} and starts {done.nmemd} on demand", highlight=False)
+
+
+@service_app.command("uninstall")
+def service_uninstall() -> None:
+    """Stop and disable the user service and remove the files `nmem service install` wrote."""
+    from nmemd import service
+
+    try:
+        done = service.uninstall()
+    except NmemError as exc:
+        fail(str(exc))
+    console = Console()
+    for path in done.removed:
+        console.print(f"removed {path}", highlight=False)
+    console.print(f"{done.manager}: nmem service uninstalled", highlight=False)
+
+
+@service_app.command("status")
+def service_status(json_out: JsonOpt = False) -> None:
+    """Show whether the user service is installed, enabled, listening and running."""
+    from nmemd import service
+
+    try:
+        st = service.status()
+    except NmemError as exc:
+        fail(str(exc))
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("manager", st.manager)
+    table.add_row("installed", ", ".join(st.files) if st.installed else "no")
+    table.add_row("enabled", st.enabled)
+    table.add_row("socket", f"{st.socket} ({st.socket_state})")
+    table.add_row("daemon", st.daemon_state)
+    Console().print(table)

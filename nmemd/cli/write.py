@@ -1,0 +1,290 @@
+"""Writing commands: maintain, purge, forget and pin."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from nmemd import control
+from nmemd.cli.common import (
+    JsonOpt,
+    ProjectOpt,
+    clean_arg,
+    fail,
+    json_lines,
+    load_settings,
+    resolve_scope,
+    time_arg,
+)
+from nmemd.errors import DaemonError, NmemError
+from nmemd.model import OBSERVATION_TYPES
+from nmemd.queries import ALL_PROJECTS
+
+MAINTAIN_TIMEOUT_S = 600.0
+
+
+def _maintain_locally(job: str | None) -> Any:
+    """No daemon: open the store ourselves, holding the daemon's lock so none starts meanwhile."""
+    import anyio
+
+    from nmemd import maintenance
+    from nmemd.instance import InstanceLock, ensure_private_dir, lock_holder
+    from nmemd.store import open_store
+
+    settings = load_settings()
+    holder = lock_holder(settings.lock)
+    if holder is not None:
+        who = f" (pid {holder})" if holder > 0 else ""
+        fail(f"nmemd{who} holds {settings.lock} but does not answer; retry, or stop it with nmem daemon stop")
+    if not os.path.exists(settings.db):
+        fail(f"no database yet at {settings.db}: nothing to maintain")
+    lock = InstanceLock(settings.lock)
+    try:
+        ensure_private_dir(os.path.dirname(settings.socket))
+        lock.acquire()
+    except (NmemError, OSError) as exc:
+        fail(str(exc))
+
+    async def run() -> list[maintenance.JobResult]:
+        async with open_store(settings) as store:
+            return await maintenance.run_jobs(store, job)
+
+    try:
+        return msgspec.to_builtins(anyio.run(run))
+    except NmemError as exc:
+        fail(str(exc))
+    finally:
+        lock.release()
+
+
+def maintain(
+    job: Annotated[
+        str | None,
+        typer.Option("--job", "-j", help="Only this job: fts_merge, vacuum, optimize, integrity or checkpoint."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run database maintenance now (the daemon also runs it on a schedule) and print what each job did."""
+    from nmemd import maintenance
+    from nmemd.errors import DaemonUnavailable
+
+    if job is not None and job not in maintenance.JOBS:
+        fail(f"unknown job {job!r} (known: {', '.join(maintenance.JOBS)})")
+    params = {"job": job} if job else {}
+    try:
+        raw = control.ask("maintain", params, timeout=MAINTAIN_TIMEOUT_S)
+    except DaemonUnavailable:
+        raw = _maintain_locally(job)
+    except (DaemonError, msgspec.DecodeError) as exc:
+        fail(str(exc))
+    try:
+        results = msgspec.convert(raw, list[maintenance.JobResult])
+    except msgspec.ValidationError as exc:
+        fail(f"unexpected maintain reply: {exc}")
+    if json_out:
+        json_lines(results)
+    else:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for column in ("job", "result", "took", "what it did"):
+            table.add_column(column)
+        for r in results:
+            result = "[green]ok[/green]" if r.ok else "[red]failed[/red]"
+            table.add_row(r.name, result, f"{r.duration_ms:.0f} ms", escape(r.outcome))
+        Console().print(table)
+    failed = [r.name for r in results if not r.ok]
+    if failed:
+        fail(f"maintenance failed: {', '.join(failed)}")
+
+
+# --- forgetting -----------------------------------------------------------------------------------
+
+WRITE_TIMEOUT_S = 300.0  # a purge rebuilds the full-text index: large stores take a while
+
+
+def _write(method: str, params: dict[str, Any]) -> Any:
+    """Run a write method on the daemon; when none runs, on the store opened here.
+
+    Without a daemon we take its instance lock ourselves, so none can start and
+    write beside us while the store is open.
+    """
+    from nmemd import purge
+    from nmemd.errors import AlreadyRunning, DaemonUnavailable
+
+    try:
+        purge.parse(method, params)  # a bad param is reported here, with its message
+        if method == "purge":
+            purge.validate(msgspec.convert(params["filter"], purge.PurgeFilter))
+    except NmemError as exc:
+        fail(str(exc), 2)
+    try:
+        return control.ask(method, params, timeout=WRITE_TIMEOUT_S)
+    except DaemonUnavailable:
+        pass
+    except NmemError as exc:
+        fail(str(exc))
+    settings = load_settings()
+    if not os.path.exists(settings.db):
+        fail(f"no database yet at {settings.db}: nothing has been recorded")
+    import anyio
+
+    from nmemd.instance import InstanceLock, ensure_private_dir
+    from nmemd.store import open_store
+
+    async def run() -> Any:
+        async with open_store(settings) as store:
+            return await purge.call(store, method, params)
+
+    try:
+        ensure_private_dir(os.path.dirname(settings.lock))
+        lock = InstanceLock(settings.lock)
+        lock.acquire()
+    except AlreadyRunning:
+        fail("nmemd is running but did not answer; try again (nmem status)")
+    except (NmemError, OSError) as exc:
+        fail(str(exc))
+    try:
+        return anyio.run(run)
+    except NmemError as exc:
+        fail(str(exc))
+    finally:
+        lock.release()
+
+
+def _counts_line(c: dict[str, Any]) -> str:
+    line = f"{c['observations']} observations"
+    if c["pinned"]:
+        line += f" ({c['pinned']} pinned)"
+    line += f", {c['sessions']} sessions, {c['inbox']} waiting raw events"
+    if c["events"]:
+        line += f"; {c['events']} ledger entries kept, unlinked (they hold no content)"
+    return line
+
+
+def _ids_arg(values: list[str] | None, hint: str) -> list[int]:
+    """Ids as typed; a bad one is one line and exit 2, not a usage box."""
+    ids = []
+    for value in values or []:
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if not 1 <= n <= 2**63 - 1:
+            fail(f"{hint}: {value!r} is not an observation id (a positive integer)", 2)
+        ids.append(n)
+    return ids
+
+
+def purge(
+    project: ProjectOpt = None,
+    all_projects: Annotated[
+        bool, typer.Option("--all-projects", help="Every project (a scope, not a filter).")
+    ] = False,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session id.")] = None,
+    types: Annotated[
+        list[str] | None,
+        typer.Option("--type", "-t", help=f"Only this type (repeatable): {', '.join(OBSERVATION_TYPES)}."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="Only newer: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
+    until: Annotated[str | None, typer.Option(help="Only older: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
+    ids: Annotated[list[str] | None, typer.Option("--id", help="Only this observation id (repeatable).")] = None,
+    query: Annotated[str | None, typer.Option("--query", "-q", help="Only observations matching these words.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete matching observations (pinned too) and every copy of their text, for good."""
+    if all_projects and project:
+        fail("use either --project or --all-projects, not both", 2)
+    id_list = _ids_arg(ids, "--id")
+    for value in types or []:
+        if value not in OBSERVATION_TYPES:
+            fail(f"--type: {value!r} is not one of: {', '.join(OBSERVATION_TYPES)}", 2)
+    try:
+        since_ts, until_ts = time_arg(since, "--since"), time_arg(until, "--until")
+    except typer.BadParameter as exc:
+        fail(f"{exc.param_hint}: {exc.message}", 2)
+    if all_projects:
+        scope: str | None = ALL_PROJECTS
+    elif project:
+        scope = resolve_scope(project, False)
+    elif id_list or session:
+        scope = ALL_PROJECTS  # ids and sessions name exactly what to remove
+    else:
+        scope = resolve_scope(None, False)
+    criteria = any([project, session, types, since_ts is not None, until_ts is not None, id_list, query])
+    if not criteria:
+        fail("purge needs a filter: --project, --session, --type, --since, --until, --id or --query", 2)
+    flt = {
+        "project": scope,
+        "session_id": clean_arg(session) if session else None,
+        "types": types or [],
+        "since": since_ts,
+        "until": until_ts,
+        "ids": id_list,
+        "query": clean_arg(query) if query else None,
+    }
+    counts = _write("purge", {"filter": flt, "dry_run": True})
+    where = "every project" if scope in (None, ALL_PROJECTS) else scope
+    err = Console(stderr=True, soft_wrap=True)
+    total = counts["observations"] + counts["sessions"] + counts["inbox"]
+    if dry_run or not total:
+        if json_out:
+            sys.stdout.write(msgspec.json.encode(counts).decode() + "\n")
+        else:
+            Console(soft_wrap=True).print(Text(f"would delete in {where}: {_counts_line(counts)}"))
+        if not total and not dry_run:
+            err.print(Text("nothing matches; nothing changed"))
+        return
+    if not yes:
+        err.print(Text(f"will delete in {where}: {_counts_line(counts)}"))
+        if not sys.stdin.isatty():
+            fail("not confirmed (no terminal): pass --yes to purge; nothing changed")
+        if not typer.confirm("Delete them for good?", default=False):
+            fail("not confirmed; nothing changed")
+    done = _write("purge", {"filter": flt, "dry_run": False})
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
+    else:
+        Console(soft_wrap=True).print(Text(f"deleted in {where}: {_counts_line(done)}"))
+    if not done.get("checkpointed", True):
+        fail("deleted, but a reader kept the WAL from being truncated: run the purge again to clear it")
+
+
+def forget(
+    ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Observation ids, as search prints them.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete these observations (pinned too) and every copy of their text."""
+    id_list = list(dict.fromkeys(_ids_arg(ids, "ID")))
+    done = _write("forget", {"ids": id_list})
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
+    else:
+        Console(soft_wrap=True).print(Text(f"forgot {_counts_line(done)}"))
+    if done["observations"] < len(id_list):
+        fail(f"{len(id_list) - done['observations']} of the ids did not exist")
+
+
+def pin(
+    ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Observation ids, as search prints them.")],
+    unpin: Annotated[bool, typer.Option("--unpin", help="Let retention remove them again.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Keep observations when retention cleans up (purge and forget still remove them)."""
+    id_list = list(dict.fromkeys(_ids_arg(ids, "ID")))
+    done = _write("pin", {"ids": id_list, "unpin": unpin})
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
+    else:
+        verb = "unpinned" if unpin else "pinned"
+        Console(soft_wrap=True).print(Text(f"{verb} {len(id_list) - len(done['missing'])} observations"))
+    if done["missing"]:
+        fail(f"no observation with id {', '.join(map(str, done['missing']))}")

@@ -1,0 +1,105 @@
+"""Transport: socket bytes <-> the memory streams `Server.run()` consumes.
+
+One JSON-RPC message per line each way, exactly like mcp's stdio transport
+(the bridge is a byte pump). mcp is imported inside the function only: this
+module is imported with the package, before the (slow) mcp import has run.
+"""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
+
+MAX_LINE: Final = 8 * 1024 * 1024  # one JSON-RPC message; far above anything a client sends
+WRITER_FLUSH_S: Final = 5.0
+DRAIN_S: Final = 30.0  # after the client half-closes, how long its pending requests may take
+
+
+@asynccontextmanager
+async def line_transport(
+    stream: anyio.abc.ByteStream, buffered: BufferedByteReceiveStream
+) -> AsyncIterator[
+    tuple["MemoryObjectReceiveStream[SessionMessage | Exception]", "MemoryObjectSendStream[SessionMessage]"]
+]:
+    """One JSON-RPC message per line each way, exactly like the stdio transport (the bridge is a byte pump).
+
+    When the client half-closes (the bridge's stdin reached EOF), requests it
+    already sent are answered before the session ends: the SDK would otherwise
+    cancel them with "Connection closed" the moment the read side closes.
+    """
+    from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
+
+    read_tx, read_rx = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_tx, write_rx = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+    settled = anyio.Event()  # after EOF: every request answered (or the writer gave up)
+    in_flight: set[object] = set()
+    eof = False
+
+    def answered(request_id: object) -> None:
+        in_flight.discard(request_id)
+        if eof and not in_flight:
+            settled.set()
+
+    async def reader() -> None:
+        nonlocal eof
+        async with read_tx:
+            while True:
+                try:
+                    line = await buffered.receive_until(b"\n", MAX_LINE)
+                except (anyio.IncompleteRead, anyio.EndOfStream):
+                    eof = True  # the client is done sending; let the answers it waits for go out first
+                    if in_flight and not writer_done.is_set():
+                        with anyio.move_on_after(DRAIN_S):
+                            await settled.wait()
+                    return  # closing read_tx ends Server.run()
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    return  # the peer vanished: nobody is left to answer
+                except anyio.DelimiterNotFound as exc:
+                    await read_tx.send(exc)
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except Exception as exc:  # the session answers with a parse error and goes on
+                    await read_tx.send(exc)
+                    continue
+                if isinstance(message, JSONRPCRequest):
+                    in_flight.add(message.id)
+                elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+                    answered((message.params or {}).get("requestId"))  # a cancelled request gets no answer
+                await read_tx.send(SessionMessage(message))
+
+    async def writer() -> None:
+        try:
+            async with write_rx:
+                async for sm in write_rx:
+                    data = sm.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stream.send(data.encode() + b"\n")
+                    if isinstance(sm.message, JSONRPCResponse | JSONRPCError):
+                        answered(sm.message.id)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass  # the peer went away
+        finally:
+            writer_done.set()
+            settled.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_rx, write_tx
+        finally:
+            await write_tx.aclose()  # Server.run() closes it too; closing twice is fine
+            with anyio.move_on_after(WRITER_FLUSH_S, shield=True):
+                await writer_done.wait()  # the last replies reach the socket before we close it
+            tg.cancel_scope.cancel()  # reader() may still wait for bytes that will never come
