@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # run as a file: make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nmem_client import paths, protocol  # noqa: E402
+from nmem_client.send import read_reply  # noqa: E402
 
 CONNECT_TIMEOUT_S = 10.0  # an autostarted daemon listens within ~0.3 s
 # Why this long: the daemon imports mcp (~1 s, more on a loaded machine) before it
@@ -99,31 +100,15 @@ def open_session(sock: socket.socket, project: str | None) -> bytes:
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     try:
         sock.sendall(protocol.encode_request(protocol.KIND_MCP, protocol.NO_EVENT_ID, request_body(project)))
-        buf = b""
-        while b"\n" not in buf:
-            chunk = sock.recv(CHUNK)
-            if not chunk:
-                raise BridgeError("nmemd closed the connection before answering")
-            buf += chunk
-            if len(buf) > protocol.MAX_HEADER and b"\n" not in buf:
-                raise BridgeError("nmemd sent a malformed reply")
-        head, _, rest = buf.partition(b"\n")
-        if head.startswith(b"ERR "):
-            raise BridgeError("nmemd refused the MCP session: " + head[4:].decode("utf-8", "replace"))
-        if not head.startswith(b"OK ") or not head[3:].isdigit():
-            raise BridgeError("nmemd sent a malformed reply")
-        size = int(head[3:])
-        while len(rest) < size:
-            chunk = sock.recv(CHUNK)
-            if not chunk:
-                raise BridgeError("nmemd closed the connection before answering")
-            rest += chunk
+        status, reply, rest = read_reply(sock, time.monotonic() + HANDSHAKE_TIMEOUT_S)
     except TimeoutError:
         raise BridgeError(f"nmemd did not answer the MCP request within {HANDSHAKE_TIMEOUT_S:.0f} s") from None
     except OSError as exc:
         raise BridgeError(f"lost the connection to nmemd: {exc}") from None
+    if status != b"OK":
+        raise BridgeError("nmemd refused the MCP session: " + reply.decode("utf-8", "replace"))
     sock.settimeout(None)
-    return rest[size:]
+    return rest
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -38,8 +38,12 @@ def _timeout_s() -> float:
     return max(ms, 1) / 1000.0
 
 
-def _read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes]:
-    """Return (b"OK", body) or (b"ERR", b"<code> <message>"); raise OSError on timeout or a closed peer."""
+def read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes, bytes]:
+    """Return (b"OK", body, rest) or (b"ERR", b"<code> <message>", rest).
+
+    `rest` holds whatever arrived after the reply (the MCP bridge's first
+    bytes). Raises OSError on a timeout, a closed peer or a malformed reply.
+    """
     buf = b""
     while b"\n" not in buf:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
@@ -51,8 +55,8 @@ def _read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes]:
             raise OSError("reply header too long")
     head, _, rest = buf.partition(b"\n")
     if head.startswith(b"ERR "):
-        return b"ERR", head[4:]
-    if not head.startswith(b"OK "):
+        return b"ERR", head[4:], rest
+    if not head.startswith(b"OK ") or not head[3:].isdigit():
         raise OSError("malformed reply")
     size = int(head[3:])
     while len(rest) < size:
@@ -61,7 +65,7 @@ def _read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes]:
         if not chunk:
             raise OSError("daemon closed the connection")
         rest += chunk
-    return b"OK", rest[:size]
+    return b"OK", rest[:size], rest[size:]
 
 
 def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[bytes, bytes]:
@@ -76,7 +80,8 @@ def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[
         except OSError as exc:
             if exc.errno not in (32, 104):  # EPIPE, ECONNRESET: the daemon refused early; read why
                 raise
-        return _read_reply(sock, deadline)
+        status, reply, _ = read_reply(sock, deadline)
+        return status, reply
     finally:
         sock.close()
 

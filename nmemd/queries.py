@@ -203,6 +203,16 @@ def _type_case(alias: str = "o") -> str:
     return f"(CASE {alias}.type {whens} ELSE 1.0 END)"
 
 
+_HIT_COLUMNS = "o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count"
+
+
+def _hit(r: Sequence[Any], **extra: Any) -> Hit:
+    """A Hit from a row that starts with `_HIT_COLUMNS`."""
+    return Hit(
+        id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7], **extra
+    )
+
+
 def search(
     conn: sqlite3.Connection, text: str, filters: Filters | None = None, limit: int = 20, now: float | None = None
 ) -> list[Hit]:
@@ -214,7 +224,7 @@ def search(
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
     where = " AND ".join(["observations_fts MATCH ?", *clauses])
     sql = f"""
-        SELECT o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count,
+        SELECT {_HIT_COLUMNS},
                snippet(observations_fts, 1, '[', ']', '…', 12),
                bm25(observations_fts, {weights}) * {_type_case()}
                  * (1.0 + 1.0 / (1.0 + max(0.0, ? - o.last_ts) / 86400.0 / {RECENCY_HALF_LIFE_DAYS})) AS score
@@ -228,21 +238,7 @@ def search(
         raise QueryError(f"search failed: {exc}") from exc
     except UnicodeEncodeError:
         raise QueryError("a filter is not valid Unicode text") from None
-    return [
-        Hit(
-            id=r[0],
-            type=r[1],
-            project=r[2],
-            session_id=r[3],
-            ts=r[4],
-            title=r[5],
-            file_path=r[6],
-            count=r[7],
-            snippet=r[8] or None,
-            score=round(r[9], 4),
-        )
-        for r in rows
-    ]
+    return [_hit(r, snippet=r[8] or None, score=round(r[9], 4)) for r in rows]
 
 
 _DETAIL_COLUMNS = (
@@ -284,13 +280,7 @@ def _detail(r: Sequence[Any]) -> Detail:
 
 
 def _hits(rows: Sequence[Sequence[Any]]) -> list[Hit]:
-    return [
-        Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7])
-        for r in rows
-    ]
-
-
-_HIT_COLUMNS = "o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count"
+    return [_hit(r) for r in rows]
 
 
 def timeline(conn: sqlite3.Connection, anchor: int, before: int = 5, after: int = 5) -> list[Hit]:

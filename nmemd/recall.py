@@ -57,13 +57,17 @@ async def hook_reply(daemon: Daemon, extracted: Extracted) -> bytes:
     return b""
 
 
+def has_after_commit_work(extracted: Extracted) -> bool:
+    return extracted.hook_event in SUMMARY_EVENTS and extracted.session_id != "unknown"
+
+
 async def after_commit(daemon: Daemon, extracted: Extracted) -> None:
     """Work triggered by a committed event, run in the background (never inside the hook's time).
 
     Stop fires after every turn and SessionEnd once (with a 1.5 s budget for
     all its hooks), so the summary is recomputed here, after the reply.
     """
-    if extracted.hook_event not in SUMMARY_EVENTS or extracted.session_id == "unknown":
+    if not has_after_commit_work(extracted):
         return
     sid = extracted.session_id
     store = daemon.ingestor.store

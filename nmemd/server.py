@@ -62,9 +62,10 @@ class Daemon:
     # Post-commit work (summaries, ...): runs after the reply, finishes before shutdown.
     background: anyio.abc.TaskGroup = field(init=False)
 
-    @property
-    def skip_tools(self) -> frozenset[str]:
-        return frozenset(self.settings.skip_tools)
+    skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
+
+    def __post_init__(self) -> None:
+        self.skip_tools = frozenset(self.settings.skip_tools)
 
     def facts(self) -> DaemonFacts:
         return DaemonFacts(
@@ -114,7 +115,8 @@ async def handle_hook(daemon: Daemon, stream: anyio.abc.ByteStream, event_id: by
         LOG.exception("hook reply for %s failed", extracted.hook_event)
         reply = b""
     await _reply(stream, protocol.encode_ok(reply))
-    daemon.background.start_soon(_after_commit, daemon, extracted)
+    if recall.has_after_commit_work(extracted):  # a task per event would cost every event
+        daemon.background.start_soon(_after_commit, daemon, extracted)
 
 
 async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:

@@ -201,3 +201,34 @@ def test_spool_files_are_drained_and_removed(daemon: Daemon) -> None:
     assert bad in log_text(daemon.home)
     assert not any(spool.iterdir()), "no temp files left"
     integrity_ok(daemon.db)
+
+
+@pytest.mark.parametrize("reply", [b"OK xyz\n", b"HELLO\n", b"OK 10\nshort"])
+def test_a_malformed_reply_makes_the_client_fall_back(nmem_env: dict[str, str], reply: bytes) -> None:
+    """Whatever answers on the socket, an event without a proper ack goes to the inbox, silently."""
+    import socket
+    import threading
+
+    os.makedirs(os.path.dirname(nmem_env["NMEM_SOCKET"]), exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(nmem_env["NMEM_SOCKET"])
+    server.listen(1)
+    server.settimeout(30)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(reply)  # and close: "OK 10" promised more than it sent
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    marker = _marker("malformed")
+    try:
+        done = run_send(b'{"session_id": "%s", "hook_event_name": "Stop"}' % marker.encode(),
+                        {**NO_AUTOSTART, "NMEM_TIMEOUT_MS": "2000"})  # fmt: skip
+    finally:
+        thread.join(30)
+        server.close()
+    assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
+    assert db_rows(Path(nmem_env["NMEM_HOME"]) / "nmem.db", "SELECT count(*) FROM inbox") == [(1,)]
