@@ -102,6 +102,14 @@ CREATE TABLE jobs (
 );
 """
 
-MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (("m001_initial", M001_INITIAL),)
+# New observations are indexed once per batch by `store.commit_batch`, not row by row: an
+# FTS5 insert made by a trigger runs inside each row's statement savepoint, where FTS5
+# flushes its pending terms, so every row became its own index segment (half of a commit's cost).
+M002_FTS_BATCH_INDEX: Final = "DROP TRIGGER IF EXISTS observations_ai;"
+
+MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
+    ("m001_initial", M001_INITIAL),
+    ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
+)
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

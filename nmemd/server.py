@@ -24,6 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from nmem_client import protocol
 from nmemd import __version__, maintenance, recall, rpc
 from nmemd.config import Settings
+from nmemd.deadlines import Deadlines, Watch
 from nmemd.drain import drain_once
 from nmemd.errors import InvalidEvent, NmemError, StorageError, StorageFullError
 from nmemd.ingest import Ingestor, extract_event
@@ -63,9 +64,11 @@ class Daemon:
     background: anyio.abc.TaskGroup = field(init=False)
 
     skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
+    deadlines: Deadlines = field(init=False)
 
     def __post_init__(self) -> None:
         self.skip_tools = frozenset(self.settings.skip_tools)
+        self.deadlines = Deadlines(resolution=min(0.25, self.settings.read_timeout_s / 5))
 
     def facts(self) -> DaemonFacts:
         return DaemonFacts(
@@ -158,31 +161,31 @@ def _parse_header(line: bytes) -> tuple[bytes, bytes, int]:
     return kind, event_id, int(raw_len)
 
 
-async def serve_frame(daemon: Daemon, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream) -> bool:
+async def serve_frame(
+    daemon: Daemon, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream, watch: Watch
+) -> bool:
     """Read and answer one frame; return False when the connection should close.
 
     A connection may carry many frames one after another (the importer and the
-    benchmarks keep one open); the hook client sends one and closes.
+    benchmarks keep one open); the hook client sends one and closes. Reads are
+    bounded by `watch` (the sweeper cancels the connection when its peer stalls).
     """
     settings = daemon.settings
     try:
-        with anyio.fail_after(settings.read_timeout_s):
-            try:
-                line = await buffered.receive_until(b"\n", protocol.MAX_HEADER)
-            except anyio.IncompleteRead:
-                return False  # clean close between frames
+        watch.reading(settings.read_timeout_s)
+        try:
+            line = await buffered.receive_until(b"\n", protocol.MAX_HEADER)
+        except anyio.IncompleteRead:
+            return False  # clean close between frames
         kind, event_id, length = _parse_header(line)
         if length > settings.max_frame_bytes:
             LOG.warning("refused a %d-byte frame (max %d)", length, settings.max_frame_bytes)
             await _reply(stream, protocol.encode_error(protocol.ERR_TOO_LARGE, "frame too large"))
             return False
         # A local peer sends megabytes in milliseconds; allow 10 MB/s on top of the base timeout.
-        with anyio.fail_after(settings.read_timeout_s + length / 10e6):
-            body = await buffered.receive_exactly(length) if length else b""
-    except TimeoutError:
-        LOG.warning("a client was too slow to send its frame; dropped")
-        await _reply(stream, protocol.encode_error(protocol.ERR_TIMEOUT, "frame not received in time"))
-        return False
+        watch.reading(settings.read_timeout_s + length / 10e6)
+        body = await buffered.receive_exactly(length) if length else b""
+        watch.idle()
     except anyio.DelimiterNotFound:
         LOG.warning("a client sent a header line that never ends; dropped")
         await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "malformed frame header"))
@@ -225,8 +228,16 @@ async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> N
                 await _reply(stream, protocol.encode_error(protocol.ERR_BUSY, "too many connections"))
                 return
             buffered = BufferedByteReceiveStream(stream)
-            while await serve_frame(daemon, stream, buffered):
-                pass
+            with anyio.CancelScope() as scope:
+                watch = daemon.deadlines.watch(scope)
+                try:
+                    while await serve_frame(daemon, stream, buffered, watch):
+                        pass
+                finally:
+                    daemon.deadlines.forget(watch)
+            if watch.expired:
+                LOG.warning("a client was too slow to send its frame; dropped")
+                await _reply(stream, protocol.encode_error(protocol.ERR_TIMEOUT, "frame not received in time"))
     except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
         LOG.debug("a client closed its connection early")
     except OSError as exc:
@@ -349,6 +360,7 @@ async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daem
                             await handle_connection(daemon, stream)
 
                         services.start_soon(listener.serve, handler, conns)
+                        services.start_soon(daemon.deadlines.run)
                         await services.start(_watch_signals, services.cancel_scope)
                         services.start_soon(_watch_stop, daemon, services.cancel_scope)
                         services.start_soon(_watch_idle, daemon, services.cancel_scope)

@@ -140,6 +140,7 @@ class Store:
             plan = _plan(items, known, self.next_observation_id, overlay)
             if plan.observations:
                 await conn.executemany(_INSERT_OBSERVATION, plan.observations)
+                await conn.execute(_INDEX_NEW, (self.next_observation_id, plan.next_id))
             if plan.merges:
                 await conn.executemany(
                     "UPDATE observations SET count = count + 1, last_ts = max(last_ts, ?) WHERE id = ?",
@@ -172,6 +173,11 @@ _INSERT_OBSERVATION = (
     "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
     " content, tool_name, file_path, command, tool_use_id, agent_id)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# One FTS5 insert for the whole batch (see migration m002): the ids are ours and contiguous.
+_INDEX_NEW = (
+    "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
+    " SELECT id, title, content, file_path, command FROM observations WHERE id >= ? AND id < ?"
 )
 _INSERT_PROMPT = (
     "INSERT INTO prompts(observation_id, session_id, prompt_number, ts) VALUES (?, ?,"

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import anyio
 import pytest
 from conftest import BIN, READY_TIMEOUT_S, Daemon, db_rows, integrity_ok, run_send
 from helpers import connect, count, log_text, new_id, payload, ping, prompt_event, wait_until
@@ -33,10 +32,8 @@ from hypothesis import strategies as st
 
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
-from nmemd import config
 from nmemd.ingest import extract_event
-from nmemd.migrations import MIGRATIONS
-from nmemd.store import Incoming, open_store
+from nmemd.migrations import M001_INITIAL, MIGRATIONS, MIGRATIONS_DDL
 
 DRAIN_ENV = {"NMEM_INBOX_DRAIN_INTERVAL_S": "0.3"}
 
@@ -421,19 +418,36 @@ MIGRATION_EVENTS = 25
 MIGRATION_INBOX = 10
 
 
-def _incoming(marker: str) -> Incoming:
-    return Incoming(event_id=new_id(), received_at=time.time(), extracted=extract_event(payload(marker), frozenset()))
-
-
 def build_v1(home: Path) -> set[str]:
-    """Version 1 (m001_initial): the daemon's store with events committed, plus inbox rows left over."""
+    """Version 1 (m001_initial only): rows written as v1 wrote them (the FTS insert trigger
+    indexing each row), plus inbox rows left over."""
     markers = {f"mg-v1-{i:03d}" for i in range(MIGRATION_EVENTS)}
-
-    async def build() -> None:
-        async with open_store(config.load({})) as store:
-            await store.commit_batch([_incoming(m) for m in sorted(markers)])
-
-    anyio.run(build)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    conn = sqlite3.connect(home / "nmem.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(MIGRATIONS_DDL)
+        record = "INSERT INTO schema_migrations VALUES ('m001_initial', 0)"
+        conn.executescript(f"BEGIN; {M001_INITIAL}; {record}; COMMIT;")
+        conn.execute("BEGIN")
+        for marker in sorted(markers):
+            ex = extract_event(payload(marker), frozenset())
+            obs = ex.observations[0]
+            event_id = new_id()
+            cur = conn.execute(
+                "INSERT INTO observations(event_id, session_id, project, ts, last_ts, hook_event, type, title, content,"
+                " tool_name, file_path, command) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (event_id, ex.session_id, ex.project, time.time(), time.time(), ex.hook_event, obs.type, obs.title,
+                 obs.content, obs.tool_name, obs.file_path, obs.command),
+            )
+            conn.execute(
+                "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (event_id, time.time(), ex.session_id, ex.hook_event, cur.lastrowid),
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
     for i in range(MIGRATION_INBOX):
         marker = f"mg-v1-inbox-{i:03d}"
         markers.add(marker)
@@ -477,3 +491,6 @@ def test_daemon_migrates_earlier_databases_without_loss(
     assert count(daemon.db, "events") == len(markers)
     assert count(daemon.db, "observations") == len(markers) >= before_obs
     assert_exactly_once(daemon.db, markers, "mg-")
+    # Rows indexed before and after the upgrade are all found, once each.
+    hits = db_rows(daemon.db, "SELECT rowid FROM observations_fts WHERE observations_fts MATCH 'remember marker'")
+    assert len(hits) == len({h[0] for h in hits}) == len(markers)
