@@ -23,6 +23,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
 from nmemd import __version__, maintenance, recall, rpc
+from nmemd.checkpointer import Checkpointer
 from nmemd.config import Settings
 from nmemd.deadlines import Deadlines, Watch
 from nmemd.drain import drain_once
@@ -330,6 +331,8 @@ async def serve(
         try:
             async with open_store(settings) as store:
                 ingestor = Ingestor(store)
+                checkpointer = Checkpointer(settings.db)
+                ingestor.on_commit = checkpointer.committed
                 daemon = Daemon(
                     settings=settings,
                     ingestor=ingestor,
@@ -337,7 +340,7 @@ async def serve(
                     socket_activated=activated,
                     uid_allowed=uid_allowed,
                 )
-                await _run(daemon, sock, task_status)
+                await _run(daemon, sock, checkpointer, task_status)
         finally:
             if not activated:  # never unlink a socket systemd handed us
                 _unlink_quietly(settings.socket)
@@ -346,7 +349,9 @@ async def serve(
         LOG.info("stopped")
 
 
-async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daemon]) -> None:
+async def _run(
+    daemon: Daemon, sock: Any, checkpointer: Checkpointer, task_status: anyio.abc.TaskStatus[Daemon]
+) -> None:
     listener = await anyio.abc.SocketListener.from_socket(sock)
     async with anyio.create_task_group() as core:
         daemon.background = core
@@ -361,6 +366,7 @@ async def _run(daemon: Daemon, sock: Any, task_status: anyio.abc.TaskStatus[Daem
 
                         services.start_soon(listener.serve, handler, conns)
                         services.start_soon(daemon.deadlines.run)
+                        services.start_soon(checkpointer.run)
                         await services.start(_watch_signals, services.cancel_scope)
                         services.start_soon(_watch_stop, daemon, services.cancel_scope)
                         services.start_soon(_watch_idle, daemon, services.cancel_scope)

@@ -48,6 +48,7 @@ def connection_pragmas(settings: Settings) -> list[str]:
         "PRAGMA temp_store=MEMORY",
         "PRAGMA secure_delete=ON",  # deleted rows (drained inbox, purges) leave no bytes behind
         f"PRAGMA journal_size_limit={64 * 1024 * 1024}",
+        "PRAGMA wal_autocheckpoint=0",  # nmemd.checkpointer does it off the commit path
     ]
 
 
