@@ -34,6 +34,13 @@ def ensure_private_dir(path: str) -> None:
         os.chmod(path, 0o700)  # we own it: tighten rather than refuse
 
 
+# Locks this process already holds, by path: `nmemd` takes its lock before importing the
+# daemon (a losing starter then exits before paying for anyio, aiosqlite and the server), and
+# `serve()` adopts it. Two flocks on two descriptors of one file conflict even within a
+# process, so adopting is the only way to hand the lock on.
+_held: dict[str, int] = {}
+
+
 class InstanceLock:
     """An exclusive, non-blocking flock on a lock file beside the socket."""
 
@@ -42,6 +49,10 @@ class InstanceLock:
         self.fd: int | None = None
 
     def acquire(self) -> None:
+        adopted = _held.get(self.path)
+        if adopted is not None:
+            self.fd = adopted
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -53,11 +64,14 @@ class InstanceLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self.fd = fd
+        _held[self.path] = fd
 
     def release(self) -> None:
-        if self.fd is not None:
+        """Drop the lock; a no-op when whoever adopted it released it already."""
+        if self.fd is not None and _held.get(self.path) == self.fd:
+            del _held[self.path]
             os.close(self.fd)  # closing drops the flock
-            self.fd = None
+        self.fd = None
 
 
 def _read_pid(fd: int) -> int | None:
