@@ -11,9 +11,21 @@ import msgspec
 
 from nmem_client import paths
 from nmemd.errors import ConfigError
+from nmemd.model import OBSERVATION_TYPES, ObservationType
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
+
+# Days an observation is kept after it last happened (0: forever); pinned ones are always kept.
+# What is cheap to see again (reads, searches, fetches) goes first; what only the past knows
+# (prompts, edits, writes, errors) stays. Session rows and their summaries are never swept.
+RETENTION_DEFAULTS: dict[ObservationType, float] = {
+    "read": 30, "search": 30, "fetch": 30, "notification": 14, "event": 30,
+    "command": 90, "tool": 90, "mcp": 90, "agent": 90, "task": 90,
+    "session": 365, "compact": 365, "stop": 365,
+    "prompt": 0, "edit": 0, "write": 0, "error": 0,
+}  # fmt: skip
+assert set(RETENTION_DEFAULTS) == set(OBSERVATION_TYPES), "every type needs a default"
 
 
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -59,7 +71,13 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     maintenance_idle_s: NonNegFloat = 5.0
     maintenance_wal_truncate_bytes: PositiveInt = 32 * 1024 * 1024
     maintenance_vacuum_pages: PositiveInt = 256  # pages per incremental_vacuum step
-    maintenance_fts_merge_pages: PositiveInt = 128  # pages per FTS5 merge step
+    maintenance_fts_merge_pages: PositiveInt = 64  # pages per FTS5 merge step (~12 ms at 100,000 rows)
+    # Retention (nmemd.retention): per-type days, merged over RETENTION_DEFAULTS (a file or
+    # NMEM_RETENTION_DAYS="read=7,search=7" names only the types it changes). Sweeps delete at
+    # most maintenance_retention_batch rows per step, fewer when a step takes more than a few ms.
+    retention_days: dict[ObservationType, NonNegFloat] = msgspec.field(default_factory=lambda: dict(RETENTION_DEFAULTS))
+    maintenance_retention_interval_s: NonNegFloat = 3600.0
+    maintenance_retention_batch: PositiveInt = 200
 
     @property
     def log_dir(self) -> str:
@@ -85,9 +103,46 @@ def _env_overrides() -> dict[str, Any]:
             continue
         if name == "skip_tools":
             out[name] = [t.strip() for t in raw.split(",") if t.strip()]
+        elif name == "retention_days":
+            out[name] = _retention_env(raw)
         else:
             out[name] = raw  # converted and validated by msgspec.convert(strict=False)
     return out
+
+
+def _retention_env(raw: str) -> dict[str, str]:
+    """`read=7, search=14`: the types named, each with its days (converted with the rest)."""
+    out: dict[str, str] = {}
+    for item in raw.split(","):
+        if not item.strip():
+            continue
+        kind, sep, days = item.partition("=")
+        if not sep or not kind.strip() or not days.strip():
+            raise ConfigError(f"env NMEM_RETENTION_DAYS: expected TYPE=DAYS[,TYPE=DAYS...], got {item.strip()!r}")
+        out[kind.strip()] = days.strip()
+    return out
+
+
+def _check_retention(value: Any, where: str) -> None:
+    if isinstance(value, dict):
+        unknown = [k for k in value if k not in OBSERVATION_TYPES]
+        if unknown:
+            raise ConfigError(
+                f"{where}: retention_days: unknown type {unknown[0]!r} (known: {', '.join(OBSERVATION_TYPES)})"
+            )
+
+
+def _merge_retention(layers: list[tuple[str, Any]]) -> tuple[Any, str]:
+    """Each layer changes only the types it names; a non-table is left for msgspec to refuse."""
+    merged: dict[str, Any] = {str(k): v for k, v in RETENTION_DEFAULTS.items()}
+    where = ["default"]
+    for source, value in layers:
+        _check_retention(value, source)
+        if not isinstance(value, dict):
+            return value, source
+        merged.update(value)
+        where.append(source)
+    return merged, " + ".join(where)
 
 
 def load(overrides: dict[str, Any] | None = None) -> Settings:
@@ -104,6 +159,7 @@ def load_with_sources(overrides: dict[str, Any] | None = None) -> tuple[Settings
     home = paths.home()
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    retention: list[tuple[str, Any]] = []
     config_file = Path(home) / "config.toml"
     if config_file.exists():
         try:
@@ -114,11 +170,19 @@ def load_with_sources(overrides: dict[str, Any] | None = None) -> tuple[Settings
             raise ConfigError(f"{config_file}: expected a table of settings")
         values.update(from_file)
         sources.update(dict.fromkeys(from_file, str(config_file)))
+        if "retention_days" in from_file:
+            retention.append((str(config_file), from_file["retention_days"]))
     from_env = _env_overrides()
     values.update(from_env)
     sources.update({k: f"env NMEM_{k.upper()}" for k in from_env})
+    if "retention_days" in from_env:
+        retention.append(("env NMEM_RETENTION_DAYS", from_env["retention_days"]))
     values.update(overrides or {})
     sources.update(dict.fromkeys(overrides or {}, "command line"))
+    if "retention_days" in (overrides or {}):
+        retention.append(("command line", values["retention_days"]))
+    if retention:
+        values["retention_days"], sources["retention_days"] = _merge_retention(retention)
     for key, default in (("home", home), ("socket", paths.socket_path())):
         if key not in values:
             values[key], sources[key] = default, "default"

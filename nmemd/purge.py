@@ -108,8 +108,7 @@ def _has_terms(text: str | None, terms: list[str]) -> bool:
 
 async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -> None:
     """Put the matching observation ids in `temp.purge_ids` (memory: temp_store=MEMORY)."""
-    await conn.execute("CREATE TEMP TABLE IF NOT EXISTS purge_ids (id INTEGER PRIMARY KEY)")
-    await conn.execute("DELETE FROM temp.purge_ids")
+    await clear_listed(conn)
     filters = Filters(project=f.project, types=f.types, session_id=f.session_id, since=f.since, until=f.until)
     clauses, params = queries._where(filters)
     source = "observations o"
@@ -122,6 +121,41 @@ async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -
         params.insert(0, match)
     where = " AND ".join(clauses) or "1"
     await conn.execute(f"INSERT OR IGNORE INTO temp.purge_ids(id) SELECT o.id FROM {source} WHERE {where}", params)
+
+
+# --- the deletion itself, shared with retention (nmemd.retention) ---------------------------------
+
+LISTED = "IN (SELECT id FROM temp.purge_ids)"
+
+
+async def clear_listed(conn: aiosqlite.Connection) -> None:
+    """An empty `temp.purge_ids`, the list `delete_listed` works from."""
+    await conn.execute("CREATE TEMP TABLE IF NOT EXISTS purge_ids (id INTEGER PRIMARY KEY)")
+    await conn.execute("DELETE FROM temp.purge_ids")
+
+
+async def delete_listed(conn: aiosqlite.Connection, *, scan_ledger: bool = True) -> None:
+    """Delete the observations in `temp.purge_ids` and their prompts; unlink their ledger rows.
+
+    Runs inside the caller's write transaction. The FTS delete trigger removes
+    their index entries and `secure_delete=ON` zeroes the freed pages. Ledger
+    rows stay (content-free, they keep replays out). The ledger has no index on
+    `observation_id`: `scan_ledger` finds every event linked to the rows (one
+    full scan, ~20 ms per 150,000 events: fine once per purge); without it,
+    only the events that created them are unlinked, through the primary key,
+    so a retention step stays a few ms and merged repeats keep a dangling link
+    (nothing reads it: ids are never reused).
+    """
+    if scan_ledger:
+        await conn.execute(f"UPDATE events SET observation_id = NULL WHERE observation_id {LISTED}")
+    else:
+        await conn.execute(
+            "UPDATE events SET observation_id = NULL WHERE event_id IN"
+            " (SELECT CASE WHEN instr(event_id, ':') THEN substr(event_id, 1, instr(event_id, ':') - 1)"
+            f" ELSE event_id END FROM observations WHERE id {LISTED}) AND observation_id {LISTED}"
+        )
+    await conn.execute(f"DELETE FROM prompts WHERE observation_id {LISTED}")
+    await conn.execute(f"DELETE FROM observations WHERE id {LISTED}")
 
 
 async def _one(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...] = ()) -> int:
@@ -249,16 +283,13 @@ async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
         plan = await _plan(conn, store, f, match)
         if plan.inbox_rows:
             await conn.executemany("DELETE FROM inbox WHERE event_id = ?", [(e,) for e in plan.inbox_rows])
-        in_ids = "IN (SELECT id FROM temp.purge_ids)"
         stop_sessions = {
             str(r[0])
             for r in await conn.execute_fetchall(
-                f"SELECT DISTINCT session_id FROM observations WHERE hook_event = 'Stop' AND id {in_ids}"
+                f"SELECT DISTINCT session_id FROM observations WHERE hook_event = 'Stop' AND id {LISTED}"
             )
         }
-        await conn.execute(f"UPDATE events SET observation_id = NULL WHERE observation_id {in_ids}")
-        await conn.execute(f"DELETE FROM prompts WHERE observation_id {in_ids}")
-        await conn.execute(f"DELETE FROM observations WHERE id {in_ids}")
+        await delete_listed(conn)
         await conn.executemany("DELETE FROM sessions WHERE session_id = ?", [(s,) for s in plan.emptied])
         resummarize = await _scrub_sessions(conn, set(plan.affected) - set(plan.emptied), stop_sessions, terms)
         if plan.ids or plan.emptied or resummarize:

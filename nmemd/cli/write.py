@@ -68,7 +68,9 @@ def _maintain_locally(job: str | None) -> Any:
 def maintain(
     job: Annotated[
         str | None,
-        typer.Option("--job", "-j", help="Only this job: fts_merge, vacuum, optimize, integrity or checkpoint."),
+        typer.Option(
+            "--job", "-j", help="Only this job: retention, checkpoint, vacuum, fts_merge, optimize or integrity."
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:

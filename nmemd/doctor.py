@@ -1,0 +1,393 @@
+"""`nmem doctor`: check the install end to end and say, for each problem, the command that fixes it.
+
+Every check only reads: settings files, the socket directory, the database
+(read-only), the service manager's unit files. A check that cannot tell is a
+warning, never a crash. `fail` means memory is not being captured or kept
+safely (the command exits 1); `warn` means something is worth a look
+(a daemon not running yet is normal: the first hook starts it).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from nmem_client import paths
+from nmemd import __version__, config, control, install, readers
+from nmemd.config import Settings
+from nmemd.errors import NmemError
+from nmemd.instance import lock_holder
+from nmemd.migrations import MIGRATIONS
+
+Level = Literal["ok", "warn", "fail"]
+ENTRY_POINTS = ("nmem", "nmemd", "nmem-send", "nmem-mcp")
+STALE_BACKLOG_S = 120.0  # the daemon drains every few seconds: older waiting events mean it does not
+SUN_PATH_MAX = 104  # macOS; Linux allows 108
+SYSTEMCTL_TIMEOUT_S = 5.0
+
+
+class Check(msgspec.Struct, kw_only=True):
+    name: str
+    status: Level
+    detail: str
+    fix: str | None = None  # a command to run (or, where none exists, what to do)
+
+
+class Report(msgspec.Struct, kw_only=True):
+    ok: bool  # no check failed
+    checks: list[Check]
+
+
+def _ok(name: str, detail: str) -> Check:
+    return Check(name=name, status="ok", detail=detail)
+
+
+def _warn(name: str, detail: str, fix: str | None = None) -> Check:
+    return Check(name=name, status="warn", detail=detail, fix=fix)
+
+
+def _fail(name: str, detail: str, fix: str | None) -> Check:
+    return Check(name=name, status="fail", detail=detail, fix=fix)
+
+
+def _home_tilde(path: Path | str) -> str:
+    text, home = str(path), os.path.expanduser("~")
+    return "~" + text[len(home) :] if home != "/" and text.startswith(home + "/") else text
+
+
+def _private(path: str) -> str | None:
+    """Why `path` is not ours alone (None: fine)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symlink"
+    if st.st_uid != os.geteuid():
+        return f"{path} is owned by uid {st.st_uid}, not by us"
+    if st.st_mode & 0o077:
+        return f"{path} is mode {stat.S_IMODE(st.st_mode):o}: others can reach it"
+    return None
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+
+def check_config() -> tuple[Check, Settings]:
+    """The effective config; on an error, the default paths so the other checks still run."""
+    try:
+        settings = config.load()
+    except NmemError as exc:
+        fallback = Settings(home=paths.home(), socket=paths.socket_path(), db=paths.db_path())
+        target = Path(paths.home()) / "config.toml"
+        fix = f"edit {target} or the NMEM_* variable it names, then: nmem config show"
+        return _fail("config", str(exc), fix), fallback
+    target = Path(settings.home) / "config.toml"
+    return _ok("config", str(target) if target.exists() else "defaults (no config.toml)"), settings
+
+
+def _reinstall_command() -> str:
+    source = Path(__file__).resolve().parent.parent
+    spec = shlex.quote(str(source)) if (source / "pyproject.toml").exists() else "nmem"
+    editable = "-e " if (source / "pyproject.toml").exists() else ""
+    return f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps {editable}{spec}"
+
+
+def check_entry_points(bin_dir: str | None = None) -> Check:
+    """The executables hooks, services and MCP clients call, beside this Python."""
+    where = bin_dir or os.path.dirname(os.path.abspath(sys.executable))
+    missing = [n for n in ENTRY_POINTS if not os.access(os.path.join(where, n), os.X_OK)]
+    client = Path(install.__file__).resolve().parent.parent / install.CLIENT_MARKER
+    if not client.exists():
+        missing.append(str(client))
+    if missing:
+        return _fail("entry points", f"missing in {where}: {', '.join(missing)}", _reinstall_command())
+    return _ok("entry points", f"{', '.join(ENTRY_POINTS)} in {where}")
+
+
+def _command_paths(command: str) -> list[str]:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    return [w for w in words if w.startswith("/")]
+
+
+def _settings_files() -> list[tuple[Path, str]]:
+    """User settings, then this project's (when it exists), with the install command for each."""
+    from nmemd.project import project_root
+
+    files = [(install.user_settings_path(), "nmem install")]
+    try:
+        root = project_root(os.getcwd()) or os.getcwd()
+    except OSError:
+        return files
+    project = Path(root) / ".claude" / "settings.json"
+    if project.exists() and project != files[0][0]:
+        files.append((project, f"cd {shlex.quote(root)} && nmem install --project"))
+    return files
+
+
+def check_hooks() -> Check:
+    """nmem's handler on every hook event it needs, calling a client that exists."""
+    wanted = [h.event for h in install.HOOKS]
+    found: dict[str, str] = {}  # event -> command
+    where: list[str] = []
+    fix = "nmem install"
+    for path, command in _settings_files():
+        try:
+            data = install.load(path)
+        except NmemError as exc:
+            return _fail("hooks", str(exc), f"repair or restore {path} (nmem install keeps a .nmem-backup-* copy)")
+        hooks = data.get("hooks")
+        if not isinstance(hooks, dict):
+            continue
+        for event, groups in hooks.items():
+            for group in groups if isinstance(groups, list) else []:
+                handlers = group.get("hooks") if isinstance(group, dict) else None
+                for h in handlers if isinstance(handlers, list) else []:
+                    if isinstance(h, dict) and install.CLIENT_MARKER in str(h.get("command", "")):
+                        found.setdefault(event, str(h["command"]))
+                        if _home_tilde(path) not in where:
+                            where.append(_home_tilde(path))
+                            fix = command
+    user = _home_tilde(install.user_settings_path())
+    if not found:
+        return _fail("hooks", f"no nmem hooks in {user} (nor in this project's .claude/settings.json)", "nmem install")
+    missing = [e for e in wanted if e not in found]
+    if missing:
+        return _fail("hooks", f"{', '.join(where)} lacks nmem hooks for {', '.join(missing)}", fix)
+    current = install.hook_command()
+    broken = sorted({p for c in found.values() for p in _command_paths(c) if not os.path.exists(p)})
+    if broken:
+        return _fail("hooks", f"hooks in {', '.join(where)} call {broken[0]}, which does not exist", fix)
+    if any(c != current for c in found.values()):
+        return _warn("hooks", f"hooks in {', '.join(where)} call another nmem installation than this one", fix)
+    return _ok("hooks", f"{len(wanted)} hook events in {', '.join(where)}")
+
+
+def check_mcp() -> Check:
+    state_path = install.user_state_path()
+    try:
+        state = install.load(state_path)
+    except NmemError as exc:
+        return _fail("mcp", str(exc), f"repair or restore {state_path}")
+    servers = state.get("mcpServers")
+    entry = servers.get(install.MCP_NAME) if isinstance(servers, dict) else None
+    where = _home_tilde(state_path)
+    if not isinstance(entry, dict):
+        return _fail("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install")
+    command = str(entry.get("command", ""))
+    if not os.access(command, os.X_OK):
+        return _fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {command or '(nothing)'}, not an executable",
+                     "nmem install")  # fmt: skip
+    return _ok("mcp", f"'{install.MCP_NAME}' in {where} runs {command}")
+
+
+def check_socket(settings: Settings) -> Check:
+    sock = settings.socket
+    directory = os.path.dirname(sock)
+    if len(os.fsencode(sock)) >= SUN_PATH_MAX:
+        return _fail("socket", f"{sock} is longer than a Unix socket path may be ({SUN_PATH_MAX - 1} bytes)",
+                     "export NMEM_SOCKET=/tmp/nmem-$(id -u)/nmemd.sock  # or another short path")  # fmt: skip
+    if not os.path.lexists(directory):
+        return _ok("socket", f"{directory} does not exist yet: the daemon creates it 0700")
+    why = _private(directory)
+    if why:
+        return _fail("socket", why, f"chmod 700 {shlex.quote(directory)}")
+    if os.path.lexists(sock):
+        st = os.lstat(sock)
+        if not stat.S_ISSOCK(st.st_mode):
+            return _fail("socket", f"{sock} is not a socket", f"nmem daemon stop; rm {shlex.quote(sock)}")
+        why = _private(sock)
+        if why:
+            return _fail("socket", why, f"chmod 600 {shlex.quote(sock)}")
+    return _ok("socket", f"{sock} (directory 0700{', socket 0600' if os.path.exists(sock) else ''})")
+
+
+def check_daemon(settings: Settings) -> Check:
+    facts = control.ping(timeout=2.0)
+    if facts is not None:
+        detail = f"running, pid {facts.pid}, started by {facts.started_by}, version {facts.version}"
+        if facts.version != __version__:
+            return _warn("daemon", f"{detail}; this nmem is {__version__}", "nmem daemon restart")
+        if facts.last_error:
+            return _warn("daemon", f"{detail}; last error: {facts.last_error}", f"see {settings.log_dir}/nmemd.log")
+        return _ok("daemon", detail)
+    holder = lock_holder(settings.lock)
+    if holder is not None:
+        who = f"pid {holder}" if holder > 0 else "a process"
+        return _fail("daemon", f"{who} holds {settings.lock} but does not answer on {settings.socket}",
+                     "nmem daemon restart")  # fmt: skip
+    return _warn("daemon", "not running (the first hook event starts it)",
+                 "nmem daemon start  # or: nmem service install")  # fmt: skip
+
+
+def _recover_command(settings: Settings) -> str:
+    """Move the file (with its -wal and -shm) aside and rebuild what SQLite can still read."""
+    db = shlex.quote(settings.db)
+    broken = shlex.quote(os.path.join(os.path.dirname(settings.db), f"broken-{int(time.time())}"))
+    name = shlex.quote(os.path.basename(settings.db))
+    return (f"nmem daemon stop && mkdir {broken} && mv {db}* {broken}/"
+            f" && sqlite3 {broken}/{name} .recover | sqlite3 {db}")  # fmt: skip
+
+
+def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def check_database(settings: Settings) -> list[Check]:
+    """Integrity (quick_check, read-only), schema, file modes, WAL size and the raw-event backlog."""
+    db = settings.db
+    if not os.path.exists(db):
+        return [_ok("database", f"{db} does not exist yet: created on the first event")]
+    unsafe = [w for w in (_private(p) for p in (db, db + "-wal") if os.path.exists(p)) if w]
+    if unsafe:
+        return [_fail("database", unsafe[0], f"chmod 600 {shlex.quote(db)}*")]
+    try:
+        conn = readers.open_readonly(db)
+        try:
+            problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+            applied = {str(r[0]) for r in conn.execute("SELECT name FROM schema_migrations")} if _table_exists(
+                conn, "schema_migrations") else set()  # fmt: skip
+            inbox = conn.execute("SELECT count(*), min(received_at) FROM inbox").fetchone() if _table_exists(
+                conn, "inbox") else (0, None)  # fmt: skip
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return [_fail("database", f"{db} cannot be read: {exc}", _recover_command(settings))]
+    checks = []
+    if problems != ["ok"]:
+        checks.append(_fail("database", f"{db} is damaged: {'; '.join(problems)}", _recover_command(settings)))
+    else:
+        pending = [name for name, _ in MIGRATIONS if name not in applied]
+        if pending and applied:
+            checks.append(_warn("database", f"{db}: schema waits for {', '.join(pending)}", "nmem daemon restart"))
+        else:
+            checks.append(_ok("database", f"{db}: quick_check ok"))
+    checks.append(_check_wal(settings))
+    checks.append(_check_backlog(settings, int(inbox[0] or 0), inbox[1]))
+    return checks
+
+
+def _check_wal(settings: Settings) -> Check:
+    try:
+        wal = os.stat(settings.db + "-wal").st_size
+    except OSError:
+        wal = 0
+    limit = 2 * settings.maintenance_wal_truncate_bytes
+    if wal > limit:
+        return _warn("wal", f"{wal / 1048576:.0f} MB, more than twice the checkpoint threshold",
+                     "nmem maintain --job checkpoint")  # fmt: skip
+    return _ok("wal", f"{wal / 1048576:.1f} MB")
+
+
+def _check_backlog(settings: Settings, inbox: int, oldest: float | None) -> Check:
+    spooled: list[float] = []
+    try:
+        for entry in os.scandir(settings.spool):
+            if entry.name.endswith(".event"):
+                spooled.append(entry.stat().st_mtime)
+    except OSError:
+        pass
+    times = [t for t in (oldest, *spooled) if t is not None]
+    waiting = inbox + len(spooled)
+    if not waiting:
+        return _ok("backlog", "no raw events waiting")
+    age = time.time() - min(times) if times else 0.0
+    detail = f"{inbox} in the inbox, {len(spooled)} spooled, oldest {age:.0f} s"
+    if age < STALE_BACKLOG_S:
+        return _ok("backlog", detail + " (the daemon drains them)")
+    running = control.ping(timeout=2.0) is not None
+    fix = "nmem daemon restart" if running else "nmem daemon start  # it stores them at start"
+    return _fail("backlog", f"{detail}: not stored yet", fix)
+
+
+def _exec_start(unit_text: str) -> str | None:
+    for line in unit_text.splitlines():
+        if line.startswith("ExecStart="):
+            words = _command_paths(line.removeprefix("ExecStart=").lstrip("@-:+!"))
+            return words[0] if words else None
+    return None
+
+
+def _systemctl(*args: str) -> str:
+    try:
+        done = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True,
+                              timeout=SYSTEMCTL_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    words = done.stdout.split()
+    return words[0] if words else "unknown"
+
+
+def check_service() -> Check:
+    """Units are optional; when installed they must start an nmemd that exists, and be enabled."""
+    from nmemd import service
+
+    if sys.platform == "darwin":
+        plist = service.launchd_plist_path()
+        if not plist.exists():
+            return _ok("service", "no LaunchAgent (optional: nmem service install)")
+        import plistlib
+
+        try:
+            program = str(plistlib.loads(plist.read_bytes())["ProgramArguments"][0])
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            return _fail("service", f"{plist} cannot be read: {exc}", "nmem service install")
+        if not os.access(program, os.X_OK):
+            return _fail("service", f"{plist} starts {program}, which does not exist", "nmem service install")
+        return _ok("service", f"{plist} starts {program}")
+    unit_dir = service.systemd_user_dir()
+    units = [unit_dir / service.SOCKET_UNIT, unit_dir / service.SERVICE_UNIT]
+    present = [u for u in units if u.exists()]
+    if not present:
+        return _ok("service", "no systemd user units (optional: nmem service install)")
+    if len(present) < len(units):
+        missing = next(u for u in units if not u.exists())
+        return _fail("service", f"{missing} is missing", "nmem service install")
+    try:
+        program = _exec_start(units[1].read_text(encoding="utf-8"))
+    except OSError as exc:
+        return _fail("service", f"{units[1]} cannot be read: {exc.strerror}", "nmem service install")
+    if program is None or not os.access(program, os.X_OK):
+        return _fail("service", f"{units[1]} starts {program or 'nothing'}, which does not exist",
+                     "nmem service install")  # fmt: skip
+    enabled = _systemctl("is-enabled", service.SOCKET_UNIT)
+    if enabled != "enabled":
+        return _warn("service", f"units installed, socket unit is {enabled}",
+                     f"systemctl --user enable --now {service.SOCKET_UNIT}")  # fmt: skip
+    return _ok("service", f"{units[1]} starts {program}; socket enabled")
+
+
+# --- all of them ---------------------------------------------------------------------------------
+
+
+def _guarded(name: str, fn: Callable[[], Any]) -> list[Check]:
+    """A check that cannot run is reported as a failed check, not as a traceback."""
+    try:
+        out = fn()
+    except (OSError, sqlite3.Error, NmemError, ValueError) as exc:
+        return [_fail(name, f"could not check: {exc}", None)]
+    return out if isinstance(out, list) else [out]
+
+
+def run() -> Report:
+    """Every check, in the order a problem is best fixed in."""
+    first, settings = check_config()
+    checks = [first]
+    checks += _guarded("entry points", check_entry_points)
+    checks += _guarded("hooks", check_hooks)
+    checks += _guarded("mcp", check_mcp)
+    checks += _guarded("socket", lambda: check_socket(settings))
+    checks += _guarded("daemon", lambda: check_daemon(settings))
+    checks += _guarded("database", lambda: check_database(settings))
+    checks += _guarded("service", check_service)
+    return Report(ok=all(c.status != "fail" for c in checks), checks=checks)

@@ -1,0 +1,192 @@
+"""`nmem doctor` against real temp homes: a good install passes, each broken piece is named with its fix.
+
+Where the fix is safe to run here (install, chmod, daemon start), the test runs
+the printed command through a shell and checks the doctor is then satisfied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BIN, Daemon
+from helpers import kill_all, new_id, payload, send_hook
+
+from nmemd import doctor
+from nmemd.instance import InstanceLock
+
+NMEM = str(BIN / "nmem")
+
+
+@pytest.fixture
+def env(tmp_path: Path, nmem_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Claude Code's config and the systemd user dir in temp dirs; the venv first on PATH."""
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    extra = {
+        "CLAUDE_CONFIG_DIR": str(claude),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        "NMEM_AUTOSTART": "0",
+    }
+    for key, value in extra.items():
+        monkeypatch.setenv(key, value)
+    return {**nmem_env, **extra}
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, env={**os.environ, **env}, cwd=cwd)
+
+
+def diagnose(env: dict[str, str], cwd: Path) -> tuple[int, dict[str, dict[str, Any]], str]:
+    done = run([NMEM, "doctor", "--json"], env, cwd)
+    assert "Traceback" not in done.stderr, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] == (done.returncode == 0)
+    checks = {c["name"]: c for c in report["checks"]}
+    return done.returncode, checks, done.stderr
+
+
+def apply_fix(fix: str, env: dict[str, str], cwd: Path) -> None:
+    done = run(["bash", "-c", fix], env, cwd)
+    assert done.returncode == 0, (fix, done.stderr)
+
+
+def test_a_good_install_passes(env: dict[str, str], daemon: Daemon, tmp_path: Path) -> None:
+    assert run([NMEM, "install"], env, tmp_path).returncode == 0
+    daemon.start()
+    assert send_hook(daemon.socket, new_id(), payload("doctor good"))[0] == b"OK"
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 0, checks
+    assert {name: c["status"] for name, c in checks.items()} == dict.fromkeys(
+        ["config", "entry points", "hooks", "mcp", "socket", "daemon", "database", "wal", "backlog", "service"], "ok"
+    )
+    text = run([NMEM, "doctor"], env, tmp_path)
+    assert text.returncode == 0 and "FAIL" not in text.stdout and "hooks" in text.stdout
+
+
+def test_missing_install_is_named_and_its_fix_repairs_it(env: dict[str, str], tmp_path: Path) -> None:
+    code, checks, stderr = diagnose(env, tmp_path)
+    assert code == 1
+    assert stderr.strip() == "error: 2 checks failed: hooks, mcp"
+    assert checks["hooks"]["status"] == "fail" and checks["hooks"]["fix"] == "nmem install"
+    assert checks["mcp"]["status"] == "fail" and checks["mcp"]["fix"] == "nmem install"
+    assert checks["daemon"]["status"] == "warn"  # not running yet is normal: not a failure
+    apply_fix(checks["hooks"]["fix"], env, tmp_path)
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 0 and checks["hooks"]["status"] == "ok" and checks["mcp"]["status"] == "ok", checks
+
+    # one hook event gone: named, and the same fix
+    settings = Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json"
+    data = json.loads(settings.read_text())
+    del data["hooks"]["Stop"]
+    settings.write_text(json.dumps(data))
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1 and "lacks nmem hooks for Stop" in checks["hooks"]["detail"], checks["hooks"]
+    apply_fix(checks["hooks"]["fix"], env, tmp_path)
+    assert diagnose(env, tmp_path)[0] == 0
+
+    # hooks calling an interpreter that is gone (a removed venv)
+    stale = json.dumps({"hooks": {h: [{"hooks": [{"type": "command",
+                        "command": "/gone/venv/bin/python -I -S /gone/nmem_client/send.py"}]}]
+                        for h in json.loads(settings.read_text())["hooks"]}})  # fmt: skip
+    settings.write_text(stale)
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1 and "/gone/" in checks["hooks"]["detail"] and checks["hooks"]["fix"] == "nmem install"
+    apply_fix(checks["hooks"]["fix"], env, tmp_path)
+    assert diagnose(env, tmp_path)[0] == 0
+
+    settings.write_text('{"hooks": {')  # not JSON: named, never rewritten by the doctor
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1 and str(settings) in checks["hooks"]["detail"] and "not valid JSON" in checks["hooks"]["detail"]
+    assert settings.read_text() == '{"hooks": {'
+
+
+def test_unsafe_modes_and_a_damaged_database(env: dict[str, str], daemon: Daemon, tmp_path: Path) -> None:
+    assert run([NMEM, "install"], env, tmp_path).returncode == 0
+    daemon.start()
+    assert send_hook(daemon.socket, new_id(), payload("doctor modes"))[0] == b"OK"
+    assert daemon.stop() == 0
+    sock_dir = os.path.dirname(env["NMEM_SOCKET"])
+    os.chmod(sock_dir, 0o755)
+    os.chmod(daemon.db, 0o644)
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1
+    assert checks["socket"]["status"] == "fail" and checks["socket"]["fix"] == f"chmod 700 {sock_dir}"
+    assert checks["database"]["status"] == "fail" and checks["database"]["fix"].startswith("chmod 600 ")
+    apply_fix(checks["socket"]["fix"], env, tmp_path)
+    apply_fix(checks["database"]["fix"], env, tmp_path)
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 0, checks
+
+    with open(daemon.db, "r+b") as fh:  # trash the pages after the header
+        fh.seek(4096)
+        fh.write(os.urandom(4096 * 4))
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1 and checks["database"]["status"] == "fail"
+    assert ".recover" in checks["database"]["fix"] and checks["database"]["fix"].startswith("nmem daemon stop && ")
+
+
+def test_a_stale_backlog_is_stored_by_the_fix(env: dict[str, str], tmp_path: Path) -> None:
+    from nmem_client import inbox
+
+    assert inbox.store(new_id(), payload("waiting in the inbox")) == "inbox"
+    db = Path(env["NMEM_HOME"]) / "nmem.db"
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE inbox SET received_at = ?", (time.time() - 3600,))
+    conn.commit()
+    conn.close()
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1 and checks["backlog"]["status"] == "fail" and "1 in the inbox" in checks["backlog"]["detail"]
+    try:
+        apply_fix(checks["backlog"]["fix"], env, tmp_path)  # nmem daemon start: drains at start
+        code, checks, _ = diagnose(env, tmp_path)
+        assert checks["backlog"]["status"] == "ok" and checks["daemon"]["status"] == "ok", checks
+    finally:
+        run([NMEM, "daemon", "stop"], env, tmp_path)
+        kill_all(env["NMEM_HOME"])
+
+
+def test_frozen_daemon_bad_config_and_broken_service_units(env: dict[str, str], tmp_path: Path) -> None:
+    assert run([NMEM, "install"], env, tmp_path).returncode == 0
+    units = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
+    units.mkdir(parents=True)
+    (units / "nmemd.socket").write_text("[Socket]\nListenStream=%t/nmem/nmemd.sock\n")
+    service = "[Service]\nType=notify\nExecStart=/gone/venv/bin/nmemd --started-by systemd\n"
+    (units / "nmemd.service").write_text(service)
+    lock_path = os.path.join(os.path.dirname(env["NMEM_SOCKET"]), "nmemd.lock")
+    os.makedirs(os.path.dirname(lock_path), mode=0o700, exist_ok=True)
+    lock = InstanceLock(lock_path)  # holds the lock like a daemon that stopped answering
+    lock.acquire()
+    try:
+        code, checks, _ = diagnose(env, tmp_path)
+    finally:
+        lock.release()
+    assert code == 1
+    assert checks["daemon"]["status"] == "fail" and "does not answer" in checks["daemon"]["detail"]
+    assert checks["daemon"]["fix"] == "nmem daemon restart"
+    assert checks["service"]["status"] == "fail" and "/gone/venv/bin/nmemd" in checks["service"]["detail"]
+    assert checks["service"]["fix"] == "nmem service install"
+
+    config = Path(env["NMEM_HOME"]) / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("bogus = 1\n")
+    code, checks, stderr = diagnose(env, tmp_path)
+    assert code == 1 and checks["config"]["status"] == "fail" and "bogus" in checks["config"]["detail"]
+    assert "hooks" in checks and "database" in checks  # the other checks still ran, on the default paths
+    assert stderr.strip().splitlines()[0].startswith("error: ")
+
+
+def test_entry_points_missing_from_a_bin_dir(tmp_path: Path) -> None:
+    (tmp_path / "nmem").write_text("#!/bin/sh\n")
+    os.chmod(tmp_path / "nmem", 0o755)
+    check = doctor.check_entry_points(str(tmp_path))
+    assert check.status == "fail" and "nmemd, nmem-send, nmem-mcp" in check.detail
+    assert check.fix is not None and "pip install --force-reinstall" in check.fix
+    assert doctor.check_entry_points().status == "ok"  # this venv

@@ -1,0 +1,166 @@
+"""Retention: per-type sweeps in small steps, pinned observations kept, config layers, the CLI job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BIN, db_rows, integrity_ok
+
+from nmemd import config, maintenance, retention
+from nmemd.errors import ConfigError
+from nmemd.model import Extracted, Observation
+from nmemd.store import Incoming, open_store
+
+NMEM = str(BIN / "nmem")
+DAY = 86400.0
+NOW = time.time()
+
+
+def nmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [NMEM, *args], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})},
+    )  # fmt: skip
+
+
+def _event(n: int, kind: str, age_days: float, session: str = "s1") -> Incoming:
+    obs = Observation(type=kind, title=f"{kind} number{n}", content=f"body{n} of the {kind} lemming{n}")  # type: ignore[arg-type]
+    hook = "UserPromptSubmit" if kind == "prompt" else "PostToolUse"
+    ex = Extracted(hook_event=hook, session_id=session, cwd="/p", project="/p", observations=[obs])
+    return Incoming(event_id=f"ev{kind}{n:06d}", received_at=NOW - age_days * DAY, extracted=ex)
+
+
+async def _fill(settings: config.Settings) -> None:
+    """Per type: 40 old (100 days) and 5 fresh (1 day) observations."""
+    async with open_store(settings) as store:
+        items = []
+        for kind in ("read", "search", "command", "prompt", "edit", "error"):
+            items += [_event(n, kind, 100.0) for n in range(40)]
+            items += [_event(n, kind, 1.0) for n in range(40, 45)]
+        await store.commit_batch(items)
+
+
+def _by_type(db: str) -> dict[str, int]:
+    return {str(k): int(v) for k, v in db_rows(db, "SELECT type, count(*) FROM observations GROUP BY type")}  # type: ignore[call-overload]
+
+
+def _write_config(nmem_env: dict[str, str], text: str) -> Path:
+    home = Path(nmem_env["NMEM_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(text)
+    return home
+
+
+@pytest.mark.anyio
+async def test_sweep_removes_expired_types_keeps_pinned_fresh_and_forever_types() -> None:
+    settings = config.load({"maintenance_retention_batch": 7})  # many steps: the loop and resizing are exercised
+    await _fill(settings)
+    old_read = db_rows(settings.db, "SELECT id FROM observations WHERE type = 'read' ORDER BY ts LIMIT 2")
+    pinned = [int(r[0]) for r in old_read]  # type: ignore[call-overload]
+    async with open_store(settings) as store:
+        async with store.write() as conn:
+            await conn.execute(f"UPDATE observations SET pinned = 1 WHERE id IN ({pinned[0]}, {pinned[1]})")
+            # a read seen again yesterday (dedup merged into the old row): its last_ts keeps it
+            await conn.execute(
+                "UPDATE observations SET last_ts = ? WHERE type = 'read' AND title = 'read number5'", (NOW - DAY,)
+            )
+        result = await maintenance.run_job(store, "retention")
+        assert result.ok, result
+        assert "removed" in result.outcome and "kept 2 pinned" in result.outcome, result.outcome
+        again = await retention.sweep(store)  # nothing left to do: idempotent
+        assert again.removed == {} and again.pinned_kept == 2
+    counts = _by_type(settings.db)
+    # defaults: read/search 30 days, command 90, prompt/edit/error forever
+    assert counts == {"read": 5 + 2 + 1, "search": 5, "command": 5, "prompt": 45, "edit": 45, "error": 45}
+    kept_pinned = db_rows(settings.db, f"SELECT count(*) FROM observations WHERE id IN ({pinned[0]}, {pinned[1]})")
+    assert kept_pinned == [(2,)]
+    assert db_rows(settings.db, "SELECT count(*) FROM prompts") == [(45,)]
+    # the ledger keeps every event, unlinked from what was removed
+    assert db_rows(settings.db, "SELECT count(*) FROM events") == [(270,)]
+    assert db_rows(settings.db, "SELECT count(*) FROM events WHERE observation_id IS NULL") == [(40 + 40 + 37,)]
+    assert db_rows(settings.db, "SELECT count(*) FROM sessions") == [(1,)]  # session rows are never swept
+    fts = db_rows(settings.db, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'lemming3'")
+    assert fts == [(3,)]  # prompt, edit, error (read 3 / search 3 / command 3 were old and unpinned)
+    integrity_ok(settings.db)
+    status = db_rows(settings.db, "SELECT outcome FROM jobs WHERE name = 'retention'")
+    assert status and "removed" in str(status[0][0])
+
+
+@pytest.mark.anyio
+async def test_retention_config_changes_only_the_types_it_names(nmem_env: dict[str, str]) -> None:
+    _write_config(nmem_env, "[retention_days]\nprompt = 50\nread = 0\n")
+    settings = config.load()
+    assert settings.retention_days["prompt"] == 50 and settings.retention_days["read"] == 0
+    assert settings.retention_days["search"] == config.RETENTION_DEFAULTS["search"]
+    await _fill(settings)
+    async with open_store(settings) as store:
+        swept = await retention.sweep(store)
+    assert swept.removed == {"prompt": 40, "search": 40, "command": 40}
+    assert _by_type(settings.db)["read"] == 45  # 0 days: kept forever
+    integrity_ok(settings.db)
+
+
+def test_retention_env_layers_over_the_file_and_config_show_names_both(
+    nmem_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = Path(nmem_env["NMEM_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text("retention_days = { prompt = 50, read = 10 }\n")
+    monkeypatch.setenv("NMEM_RETENTION_DAYS", "read=3, error=400")
+    settings, sources = config.load_with_sources()
+    assert settings.retention_days["read"] == 3 and settings.retention_days["prompt"] == 50
+    assert settings.retention_days["error"] == 400 and settings.retention_days["fetch"] == 30
+    assert sources["retention_days"] == f"default + {home / 'config.toml'} + env NMEM_RETENTION_DAYS"
+    shown = nmem("config", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    row = json.loads(shown.stdout)["retention_days"]
+    assert row["value"]["read"] == 3.0 and "NMEM_RETENTION_DAYS" in row["source"]
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "expected"),
+    [
+        ("env", "read", "expected TYPE=DAYS"),
+        ("env", "reed=3", "unknown type 'reed'"),
+        ("env", "read=-1", "retention_days"),
+        ("env", "read=soon", "retention_days"),
+        ("file", "retention_days = 30\n", "retention_days"),
+        ("file", "[retention_days]\nbogus = 1\n", "unknown type 'bogus'"),
+    ],
+)
+def test_bad_retention_config_is_one_clear_line(
+    nmem_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, where: str, value: str, expected: str
+) -> None:
+    home = Path(nmem_env["NMEM_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    if where == "env":
+        monkeypatch.setenv("NMEM_RETENTION_DAYS", value)
+    else:
+        (home / "config.toml").write_text(value)
+    with pytest.raises(ConfigError, match=expected):
+        config.load()
+    done = nmem("maintain", "--job", "retention")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected.split("'")[0] in lines[0], lines
+    assert not (home / "nmem.db").exists()  # nothing changed
+
+
+@pytest.mark.anyio
+async def test_maintain_job_retention_prints_what_it_removed() -> None:
+    settings = config.load()
+    await _fill(settings)
+    done = nmem("maintain", "--job", "retention", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["name"] == "retention" and result["ok"]
+    assert result["outcome"].startswith("removed 120 observations (")
+    assert "read 40" in result["outcome"] and "command 40" in result["outcome"]
+    table = nmem("maintain", "--job", "retention")
+    assert table.returncode == 0 and "nothing expired" in table.stdout
+    integrity_ok(settings.db)
