@@ -107,9 +107,33 @@ CREATE TABLE jobs (
 # flushes its pending terms, so every row became its own index segment (half of a commit's cost).
 M002_FTS_BATCH_INDEX: Final = "DROP TRIGGER IF EXISTS observations_ai;"
 
+# Natural idempotency keys: an event seen live by a hook and again in its transcript
+# (`tool:<session>:<tool_use_id>`, ...) is stored once, whatever its event_id.
+# `import_files` holds how far `nmem import-transcripts` read each file; it lives
+# beside the data it produced, so a fresh database imports from the start again.
+M003_NATURAL_KEYS: Final = """
+ALTER TABLE events ADD COLUMN natural_key TEXT;
+CREATE UNIQUE INDEX events_natural_key ON events(natural_key) WHERE natural_key IS NOT NULL;
+
+ALTER TABLE sessions ADD COLUMN git_branch TEXT;
+
+CREATE TABLE import_files (
+    path TEXT PRIMARY KEY,
+    dev INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    offset INTEGER NOT NULL,
+    head_hash TEXT NOT NULL,
+    events INTEGER NOT NULL DEFAULT 0,
+    imported_at REAL NOT NULL
+);
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
+    ("m003_natural_keys", M003_NATURAL_KEYS),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

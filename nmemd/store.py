@@ -11,7 +11,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,24 @@ class Incoming(msgspec.Struct, kw_only=True):
     received_at: float
     extracted: Extracted
     from_inbox: bool = False  # delete its inbox row in the same transaction
+    # The event's natural idempotency key when its sender knows one (a transcript line's
+    # uuid, ...); tool calls get theirs from `natural_key` on every path.
+    natural_key: str | None = None
+    git_branch: str | None = None  # the session's branch, when the sender knows it (transcripts)
+
+
+KEYED_TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+
+
+def natural_key(ex: Extracted) -> str | None:
+    """`tool:<session>:<tool_use_id>` for a finished tool call: the same on the hook and the transcript path.
+
+    PreToolUse and PermissionRequest carry the id too but are not the call's
+    record, so they never claim its key.
+    """
+    if ex.tool_use_id and ex.hook_event in KEYED_TOOL_EVENTS and ex.session_id != "unknown":
+        return f"tool:{ex.session_id}:{ex.tool_use_id}"
+    return None
 
 
 def connection_pragmas(settings: Settings) -> list[str]:
@@ -88,6 +106,7 @@ class Store:
     next_observation_id: int = 1
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     last_commit_at: float = 0.0
+    on_commit: Callable[[], None] = lambda: None  # nudges the checkpointer after every commit
     # Bumped by every purge: derived text computed before it (summaries) must not be written after it.
     purges: int = 0
 
@@ -109,7 +128,12 @@ class Store:
                 except BaseException:
                     await self._rollback()
                     raise
-                self.last_commit_at = time.time()
+                self.committed()
+
+    def committed(self) -> None:
+        """Every transaction on the write connection ends here (jobs that run their own SQL too)."""
+        self.last_commit_at = time.time()
+        self.on_commit()
 
     async def _rollback(self) -> None:
         try:
@@ -127,18 +151,33 @@ class Store:
             known.update(r[0] for r in rows)
         return known
 
+    async def known_natural_keys(self, keys: Sequence[str]) -> set[str]:
+        known: set[str] = set()
+        for start in range(0, len(keys), SQL_CHUNK):
+            chunk = keys[start : start + SQL_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = await self.conn.execute_fetchall(
+                f"SELECT natural_key FROM events WHERE natural_key IN ({marks})", chunk
+            )
+            known.update(r[0] for r in rows)
+        return known
+
     async def commit_batch(self, items: Sequence[Incoming]) -> int:
         """Store a batch in one transaction; return how many events were new.
 
-        Events already in the ledger (a retry, or the same event through both
-        the socket and the inbox) are skipped; their inbox rows are still removed.
+        Events already in the ledger (a retry, the same event through both the
+        socket and the inbox, or a tool call seen by a hook and again in its
+        transcript: same natural key) are skipped; their inbox rows are still removed.
         """
         if not items:
             return 0
         overlay = self.dedup.overlay()
+        keys = [i.natural_key or natural_key(i.extracted) for i in items]
         async with self.write() as conn:
             known = await self.known_event_ids([i.event_id for i in items])
-            plan = _plan(items, known, self.next_observation_id, overlay)
+            wanted = [k for k in keys if k is not None]
+            known_keys = await self.known_natural_keys(wanted) if wanted else set()
+            plan = _plan(items, keys, known, known_keys, self.next_observation_id, overlay)
             if plan.observations:
                 await conn.executemany(_INSERT_OBSERVATION, plan.observations)
                 await conn.execute(_INDEX_NEW, (self.next_observation_id, plan.next_id))
@@ -153,8 +192,8 @@ class Store:
                 await conn.executemany(_UPSERT_SESSION, plan.sessions)
             if plan.events:
                 await conn.executemany(
-                    "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(event_id) DO NOTHING",
+                    "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id, natural_key)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     plan.events,
                 )
             if plan.inbox_done:
@@ -162,6 +201,34 @@ class Store:
         self.next_observation_id = plan.next_id
         self.dedup.merge(overlay)
         return len(plan.events)
+
+    async def import_files(self, paths: Sequence[str]) -> list[tuple[Any, ...]]:
+        """Rows of `import_files` for these paths (what `nmem import-transcripts` read so far)."""
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(paths), SQL_CHUNK):
+            chunk = paths[start : start + SQL_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found = await self.conn.execute_fetchall(
+                f"SELECT path, dev, inode, size, mtime, offset, head_hash, events FROM import_files"
+                f" WHERE path IN ({marks})",
+                chunk,
+            )
+            rows.extend(tuple(r) for r in found)
+        return rows
+
+    async def record_import_files(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Upsert (path, dev, inode, size, mtime, offset, head_hash, events): call only after their events commit."""
+        if not rows:
+            return
+        now = time.time()
+        async with self.write() as conn:
+            await conn.executemany(
+                "INSERT INTO import_files(path, dev, inode, size, mtime, offset, head_hash, events, imported_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET dev = excluded.dev,"
+                " inode = excluded.inode, size = excluded.size, mtime = excluded.mtime, offset = excluded.offset,"
+                " head_hash = excluded.head_hash, events = excluded.events, imported_at = excluded.imported_at",
+                [(*r, now) for r in rows],
+            )
 
     async def scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
         rows = await self.conn.execute_fetchall(sql, tuple(params))
@@ -186,8 +253,8 @@ _INSERT_PROMPT = (
 )
 _UPSERT_SESSION = """
 INSERT INTO sessions(session_id, project, cwd, started_at, last_event_at, source, end_reason, ended_at,
-                     model, transcript_path, last_assistant_message, event_count)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+                     model, transcript_path, last_assistant_message, git_branch, event_count)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
 ON CONFLICT(session_id) DO UPDATE SET
     project = coalesce(sessions.project, excluded.project),
     cwd = coalesce(sessions.cwd, excluded.cwd),
@@ -199,6 +266,7 @@ ON CONFLICT(session_id) DO UPDATE SET
     model = coalesce(nullif(excluded.model, ''), sessions.model),
     transcript_path = coalesce(sessions.transcript_path, excluded.transcript_path),
     last_assistant_message = coalesce(excluded.last_assistant_message, sessions.last_assistant_message),
+    git_branch = coalesce(excluded.git_branch, sessions.git_branch),
     event_count = sessions.event_count + 1
 """
 
@@ -214,16 +282,26 @@ class _Plan:
     inbox_done: list[tuple[str]] = field(default_factory=list)
 
 
-def _plan(items: Sequence[Incoming], known: set[str], next_id: int, overlay: Deduper) -> _Plan:
+def _plan(
+    items: Sequence[Incoming],
+    keys: Sequence[str | None],
+    known: set[str],
+    known_keys: set[str],
+    next_id: int,
+    overlay: Deduper,
+) -> _Plan:
     """Turn a batch into rows; observation ids are assigned here (we are the only writer)."""
     plan = _Plan(next_id=next_id)
     seen = set(known)
-    for item in items:
+    seen_keys = set(known_keys)
+    for item, key in zip(items, keys, strict=True):
         if item.from_inbox:
             plan.inbox_done.append((item.event_id,))
-        if item.event_id in seen:
+        if item.event_id in seen or key in seen_keys:
             continue
         seen.add(item.event_id)
+        if key is not None:
+            seen_keys.add(key)
         ex, ts = item.extracted, item.received_at
         first_id: int | None = None
         for n, obs in enumerate(ex.observations):
@@ -273,9 +351,10 @@ def _plan(items: Sequence[Incoming], known: set[str], next_id: int, overlay: Ded
                 ex.model,
                 ex.transcript_path,
                 ex.last_assistant_message if ex.hook_event == "Stop" else None,
+                item.git_branch or None,
             )
         )
-        plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id))
+        plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id, key))
     return plan
 
 

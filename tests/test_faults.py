@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
 from nmemd.ingest import extract_event
-from nmemd.migrations import M001_INITIAL, MIGRATIONS, MIGRATIONS_DDL
+from nmemd.migrations import M001_INITIAL, M002_FTS_BATCH_INDEX, MIGRATIONS, MIGRATIONS_DDL
 
 DRAIN_ENV = {"NMEM_INBOX_DRAIN_INTERVAL_S": "0.3"}
 
@@ -455,6 +455,45 @@ def build_v1(home: Path) -> set[str]:
     return markers
 
 
+def build_v2(home: Path) -> set[str]:
+    """Version 2 (m001 + m002_fts_batch_index): no FTS insert trigger, each batch indexed by one
+    INSERT INTO observations_fts, the ledger without natural keys; plus inbox rows left over."""
+    markers = {f"mg-v2-{i:03d}" for i in range(MIGRATION_EVENTS)}
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    conn = sqlite3.connect(home / "nmem.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(MIGRATIONS_DDL)
+        record = "INSERT INTO schema_migrations VALUES ('m001_initial', 0), ('m002_fts_batch_index', 0)"
+        conn.executescript(f"BEGIN; {M001_INITIAL}; {M002_FTS_BATCH_INDEX}; {record}; COMMIT;")
+        conn.execute("BEGIN")
+        for marker in sorted(markers):
+            ex = extract_event(payload(marker), frozenset())
+            obs = ex.observations[0]
+            event_id = new_id()
+            cur = conn.execute(
+                "INSERT INTO observations(event_id, session_id, project, ts, last_ts, hook_event, type, title, content,"
+                " tool_name, file_path, command) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (event_id, ex.session_id, ex.project, time.time(), time.time(), ex.hook_event, obs.type, obs.title,
+                 obs.content, obs.tool_name, obs.file_path, obs.command),
+            )
+            conn.execute(
+                "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (event_id, time.time(), ex.session_id, ex.hook_event, cur.lastrowid),
+            )
+        conn.execute("INSERT INTO observations_fts(rowid, title, content, file_path, command)"
+                     " SELECT id, title, content, file_path, command FROM observations")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    for i in range(MIGRATION_INBOX):
+        marker = f"mg-v2-inbox-{i:03d}"
+        markers.add(marker)
+        assert inbox.store(new_id(), payload(marker)) == "inbox"
+    return markers
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -470,6 +509,7 @@ def build_client_only(home: Path) -> set[str]:
 EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] = [
     ("client-only", build_client_only, ()),
     ("v1-m001_initial", build_v1, ("m001_initial",)),
+    ("v2-m002_fts_batch_index", build_v2, ("m001_initial", "m002_fts_batch_index")),
 ]
 
 

@@ -43,6 +43,13 @@ def install(
     project_scope: ProjectScopeOpt = False,
     print_only: Annotated[bool, typer.Option("--print", help="Show what would be written; change nothing.")] = False,
     no_mcp: NoMcpOpt = False,
+    import_history: Annotated[
+        bool | None,
+        typer.Option(
+            "--import/--no-import",
+            help="Import existing Claude Code history now (default: ask once, on a terminal only).",
+        ),
+    ] = None,
 ) -> None:
     """Add nmem's hooks to Claude Code's settings and register the nmem MCP server (idempotent)."""
     from nmemd import install as inst
@@ -72,6 +79,9 @@ def install(
     console.print(f"hooks: {target} ({outcome(hooks_written)})", highlight=False)
     if mcp_written is not None:
         console.print(f"MCP server '{inst.MCP_NAME}': {state_path} ({outcome(mcp_written)})", highlight=False)
+    from nmemd.cli.backfill import offer_import
+
+    offer_import(import_history)
 
 
 def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) -> None:

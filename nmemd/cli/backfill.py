@@ -1,0 +1,200 @@
+"""`nmem import-transcripts`: backfill memory from Claude Code's transcripts, with progress people can watch."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Annotated, Any
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from nmemd import control
+from nmemd.backfill import Importer, Progress, Summary, default_root
+from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
+from nmemd.errors import NmemError
+
+PLAIN_EVERY_S = 5.0  # a progress line this often when stderr is not a terminal
+EXIT_INTERRUPTED = 130
+
+
+def _ask(method: str, params: dict[str, Any], timeout: float) -> Any:
+    return control.ask(method, params, timeout=timeout)
+
+
+def _rate(p: Progress) -> str:
+    elapsed = max(time.monotonic() - p.started, 1e-6)
+    return f"{p.bytes_done / elapsed / 1e6:.1f} MB/s"
+
+
+class _Display:
+    """A rich progress bar on a terminal, a plain line every few seconds otherwise; both on stderr."""
+
+    def __init__(self, progress: Progress, tty: bool):
+        self.progress = progress
+        self.tty = tty
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="nmem-import-progress", daemon=True)
+
+    def __enter__(self) -> _Display:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(2.0)
+
+    def _run(self) -> None:
+        if self.tty:
+            self._bar()
+        else:
+            while not self.done.wait(PLAIN_EVERY_S):
+                p = self.progress
+                sys.stderr.write(
+                    f"import: {p.files_done}/{p.files_total} files, {human_bytes(p.bytes_done)}"
+                    f" of {human_bytes(p.bytes_total)}, {p.events} events, {_rate(p)}\n"
+                )
+                sys.stderr.flush()
+
+    def _bar(self) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        p = self.progress
+        columns = (
+            TextColumn("importing"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TextColumn("{task.fields[files]} files, {task.fields[events]} events, {task.fields[rate]}"),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("import", total=max(p.bytes_total, 1), files="", events=0, rate="")
+            while True:
+                stop = self.done.wait(0.2)
+                bar.update(
+                    task,
+                    total=max(p.bytes_total, 1),
+                    completed=p.bytes_done,
+                    files=f"{p.files_done}/{p.files_total}",
+                    events=f"{p.events:,}",
+                    rate=_rate(p),
+                )
+                if stop:
+                    return
+
+
+def _report(summary: Summary, json_out: bool) -> None:
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(summary).decode() + "\n")
+        sys.stdout.flush()
+        return
+    s = summary
+    rate = s.bytes / max(s.seconds, 1e-6) / 1e6
+    console = Console(soft_wrap=True, highlight=False)
+    head = "interrupted: " if s.interrupted else ""
+    console.print(
+        f"{head}{s.events_new:,} new events ({s.events_sent:,} sent: {s.prompts:,} prompts, {s.tool_calls:,} tool"
+        f" calls, {s.errors:,} errors, {s.compactions:,} compactions) from {s.files_read} of {s.files} files"
+        f" ({s.files_unchanged} unchanged), {human_bytes(s.bytes)} in {s.seconds:.1f} s ({rate:.1f} MB/s)"
+    )
+    for bad in s.bad_files:
+        console.print(f"  {escape(bad['path'])}: {escape(bad['reason'])}")
+    if s.interrupted:
+        console.print("what was committed is recorded; run the command again to resume")
+
+
+def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
+    """Import `paths` (default: Claude Code's projects folder); return the exit code."""
+    settings = load_settings()
+    if paths:
+        missing = [p for p in paths if not os.path.lexists(p)]
+        if missing:
+            fail(f"{missing[0]}: no such file or directory", 2)
+        targets = [os.path.abspath(p) for p in paths]
+    else:
+        root = default_root()
+        if not os.path.isdir(root):
+            if json_out:
+                _report(Summary(), json_out)
+            else:
+                Console(stderr=True, highlight=False).print(
+                    f"no Claude Code history at {escape(root)}: nothing to import"
+                )
+            return 0
+        targets = [root]
+    try:
+        control.start(settings)
+    except NmemError as exc:
+        fail(str(exc))
+    progress = Progress()
+    importer = Importer(_ask, progress)
+    error: NmemError | None = None
+    try:
+        with _Display(progress, sys.stderr.isatty()):
+            summary = importer.run(targets)
+    except NmemError as exc:
+        summary, error = importer.summary, exc
+    except KeyboardInterrupt:  # before the first batch (finding files, loading their state)
+        summary = importer.summary
+        summary.interrupted = True
+    _report(summary, json_out)
+    if error is not None:
+        fail(f"import stopped: {error}")
+    return EXIT_INTERRUPTED if summary.interrupted else 0
+
+
+def import_transcripts(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[PATH]...",
+            help="Transcript files or folders (default: ${CLAUDE_CONFIG_DIR:-~/.claude}/projects).",
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
+) -> None:
+    """Import Claude Code transcripts into memory; a second run imports only what is new.
+
+    \b
+    Example:
+        nmem import-transcripts                      # everything under ~/.claude/projects
+        nmem import-transcripts ~/.claude/projects/-home-me-app --json
+    """
+    code = run_import([clean_arg(p) for p in paths] if paths else None, json_out=json_out)
+    if code:
+        raise typer.Exit(code)
+
+
+OFFERED_MARKER = "import-offered"  # in NMEM_HOME: `nmem install` asks about the import once
+
+
+def offer_import(wanted: bool | None) -> None:
+    """After `nmem install`: import on --import, ask once on a terminal, else say how."""
+    if wanted is False:
+        return
+    console = Console(soft_wrap=True, highlight=False)
+    root = default_root()
+    if not os.path.isdir(root):
+        if wanted:
+            console.print(f"no Claude Code history at {escape(root)}: nothing to import")
+        return
+    if wanted is None:
+        marker = os.path.join(load_settings().home, OFFERED_MARKER)
+        if os.path.exists(marker):
+            return
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            console.print("import your existing Claude Code history with: nmem import-transcripts")
+            return
+        os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
+        with open(marker, "w"):
+            pass
+        if not typer.confirm(f"Import your existing Claude Code history ({root}) now?", default=True):
+            console.print("later: nmem import-transcripts")
+            return
+    code = run_import(None)
+    if code:
+        raise typer.Exit(code)

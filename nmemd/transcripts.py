@@ -1,0 +1,302 @@
+"""Read a Claude Code transcript (JSONL) as the hook payloads Claude Code would have sent.
+
+The importer feeds these payloads to the daemon's own `extract`, so history is
+stored exactly as live hooks would have stored it. What becomes a payload:
+
+* a user prompt (string content, or text blocks without a tool result) ->
+  UserPromptSubmit; meta lines, local slash-command echoes and
+  "[Request interrupted ...]" markers fired no hook and are skipped;
+* an assistant `tool_use` joined with the later `tool_result` of its id ->
+  PostToolUse (`tool_response` = the line's `toolUseResult` when it has one,
+  else the result text), or PostToolUseFailure when `is_error`;
+* `system/compact_boundary` -> PreCompact, the `isCompactSummary` line -> PostCompact.
+
+Everything else (`progress`, snapshots, queue operations, titles, unknown
+types) is counted and skipped. Assistant lines carry one content block each and
+one message spans several lines, not always adjacent (a tool result can sit
+between two of them): blocks are grouped by `message.id`, and tool calls wait
+for their result until the next prompt (a call never answered by then never
+will be). Each payload carries a natural key (`tool:<session>:<tool_use_id>`,
+`prompt:<session>:<promptId or uuid>`, `compact:<session>:<uuid>`) so an event
+seen live and imported again, or imported twice, is stored once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+
+STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of any field; longer strings are cut before sending
+OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message is never far from its next line)
+PENDING_MAX: Final = 10_000  # tool calls waiting for a result, per file
+_LOCAL_COMMAND: Final = ("<command-name>", "<local-command-", "<command-message>", "<bash-input>", "<bash-std")
+_INTERRUPTED: Final = "[Request interrupted"
+
+
+class Record(msgspec.Struct, kw_only=True):
+    """One hook-shaped event from a transcript, ready to send to the daemon."""
+
+    key: str  # natural idempotency key
+    ts: float  # when it happened (the line's timestamp)
+    payload: dict[str, Any]  # field names as in hook payloads
+    git_branch: str | None = None
+
+
+@dataclass
+class Counts:
+    """What one file held, by kind of record."""
+
+    lines: int = 0
+    prompts: int = 0
+    tools: int = 0
+    errors: int = 0
+    compactions: int = 0
+    messages: int = 0  # assistant messages (grouped by message.id), not lines
+    skipped: int = 0  # lines that carry nothing nmem keeps (progress, snapshots, unknown types)
+
+    def add(self, other: Counts) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def _s(v: object) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def bound(value: Any) -> Any:
+    """`value` with every string longer than STRING_MAX cut to its head.
+
+    The cut-off tail is replaced by its newlines, so line counts that
+    extraction reports ("… (120 more lines)", "created, 300 lines") stay exact.
+    """
+    if isinstance(value, str):
+        if len(value) <= STRING_MAX:
+            return value
+        return value[:STRING_MAX] + "\n" * value.count("\n", STRING_MAX)
+    if isinstance(value, dict):
+        return {k: bound(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [bound(v) for v in value]
+    return value
+
+
+def parse_ts(raw: object, default: float) -> float:
+    """Epoch seconds of an ISO-8601 timestamp ("2026-02-10T21:12:02.480Z"); `default` when unreadable."""
+    if not isinstance(raw, str):
+        return default
+    try:
+        return dt.datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        return default
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return content if isinstance(content, str) else ""
+
+
+def _prompt_text(content: object) -> str | None:
+    """The prompt a user line holds, None when it holds none (tool results, markers, echoes)."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        blocks = [b for b in content if isinstance(b, dict)]
+        if any(b.get("type") == "tool_result" for b in blocks):
+            return None
+        text = "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
+    else:
+        return None
+    head = text.lstrip()
+    if not head or head.startswith((*_LOCAL_COMMAND, _INTERRUPTED)):
+        return None
+    return text
+
+
+@dataclass
+class _Use:
+    name: str
+    input: dict[str, Any]
+    offset: int  # where its line starts: a resumed read must see it again while it waits
+
+
+@dataclass
+class TranscriptReader:
+    """Turns the lines of one transcript, in order, into Records.
+
+    `path` becomes the sessions' `transcript_path` for a main transcript;
+    `agent_id` marks every event of a subagent file (sidechain lines name
+    their agent themselves when the version writes `agentId`).
+    """
+
+    path: str
+    agent_id: str | None = None
+    counts: Counts = field(default_factory=Counts)
+    _pending: dict[str, _Use] = field(default_factory=dict)
+    _messages: OrderedDict[str, int] = field(default_factory=OrderedDict)  # message.id -> tool calls seen
+    _last_ts: float = 0.0
+    _trigger: str | None = None  # of the last compact boundary: its summary line comes next
+    _big: bool = False  # the current line may hold a string over STRING_MAX (a string is never longer than its line)
+
+    @classmethod
+    def for_file(cls, path: str) -> TranscriptReader:
+        name = os.path.basename(path)
+        agent = name[len("agent-") : -len(".jsonl")] if name.startswith("agent-") and name.endswith(".jsonl") else None
+        return cls(path=path, agent_id=agent)
+
+    def safe_offset(self, end: int) -> int:
+        """How far a later run may skip: before the oldest tool call still waiting for its result."""
+        if not self._pending:
+            return end
+        return min(end, min(u.offset for u in self._pending.values()))
+
+    def feed(self, line: object, offset: int, size: int) -> list[Record]:
+        """Records for one decoded line of `size` bytes starting at byte `offset`. Never raises on odd input."""
+        self.counts.lines += 1
+        self._big = size > STRING_MAX
+        if not isinstance(line, dict):
+            self.counts.skipped += 1
+            return []
+        kind = line.get("type")
+        if kind == "assistant":
+            self._assistant(line, offset)
+            return []
+        if kind == "user":
+            return self._user(line)
+        if kind == "system" and line.get("subtype") == "compact_boundary":
+            return self._compact_boundary(line)
+        self.counts.skipped += 1
+        return []
+
+    # --- records -------------------------------------------------------------------------------
+
+    def _base(self, line: dict[str, Any], event: str) -> tuple[dict[str, Any], str, float]:
+        session = _s(line.get("sessionId")) or os.path.basename(self.path).removesuffix(".jsonl")
+        ts = parse_ts(line.get("timestamp"), self._last_ts)
+        self._last_ts = ts
+        payload: dict[str, Any] = {"session_id": session, "hook_event_name": event}
+        cwd = _s(line.get("cwd"))
+        if cwd:
+            payload["cwd"] = cwd
+        if self.agent_id is None:
+            payload["transcript_path"] = self.path
+        agent = _s(line.get("agentId")) or self.agent_id
+        if agent is None and line.get("isSidechain") is True:
+            agent = "sidechain"
+        if agent:
+            payload["agent_id"] = agent
+        return payload, session, ts
+
+    def _bound(self, value: Any) -> Any:
+        return bound(value) if self._big else value
+
+    def _record(self, line: dict[str, Any], key: str, payload: dict[str, Any], ts: float) -> Record:
+        branch = _s(line.get("gitBranch"))
+        return Record(key=key, ts=ts, payload=payload, git_branch=None if branch == "HEAD" else branch)
+
+    def _line_id(self, line: dict[str, Any]) -> str:
+        uuid = _s(line.get("uuid"))
+        if uuid:
+            return uuid
+        raw = msgspec.json.encode(line)  # no uuid (very old lines): the content names it
+        return "h" + hashlib.blake2b(raw, digest_size=12).hexdigest()
+
+    def _assistant(self, line: dict[str, Any], offset: int) -> None:
+        message = line.get("message")
+        if not isinstance(message, dict):
+            self.counts.skipped += 1
+            return
+        mid = _s(message.get("id")) or self._line_id(line)
+        if mid in self._messages:
+            self._messages.move_to_end(mid)
+        else:
+            self._messages[mid] = 0
+            self.counts.messages += 1
+            if len(self._messages) > OPEN_MESSAGES_MAX:
+                self._messages.popitem(last=False)
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict) or block.get("type") != "tool_use":
+                continue
+            use_id = _s(block.get("id"))
+            if use_id is None or use_id in self._pending:
+                continue  # a repeated line of the same message
+            if len(self._pending) >= PENDING_MAX:
+                self._pending.pop(next(iter(self._pending)))
+            tool_input = block.get("input")
+            self._pending[use_id] = _Use(
+                name=_s(block.get("name")) or "unknown",
+                input=self._bound(tool_input) if isinstance(tool_input, dict) else {},
+                offset=offset,
+            )
+            self._messages[mid] += 1
+
+    def _user(self, line: dict[str, Any]) -> list[Record]:
+        message = line.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if line.get("isCompactSummary") is True:
+            return self._compact_summary(line, content)
+        if line.get("isMeta") is True:
+            self.counts.skipped += 1
+            return []
+        if isinstance(content, list):
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if results:
+                return self._results(line, results)
+        text = _prompt_text(content)
+        if text is None or line.get("isSidechain") is True or self.agent_id is not None:
+            self.counts.skipped += 1  # a subagent's first "prompt" is its task, stored with the Task/Agent call
+            return []
+        self._pending.clear()  # a new turn: calls of the last one that got no result never will
+        payload, session, ts = self._base(line, "UserPromptSubmit")
+        payload["prompt"] = self._bound(text)
+        prompt_id = _s(line.get("promptId")) or self._line_id(line)
+        self.counts.prompts += 1
+        return [self._record(line, f"prompt:{session}:{prompt_id}", payload, ts)]
+
+    def _results(self, line: dict[str, Any], blocks: list[dict[str, Any]]) -> list[Record]:
+        records = []
+        structured = line.get("toolUseResult", None) if len(blocks) == 1 else None
+        for block in blocks:
+            use_id = _s(block.get("tool_use_id"))
+            use = self._pending.pop(use_id, None) if use_id else None
+            if use is None or use_id is None:
+                self.counts.skipped += 1  # its call is before where this read started, or was never written
+                continue
+            failed = block.get("is_error") is True
+            payload, session, ts = self._base(line, "PostToolUseFailure" if failed else "PostToolUse")
+            payload.update(tool_name=use.name, tool_input=use.input, tool_use_id=use_id)
+            if failed:
+                payload["error"] = self._bound(_result_text(block))
+                self.counts.errors += 1
+            else:
+                response = structured if structured is not None else _result_text(block)
+                payload["tool_response"] = self._bound(response)
+                self.counts.tools += 1
+            records.append(self._record(line, f"tool:{session}:{use_id}", payload, ts))
+        return records
+
+    def _compact_boundary(self, line: dict[str, Any]) -> list[Record]:
+        meta = line.get("compactMetadata")
+        self._trigger = _s(meta.get("trigger")) if isinstance(meta, dict) else None
+        self._pending.clear()
+        payload, session, ts = self._base(line, "PreCompact")
+        payload["trigger"] = self._trigger or "auto"
+        payload["custom_instructions"] = None
+        self.counts.compactions += 1
+        return [self._record(line, f"compact:{session}:{self._line_id(line)}", payload, ts)]
+
+    def _compact_summary(self, line: dict[str, Any], content: object) -> list[Record]:
+        text = content if isinstance(content, str) else _prompt_text(content) or ""
+        payload, session, ts = self._base(line, "PostCompact")
+        payload["trigger"] = self._trigger or "auto"
+        payload["compact_summary"] = self._bound(text)
+        self.counts.compactions += 1
+        return [self._record(line, f"compact:{session}:{self._line_id(line)}", payload, ts)]

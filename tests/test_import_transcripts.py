@@ -1,0 +1,346 @@
+"""`nmem import-transcripts` against a real daemon, real SQLite files and the real hook client.
+
+Acceptance for issue #6: every fixture transcript gives the observations expected
+of it and a second run adds nothing; a tool call seen live (nmem-send) and in its
+transcript is stored once, whichever comes first; bad files are reported, never
+fatal; a live hook is acked during an import; Ctrl-C leaves a state the next run
+resumes from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
+from helpers import count, new_id, payload, send_hook, wait_until
+from replay import transcript_payloads
+
+from nmemd import config
+from nmemd.extract import extract
+from nmemd.store import Incoming, open_store
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+SHORT = "transcript-2.1.38-short.jsonl"
+HEAVY = "transcript-2.1.38-tool-heavy.jsonl"
+COMPACT = "transcript-2.1.39-excerpt-compaction-hooks-edits.jsonl"
+SUBAGENT = "subagent-transcript-2.1.39-agent-aac57f5.jsonl"
+PARENT_SID = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"  # the subagent's session (its sessionId)
+
+
+def session_of(path: Path) -> str:
+    return str(json.loads(next(ln for ln in path.read_text().splitlines() if '"sessionId"' in ln))["sessionId"])
+
+
+def claude_projects(root: Path) -> Path:
+    """The fixtures laid out as Claude Code files them: <project>/<session>.jsonl and subagents/."""
+    projects = root / "projects"
+    for name in (SHORT, HEAVY, COMPACT):
+        folder = projects / "-home-marco-projects-spotter"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES / name, folder / f"{session_of(FIXTURES / name)}.jsonl")
+    sub = projects / "-home-USER-projects-spotter-worktrees-spotter-4te" / PARENT_SID / "subagents"
+    sub.mkdir(parents=True)
+    shutil.copy(FIXTURES / SUBAGENT, sub / "agent-aac57f5.jsonl")
+    return projects
+
+
+def nmem_import(*args: str, timeout: float = 60) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run(
+        [str(BIN / "nmem"), "import-transcripts", "--json", *args], capture_output=True, text=True, timeout=timeout
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    summary = json.loads(done.stdout) if done.stdout.strip() else {}
+    return done.returncode, summary, done.stderr
+
+
+def observations(db: Path) -> list[tuple[Any, ...]]:
+    return db_rows(
+        db,
+        "SELECT type, title, file_path, command, tool_name, agent_id, tool_use_id, session_id, hook_event"
+        " FROM observations ORDER BY id",
+    )
+
+
+# --- 1. the fixtures ---------------------------------------------------------------------------------
+
+
+def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_adds_nothing(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    projects = claude_projects(tmp_path)
+    # The fixtures are from February 2026: the scheduled retention sweep would rightly drop their
+    # reads (30 days) if it ran mid-test. What is asserted here is extraction, not retention.
+    daemon.env["NMEM_MAINTENANCE_RETENTION_INTERVAL_S"] = "0"
+    daemon.start()
+    code, summary, _ = nmem_import(str(projects))
+    assert code == 0
+    assert summary["files"] == 4 and summary["bad_files"] == [] and summary["invalid_lines"] == 0
+    # 4 prompts (the subagent's task is not one), 17 tool results, 2 rejected calls, 2 compaction records.
+    assert (summary["prompts"], summary["tool_calls"], summary["errors"], summary["compactions"]) == (4, 17, 2, 2)
+    assert summary["events_sent"] == summary["events_new"] == 25
+
+    rows = observations(daemon.db)
+    by_type: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_type.setdefault(row[0], []).append(row)
+    assert {t: len(v) for t, v in by_type.items()} == {
+        "prompt": 4, "error": 2, "command": 2, "search": 9, "read": 1, "fetch": 1, "agent": 1, "write": 1,
+        "edit": 1, "tool": 1, "compact": 2,
+    }  # fmt: skip
+    titles = [r[1] for r in rows]
+    assert "mix phx.server doesnt seem to start" in titles
+    # The rejected Bash and Glob calls of the short transcript are errors, with their tool.
+    assert [(r[4], r[8]) for r in by_type["error"]] == [("Bash", "PostToolUseFailure"), ("Glob", "PostToolUseFailure")]
+    assert by_type["command"][0][3] == "mix phx.server" and by_type["command"][0][1] == "$ mix phx.server (background)"
+    assert by_type["read"][0][2] == "/home/marco/projects/spotter/assets/js/app.js"
+    assert by_type["read"][0][1] == "Read assets/js/app.js (83 lines)"
+    assert by_type["fetch"][0][1].startswith("Fetch https://github.com/xtermjs/xterm.js/issues/1343 (200 OK")
+    assert by_type["write"][0][1] == "Write lib/spotter_web/live/transcript_computers.ex (created, 42 lines)"
+    assert by_type["edit"][0][2].endswith("lib/spotter_web/live/transcript_computers.ex")
+    assert by_type["agent"][0][1] == "Agent Explore: Explore transcript rendering codebase (completed)"
+    assert by_type["tool"][0][4] == "TaskOutput"
+    assert [r[1] for r in by_type["compact"]] == ["Compacting (auto)", "Compacted (auto)"]
+    assert [r[8] for r in by_type["compact"]] == ["PreCompact", "PostCompact"]
+    # The subagent's six web searches: in its parent session, marked with its agent id.
+    sub = [r for r in rows if r[5] == "aac57f5"]
+    assert len(sub) == 6 and all(r[0] == "search" and r[7] == PARENT_SID for r in sub)
+    assert sub[0][1].startswith("Web search 'hex.pm opentelemetry_api elixir")
+    assert all(r[6] for r in rows if r[8].startswith("PostToolUse"))  # every tool call keeps its tool_use_id
+
+    sessions = {r[0]: r[1:] for r in db_rows(daemon.db, "SELECT session_id, cwd, git_branch, transcript_path,"
+                                             " started_at FROM sessions")}  # fmt: skip
+    assert len(sessions) == 4
+    heavy_sid = session_of(FIXTURES / HEAVY)
+    assert sessions[heavy_sid][:2] == ("/home/marco/projects/spotter", "master")
+    assert sessions[heavy_sid][2].endswith(f"{heavy_sid}.jsonl")
+    assert sessions[PARENT_SID][1] == "spotter-4te"
+    assert abs(sessions[heavy_sid][3] - 1770764274.0) < 86400  # transcript time (2026-02-10), not now
+    prompts = db_rows(daemon.db, "SELECT prompt_number FROM prompts p JOIN observations o ON o.id = p.observation_id"
+                                 " WHERE o.session_id = ? ORDER BY p.prompt_number", (heavy_sid,))  # fmt: skip
+    assert prompts == [(1,), (2,)]
+
+    code, again, _ = nmem_import(str(projects))
+    assert code == 0 and again["events_new"] == 0
+    assert again["files_unchanged"] >= 3  # the subagent's unanswered WebFetch keeps its tail to re-read
+    assert observations(daemon.db) == rows
+    assert count(daemon.db, "events") == 25
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+# --- 2. live hooks and the transcript: each tool call once -------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["live-then-import", "import-then-live"])
+def test_a_tool_call_seen_live_and_imported_is_stored_once(daemon: Daemon, tmp_path: Path, order: str) -> None:
+    transcript = tmp_path / f"{session_of(FIXTURES / HEAVY)}.jsonl"
+    shutil.copy(FIXTURES / HEAVY, transcript)
+    hooks = transcript_payloads(transcript)
+    calls = [p["tool_use_id"] for p in hooks if p.get("tool_use_id")]
+    assert len(calls) == 6
+    daemon.start()
+
+    def live() -> None:
+        for p in hooks:
+            done = run_send(json.dumps(p).encode())
+            assert done.returncode == 0 and done.stderr == b""
+
+    def imported() -> int:
+        code, summary, _ = nmem_import(str(transcript))
+        assert code == 0 and summary["tool_calls"] == 6
+        return int(summary["events_new"])
+
+    if order == "live-then-import":
+        live()
+        assert imported() == 2  # only the two prompts: the hook payload has no prompt id to match
+    else:
+        assert imported() == 8
+        live()
+    assert count(daemon.db, "inbox") == 0  # every live event was acked by the daemon, not left to the fallback
+    sid = session_of(FIXTURES / HEAVY)
+    for tool_use_id in calls:
+        assert count(daemon.db, "events", "natural_key = ?", (f"tool:{sid}:{tool_use_id}",)) == 1, tool_use_id
+        assert count(daemon.db, "observations", "tool_use_id = ?", (tool_use_id,)) == 1, tool_use_id
+    assert count(daemon.db, "observations", "hook_event LIKE 'PostToolUse%'") == 6
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+def test_natural_keys_within_one_batch_and_only_for_finished_calls(tmp_path: Path) -> None:
+    """The store alone: same key twice in one batch is stored once; a PreToolUse does not claim the call's key."""
+    base = {"session_id": "nk-1", "cwd": "/tmp/nk", "tool_name": "Bash", "tool_use_id": "toolu_nk1",
+            "tool_input": {"command": "make nk"}}  # fmt: skip
+    pre = extract({**base, "hook_event_name": "PreToolUse"})
+    post = extract({**base, "hook_event_name": "PostToolUse", "tool_response": {"stdout": "ok"}})
+
+    async def run() -> tuple[int, int]:
+        async with open_store(config.load({})) as store:
+            first = await store.commit_batch(
+                [Incoming(event_id=new_id(), received_at=1.0, extracted=e) for e in (pre, post, post)]
+            )
+            second = await store.commit_batch([Incoming(event_id=new_id(), received_at=2.0, extracted=post)])
+            return first, second
+
+    assert anyio.run(run) == (2, 0)  # the PreToolUse and one PostToolUse
+    db = Path(config.load({}).db)
+    assert count(db, "events", "natural_key = 'tool:nk-1:toolu_nk1'") == 1
+    assert count(db, "observations", "hook_event = 'PostToolUse'") == 1
+
+
+# --- 3. bad files, incremental runs ------------------------------------------------------------------
+
+
+def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon: Daemon, tmp_path: Path) -> None:
+    root = tmp_path / "projects" / "p"
+    root.mkdir(parents=True)
+    lines = (FIXTURES / HEAVY).read_text().splitlines(keepends=True)
+    good = root / "good.jsonl"
+    # an invalid JSON line in the middle, and the last line cut in half (a session still being written)
+    good.write_text("".join(lines[:20]) + "{not json\n" + "".join(lines[20:31]) + lines[31][:100])
+    (root / "binary.jsonl").write_bytes(b"\x00\x01\x02" * 100)
+    denied = root / "denied.jsonl"
+    shutil.copy(FIXTURES / SHORT, denied)
+    denied.chmod(0)
+    (root / "dangling.jsonl").symlink_to(root / "gone.jsonl")
+    daemon.start()
+
+    code, summary, _ = nmem_import(str(tmp_path / "projects"))
+    assert code == 0
+    bad = {Path(b["path"]).name: b["reason"] for b in summary["bad_files"]}
+    assert "binary" in bad["binary.jsonl"]
+    assert "No such file" in bad["dangling.jsonl"]
+    assert "1 invalid JSON line" in bad["good.jsonl"] and "truncated last line" in bad["good.jsonl"]
+    if os.geteuid() != 0:  # root reads a mode-000 file
+        assert "Permission denied" in bad["denied.jsonl"]
+    assert summary["invalid_lines"] == 1
+    heavy_sid = session_of(FIXTURES / HEAVY)
+    # Lines 0-30 hold 2 prompts and the results of 2 Bash calls; line 31 (a result) is cut.
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 4
+    assert count(daemon.db, "observations", "type = 'read'") == 0
+
+    with good.open("a") as f:  # the session goes on: the cut line is finished, more lines follow
+        f.write(lines[31][100:] + "".join(lines[32:]))
+    code, summary, _ = nmem_import(str(tmp_path / "projects"))
+    assert code == 0
+    assert summary["events_new"] == 4  # the Glob, WebSearch, Read and WebFetch results
+    assert "good.jsonl" not in {Path(b["path"]).name for b in summary["bad_files"]}
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 8
+
+    # Replaced (new inode, other content) and shrunk files are read again from the start, safely.
+    replaced = root / "good.jsonl.new"
+    replaced.write_text("".join(lines[:12]))
+    os.replace(replaced, good)
+    code, summary, _ = nmem_import(str(good))
+    assert code == 0 and summary["events_sent"] == 2 and summary["events_new"] == 0  # a prompt, a Bash call
+    shutil.copy(FIXTURES / COMPACT, good)
+    with good.open("r+") as f:
+        f.truncate(5000)
+    code, summary, _ = nmem_import(str(good))
+    assert code == 0 and summary["bad_files"][0]["reason"].startswith("truncated last line")
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 8
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+def test_a_missing_path_is_one_line_and_exit_2(daemon: Daemon, tmp_path: Path) -> None:
+    code, summary, err = nmem_import(str(tmp_path / "nope"))
+    assert code == 2 and summary == {}
+    assert len(err.strip().splitlines()) == 1 and "nope" in err
+
+
+# --- 4. a long import: live hooks keep working; Ctrl-C, then resume ----------------------------------
+
+
+def synthetic_transcript(path: Path, session: str, calls: int) -> None:
+    """A transcript shaped like the fixtures: a prompt, then `calls` Bash tool_use/tool_result pairs.
+
+    Its times are of the last hour: older history may meet the daemon's retention sweep mid-test.
+    """
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    env = {"sessionId": session, "cwd": "/tmp/nmem-synthetic", "gitBranch": "main", "isSidechain": False,
+           "userType": "external", "version": "2.1.39"}  # fmt: skip
+    with path.open("w") as f:
+        f.write(json.dumps({**env, "type": "user", "uuid": f"{session}-p", "timestamp": start.isoformat(),
+                            "message": {"role": "user", "content": "run the synthetic commands"}}) + "\n")  # fmt: skip
+        for i in range(calls):
+            tid = f"toolu_{session}_{i:06d}"
+            ts = (start + dt.timedelta(milliseconds=100 * i)).isoformat()
+            use = {"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"echo step {i}"}}
+            f.write(json.dumps({**env, "type": "assistant", "uuid": f"{tid}-a", "timestamp": ts,
+                                "message": {"id": f"msg_{i}", "role": "assistant", "content": [use]}}) + "\n")
+            result = {"type": "tool_result", "tool_use_id": tid, "content": f"step {i}"}
+            f.write(json.dumps({**env, "type": "user", "uuid": f"{tid}-r", "timestamp": ts,
+                                "message": {"role": "user", "content": [result]},
+                                "toolUseResult": {"stdout": f"step {i}", "stderr": "", "interrupted": False}}) + "\n")
+
+
+@pytest.mark.timeout(90)
+def test_live_hooks_are_acked_during_an_import_and_ctrl_c_resumes_exactly(daemon: Daemon, tmp_path: Path) -> None:
+    calls = 20_000
+    transcript = tmp_path / "synthetic-session.jsonl"
+    synthetic_transcript(transcript, "syn", calls)
+    daemon.start()
+    proc = subprocess.Popen(
+        [str(BIN / "nmem"), "import-transcripts", "--json", str(transcript)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: count(daemon.db, "events", "session_id = 'syn'") > 0, 30, "the import to begin committing")
+        status, _ = send_hook(daemon.socket, new_id(), payload("mid-import-hook"), timeout=10)  # bounded wait
+        assert status == b"OK"
+        assert proc.poll() is None, "the import ended before the live hook was acked: make it longer"
+        assert count(daemon.db, "observations", "session_id = 'mid-import-hook'") == 1
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    partial = json.loads(out)
+    assert partial["interrupted"] is True
+    stored = count(daemon.db, "events", "session_id = 'syn'")
+    offset = db_rows(daemon.db, "SELECT offset FROM import_files")[0][0]
+    assert 0 < stored and offset < transcript.stat().st_size
+    # The recorded offset never runs ahead of what is committed: every call before it is stored.
+    before = transcript.read_bytes()[:offset].count(b'"tool_result"')
+    assert count(daemon.db, "events", "natural_key LIKE 'tool:syn:%'") >= before
+
+    code, summary, _ = nmem_import(str(transcript), timeout=60)
+    assert code == 0 and not summary["interrupted"]
+    assert count(daemon.db, "events", "natural_key LIKE 'tool:syn:%'") == calls
+    assert count(daemon.db, "observations", "session_id = 'syn' AND type = 'command'") == calls
+    assert count(daemon.db, "observations", "session_id = 'syn' AND type = 'prompt'") == 1
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+# --- 5. nmem install offers the import ---------------------------------------------------------------
+
+
+def test_install_with_import_imports_and_never_prompts_without_a_terminal(
+    daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    claude_projects(claude)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    daemon.start()
+    quiet = subprocess.run([str(BIN / "nmem"), "install", "--no-mcp"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+    assert quiet.returncode == 0 and "import" in quiet.stdout.lower()  # says how, does not ask nor run it
+    assert count(daemon.db, "observations") == 0
+    done = subprocess.run([str(BIN / "nmem"), "install", "--no-mcp", "--import"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert count(daemon.db, "events") == 25
