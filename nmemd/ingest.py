@@ -9,7 +9,6 @@ adds at most the delay to a single event's latency.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -71,7 +70,6 @@ class Ingestor:
         self.committed = 0  # events newly stored since start
         self.batches = 0
         self.last_error: str | None = None
-        self.on_commit: Callable[[], None] = lambda: None  # the checkpointer's nudge
 
     async def submit(self, incoming: Incoming) -> None:
         """Return once the event is committed; raise StorageError if its batch failed."""
@@ -133,7 +131,6 @@ class Ingestor:
                 self.committed += await self.store.commit_batch([p.incoming for p in batch])
                 self.batches += 1
                 self.last_error = None
-                self.on_commit()
             except StorageError as exc:
                 LOG.error("batch of %d events not committed: %s", len(batch), exc)
                 self.last_error = str(exc)

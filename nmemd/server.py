@@ -331,8 +331,8 @@ async def serve(
         try:
             async with open_store(settings) as store:
                 ingestor = Ingestor(store)
-                checkpointer = Checkpointer(settings.db)
-                ingestor.on_commit = checkpointer.committed
+                checkpointer = Checkpointer(settings.db, store.lock)
+                store.on_commit = checkpointer.committed
                 daemon = Daemon(
                     settings=settings,
                     ingestor=ingestor,

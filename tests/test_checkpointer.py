@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import time
 
-from conftest import Daemon, db_rows
+import anyio
+import pytest
+from conftest import Daemon, db_rows, integrity_ok
 from helpers import new_id, payload, wait_until
 
 from nmem_client import protocol
 from nmem_client.send import deliver
+from nmemd import config
+from nmemd.checkpointer import Checkpointer
+from nmemd.model import Extracted, Observation
+from nmemd.store import Incoming, open_store
 
 
 def test_wal_is_copied_into_the_database_while_events_keep_coming(daemon: Daemon) -> None:
@@ -24,3 +31,36 @@ def test_wal_is_copied_into_the_database_while_events_keep_coming(daemon: Daemon
     assert daemon.stop() == 0
     assert db_rows(daemon.db, "SELECT count(*) FROM events") == [(300,)]
     assert os.stat(str(daemon.db) + "-wal").st_size == 0  # TRUNCATE at shutdown
+
+
+@pytest.mark.anyio
+async def test_sustained_writes_restart_the_wal_instead_of_growing_it() -> None:
+    """Commits back to back: PASSIVE alone never catches up; RESTART keeps the WAL bounded."""
+    settings = config.load()
+    async with open_store(settings) as store:
+        checkpointer = Checkpointer(settings.db, store.lock, interval=0.0, restart_frames=64)
+        store.on_commit = checkpointer.committed
+        frames_seen: list[int] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(checkpointer.run)
+            for n in range(300):
+                items = [_incoming(f"sustained-{n}-{k}") for k in range(4)]
+                await store.commit_batch(items)
+                if n % 20 == 19:
+                    frames_seen.append(checkpointer.wal_frames)
+            tg.cancel_scope.cancel()
+        assert checkpointer.restarts > 0, (checkpointer.runs, frames_seen)
+        assert max(frames_seen[len(frames_seen) // 2 :]) < 64 * 8, frames_seen
+    assert db_rows(settings.db, "SELECT count(*) FROM events") == [(1200,)]
+    integrity_ok(settings.db)
+
+
+def _incoming(marker: str) -> Incoming:
+    ex = Extracted(
+        hook_event="PostToolUse",
+        session_id="sustained",
+        cwd="/p",
+        project="/p",
+        observations=[Observation(type="edit", title=f"Edit {marker}", content="x" * 2000, file_path=f"/p/{marker}")],
+    )
+    return Incoming(event_id=marker.replace("-", "x"), received_at=time.time(), extracted=ex)
