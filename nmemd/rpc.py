@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import anyio
 import msgspec
 
-from nmemd import purge, queries, readers
+from nmemd import backfill, purge, queries, readers, transfer
 from nmemd.drain import drain_once
 from nmemd.errors import NmemError, StorageError
 from nmemd.model import OBSERVATION_TYPES
@@ -194,4 +194,8 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         return await maintenance.run_jobs(daemon, job)
     if method in purge.METHODS:  # purge, forget, pin: on the daemon's one write connection
         return await purge.call(daemon.ingestor.store, method, params)
+    if method in transfer.METHODS:  # import: on the daemon's one write connection
+        return await transfer.call(daemon.ingestor.store, method, params)
+    if method in backfill.METHODS:  # import_events, import_state: `nmem import-transcripts`
+        return await backfill.call(daemon, method, params)
     raise UnknownMethod(f"unknown method {method!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from nmemd.cli import read, setup, write
+from nmemd.cli import backfill, data, read, setup, write
 
 __all__ = ["app"]
 
@@ -22,10 +22,14 @@ for command in (
     write.purge,
     write.forget,
     write.pin,
+    data.export,
+    backfill.import_transcripts,
     setup.install,
     setup.uninstall,
+    data.doctor,
 ):
     app.command()(command)
+app.command(name="import")(data.import_)  # `import` is a keyword: named explicitly
 app.add_typer(setup.daemon_app, name="daemon")
 app.add_typer(setup.service_app, name="service")
 app.add_typer(setup.config_app, name="config")
