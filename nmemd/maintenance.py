@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("nmemd.maintenance")
 MAX_STEPS = 100_000  # a runaway loop guard; real jobs need far fewer steps
-CHECKPOINT_BUSY_MS = 1000  # a TRUNCATE waits at most this long for readers (writers wait too)
-TRUNCATE_TRIES = 4
+# A TRUNCATE holds the write lock while it waits for readers: every commit waits with it, so
+# it waits briefly and only when PASSIVE copied every frame (no reader holds an older snapshot).
+TRUNCATE_BUSY_MS = 50
 RESTART_FRAMES = 8000  # ~32 MB of WAL: past this a job makes sure the WAL can restart
 FTS_OPTIMIZE_ROW = "fts_optimize"  # jobs row: when fts_merge last merged the index down completely
 
@@ -126,7 +127,7 @@ def _mb(n: int) -> str:
 
 async def _checkpoint(store: Store, mode: str) -> tuple[int, int, int]:
     try:
-        return await anyio.to_thread.run_sync(side_checkpoint, store.settings.db, mode, CHECKPOINT_BUSY_MS / 1000)
+        return await anyio.to_thread.run_sync(side_checkpoint, store.settings.db, mode, TRUNCATE_BUSY_MS / 1000)
     except sqlite3.Error as exc:
         raise translate(exc) from exc
 
@@ -140,15 +141,12 @@ async def checkpoint(store: Store, *, forced: bool = False) -> str:
     before = _size(wal)
     busy, frames, done = await _checkpoint(store, "PASSIVE")
     mode = "PASSIVE"
-    if before > store.settings.maintenance_wal_truncate_bytes:
-        mode = "TRUNCATE"  # PASSIVE above did the copying; this waits for readers and truncates
-        for attempt in range(TRUNCATE_TRIES):  # another checkpointer may hold the lock a moment
-            busy, frames, done = await _checkpoint(store, "TRUNCATE")
-            if not busy:
-                break
-            await anyio.sleep(0.05 * (attempt + 1))
+    copied_all = not busy and done == frames
+    if before > store.settings.maintenance_wal_truncate_bytes and copied_all:
+        mode = "TRUNCATE"  # PASSIVE above did the copying; this only waits (briefly) for readers and truncates
+        busy, frames, done = await _checkpoint(store, "TRUNCATE")
     after = _size(wal)
-    note = " (readers kept some frames; retried next time)" if busy or done < frames else ""
+    note = " (a reader kept some frames; retried next time)" if busy or done < frames else ""
     return f"{mode}: WAL {_mb(before)} -> {_mb(after)}, {done}/{frames} frames copied{note}"
 
 

@@ -37,6 +37,9 @@ from nmemd.store import Incoming, open_store
 LOG = logging.getLogger("nmemd.server")
 SHUTDOWN_GRACE_S = 5.0
 OFFLOAD_BYTES = 1024 * 1024  # parse bigger payloads in a worker thread, off the event loop
+# Past max_connections, peers idle before their header are dropped within ~0.5 s (deadlines.py);
+# past this many times max_connections, new ones are refused at once (file descriptors).
+HARD_CONNECTIONS_FACTOR = 4
 
 HookResponder = Callable[["Daemon", Any], Any]
 
@@ -61,6 +64,7 @@ class Daemon:
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
     stopping: anyio.Event = field(default_factory=anyio.Event)  # set once shutdown begins
     refused_peers: int = 0
+    post_commit_pending: int = 0
     # Post-commit work (summaries, ...): runs after the reply, finishes before shutdown.
     background: anyio.abc.TaskGroup = field(init=False)
 
@@ -69,7 +73,10 @@ class Daemon:
 
     def __post_init__(self) -> None:
         self.skip_tools = frozenset(self.settings.skip_tools)
-        self.deadlines = Deadlines(resolution=min(0.25, self.settings.read_timeout_s / 5))
+        self.deadlines = Deadlines(
+            resolution=min(0.25, self.settings.read_timeout_s / 5),
+            crowded=lambda: self.connections > self.settings.max_connections,
+        )
 
     def facts(self) -> DaemonFacts:
         return DaemonFacts(
@@ -84,6 +91,7 @@ class Daemon:
             batches=self.ingestor.batches,
             last_error=self.ingestor.last_error,
             version=__version__,
+            post_commit_pending=self.post_commit_pending,
         )
 
 
@@ -120,6 +128,7 @@ async def handle_hook(daemon: Daemon, stream: anyio.abc.ByteStream, event_id: by
         reply = b""
     await _reply(stream, protocol.encode_ok(reply))
     if recall.has_after_commit_work(extracted):  # a task per event would cost every event
+        daemon.post_commit_pending += 1
         daemon.background.start_soon(_after_commit, daemon, extracted)
 
 
@@ -128,6 +137,8 @@ async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:
         await recall.after_commit(daemon, extracted)
     except Exception:
         LOG.exception("post-commit work for %s failed", extracted.hook_event)
+    finally:
+        daemon.post_commit_pending -= 1
 
 
 async def handle_rpc(daemon: Daemon, stream: anyio.abc.ByteStream, body: bytes) -> None:
@@ -173,7 +184,7 @@ async def serve_frame(
     """
     settings = daemon.settings
     try:
-        watch.reading(settings.read_timeout_s)
+        watch.reading_header(settings.read_timeout_s)
         try:
             line = await buffered.receive_until(b"\n", protocol.MAX_HEADER)
         except anyio.IncompleteRead:
@@ -225,7 +236,7 @@ async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> N
                 daemon.refused_peers += 1
                 LOG.warning("refused a connection from uid %s", uid)
                 return
-            if daemon.connections > daemon.settings.max_connections:
+            if daemon.connections > HARD_CONNECTIONS_FACTOR * daemon.settings.max_connections:
                 await _reply(stream, protocol.encode_error(protocol.ERR_BUSY, "too many connections"))
                 return
             buffered = BufferedByteReceiveStream(stream)

@@ -47,6 +47,7 @@ class DaemonFacts(msgspec.Struct, kw_only=True):
     batches: int = 0
     last_error: str | None = None
     version: str | None = None
+    post_commit_pending: int = 0  # summaries etc. still running after their events were acked
 
 
 class Status(msgspec.Struct, kw_only=True):

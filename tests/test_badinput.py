@@ -122,6 +122,9 @@ class Harness:
                 assert read_reply(s)[0] == b"OK"
         self.events_before = count(self.daemon.db, "events")
         assert self.events_before == len(bodies)
+        # Stop/SessionEnd summaries are written after their ack: the baseline waits for them.
+        wait_until(lambda: (f := ping(self.daemon.socket)) is not None and f["post_commit_pending"] == 0, 10,
+                   "session summaries written")
         self.before = _snapshot(self.daemon.db)
         self.log_offset = len(log_text(self.daemon.home))
 
