@@ -7,6 +7,7 @@ queued commits, then checkpoint and release the lock.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import resource
@@ -38,8 +39,12 @@ LOG = logging.getLogger("nmemd.server")
 SHUTDOWN_GRACE_S = 5.0
 OFFLOAD_BYTES = 1024 * 1024  # parse bigger payloads in a worker thread, off the event loop
 # Past max_connections, peers idle before their header are dropped within ~0.5 s (deadlines.py);
-# past this many times max_connections, new ones are refused at once (file descriptors).
+# past this many times max_connections, a new connection gets OVERLOADED_HEADER_S to send its
+# header and then `busy`, unless it is a ping: health checks are answered under any load.
 HARD_CONNECTIONS_FACTOR = 4
+OVERLOADED_HEADER_S = 0.05
+ACCEPT_BACKOFF_S = 0.1  # out of file descriptors: wait for some to close instead of dying
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 HookResponder = Callable[["Daemon", Any], Any]
 
@@ -174,7 +179,11 @@ def _parse_header(line: bytes) -> tuple[bytes, bytes, int]:
 
 
 async def serve_frame(
-    daemon: Daemon, stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream, watch: Watch
+    daemon: Daemon,
+    stream: anyio.abc.SocketStream,
+    buffered: BufferedByteReceiveStream,
+    watch: Watch,
+    overloaded: bool = False,
 ) -> bool:
     """Read and answer one frame; return False when the connection should close.
 
@@ -184,12 +193,15 @@ async def serve_frame(
     """
     settings = daemon.settings
     try:
-        watch.reading_header(settings.read_timeout_s)
+        watch.reading_header(OVERLOADED_HEADER_S if overloaded else settings.read_timeout_s)
         try:
             line = await buffered.receive_until(b"\n", protocol.MAX_HEADER)
         except anyio.IncompleteRead:
             return False  # clean close between frames
         kind, event_id, length = _parse_header(line)
+        if overloaded and kind != protocol.KIND_PING:  # a health check is answered even now
+            await _reply(stream, protocol.encode_error(protocol.ERR_BUSY, "too many connections"))
+            return False
         if length > settings.max_frame_bytes:
             LOG.warning("refused a %d-byte frame (max %d)", length, settings.max_frame_bytes)
             await _reply(stream, protocol.encode_error(protocol.ERR_TOO_LARGE, "frame too large"))
@@ -236,14 +248,12 @@ async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> N
                 daemon.refused_peers += 1
                 LOG.warning("refused a connection from uid %s", uid)
                 return
-            if daemon.connections > HARD_CONNECTIONS_FACTOR * daemon.settings.max_connections:
-                await _reply(stream, protocol.encode_error(protocol.ERR_BUSY, "too many connections"))
-                return
+            overloaded = daemon.connections > HARD_CONNECTIONS_FACTOR * daemon.settings.max_connections
             buffered = BufferedByteReceiveStream(stream)
             with anyio.CancelScope() as scope:
                 watch = daemon.deadlines.watch(scope)
                 try:
-                    while await serve_frame(daemon, stream, buffered, watch):
+                    while await serve_frame(daemon, stream, buffered, watch, overloaded):
                         pass
                 finally:
                     daemon.deadlines.forget(watch)
@@ -259,6 +269,30 @@ async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> N
     finally:
         daemon.connections -= 1
         daemon.last_activity = time.monotonic()
+
+
+async def _accept_forever(
+    listener: anyio.abc.SocketListener,
+    handler: Callable[[anyio.abc.SocketStream], Any],
+    conns: anyio.abc.TaskGroup,
+) -> None:
+    """`listener.serve`, except that running out of descriptors (EMFILE, ENFILE, ...) pauses
+    accepting for a moment instead of ending the daemon: a local process opening thousands
+    of connections must not take everybody's memory down."""
+    warned = 0.0
+    while True:
+        try:
+            stream = await listener.accept()
+        except anyio.BrokenResourceError as exc:  # anyio wraps the OSError
+            cause = exc.__cause__
+            if not isinstance(cause, OSError) or cause.errno not in _OUT_OF_RESOURCES:
+                raise
+            if time.monotonic() - warned > 10:  # once per episode, not ten lines a second
+                warned = time.monotonic()
+                LOG.warning("cannot accept connections (%s): pausing, then retrying", cause.strerror)
+            await anyio.sleep(ACCEPT_BACKOFF_S)
+            continue
+        conns.start_soon(handler, stream)
 
 
 async def _watch_signals(
@@ -375,7 +409,7 @@ async def _run(
                         async def handler(stream: anyio.abc.SocketStream) -> None:
                             await handle_connection(daemon, stream)
 
-                        services.start_soon(listener.serve, handler, conns)
+                        services.start_soon(_accept_forever, listener, handler, conns)
                         services.start_soon(daemon.deadlines.run)
                         services.start_soon(checkpointer.run)
                         await services.start(_watch_signals, services.cancel_scope)

@@ -708,6 +708,49 @@ def test_scenario_6_ping_is_answered_while_max_connections_peers_idle(daemon: Da
             s.close()
 
 
+NOFILE_WRAPPER = (
+    "import os, resource, sys\n"
+    "n = int(sys.argv[1])\n"
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+@pytest.mark.timeout(60)
+def test_scenario_6_out_of_descriptors_pauses_accepting_instead_of_dying(daemon: Daemon) -> None:
+    """More peers than the daemon has file descriptors: it logs, waits, and serves again."""
+    _raise_nofile()
+    limit = 96
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(daemon.notify_path)
+    notify.settimeout(READY_TIMEOUT_S)
+    env = {**daemon.env, "NOTIFY_SOCKET": daemon.notify_path, "NMEM_READ_TIMEOUT_S": "30"}
+    daemon.proc = subprocess.Popen([sys.executable, "-c", NOFILE_WRAPPER, str(limit), str(BIN / "nmemd")],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        while b"READY=1" not in notify.recv(4096):
+            pass
+    finally:
+        notify.close()
+    peers = []
+    try:
+        for _ in range(2 * limit):
+            s = _try_connect(daemon.socket)
+            if s is not None:
+                peers.append(s)
+        wait_until(lambda: "cannot accept connections" in log_text(daemon.home), 15, "the daemon to run out of fds")
+        assert daemon.proc.poll() is None, "the daemon died"
+    finally:
+        for s in peers:
+            s.close()
+    wait_until(lambda: ping(daemon.socket) is not None, 15, "the daemon to answer again")
+    marker = f"s6-fd-{new_id()[:8]}"
+    done = run_send(payload(marker))
+    assert done.returncode == 0 and done.stderr == b""
+    wait_until(lambda: count(daemon.db, "events", "session_id = ?", (marker,)) == 1, 15, "the event stored")
+    assert daemon.stop() == 0
+
+
 # --- 7. twenty nmemd at once over a stale socket and lock left by kill -9 -----------------------
 
 ALREADY_RUNNING_RC = 4
