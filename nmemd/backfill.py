@@ -2,15 +2,19 @@
 
 CLI side: files are streamed line by line (a file is never held in memory),
 parsed with msgspec, turned into hook-shaped records by `nmemd.transcripts`
-and sent in batches, one `import_events` RPC each, on a sender thread so the
-next batch is read while the daemon stores the last one.
+and extracted right there by the daemon's own `extract` (same code, same
+skip list: the daemon names it, so the result is what a live hook would have
+stored). Batches of typed `Extracted` go to the daemon, one `import_events`
+RPC each, two in flight, so the next batch is read and extracted while the
+daemon commits the last ones.
 
-Daemon side (`call`): each record goes through the same `extract` as a live
-hook and the same group commit (`Ingestor.submit_many`), with its transcript
-timestamp and its natural key; the reply comes after the commit. How far each
-file was read is recorded in `import_files` after the events before that
-offset are committed, so an interrupted run resumes where it stopped (events
-sent twice are harmless: their natural keys are known).
+Daemon side (`call`): a typed decode of the batch (a malformed one is refused
+whole, with the reason), then one `Ingestor.submit_many`: the same group
+commit as live hooks, with each record's transcript timestamp and natural key;
+the reply comes after the commit. How far each file was read is recorded in
+`import_files` only once every batch before that offset is committed (the
+state travels with a later RPC), so an interrupted run resumes where it
+stopped (events sent twice are harmless: their natural keys are known).
 """
 
 from __future__ import annotations
@@ -18,29 +22,31 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import queue
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from nmemd.errors import NmemError
+from nmemd.model import Extracted
 from nmemd.transcripts import Counts, Record, TranscriptReader
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from nmemd.server import Daemon
 
 LOG = logging.getLogger("nmemd.backfill")
 
 METHODS: Final = ("import_events", "import_state")
-BATCH_EVENTS: Final = 256  # events per RPC
-BATCH_BYTES: Final = 4 * 1024 * 1024  # transcript bytes behind one RPC (its frame is smaller: strings are bounded)
+BATCH_EVENTS: Final = 1024  # events per RPC: one commit of ~30 ms, so a live hook meanwhile waits little
+BATCH_WIRE_BYTES: Final = 8 * 1024 * 1024  # encoded events per RPC (max_frame_bytes is 32 MB)
+BATCH_BYTES: Final = 16 * 1024 * 1024  # transcript bytes behind one RPC: states are recorded at least this often
+IN_FLIGHT: Final = 2  # RPCs the importer keeps in flight
 LINE_MAX: Final = 32 * 1024 * 1024  # a longer line is skipped, read in chunks, never held whole
 HEAD_BYTES: Final = 1024  # hashed to notice a file replaced under the same name
 RPC_TIMEOUT_S: Final = 300.0
@@ -69,13 +75,33 @@ class FileState(msgspec.Struct, kw_only=True):
         return (self.path, self.dev, self.inode, self.size, self.mtime, self.offset, self.head_hash, self.events)
 
 
-class ImportParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    items: list[Record] = []
-    files: list[FileState] = []
+class ImportEvent(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One transcript record, extracted by the importer."""
+
+    key: str  # natural idempotency key (a tool call's is recomputed from `extracted` by the daemon)
+    ts: float  # when it happened (the line's timestamp)
+    extracted: Extracted
+    git_branch: str | None = None
+
+
+class ImportBatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The `batch` param of `import_events`: a JSON document of its own, decoded typed by the daemon."""
+
+    events: list[ImportEvent] = []
+    files: list[FileState] = []  # states whose every earlier batch is committed
 
 
 class StateParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     paths: list[str]
+
+
+class StateReply(msgspec.Struct, kw_only=True):
+    files: list[FileState]
+    skip_tools: list[str]  # the daemon's: the importer extracts with exactly these
+
+
+_batch_decoder = msgspec.json.Decoder(ImportBatch)
+_encode = msgspec.json.Encoder().encode
 
 
 # --- daemon side ---------------------------------------------------------------------------------
@@ -86,54 +112,43 @@ def event_id_for(key: str) -> str:
     return "imp" + hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def _known_keys(conn: sqlite3.Connection, keys: list[str]) -> set[str]:
-    known: set[str] = set()
-    for start in range(0, len(keys), 500):
-        chunk = keys[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = conn.execute(f"SELECT natural_key FROM events WHERE natural_key IN ({marks})", chunk)
-        known.update(r[0] for r in rows)
-    return known
+def encode_batch(events: Sequence[bytes], files: Sequence[FileState]) -> str:
+    """The `batch` param from events already encoded one by one (`msgspec.json.encode(ImportEvent)`)."""
+    return (b'{"events":[' + b",".join(events) + b'],"files":' + msgspec.json.encode(files) + b"}").decode()
 
 
 async def call(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     """Run `import_events` or `import_state` for the CLI."""
-    import anyio
-
-    from nmemd import readers
-    from nmemd.extract import extract
     from nmemd.store import Incoming, natural_key
 
     store = daemon.ingestor.store
+    if method == "import_state":
+        try:
+            paths = msgspec.convert(params, StateParams).paths
+        except msgspec.ValidationError as exc:
+            raise ImportParamsError(f"{method}: {exc}") from exc
+        rows = await store.import_files(paths)
+        files = [FileState(**dict(zip(FileState.__struct_fields__, r, strict=True))) for r in rows]
+        return StateReply(files=files, skip_tools=sorted(daemon.skip_tools))
+    raw = params.get("batch")
+    if not isinstance(raw, str) or len(params) != 1:
+        raise ImportParamsError(f'{method}: expected params {{"batch": "<JSON of events and files>"}}')
     try:
-        if method == "import_state":
-            rows = await store.import_files(msgspec.convert(params, StateParams).paths)
-            return [dict(zip(FileState.__struct_fields__, r, strict=True)) for r in rows]
-        p = msgspec.convert(params, ImportParams)
-    except msgspec.ValidationError as exc:
+        batch = _batch_decoder.decode(raw)
+    except msgspec.DecodeError as exc:  # ValidationError included: names the field, e.g. `$.events[3].ts`
         raise ImportParamsError(f"{method}: {exc}") from exc
-    # Records seen before (a re-run, or the hook saw them live) cost one index lookup, not an extraction.
-    known = await readers.run(daemon.settings.db, _known_keys, [r.key for r in p.items]) if p.items else set()
-    todo = [r for r in p.items if r.key not in known]
-    skip = daemon.skip_tools
-
-    def extract_all() -> list[Incoming]:
-        out = []
-        for r in todo:
-            ex = extract(r.payload, skip_tools=skip)
-            key = natural_key(ex) or r.key
-            out.append(
-                Incoming(
-                    event_id=event_id_for(key), received_at=r.ts, extracted=ex, natural_key=key, git_branch=r.git_branch
-                )
+    incoming = []
+    for e in batch.events:
+        key = natural_key(e.extracted) or e.key
+        incoming.append(
+            Incoming(
+                event_id=event_id_for(key), received_at=e.ts, extracted=e.extracted, natural_key=key,
+                git_branch=e.git_branch,
             )
-        return out
-
-    if todo:
-        incoming = await anyio.to_thread.run_sync(extract_all)  # the event loop keeps serving live hooks
-        await daemon.ingestor.submit_many(incoming)
-    await store.record_import_files([f.row() for f in p.files])
-    return {"received": len(p.items), "new": len(todo)}
+        )  # fmt: skip
+    new = await daemon.ingestor.submit_many(incoming)
+    await store.record_import_files([f.row() for f in batch.files])
+    return {"received": len(incoming), "new": new}
 
 
 # --- CLI side: files -----------------------------------------------------------------------------
@@ -213,72 +228,74 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
 
 
-@dataclass
-class _Batch:
-    items: list[Record]
-    files: list[FileState]
+class _Pipeline:
+    """Sends batches, up to IN_FLIGHT at once (each on its own thread and connection).
 
-
-class _Sender:
-    """Sends batches in order on its own thread: one in flight, one waiting."""
+    Replies are taken in sending order. A batch's file states become safe to
+    record once it and every batch before it are committed; they are sent with
+    the next RPC (or a last one of their own), never sooner.
+    """
 
     def __init__(self, ask: Callable[[str, dict[str, Any], float], Any], summary: Summary):
         self.ask = ask
         self.summary = summary
-        self.queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
-        self.error: BaseException | None = None
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="nmem-import-sender", daemon=True)
-        self.thread.start()
+        self.flight: deque[tuple[Future[Any], list[FileState]]] = deque()
+        self.settled: dict[str, FileState] = {}  # path -> latest safe state, not yet sent
 
-    def _run(self) -> None:
-        while True:
-            batch = self.queue.get()
-            if batch is None or self.stop.is_set():
-                return
-            try:
-                reply = self.ask("import_events", {"items": batch.items, "files": batch.files}, RPC_TIMEOUT_S)
-                self.summary.events_sent += int(reply.get("received", 0))
-                self.summary.events_new += int(reply.get("new", 0))
-            except BaseException as exc:  # reported by the main thread, which stops producing
-                self.error = exc
-                return
+    def send(self, events: list[bytes], files: list[FileState]) -> None:
+        while len(self.flight) >= IN_FLIGHT:
+            self._settle_oldest(RPC_TIMEOUT_S)
+        body = encode_batch(events, self._take_settled())
+        self.flight.append((self._start(body), files))
 
-    def put(self, batch: _Batch) -> None:
-        while True:
-            if self.error is not None:
-                raise self.error
-            try:
-                self.queue.put(batch, timeout=0.2)
-                return
-            except queue.Full:
-                continue
-
-    def close(self, timeout: float | None = None) -> None:
-        """Send what is queued, then stop; raise what the daemon refused."""
-        if self.error is None:
-            self.put_final()
-        self.thread.join(timeout)
-        if self.error is not None:
-            raise self.error
-
-    def put_final(self) -> None:
-        while self.thread.is_alive():
-            try:
-                self.queue.put(None, timeout=0.2)
-                return
-            except queue.Full:
-                continue
+    def finish(self) -> None:
+        """Wait for every batch; record the last states. Raise what the daemon refused."""
+        while self.flight:
+            self._settle_oldest(RPC_TIMEOUT_S)
+        self._record_settled()
 
     def abandon(self, timeout: float) -> None:
-        """Ctrl-C: drop what waits, let the batch in flight finish (its commit is whole either way)."""
-        self.stop.set()
+        """Ctrl-C or an error: let the batches in flight finish, record the states they make safe, quietly."""
         try:
-            self.queue.get_nowait()
-        except queue.Empty:
-            pass
-        self.put_final()
-        self.thread.join(timeout)
+            while self.flight:
+                self._settle_oldest(timeout)
+        except Exception:  # a later batch may be committed, but its states must not run ahead of this one
+            self.flight.clear()
+        try:
+            self._record_settled()
+        except Exception:
+            LOG.debug("could not record the import state", exc_info=True)
+
+    def _start(self, body: str) -> Future[Any]:
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self.ask("import_events", {"batch": body}, RPC_TIMEOUT_S))
+            except BaseException as exc:  # given to the main thread, which raises it
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="nmem-import-rpc", daemon=True).start()
+        return future
+
+    def _settle_oldest(self, timeout: float) -> None:
+        future, files = self.flight[0]
+        reply = future.result(timeout)
+        self.flight.popleft()
+        self.summary.events_sent += int(reply.get("received", 0))
+        self.summary.events_new += int(reply.get("new", 0))
+        for f in files:
+            self.settled[f.path] = f
+
+    def _take_settled(self) -> list[FileState]:
+        files = list(self.settled.values())
+        self.settled.clear()
+        return files
+
+    def _record_settled(self) -> None:
+        if self.settled:
+            self.ask("import_events", {"batch": encode_batch([], list(self.settled.values()))}, RPC_TIMEOUT_S)
+            self.settled.clear()
 
 
 @dataclass
@@ -309,15 +326,22 @@ class Importer:
         self.progress = progress or Progress()
         self.problems: dict[str, list[str]] = {}
         self.invalid: dict[str, int] = {}
+        self.skip_tools: frozenset[str] = frozenset()  # the daemon's, from `import_state`
+        from nmemd.extract import extract  # not at module level: every `nmem` command imports this module
+        from nmemd.store import natural_key
+
+        self._extract = extract
+        self._natural_key = natural_key
         self._decoder = msgspec.json.Decoder()
-        self._items: list[Record] = []
+        self._events: list[bytes] = []  # encoded ImportEvents of the next batch
+        self._wire_bytes = 0
         self._pending_bytes = 0
         self._done: list[FileState] = []  # files finished since the last batch
         self._open: _Open | None = None
-        self._sender: _Sender | None = None
+        self._pipeline: _Pipeline | None = None
 
     def run(self, paths: Sequence[str]) -> Summary:
-        """Import what is new under `paths`; Ctrl-C stops after the batch in flight (summary.interrupted)."""
+        """Import what is new under `paths`; Ctrl-C stops after the batches in flight (summary.interrupted)."""
         started = time.monotonic()
         try:
             found: list[Problem] = []
@@ -326,15 +350,19 @@ class Importer:
                 self._note(p.path, p.reason)
             self.summary.files = len(files)
             plan = self._plan(files, self._load_state(files))
-            self._sender = _Sender(self.ask, self.summary)
+            self._pipeline = _Pipeline(self.ask, self.summary)
             for path, st, saved in plan:
                 self._import_file(path, st, saved)
             self._flush()
-            self._sender.close()
+            self._pipeline.finish()
         except KeyboardInterrupt:
             self.summary.interrupted = True
-            if self._sender is not None:
-                self._sender.abandon(RPC_TIMEOUT_S)
+            if self._pipeline is not None:
+                self._pipeline.abandon(RPC_TIMEOUT_S)
+        except BaseException:
+            if self._pipeline is not None:
+                self._pipeline.abandon(RPC_TIMEOUT_S)
+            raise
         finally:
             self.summary.seconds = round(time.monotonic() - started, 3)
             for path, n in self.invalid.items():
@@ -344,9 +372,12 @@ class Importer:
 
     def _load_state(self, files: list[str]) -> dict[str, FileState]:
         state: dict[str, FileState] = {}
-        for start in range(0, len(files), 2000):
-            rows = self.ask("import_state", {"paths": files[start : start + 2000]}, RPC_TIMEOUT_S)
-            for row in msgspec.convert(rows, list[FileState]):
+        for start in range(0, max(len(files), 1), 2000):
+            reply = msgspec.convert(
+                self.ask("import_state", {"paths": files[start : start + 2000]}, RPC_TIMEOUT_S), StateReply
+            )
+            self.skip_tools = frozenset(reply.skip_tools)
+            for row in reply.files:
                 state[row.path] = row
         return state
 
@@ -420,6 +451,7 @@ class Importer:
     def _read(self, f: Any, cur: _Open) -> None:
         decode = self._decoder.decode
         feed = cur.reader.feed
+        add = self._add
         for raw_start, raw in self._lines(f, cur):
             size = len(raw)
             cur.offset = raw_start + size
@@ -435,12 +467,21 @@ class Importer:
             records = feed(line, raw_start, size)
             if records:
                 cur.events += len(records)
-                self._items += records
                 self.progress.events += len(records)
-                if len(self._items) >= BATCH_EVENTS:
+                for r in records:
+                    add(r)
+                if len(self._events) >= BATCH_EVENTS or self._wire_bytes >= BATCH_WIRE_BYTES:
                     self._flush()
             if self._pending_bytes >= BATCH_BYTES:
                 self._flush()
+
+    def _add(self, r: Record) -> None:
+        """Extract one record as a live hook's payload would be, and encode it for the next batch."""
+        ex = self._extract(r.payload, skip_tools=self.skip_tools)
+        event = ImportEvent(key=self._natural_key(ex) or r.key, ts=r.ts, extracted=ex, git_branch=r.git_branch)
+        raw = _encode(event)
+        self._events.append(raw)
+        self._wire_bytes += len(raw)
 
     def _lines(self, f: Any, cur: _Open) -> Iterator[tuple[int, bytes]]:
         """(offset, line) for each complete line; a truncated last line is left for the next run."""
@@ -484,8 +525,8 @@ class Importer:
         files = self._done
         if self._open is not None and self._open.offset:
             files = [*files, self._open.state()]
-        if not self._items and not files:
+        if not self._events and not files:
             return
-        assert self._sender is not None
-        self._sender.put(_Batch(items=self._items, files=files))
-        self._items, self._done, self._pending_bytes = [], [], 0
+        assert self._pipeline is not None
+        self._pipeline.send(self._events, files)
+        self._events, self._done, self._pending_bytes, self._wire_bytes = [], [], 0, 0

@@ -48,12 +48,15 @@ def extract_event(body: bytes, skip_tools: frozenset[str]) -> Extracted:
 
 
 class _Pending:
-    __slots__ = ("incoming", "done", "error")
+    """One queue entry: a live event alone, or a batch (drain, import) committed whole and acked once."""
 
-    def __init__(self, incoming: Incoming):
-        self.incoming = incoming
+    __slots__ = ("items", "done", "error", "new")
+
+    def __init__(self, items: list[Incoming]):
+        self.items = items
         self.done = anyio.Event()
         self.error: BaseException | None = None
+        self.new = 0  # of `items`, how many were not stored before
 
 
 class Ingestor:
@@ -67,28 +70,37 @@ class Ingestor:
         self._send: MemoryObjectSendStream[_Pending]
         self._recv: MemoryObjectReceiveStream[_Pending]
         self._send, self._recv = anyio.create_memory_object_stream[_Pending](QUEUE_MAX)
+        self._queued = 0  # events in entries not yet taken into a batch
         self.committed = 0  # events newly stored since start
         self.batches = 0
         self.last_error: str | None = None
 
     async def submit(self, incoming: Incoming) -> None:
         """Return once the event is committed; raise StorageError if its batch failed."""
-        pending = _Pending(incoming)
-        await self._send.send(pending)
+        await self._wait(_Pending([incoming]))
+
+    async def submit_many(self, items: list[Incoming]) -> int:
+        """Queue several events as one entry (the inbox drain, an import batch); return how many were new.
+
+        They are committed in one transaction (with whatever else the batch
+        holds) and acknowledged together, after that commit.
+        """
+        if not items:
+            return 0
+        pending = _Pending(items)
+        await self._wait(pending)
+        return pending.new
+
+    async def _wait(self, pending: _Pending) -> None:
+        self._queued += len(pending.items)
+        try:
+            await self._send.send(pending)
+        except BaseException:
+            self._queued -= len(pending.items)
+            raise
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
-
-    async def submit_many(self, items: list[Incoming]) -> None:
-        """Queue several events (the inbox drain) and wait for all of them."""
-        pendings = [_Pending(i) for i in items]
-        for p in pendings:
-            await self._send.send(p)
-        for p in pendings:
-            await p.done.wait()
-        for p in pendings:
-            if p.error is not None:
-                raise p.error
 
     def close(self) -> None:
         """Accept nothing more; `run` commits what is queued, then returns."""
@@ -102,47 +114,72 @@ class Ingestor:
                 except anyio.EndOfStream:
                     return
                 batch = [first]
-                await self._fill(batch)
+                await self._fill(batch, len(first.items))
                 await self._commit(batch)
 
-    async def _fill(self, batch: list[_Pending]) -> None:
+    async def _fill(self, batch: list[_Pending], size: int) -> None:
+        """Take entries until the batch holds `max_events` events or the delay is over; an entry is never split."""
         deadline = anyio.current_time() + self.max_delay
-        while len(batch) < self.max_events:
+        while size < self.max_events:
             try:
-                batch.append(self._recv.receive_nowait())
-                continue
+                entry = self._recv.receive_nowait()
             except anyio.WouldBlock:
-                pass
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    return
+                with anyio.move_on_after(remaining):
+                    try:
+                        entry = await self._recv.receive()
+                    except anyio.EndOfStream:
+                        return
+                    batch.append(entry)
+                    size += len(entry.items)
+                continue
             except anyio.EndOfStream:
                 return
-            remaining = deadline - anyio.current_time()
-            if remaining <= 0:
-                return
-            with anyio.move_on_after(remaining):
-                try:
-                    batch.append(await self._recv.receive())
-                except anyio.EndOfStream:
-                    return
+            batch.append(entry)
+            size += len(entry.items)
 
     async def _commit(self, batch: list[_Pending]) -> None:
+        items = batch[0].items if len(batch) == 1 else [i for p in batch for i in p.items]
+        self._queued -= len(items)
         error: BaseException | None = None
+        new: list[int] = []
         with anyio.CancelScope(shield=True):
             try:
-                self.committed += await self.store.commit_batch([p.incoming for p in batch])
+                new = await self.store.commit_items(items)
+                self.committed += len(new)
                 self.batches += 1
                 self.last_error = None
             except StorageError as exc:
-                LOG.error("batch of %d events not committed: %s", len(batch), exc)
+                LOG.error("batch of %d events not committed: %s", len(items), exc)
                 self.last_error = str(exc)
                 error = exc
             except Exception as exc:  # a bug must not kill the daemon nor ack anything
-                LOG.exception("batch of %d events failed", len(batch))
+                LOG.exception("batch of %d events failed", len(items))
                 self.last_error = repr(exc)
                 error = StorageError(f"internal error: {exc!r}")
+        if error is None:
+            _count_new(batch, new)
         for p in batch:
             p.error = error
             p.done.set()
 
     @property
     def queued(self) -> int:
-        return self._recv.statistics().current_buffer_used
+        """Events waiting for a batch."""
+        return self._queued
+
+
+def _count_new(batch: list[_Pending], new: list[int]) -> None:
+    """Give each entry its share of `new` (ascending indexes into the batch's items, entry after entry)."""
+    if len(batch) == 1:
+        batch[0].new = len(new)
+        return
+    i, end = 0, 0
+    for p in batch:
+        end += len(p.items)
+        start = i
+        while i < len(new) and new[i] < end:
+            i += 1
+        p.new = i - start

@@ -142,42 +142,35 @@ class Store:
         except sqlite3.Error:
             LOG.exception("rollback failed")
 
-    async def known_event_ids(self, ids: Sequence[str]) -> set[str]:
-        known: set[str] = set()
-        for start in range(0, len(ids), SQL_CHUNK):
-            chunk = ids[start : start + SQL_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = await self.conn.execute_fetchall(f"SELECT event_id FROM events WHERE event_id IN ({marks})", chunk)
-            known.update(r[0] for r in rows)
-        return known
-
-    async def known_natural_keys(self, keys: Sequence[str]) -> set[str]:
-        known: set[str] = set()
-        for start in range(0, len(keys), SQL_CHUNK):
-            chunk = keys[start : start + SQL_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = await self.conn.execute_fetchall(
-                f"SELECT natural_key FROM events WHERE natural_key IN ({marks})", chunk
-            )
-            known.update(r[0] for r in rows)
-        return known
+    async def known(self, ids: Sequence[str], keys: Sequence[str]) -> tuple[set[str], set[str]]:
+        """Which of these event ids and natural keys the ledger holds: one indexed query, whatever the batch size."""
+        rows = await self.conn.execute_fetchall(_KNOWN, (_json_list(ids), _json_list(keys)))
+        known_ids: set[str] = set()
+        known_keys: set[str] = set()
+        for event_id, key in rows:
+            known_ids.add(event_id)
+            if key is not None:
+                known_keys.add(key)
+        return known_ids, known_keys
 
     async def commit_batch(self, items: Sequence[Incoming]) -> int:
-        """Store a batch in one transaction; return how many events were new.
+        """Store a batch in one transaction; return how many events were new."""
+        return len(await self.commit_items(items))
+
+    async def commit_items(self, items: Sequence[Incoming]) -> list[int]:
+        """Store a batch in one transaction; return the indexes (ascending) of the items that were new.
 
         Events already in the ledger (a retry, the same event through both the
         socket and the inbox, or a tool call seen by a hook and again in its
         transcript: same natural key) are skipped; their inbox rows are still removed.
         """
         if not items:
-            return 0
+            return []
         overlay = self.dedup.overlay()
         keys = [i.natural_key or natural_key(i.extracted) for i in items]
         async with self.write() as conn:
-            known = await self.known_event_ids([i.event_id for i in items])
-            wanted = [k for k in keys if k is not None]
-            known_keys = await self.known_natural_keys(wanted) if wanted else set()
-            plan = _plan(items, keys, known, known_keys, self.next_observation_id, overlay)
+            known_ids, known_keys = await self.known([i.event_id for i in items], [k for k in keys if k is not None])
+            plan = _plan(items, keys, known_ids, known_keys, self.next_observation_id, overlay)
             if plan.observations:
                 await conn.executemany(_INSERT_OBSERVATION, plan.observations)
                 await conn.execute(_INDEX_NEW, (self.next_observation_id, plan.next_id))
@@ -189,7 +182,7 @@ class Store:
             if plan.prompts:
                 await conn.executemany(_INSERT_PROMPT, plan.prompts)
             if plan.sessions:
-                await conn.executemany(_UPSERT_SESSION, plan.sessions)
+                await conn.executemany(_UPSERT_SESSION, [s.row() for s in plan.sessions.values()])
             if plan.events:
                 await conn.executemany(
                     "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id, natural_key)"
@@ -200,7 +193,7 @@ class Store:
                 await conn.executemany("DELETE FROM inbox WHERE event_id = ?", plan.inbox_done)
         self.next_observation_id = plan.next_id
         self.dedup.merge(overlay)
-        return len(plan.events)
+        return plan.new
 
     async def import_files(self, paths: Sequence[str]) -> list[tuple[Any, ...]]:
         """Rows of `import_files` for these paths (what `nmem import-transcripts` read so far)."""
@@ -237,6 +230,10 @@ class Store:
         return None
 
 
+_KNOWN = (
+    "SELECT event_id, natural_key FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
+    " OR natural_key IN (SELECT value FROM json_each(?))"
+)
 _INSERT_OBSERVATION = (
     "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
     " content, tool_name, file_path, command, tool_use_id, agent_id)"
@@ -254,7 +251,7 @@ _INSERT_PROMPT = (
 _UPSERT_SESSION = """
 INSERT INTO sessions(session_id, project, cwd, started_at, last_event_at, source, end_reason, ended_at,
                      model, transcript_path, last_assistant_message, git_branch, event_count)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(session_id) DO UPDATE SET
     project = coalesce(sessions.project, excluded.project),
     cwd = coalesce(sessions.cwd, excluded.cwd),
@@ -267,8 +264,62 @@ ON CONFLICT(session_id) DO UPDATE SET
     transcript_path = coalesce(sessions.transcript_path, excluded.transcript_path),
     last_assistant_message = coalesce(excluded.last_assistant_message, sessions.last_assistant_message),
     git_branch = coalesce(excluded.git_branch, sessions.git_branch),
-    event_count = sessions.event_count + 1
+    event_count = sessions.event_count + excluded.event_count
 """
+
+
+def _json_list(values: Sequence[str]) -> str:
+    return msgspec.json.encode(values).decode()
+
+
+class _Session:
+    """A batch's events of one session, folded into the one upsert they amount to (in batch order)."""
+
+    __slots__ = ("session_id", "project", "cwd", "started_at", "last_event_at", "source", "end_reason", "ended_at",
+                 "model", "transcript_path", "last_assistant_message", "git_branch", "count")  # fmt: skip
+
+    def __init__(self, ex: Extracted, ts: float, git_branch: str | None):
+        self.session_id = ex.session_id
+        self.project = ex.project
+        self.cwd = ex.cwd
+        self.started_at = self.last_event_at = ts
+        self.source = ex.source
+        self.end_reason = ex.end_reason
+        self.ended_at = ts if ex.end_reason is not None else None
+        self.model = ex.model
+        self.transcript_path = ex.transcript_path
+        self.last_assistant_message = ex.last_assistant_message if ex.hook_event == "Stop" else None
+        self.git_branch = git_branch or None
+        self.count = 1
+
+    def add(self, ex: Extracted, ts: float, git_branch: str | None) -> None:
+        """Fold a later event as `_UPSERT_SESSION` would apply it: first value kept, or last one, min/max."""
+        if self.project is None:
+            self.project = ex.project
+        if self.cwd is None:
+            self.cwd = ex.cwd
+        if self.source is None:
+            self.source = ex.source
+        if self.transcript_path is None:
+            self.transcript_path = ex.transcript_path
+        self.started_at = min(self.started_at, ts)
+        self.last_event_at = max(self.last_event_at, ts)
+        if ex.end_reason is not None:
+            self.end_reason, self.ended_at = ex.end_reason, ts
+        if ex.model:
+            self.model = ex.model
+        if ex.hook_event == "Stop" and ex.last_assistant_message is not None:
+            self.last_assistant_message = ex.last_assistant_message
+        if git_branch:
+            self.git_branch = git_branch
+        self.count += 1
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.session_id, self.project, self.cwd, self.started_at, self.last_event_at, self.source,
+            self.end_reason, self.ended_at, self.model, self.transcript_path, self.last_assistant_message,
+            self.git_branch, self.count,
+        )  # fmt: skip
 
 
 @dataclass
@@ -277,9 +328,10 @@ class _Plan:
     observations: list[tuple[Any, ...]] = field(default_factory=list)
     merges: list[tuple[float, int]] = field(default_factory=list)
     prompts: list[tuple[Any, ...]] = field(default_factory=list)
-    sessions: list[tuple[Any, ...]] = field(default_factory=list)
+    sessions: dict[str, _Session] = field(default_factory=dict)
     events: list[tuple[Any, ...]] = field(default_factory=list)
     inbox_done: list[tuple[str]] = field(default_factory=list)
+    new: list[int] = field(default_factory=list)  # indexes of the items stored
 
 
 def _plan(
@@ -294,7 +346,8 @@ def _plan(
     plan = _Plan(next_id=next_id)
     seen = set(known)
     seen_keys = set(known_keys)
-    for item, key in zip(items, keys, strict=True):
+    sessions = plan.sessions
+    for index, (item, key) in enumerate(zip(items, keys, strict=True)):
         if item.from_inbox:
             plan.inbox_done.append((item.event_id,))
         if item.event_id in seen or key in seen_keys:
@@ -302,6 +355,7 @@ def _plan(
         seen.add(item.event_id)
         if key is not None:
             seen_keys.add(key)
+        plan.new.append(index)
         ex, ts = item.extracted, item.received_at
         first_id: int | None = None
         for n, obs in enumerate(ex.observations):
@@ -337,23 +391,11 @@ def _plan(
                 overlay.remember(ex.session_id, obs.dedup_key, ts, oid)
             if obs.type == "prompt":
                 plan.prompts.append((oid, ex.session_id, ex.session_id, ts))
-        ended = ts if ex.end_reason is not None else None
-        plan.sessions.append(
-            (
-                ex.session_id,
-                ex.project,
-                ex.cwd,
-                ts,
-                ts,
-                ex.source,
-                ex.end_reason,
-                ended,
-                ex.model,
-                ex.transcript_path,
-                ex.last_assistant_message if ex.hook_event == "Stop" else None,
-                item.git_branch or None,
-            )
-        )
+        session = sessions.get(ex.session_id)
+        if session is None:
+            sessions[ex.session_id] = _Session(ex, ts, item.git_branch)
+        else:
+            session.add(ex, ts, item.git_branch)
         plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id, key))
     return plan
 

@@ -21,11 +21,13 @@ from typing import Any
 import anyio
 import pytest
 from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
-from helpers import count, new_id, payload, send_hook, wait_until
+from helpers import count, new_id, payload, send_frame, send_hook, wait_until
 from replay import transcript_payloads
 
+from nmem_client import protocol
 from nmemd import config
 from nmemd.extract import extract
+from nmemd.ingest import Ingestor
 from nmemd.store import Incoming, open_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
@@ -194,6 +196,78 @@ def test_natural_keys_within_one_batch_and_only_for_finished_calls(tmp_path: Pat
     db = Path(config.load({}).db)
     assert count(db, "events", "natural_key = 'tool:nk-1:toolu_nk1'") == 1
     assert count(db, "observations", "hook_event = 'PostToolUse'") == 1
+
+
+def test_the_daemon_skip_list_governs_extraction_in_the_importer(daemon: Daemon, tmp_path: Path) -> None:
+    """The importer extracts on its side, with the skip list the daemon names (not the CLI's own environment)."""
+    transcript = tmp_path / f"{session_of(FIXTURES / HEAVY)}.jsonl"
+    shutil.copy(FIXTURES / HEAVY, transcript)
+    daemon.env["NMEM_SKIP_TOOLS"] = "Bash,WebSearch"
+    daemon.start()
+    done = subprocess.run(
+        [str(BIN / "nmem"), "import-transcripts", "--json", str(transcript)],
+        capture_output=True, text=True, timeout=60, env={**daemon.env, "NMEM_SKIP_TOOLS": ""},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["events_new"] == 8  # skipped calls are still events, with no observation
+    assert count(daemon.db, "observations", "tool_name IN ('Bash', 'WebSearch')") == 0
+    assert count(daemon.db, "observations", "tool_name IN ('Glob', 'Read', 'WebFetch')") == 3
+
+
+def test_a_malformed_import_batch_is_refused_whole_with_its_reason(daemon: Daemon) -> None:
+    daemon.start()
+
+    def rpc(params: Any) -> tuple[bytes, bytes]:
+        body = json.dumps({"method": "import_events", "params": params}).encode()
+        return send_frame(daemon.socket, protocol.KIND_RPC, protocol.NO_EVENT_ID, body)
+
+    good = {"key": "prompt:s:1", "ts": 1.0, "extracted": {"hook_event": "UserPromptSubmit", "session_id": "s"}}
+    bad_ts = {**good, "key": "prompt:s:2", "ts": "yesterday"}
+    for params, reason in [
+        ({"items": []}, b'expected params {"batch"'),  # the old, raw-payload form
+        ({"batch": "{not json"}, b"JSON is malformed"),
+        ({"batch": json.dumps({"events": [good, bad_ts]})}, b"$.events[1].ts"),
+        ({"batch": json.dumps({"events": [{**good, "extracted": {"observations": []}}]})}, b"hook_event"),
+        ({"batch": json.dumps({"events": [], "files": [], "extra": 1})}, b"extra"),
+    ]:
+        status, reply = rpc(params)
+        assert status == b"ERR" and reply.startswith(protocol.ERR_INVALID), (params, reply)
+        assert reason in reply, reply
+    assert count(daemon.db, "events") == 0  # nothing of a refused batch is stored, not even its good events
+    status, reply = rpc({"batch": json.dumps({"events": [good, good]})})
+    assert status == b"OK" and json.loads(reply) == {"received": 2, "new": 1}
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+def test_batches_and_single_events_share_commits_and_each_entry_gets_its_new_count(tmp_path: Path) -> None:
+    """The ingestor alone: a batch is one queue entry, committed with whatever else is queued."""
+
+    def event(n: int, key: str | None = None) -> Incoming:
+        ex = extract({"hook_event_name": "UserPromptSubmit", "session_id": "mix", "prompt": f"prompt {n}"})
+        return Incoming(event_id=f"mix{n:05d}", received_at=float(n), extracted=ex, natural_key=key)
+
+    async def run() -> tuple[list[int], int, int]:
+        async with open_store(config.load({"batch_max_events": 4})) as store:
+            ingestor = Ingestor(store)
+            results: list[int] = [0, 0, 0]
+
+            async def many(slot: int, items: list[Incoming]) -> None:
+                results[slot] = await ingestor.submit_many(items)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ingestor.run)
+                async with anyio.create_task_group() as senders:  # queued before the first batch closes
+                    senders.start_soon(many, 0, [event(1), event(2, "k"), event(3, "k"), event(1)])
+                    senders.start_soon(ingestor.submit, event(4))
+                    senders.start_soon(many, 1, [event(5), event(2)])
+                    senders.start_soon(many, 2, [])
+                ingestor.close()
+            return results, ingestor.committed, ingestor.queued
+
+    results, committed, queued = anyio.run(run)
+    assert results == [2, 1, 0] and committed == 4 and queued == 0  # a key or an id seen before is not new
+    assert count(Path(config.load({}).db), "events", "session_id = 'mix'") == 4
 
 
 # --- 3. bad files, incremental runs ------------------------------------------------------------------
