@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from typing import TYPE_CHECKING
 
 import anyio
+
+if TYPE_CHECKING:
+    from nmemd.store import Store
 
 LOG = logging.getLogger("nmemd.checkpointer")
 INTERVAL_S = 0.25
@@ -42,11 +46,9 @@ def side_checkpoint(db: str, mode: str, busy_timeout_s: float = BUSY_TIMEOUT_S) 
 
 
 class Checkpointer:
-    def __init__(
-        self, db: str, writer_lock: anyio.Lock, interval: float = INTERVAL_S, restart_frames: int = RESTART_FRAMES
-    ):
-        self.db = db
-        self.writer_lock = writer_lock
+    def __init__(self, store: Store, interval: float = INTERVAL_S, restart_frames: int = RESTART_FRAMES):
+        self.store = store
+        self.db = store.settings.db
         self.interval = interval
         self.restart_frames = restart_frames
         self._dirty = anyio.Event()
@@ -69,12 +71,26 @@ class Checkpointer:
             await anyio.sleep(self.interval)
 
     async def checkpoint(self) -> None:
-        _, frames, _ = await anyio.to_thread.run_sync(side_checkpoint, self.db, "PASSIVE")
+        frames, restarted = await keep_wal_short(self.store, self.restart_frames)
         self.runs += 1
         self.wal_frames = frames
-        if frames < self.restart_frames:
-            return
-        async with self.writer_lock:
-            busy, frames, done = await anyio.to_thread.run_sync(side_checkpoint, self.db, "RESTART")
-        self.restarts += not busy
-        LOG.debug("WAL at %d frames: RESTART %s", frames, "deferred (a reader)" if busy else f"copied {done}")
+        self.restarts += restarted
+
+
+async def keep_wal_short(store: Store, restart_frames: int = RESTART_FRAMES) -> tuple[int, bool]:
+    """PASSIVE; past `restart_frames`, a second PASSIVE and then a RESTART with our writer held off.
+
+    The second pass copies what was committed during the first without the lock, so the
+    locked pass has only a few frames left. Returns (WAL frames seen, whether it restarted).
+    Shared by the background checkpointer and the maintenance jobs' steps.
+    """
+    db = store.settings.db
+    async with store.checkpoint_lock:  # always before store.lock, never after
+        _, frames, _ = await anyio.to_thread.run_sync(side_checkpoint, db, "PASSIVE")
+        if frames < restart_frames:
+            return frames, False
+        await anyio.to_thread.run_sync(side_checkpoint, db, "PASSIVE")
+        async with store.lock:
+            busy, left, done = await anyio.to_thread.run_sync(side_checkpoint, db, "RESTART")
+    LOG.debug("WAL at %d frames: RESTART %s", frames, "deferred (a reader)" if busy else f"copied {done}/{left}")
+    return frames, not busy

@@ -13,6 +13,7 @@ import sqlite3
 
 import anyio
 
+from nmemd.checkpointer import side_checkpoint
 from nmemd.config import Settings
 from nmemd.errors import InvalidEvent
 from nmemd.ingest import Ingestor, extract_event
@@ -20,6 +21,7 @@ from nmemd.store import Incoming
 
 LOG = logging.getLogger("nmemd.drain")
 DRAIN_BATCH = 256
+DRAIN_TRUNCATE_BUSY_S = 0.05
 SPOOL_SUFFIX = ".event"
 
 
@@ -30,8 +32,11 @@ async def drain_once(ingestor: Ingestor, settings: Settings) -> int:
     if handled:
         # The raw payloads (which may hold secrets) were deleted with secure_delete
         # on; truncating the WAL removes their last copies from disk.
+        # A side connection waiting 50 ms at most: a TRUNCATE holds the write lock while it waits.
+        store = ingestor.store
         try:
-            await ingestor.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            async with store.checkpoint_lock:
+                await anyio.to_thread.run_sync(side_checkpoint, settings.db, "TRUNCATE", DRAIN_TRUNCATE_BUSY_S)
         except sqlite3.Error as exc:
             LOG.debug("checkpoint after drain skipped: %s", exc)
     return handled

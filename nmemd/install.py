@@ -107,7 +107,7 @@ def load(path: Path) -> dict[str, Any]:
 def _hooks_of(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     hooks = settings.get("hooks", {})
     if not isinstance(hooks, dict):
-        raise SettingsError(f"{path}: \"hooks\" is not an object")
+        raise SettingsError(f'{path}: "hooks" is not an object')
     return hooks
 
 
@@ -173,7 +173,7 @@ def with_mcp(state: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
     merged = copy.deepcopy(state)
     servers = merged.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
-        raise SettingsError(f"{path}: \"mcpServers\" is not an object")
+        raise SettingsError(f'{path}: "mcpServers" is not an object')
     servers[MCP_NAME] = {"type": "stdio", "command": command, "args": [], "env": {}}
     return merged
 

@@ -21,7 +21,7 @@ import anyio.lowlevel
 import msgspec
 
 from nmemd import readers, retention
-from nmemd.checkpointer import side_checkpoint
+from nmemd.checkpointer import keep_wal_short, side_checkpoint
 from nmemd.errors import NmemError, StorageError
 from nmemd.store import Store, translate
 
@@ -33,7 +33,6 @@ MAX_STEPS = 100_000  # a runaway loop guard; real jobs need far fewer steps
 # A TRUNCATE holds the write lock while it waits for readers: every commit waits with it, so
 # it waits briefly and only when PASSIVE copied every frame (no reader holds an older snapshot).
 TRUNCATE_BUSY_MS = 50
-RESTART_FRAMES = 8000  # ~32 MB of WAL: past this a job makes sure the WAL can restart
 FTS_OPTIMIZE_ROW = "fts_optimize"  # jobs row: when fts_merge last merged the index down completely
 
 
@@ -83,28 +82,22 @@ async def _read(store: Store, sql: str) -> Any:
 
 
 class _Pace:
-    """Between two steps: let waiting batches run, then checkpoint PASSIVE.
+    """Between two steps: let waiting batches run, then copy the step's WAL frames.
 
-    Job steps are writes no commit hook sees, and they write a lot: a retention
-    step of 100 rows rewrites ~200 pages (tables, indexes, FTS segments, zeroed
-    by secure_delete), ~200 MB/s of WAL. Copying each step's frames before the
-    next one lets the WAL restart from its beginning instead of growing by the
-    whole job. PASSIVE, from a side connection on a worker thread, never blocks
-    the writer; the job just takes a little longer.
+    Job steps write a lot: a retention step of 100 rows rewrites ~200 pages
+    (tables, indexes, FTS segments, zeroed by secure_delete), ~200 MB/s of WAL.
+    Copying each step's frames before the next one (`keep_wal_short`, also what
+    the daemon's background checkpointer does) keeps the WAL from growing by the
+    whole job; the job just takes a little longer. The same code runs when
+    `nmem maintain` works on the database itself, with no daemon and no checkpointer.
     """
 
     @staticmethod
     async def step(store: Store) -> None:
         await anyio.lowlevel.checkpoint()  # a batch waiting for the lock goes first
         try:
-            frames = (await _checkpoint(store, "PASSIVE"))[1]
-            if frames > RESTART_FRAMES:
-                # Batches that committed during that checkpoint keep the WAL from restarting
-                # (it restarts only when a write finds every frame copied): copy the few
-                # frames left with our writer held off, a few ms.
-                async with store.lock:
-                    await _checkpoint(store, "PASSIVE")
-        except StorageError as exc:  # the next step tries again
+            await keep_wal_short(store)
+        except sqlite3.Error as exc:  # the next step tries again
             LOG.debug("checkpoint between steps: %s", exc)
 
 
@@ -127,7 +120,8 @@ def _mb(n: int) -> str:
 
 async def _checkpoint(store: Store, mode: str) -> tuple[int, int, int]:
     try:
-        return await anyio.to_thread.run_sync(side_checkpoint, store.settings.db, mode, TRUNCATE_BUSY_MS / 1000)
+        async with store.checkpoint_lock:  # the background checkpointer may be mid-copy
+            return await anyio.to_thread.run_sync(side_checkpoint, store.settings.db, mode, TRUNCATE_BUSY_MS / 1000)
     except sqlite3.Error as exc:
         raise translate(exc) from exc
 
@@ -239,6 +233,10 @@ def _fts_check_on_snapshot(db: str) -> float:
         src = readers.open_readonly(db)
         dst = sqlite3.connect(copy, isolation_level=None)
         try:
+            # A throwaway copy needs no durability: without these, closing it fsynced the whole
+            # file and the disk stalled everybody's writes, ours included, for ~0.2 s.
+            dst.execute("PRAGMA journal_mode=OFF")
+            dst.execute("PRAGMA synchronous=OFF")
             src.backup(dst)  # in one step: one snapshot, never restarted by our writer's commits
             dst.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
         finally:

@@ -363,7 +363,7 @@ async def compact(store: Store) -> bool:
         except sqlite3.Error as exc:
             LOG.warning("incremental_vacuum after purge failed: %s", exc)
     for _ in range(CHECKPOINT_TRIES):
-        async with store.lock:
+        async with store.checkpoint_lock, store.lock:  # in this order everywhere
             try:
                 rows = list(await store.conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)"))
             except sqlite3.Error as exc:
@@ -420,6 +420,8 @@ class PinParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 METHODS: dict[str, type[msgspec.Struct]] = {"purge": PurgeParams, "forget": ForgetParams, "pin": PinParams}
+
+
 def parse(method: str, params: dict[str, Any]) -> msgspec.Struct:
     """Validate a write method's params; a bad one is a QueryError naming it."""
     return convert_params(method, params, METHODS[method])

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
+import anyio
 import anyio.lowlevel
 import msgspec
 
 from nmemd import purge
-from nmemd.store import Store
+from nmemd.store import FTS_AUTOMERGE, Store
 
 LOG = logging.getLogger("nmemd.retention")
 STEP_TARGET_MS = 3.0  # aim for steps this long: ingestion waits at most about one step
@@ -104,6 +106,43 @@ async def sweep(
     limits = cutoffs({str(k): v for k, v in settings.retention_days.items()}, time.time() if now is None else now)
     batch = min(FIRST_BATCH, settings.maintenance_retention_batch)  # grows while steps stay short
     out = Swept()
+    async with _no_automerge(store):
+        await _sweep(store, limits, batch, out, between_steps)
+    if out.removed:
+        LOG.info("retention: %s", out.line())
+    return out
+
+
+@asynccontextmanager
+async def _no_automerge(store: Store) -> AsyncIterator[None]:
+    """FTS5 automerge off while a sweep runs; the `fts_merge` job merges afterwards, in bounded steps.
+
+    Every step's commit writes a small FTS5 segment of delete markers, and FTS5 merges
+    segments inside the commit that makes a level overflow: an occasional step held the
+    lock 30+ ms for it. The setting is stored in the database; a crash mid-sweep leaves it
+    off until `open_store` sets it back.
+    """
+    await _set_automerge(store, 0)
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _set_automerge(store, FTS_AUTOMERGE)
+
+
+async def _set_automerge(store: Store, value: int) -> None:
+    async with store.write() as conn:
+        await conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('automerge', ?)", (value,))
+
+
+async def _sweep(
+    store: Store,
+    limits: dict[str, float],
+    batch: int,
+    out: Swept,
+    between_steps: Callable[[Store], Awaitable[None]],
+) -> None:
+    settings = store.settings
     for kind, before in limits.items():
         while out.steps < MAX_STEPS:
             ids, took_ms = await _step(store, kind, before, batch)
@@ -119,6 +158,3 @@ async def sweep(
             batch = max(MIN_BATCH, min(settings.maintenance_retention_batch, scaled))
             await between_steps(store)  # a batch waiting for the lock goes first
         out.pinned_kept += await _pinned_expired(store, kind, before)
-    if out.removed:
-        LOG.info("retention: %s", out.line())
-    return out

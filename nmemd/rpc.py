@@ -146,6 +146,7 @@ QUERIES: dict[str, Query] = {
     "context": Query(ContextParams, _context),
 }
 
+
 def parse_params(method: str, params: dict[str, Any]) -> msgspec.Struct:
     """Validate params for a read method; a bad one is a QueryError naming it."""
     query = QUERIES.get(method)

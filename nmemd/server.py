@@ -376,7 +376,7 @@ async def serve(
         try:
             async with open_store(settings) as store:
                 ingestor = Ingestor(store)
-                checkpointer = Checkpointer(settings.db, store.lock)
+                checkpointer = Checkpointer(store)
                 store.on_commit = checkpointer.committed
                 daemon = Daemon(
                     settings=settings,

@@ -27,6 +27,7 @@ from nmemd.migrations import MIGRATIONS, MIGRATIONS_DDL
 from nmemd.model import Extracted
 
 LOG = logging.getLogger("nmemd.store")
+FTS_AUTOMERGE = 4  # FTS5's default; retention sweeps turn it off while they run
 SQL_CHUNK = 500  # host parameters per IN (...) query, well under SQLite's limit
 
 
@@ -107,6 +108,8 @@ class Store:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     last_commit_at: float = 0.0
     on_commit: Callable[[], None] = lambda: None  # nudges the checkpointer after every commit
+    # One checkpoint at a time in this process: two at once make the second one fail busy.
+    checkpoint_lock: anyio.Lock = field(default_factory=anyio.Lock)
     # Bumped by every purge: derived text computed before it (summaries) must not be written after it.
     purges: int = 0
 
@@ -414,6 +417,10 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         for pragma in connection_pragmas(settings):
             await conn.execute(pragma)
         applied = await migrate(conn)
+        # A retention sweep turns FTS5 automerge off while it runs; a crash may have left it off.
+        await conn.execute(
+            "INSERT INTO observations_fts(observations_fts, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,)
+        )
         if applied:
             LOG.info("applied migrations: %s", ", ".join(applied))
         top = await conn.execute_fetchall(

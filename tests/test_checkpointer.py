@@ -38,7 +38,7 @@ async def test_sustained_writes_restart_the_wal_instead_of_growing_it() -> None:
     """Commits back to back: PASSIVE alone never catches up; RESTART keeps the WAL bounded."""
     settings = config.load()
     async with open_store(settings) as store:
-        checkpointer = Checkpointer(settings.db, store.lock, interval=0.0, restart_frames=64)
+        checkpointer = Checkpointer(store, interval=0.0, restart_frames=64)
         store.on_commit = checkpointer.committed
         frames_seen: list[int] = []
         async with anyio.create_task_group() as tg:
