@@ -130,13 +130,14 @@ async def _checkpoint(store: Store, mode: str) -> tuple[int, int, int]:
 
 
 async def checkpoint(store: Store, *, forced: bool = False) -> str:
-    """PASSIVE normally; TRUNCATE once the WAL file outgrows its limit (it never shrinks otherwise)."""
+    """PASSIVE; TRUNCATE once the WAL file outgrows its limit (it never shrinks otherwise), or
+    whenever someone asked for maintenance (`nmem maintain`) and every frame was copied."""
     wal = store.settings.db + "-wal"
     before = _size(wal)
     busy, frames, done = await _checkpoint(store, "PASSIVE")
     mode = "PASSIVE"
     copied_all = not busy and done == frames
-    if before > store.settings.maintenance_wal_truncate_bytes and copied_all:
+    if copied_all and (forced or before > store.settings.maintenance_wal_truncate_bytes):
         mode = "TRUNCATE"  # PASSIVE above did the copying; this only waits (briefly) for readers and truncates
         busy, frames, done = await _checkpoint(store, "TRUNCATE")
     after = _size(wal)
