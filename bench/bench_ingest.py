@@ -51,7 +51,7 @@ class Result:
 def make_bodies(n: int, mode: str, tag: str) -> list[bytes]:
     templates = common.load_fixture("PostToolUse")
     if mode == "repeat":  # the same 8 payloads over and over in 64 sessions: dedup merges most
-        return [common.repeat(templates[i % len(templates)], tag, i % 64) for i in range(n)]
+        return [common.repeat(templates[i % len(templates)], tag, i % 64, i) for i in range(n)]
     return [common.vary(templates[i % len(templates)], tag, i, sessions=64) for i in range(n)]
 
 

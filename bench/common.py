@@ -243,10 +243,13 @@ def vary(event: dict[str, Any], tag: str, n: int, sessions: int = 0) -> bytes:
     return json.dumps(out).encode()
 
 
-def repeat(event: dict[str, Any], tag: str, session: int) -> bytes:
-    """The same payload every time within one session (dedup collapses repeats)."""
+def repeat(event: dict[str, Any], tag: str, session: int, n: int) -> bytes:
+    """The same tool call repeated within one session (dedup collapses them into one observation
+    with a count); each repeat is a new call, with its own tool_use_id, as when an agent re-reads
+    a file. (Calls with one tool_use_id are one call: stored once by their natural key.)"""
     out = dict(event)
     out["session_id"] = f"bench-{tag}-{session}"
+    out["tool_use_id"] = f"toolu_bench{tag}r{n:08d}"
     return json.dumps(out).encode()
 
 
