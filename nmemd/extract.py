@@ -663,6 +663,7 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         transcript_path=_f(p, "transcript_path", _PATH_MAX),
         agent_id=_f(p, "agent_id"),
         tool_use_id=_f(p, "tool_use_id"),
+        prompt_id=_f(p, "prompt_id") if event == "UserPromptSubmit" else None,
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex

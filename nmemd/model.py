@@ -70,3 +70,4 @@ class Extracted(msgspec.Struct, kw_only=True):
     last_assistant_message: str | None = None  # Stop / SubagentStop (redacted, bounded)
     agent_id: str | None = None
     tool_use_id: str | None = None
+    prompt_id: str | None = None  # UserPromptSubmit, Claude Code 2.1.196+: the prompt's id in its transcript

@@ -48,13 +48,19 @@ KEYED_TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
 def natural_key(ex: Extracted) -> str | None:
-    """`tool:<session>:<tool_use_id>` for a finished tool call: the same on the hook and the transcript path.
+    """The key an event has on the hook path and the transcript path alike.
 
-    PreToolUse and PermissionRequest carry the id too but are not the call's
-    record, so they never claim its key.
+    `tool:<session>:<tool_use_id>` for a finished tool call (PreToolUse and
+    PermissionRequest carry the id too but are not the call's record, so they
+    never claim its key); `prompt:<session>:<prompt_id>` for a prompt, where
+    Claude Code sends its id (2.1.196+; the transcript calls it `promptId`).
     """
-    if ex.tool_use_id and ex.hook_event in KEYED_TOOL_EVENTS and ex.session_id != "unknown":
+    if ex.session_id == "unknown":
+        return None
+    if ex.tool_use_id and ex.hook_event in KEYED_TOOL_EVENTS:
         return f"tool:{ex.session_id}:{ex.tool_use_id}"
+    if ex.prompt_id and ex.hook_event == "UserPromptSubmit":
+        return f"prompt:{ex.session_id}:{ex.prompt_id}"
     return None
 
 
