@@ -26,7 +26,7 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -35,7 +35,7 @@ import msgspec
 
 from nmemd.errors import NmemError
 from nmemd.model import Extracted
-from nmemd.transcripts import Counts, Record, TranscriptReader
+from nmemd.transcripts import Counts, Record, TranscriptReader, decode_line
 
 if TYPE_CHECKING:
     from nmemd.server import Daemon
@@ -332,7 +332,6 @@ class Importer:
 
         self._extract = extract
         self._natural_key = natural_key
-        self._decoder = msgspec.json.Decoder()
         self._events: list[bytes] = []  # encoded ImportEvents of the next batch
         self._wire_bytes = 0
         self._pending_bytes = 0
@@ -449,31 +448,58 @@ class Importer:
         self.progress.files_done += 1
 
     def _read(self, f: Any, cur: _Open) -> None:
-        decode = self._decoder.decode
+        """Import each complete line from `cur.offset` on; a truncated last line is left for the next run."""
+        readline = f.readline
+        decode = decode_line
         feed = cur.reader.feed
         add = self._add
-        for raw_start, raw in self._lines(f, cur):
+        summary, progress = self.summary, self.progress
+        offset = cur.offset
+        while True:
+            raw = readline(LINE_MAX)
+            if not raw:
+                return
             size = len(raw)
-            cur.offset = raw_start + size
-            self.progress.bytes_done += size
+            if raw[-1] != 10:  # no newline
+                if size < LINE_MAX:
+                    self._note(cur.path, "truncated last line (left for the next run)")
+                    return
+                offset += self._skip_long(f, raw, cur.path)
+                cur.offset = offset
+                continue
+            start = offset
+            offset += size
+            cur.offset = offset
+            summary.bytes += size
+            progress.bytes_done += size
             self._pending_bytes += size
             try:
                 line = decode(raw)
             except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
                 if raw.strip():
                     self.invalid[cur.path] = self.invalid.get(cur.path, 0) + 1
-                    self.summary.invalid_lines += 1
+                    summary.invalid_lines += 1
                 continue
-            records = feed(line, raw_start, size)
+            records = feed(line, start, size, raw)
             if records:
                 cur.events += len(records)
-                self.progress.events += len(records)
+                progress.events += len(records)
                 for r in records:
                     add(r)
                 if len(self._events) >= BATCH_EVENTS or self._wire_bytes >= BATCH_WIRE_BYTES:
                     self._flush()
             if self._pending_bytes >= BATCH_BYTES:
                 self._flush()
+
+    def _skip_long(self, f: Any, raw: bytes, path: str) -> int:
+        """Skip the rest of a line over LINE_MAX, read in chunks, never whole; return its length."""
+        skipped = len(raw)
+        while raw and raw[-1] != 10:
+            raw = f.readline(LINE_MAX)
+            skipped += len(raw)
+        self._note(path, "line over 32 MB skipped")
+        self.summary.invalid_lines += 1
+        return skipped
 
     def _add(self, r: Record) -> None:
         """Extract one record as a live hook's payload would be, and encode it for the next batch."""
@@ -482,30 +508,6 @@ class Importer:
         raw = _encode(event)
         self._events.append(raw)
         self._wire_bytes += len(raw)
-
-    def _lines(self, f: Any, cur: _Open) -> Iterator[tuple[int, bytes]]:
-        """(offset, line) for each complete line; a truncated last line is left for the next run."""
-        offset = cur.offset
-        while True:
-            raw = f.readline(LINE_MAX)
-            if not raw:
-                return
-            if raw[-1] != 10:  # no newline
-                if len(raw) < LINE_MAX:
-                    self._note(cur.path, "truncated last line (left for the next run)")
-                    return
-                skipped = len(raw)
-                while raw and raw[-1] != 10:  # an over-long line: skip it in chunks, never whole
-                    raw = f.readline(LINE_MAX)
-                    skipped += len(raw)
-                self._note(cur.path, "line over 32 MB skipped")
-                self.summary.invalid_lines += 1
-                offset += skipped
-                cur.offset = offset
-                continue
-            self.summary.bytes += len(raw)
-            yield offset, raw
-            offset += len(raw)
 
     def _note(self, path: str, reason: str) -> None:
         reasons = self.problems.setdefault(path, [])

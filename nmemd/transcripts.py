@@ -28,7 +28,7 @@ import hashlib
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import msgspec
 
@@ -37,6 +37,65 @@ OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message 
 PENDING_MAX: Final = 10_000  # tool calls waiting for a result, per file
 _LOCAL_COMMAND: Final = ("<command-name>", "<local-command-", "<command-message>", "<bash-input>", "<bash-std")
 _INTERRUPTED: Final = "[Request interrupted"
+
+
+class _Block(TypedDict, total=False):
+    """A content block: the keys any kind of block is read for (thinking, signatures, images are not)."""
+
+    type: Any
+    id: Any
+    name: Any
+    input: Any
+    text: Any
+    tool_use_id: Any
+    content: Any
+    is_error: Any
+
+
+class _Message(TypedDict, total=False):
+    id: Any
+    content: str | list[_Block] | None
+
+
+class _Line(TypedDict, total=False):
+    """A transcript line: every key the reader looks at, each as it is (`Any`); the rest is skipped."""
+
+    type: Any
+    subtype: Any
+    sessionId: Any
+    timestamp: Any
+    cwd: Any
+    agentId: Any
+    isSidechain: Any
+    gitBranch: Any
+    uuid: Any
+    promptId: Any
+    isMeta: Any
+    isCompactSummary: Any
+    compactMetadata: Any
+    toolUseResult: Any
+    message: _Message
+
+
+_decode_typed = msgspec.json.Decoder(_Line).decode
+_decode_any = msgspec.json.Decoder().decode
+
+
+def decode_line(raw: bytes) -> object:
+    """One transcript line, as `msgspec.json.decode` would give it minus what the reader never looks at.
+
+    What a reader never uses (progress data, thinking, file snapshots, images)
+    is skipped, not built. A line of another shape (a message that is not an
+    object, a block that is not one) is decoded whole: the reader sees every
+    line as before. Raises `msgspec.DecodeError` for a line that is not JSON.
+    The one difference: bytes no reader looks at are only checked to be JSON,
+    so a line whose unused part holds invalid UTF-8 or an out-of-range number
+    is read, not refused.
+    """
+    try:
+        return _decode_typed(raw)
+    except msgspec.ValidationError:
+        return _decode_any(raw)
 
 
 class Record(msgspec.Struct, kw_only=True):
@@ -144,6 +203,7 @@ class TranscriptReader:
     _last_ts: float = 0.0
     _trigger: str | None = None  # of the last compact boundary: its summary line comes next
     _big: bool = False  # the current line may hold a string over STRING_MAX (a string is never longer than its line)
+    _raw: bytes | None = None  # the current line's bytes, when its decoded form is partial
 
     @classmethod
     def for_file(cls, path: str) -> TranscriptReader:
@@ -157,10 +217,15 @@ class TranscriptReader:
             return end
         return min(end, min(u.offset for u in self._pending.values()))
 
-    def feed(self, line: object, offset: int, size: int) -> list[Record]:
-        """Records for one decoded line of `size` bytes starting at byte `offset`. Never raises on odd input."""
+    def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
+        """Records for one decoded line of `size` bytes starting at byte `offset`. Never raises on odd input.
+
+        `raw`: the line's bytes when `line` came from `decode_line` (which drops keys), so a
+        line without a uuid is named by all its content, as when it was decoded whole.
+        """
         self.counts.lines += 1
         self._big = size > STRING_MAX
+        self._raw = raw
         if not isinstance(line, dict):
             self.counts.skipped += 1
             return []
@@ -205,8 +270,16 @@ class TranscriptReader:
         uuid = _s(line.get("uuid"))
         if uuid:
             return uuid
-        raw = msgspec.json.encode(line)  # no uuid (very old lines): the content names it
-        return "h" + hashlib.blake2b(raw, digest_size=12).hexdigest()
+        return "h" + hashlib.blake2b(self._content(line), digest_size=12).hexdigest()
+
+    def _content(self, line: dict[str, Any]) -> bytes:
+        """What names a line without a uuid (very old lines): all of it, re-encoded."""
+        if self._raw is None:
+            return msgspec.json.encode(line)
+        try:
+            return msgspec.json.encode(_decode_any(self._raw))
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # a line only `decode_line` accepts
+            return self._raw.strip()
 
     def _assistant(self, line: dict[str, Any], offset: int) -> None:
         message = line.get("message")

@@ -1,0 +1,113 @@
+"""The importer's fast paths give what the plain ones gave.
+
+`decode_line` (a typed decode that skips what the reader never reads) must
+make the reader produce the same records as a whole-line decode, for real
+lines and for lines of odd shapes; the redaction gate (a regex led by each
+needle's rarest character) must find exactly the strings that hold a needle.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import msgspec
+import pytest
+from fixtures import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nmemd.redact import _GATE, _NEEDLES
+from nmemd.transcripts import Record, TranscriptReader, decode_line
+
+TRANSCRIPTS = sorted(FIXTURES.glob("*transcript*.jsonl"))
+_whole = msgspec.json.Decoder().decode
+
+
+def _records(path: str, lines: list[bytes], *, fast: bool) -> tuple[list[Record], dict[str, int], int]:
+    reader = TranscriptReader.for_file(path)
+    records: list[Record] = []
+    offset = 0
+    for raw in lines:
+        try:
+            line = decode_line(raw) if fast else _whole(raw)
+        except msgspec.DecodeError:
+            line = None
+        if line is not None:
+            records += reader.feed(line, offset, len(raw), raw) if fast else reader.feed(line, offset, len(raw))
+        offset += len(raw)
+    return records, vars(reader.counts), reader.safe_offset(offset)
+
+
+def _same(path: str, lines: list[bytes]) -> None:
+    fast = _records(path, lines, fast=True)
+    whole = _records(path, lines, fast=False)
+    assert msgspec.json.encode(fast[0]) == msgspec.json.encode(whole[0])
+    assert fast[1:] == whole[1:]
+
+
+def _mutate(value: Any, rng: random.Random) -> Any:
+    """`value` with keys dropped and values of other types here and there."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            r = rng.random()
+            if r < 0.05:
+                continue
+            if r < 0.08:
+                v = rng.choice([None, 1, "", "x", [], {}, True, [1, "a"], {"a": 1}])
+            out[k] = _mutate(v, rng)
+        return out
+    if isinstance(value, list):
+        out_list = [_mutate(v, rng) for v in value if rng.random() > 0.05]
+        if rng.random() < 0.05:
+            out_list.append(rng.choice([None, 1, "s", [], {"type": "text", "text": "hi"}]))
+        return out_list
+    return value
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: p.name)
+def test_typed_line_decoding_gives_the_records_of_whole_lines(path: Any) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    _same(str(path), lines)
+    for seed in range(20):
+        rng = random.Random(seed)
+        _same(str(path), [msgspec.json.encode(_mutate(_whole(raw), rng)) + b"\n" for raw in lines])
+
+
+def test_a_line_without_uuid_is_named_by_all_its_content() -> None:
+    """The natural key of a uuid-less line hashes the whole line, not the keys the typed decode kept."""
+    line = {"type": "system", "subtype": "compact_boundary", "sessionId": "s", "data": "x" * 100}
+    raw = msgspec.json.encode(line) + b"\n"
+    _same("/p/s.jsonl", [raw])
+    other = msgspec.json.encode({**line, "data": "y" * 100}) + b"\n"
+    assert _records("/p/s.jsonl", [raw], fast=True)[0][0].key != _records("/p/s.jsonl", [other], fast=True)[0][0].key
+
+
+def test_a_line_read_only_thanks_to_the_typed_decode_still_gets_a_key() -> None:
+    """Invalid UTF-8 where the reader never looks: the line is read, named by its bytes, never an error."""
+    raw = b'{"type":"system","subtype":"compact_boundary","sessionId":"s","data":"\xff"}\n'
+    with pytest.raises(UnicodeDecodeError):
+        _whole(raw)
+    reader = TranscriptReader.for_file("/p/s.jsonl")
+    [record] = reader.feed(decode_line(raw), 0, len(raw), raw)
+    assert record.key.startswith("compact:s:h")
+
+
+def test_a_line_of_another_shape_is_decoded_whole_and_json_errors_still_raise() -> None:
+    odd = b'{"type":"user","message":{"content":[1,"a",{"type":"text","text":"hi"}]},"x":[1,2]}'
+    assert decode_line(odd) == _whole(odd)
+    assert decode_line(b"[1, 2]") == [1, 2]
+    for bad in (b"{not json", b'{"type":"x","a":tru}', b""):
+        with pytest.raises(msgspec.DecodeError):
+            decode_line(bad)
+
+
+_FRAGMENTS = st.sampled_from([*_NEEDLES, *(n[:-1] for n in _NEEDLES), *(n[1:] for n in _NEEDLES), " ", "k", "a", "\n"])
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=6)), max_size=12))
+def test_the_redaction_gate_finds_exactly_the_needles(parts: list[str]) -> None:
+    low = "".join(parts).lower()
+    assert (_GATE.search(low) is not None) == any(n in low for n in _NEEDLES)
