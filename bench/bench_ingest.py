@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import socket
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -61,28 +59,6 @@ def cpu_seconds(pid: int, tid: int | None = None) -> float:
     with open(path) as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def daemon_facts(sock_path: str) -> dict[str, object]:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5.0)
-        s.connect(sock_path)
-        s.sendall(common.frame(b"", b"-", b"ping"))
-        buf = b""
-        while b"\n" not in buf:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError("daemon closed the connection")
-            buf += chunk
-        head, _, body = buf.partition(b"\n")
-        size = int(head.split()[1])
-        while len(body) < size:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError("daemon closed the connection")
-            body += chunk
-    facts: dict[str, object] = json.loads(body)
-    return facts
 
 
 async def _load(sock_path: str, frames: list[bytes], connections: int) -> tuple[int, list[int]]:
@@ -152,7 +128,7 @@ def run_once(
             cpu0, loop0, gen0 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
             elapsed, latencies = asyncio.run(load(home.socket, frames, connections))
             cpu1, loop1, gen1 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
-            batches = int(daemon_facts(home.socket).get("batches", 0))  # type: ignore[call-overload]
+            batches = int(common.ping_facts(home.socket).get("batches", 0))
         finally:
             daemon.stop()
         db_events = common.db_counts(home.db)["events"]

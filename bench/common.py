@@ -264,8 +264,8 @@ def frame(body: bytes, event_id: bytes | None = None, kind: bytes = b"hook") -> 
     return b"NMEM1 %s %s %d\n" % (kind, event_id or new_event_id(), len(body)) + body
 
 
-def read_reply(sock: socket.socket) -> bytes:
-    """Read one reply header (and body); return the header line. The socket's timeout bounds it."""
+def read_frame(sock: socket.socket) -> tuple[bytes, bytes]:
+    """Read one reply: its header line and, for OK, its body. The socket's timeout bounds it."""
     buf = b""
     while b"\n" not in buf:
         chunk = sock.recv(65536)
@@ -280,7 +280,22 @@ def read_reply(sock: socket.socket) -> bytes:
             if not chunk:
                 raise ConnectionError("daemon closed the connection")
             rest += chunk
-    return head
+    return head, rest
+
+
+def read_reply(sock: socket.socket) -> bytes:
+    """Read one reply; return its header line."""
+    return read_frame(sock)[0]
+
+
+def ping_facts(sock_path: str, timeout: float = 5.0) -> dict[str, Any]:
+    """The daemon's facts (committed, batches, ...), from one `ping`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(frame(b"", b"-", b"ping"))
+        facts: dict[str, Any] = json.loads(read_frame(s)[1])
+        return facts
 
 
 def ping(sock_path: str, timeout: float = 5.0) -> bytes:

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("nmemd.checkpointer")
 INTERVAL_S = 0.25
-BUSY_TIMEOUT_S = 0.2  # PASSIVE never waits; RESTART waits this long for the writer's lock
+# PASSIVE never waits. RESTART and TRUNCATE hold the write lock while they wait for readers,
+# so every commit waits with them: they wait this long at most, then report busy (retried later).
+BUSY_TIMEOUT_S = 0.05
 RESTART_FRAMES = 4096  # ~16 MB of WAL at 4 KB pages
 
 

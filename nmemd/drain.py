@@ -21,7 +21,6 @@ from nmemd.store import Incoming
 
 LOG = logging.getLogger("nmemd.drain")
 DRAIN_BATCH = 256
-DRAIN_TRUNCATE_BUSY_S = 0.05
 SPOOL_SUFFIX = ".event"
 
 
@@ -32,11 +31,9 @@ async def drain_once(ingestor: Ingestor, settings: Settings) -> int:
     if handled:
         # The raw payloads (which may hold secrets) were deleted with secure_delete
         # on; truncating the WAL removes their last copies from disk.
-        # A side connection waiting 50 ms at most: a TRUNCATE holds the write lock while it waits.
-        store = ingestor.store
         try:
-            async with store.checkpoint_lock:
-                await anyio.to_thread.run_sync(side_checkpoint, settings.db, "TRUNCATE", DRAIN_TRUNCATE_BUSY_S)
+            async with ingestor.store.checkpoint_lock:
+                await anyio.to_thread.run_sync(side_checkpoint, settings.db, "TRUNCATE")
         except sqlite3.Error as exc:
             LOG.debug("checkpoint after drain skipped: %s", exc)
     return handled

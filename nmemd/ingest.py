@@ -120,25 +120,27 @@ class Ingestor:
     async def _fill(self, batch: list[_Pending], size: int) -> None:
         """Take entries until the batch holds `max_events` events or the delay is over; an entry is never split."""
         deadline = anyio.current_time() + self.max_delay
-        while size < self.max_events:
-            try:
-                entry = self._recv.receive_nowait()
-            except anyio.WouldBlock:
-                remaining = deadline - anyio.current_time()
-                if remaining <= 0:
-                    return
-                with anyio.move_on_after(remaining):
-                    try:
-                        entry = await self._recv.receive()
-                    except anyio.EndOfStream:
-                        return
-                    batch.append(entry)
-                    size += len(entry.items)
-                continue
-            except anyio.EndOfStream:
-                return
+        while size < self.max_events and (entry := await self._next(deadline)) is not None:
             batch.append(entry)
             size += len(entry.items)
+
+    async def _next(self, deadline: float) -> _Pending | None:
+        """The next entry, waiting until `deadline` at most; None if none came or the queue is closed."""
+        try:
+            return self._recv.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except anyio.EndOfStream:
+            return None
+        remaining = deadline - anyio.current_time()
+        if remaining <= 0:
+            return None
+        with anyio.move_on_after(remaining):
+            try:
+                return await self._recv.receive()
+            except anyio.EndOfStream:
+                return None
+        return None
 
     async def _commit(self, batch: list[_Pending]) -> None:
         items = batch[0].items if len(batch) == 1 else [i for p in batch for i in p.items]

@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("nmemd.maintenance")
 MAX_STEPS = 100_000  # a runaway loop guard; real jobs need far fewer steps
-# A TRUNCATE holds the write lock while it waits for readers: every commit waits with it, so
-# it waits briefly and only when PASSIVE copied every frame (no reader holds an older snapshot).
-TRUNCATE_BUSY_MS = 50
 FTS_OPTIMIZE_ROW = "fts_optimize"  # jobs row: when fts_merge last merged the index down completely
 
 
@@ -81,7 +78,7 @@ async def _read(store: Store, sql: str) -> Any:
             raise translate(exc) from exc
 
 
-class _Pace:
+async def _between_steps(store: Store) -> None:
     """Between two steps: let waiting batches run, then copy the step's WAL frames.
 
     Job steps write a lot: a retention step of 100 rows rewrites ~200 pages
@@ -91,18 +88,11 @@ class _Pace:
     whole job; the job just takes a little longer. The same code runs when
     `nmem maintain` works on the database itself, with no daemon and no checkpointer.
     """
-
-    @staticmethod
-    async def step(store: Store) -> None:
-        await anyio.lowlevel.checkpoint()  # a batch waiting for the lock goes first
-        try:
-            await keep_wal_short(store)
-        except sqlite3.Error as exc:  # the next step tries again
-            LOG.debug("checkpoint between steps: %s", exc)
-
-
-async def _between_steps(store: Store) -> None:
-    await _Pace.step(store)
+    await anyio.lowlevel.checkpoint()  # a batch waiting for the lock goes first
+    try:
+        await keep_wal_short(store)
+    except sqlite3.Error as exc:  # the next step tries again
+        LOG.debug("checkpoint between steps: %s", exc)
 
 
 def _size(path: str) -> int:
@@ -121,7 +111,7 @@ def _mb(n: int) -> str:
 async def _checkpoint(store: Store, mode: str) -> tuple[int, int, int]:
     try:
         async with store.checkpoint_lock:  # the background checkpointer may be mid-copy
-            return await anyio.to_thread.run_sync(side_checkpoint, store.settings.db, mode, TRUNCATE_BUSY_MS / 1000)
+            return await anyio.to_thread.run_sync(side_checkpoint, store.settings.db, mode)
     except sqlite3.Error as exc:
         raise translate(exc) from exc
 

@@ -162,6 +162,12 @@ class Store:
                 known_keys.add(key)
         return known_ids, known_keys
 
+    async def index_new(self, first_id: int, end_id: int) -> None:
+        """Index the observations `first_id <= id < end_id` in one FTS5 insert, inside a write
+        transaction: every path that inserts observations calls it (migration m002 dropped the
+        per-row trigger)."""
+        await self.conn.execute(_INDEX_NEW, (first_id, end_id))
+
     async def commit_batch(self, items: Sequence[Incoming]) -> int:
         """Store a batch in one transaction; return how many events were new."""
         return len(await self.commit_items(items))
@@ -182,7 +188,7 @@ class Store:
             plan = _plan(items, keys, known_ids, known_keys, self.next_observation_id, overlay)
             if plan.observations:
                 await conn.executemany(_INSERT_OBSERVATION, plan.observations)
-                await conn.execute(_INDEX_NEW, (self.next_observation_id, plan.next_id))
+                await self.index_new(self.next_observation_id, plan.next_id)
             if plan.merges:
                 await conn.executemany(
                     "UPDATE observations SET count = count + 1, last_ts = max(last_ts, ?) WHERE id = ?",
@@ -424,9 +430,12 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             await conn.execute(pragma)
         applied = await migrate(conn)
         # A retention sweep turns FTS5 automerge off while it runs; a crash may have left it off.
-        await conn.execute(
-            "INSERT INTO observations_fts(observations_fts, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,)
-        )
+        # (A read first: no write at every start for a setting that is almost always right.)
+        rows = await conn.execute_fetchall("SELECT v FROM observations_fts_config WHERE k = 'automerge'")
+        if any(int(r[0]) != FTS_AUTOMERGE for r in rows):
+            await conn.execute(
+                "INSERT INTO observations_fts(observations_fts, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,)
+            )
         if applied:
             LOG.info("applied migrations: %s", ", ".join(applied))
         top = await conn.execute_fetchall(

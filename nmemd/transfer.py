@@ -228,12 +228,6 @@ async def _known(store: Store, sql: str, keys: list[str]) -> set[str]:
     return found
 
 
-async def _has_insert_trigger(store: Store) -> bool:
-    """Databases before migration m002 index new rows by trigger; later ones leave it to the writer."""
-    row = await store.scalar("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'observations_ai'")
-    return row is not None
-
-
 async def import_records(store: Store, records: Sequence[Restorable]) -> Imported:
     """Store the records not yet present, in one transaction; see the module docstring."""
     first_sessions: dict[str, SessionRecord] = {}
@@ -281,13 +275,8 @@ async def import_records(store: Store, records: Sequence[Restorable]) -> Importe
             f" VALUES ({','.join('?' * 17)})",
             rows,
         )
-        if rows and not await _has_insert_trigger(store):
-            # Indexed once for the chunk, as commit_batch does since the insert trigger went (m002).
-            await conn.execute(
-                "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-                " SELECT id, title, content, file_path, command FROM observations WHERE id >= ? AND id < ?",
-                (store.next_observation_id, next_id),
-            )
+        if rows:
+            await store.index_new(store.next_observation_id, next_id)
         await conn.executemany(
             "INSERT INTO prompts(observation_id, session_id, prompt_number, ts) VALUES (?, ?,"
             " coalesce(?, (SELECT coalesce(max(prompt_number), 0) + 1 FROM prompts WHERE session_id = ?)), ?)",

@@ -49,6 +49,16 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
     return env
 
 
+RLIMIT_WRAPPER = (
+    "import os, resource, signal, sys\n"
+    "for spec in sys.argv[1].split(','):\n"
+    "    name, soft, hard = spec.split(':')\n"
+    "    resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))\n"
+    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
 class Daemon:
     """A real `nmemd` process; started by `start`, awaited through READY=1 on NOTIFY_SOCKET."""
 
@@ -63,16 +73,22 @@ class Daemon:
     def db(self) -> Path:
         return self.home / "nmem.db"
 
-    def start(self, *args: str, wait: bool = True) -> subprocess.Popen[bytes]:
+    def start(
+        self, *args: str, wait: bool = True, rlimits: dict[str, tuple[int, int]] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start nmemd; `rlimits` ({"RLIMIT_FSIZE": (soft, hard)}) runs it under those limits,
+        with SIGXFSZ ignored (a write past RLIMIT_FSIZE then fails with EFBIG instead of killing it)."""
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         if os.path.exists(self.notify_path):
             os.unlink(self.notify_path)
         notify.bind(self.notify_path)
         notify.settimeout(READY_TIMEOUT_S)
         env = {**self.env, "NOTIFY_SOCKET": self.notify_path}
-        self.proc = subprocess.Popen(
-            [str(BIN / "nmemd"), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        argv = [str(BIN / "nmemd"), *args]
+        if rlimits:
+            specs = ",".join(f"{name}:{soft}:{hard}" for name, (soft, hard) in rlimits.items())
+            argv = [sys.executable, "-c", RLIMIT_WRAPPER, specs, *argv]
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             if wait:
                 while True:

@@ -68,6 +68,22 @@ def connect(sock_path: str, timeout: float = 5.0) -> socket.socket:
     return s
 
 
+def raw_hook_exchange(sock_path: str, event_id: str, body: bytes, timeout: float = 5.0) -> bytes:
+    """Connect, send one hook frame, return everything the daemon sends until it closes."""
+    with connect(sock_path, timeout=timeout) as s:
+        try:
+            s.sendall(protocol.encode_request(protocol.KIND_HOOK, event_id.encode(), body))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        data = b""
+        try:
+            while chunk := s.recv(65536):
+                data += chunk
+        except ConnectionResetError:
+            pass
+        return data
+
+
 def read_reply(s: socket.socket) -> tuple[bytes, bytes]:
     """Read one reply: (b"OK", body) or (b"ERR", b"<code> <message>"); (b"", b"") if the peer closed."""
     buf = b""

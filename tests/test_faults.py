@@ -17,7 +17,6 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import BIN, READY_TIMEOUT_S, Daemon, db_rows, integrity_ok, run_send
+from conftest import Daemon, db_rows, integrity_ok, run_send
 from helpers import connect, count, log_text, new_id, payload, ping, prompt_event, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,7 +32,7 @@ from hypothesis import strategies as st
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
 from nmemd.ingest import extract_event
-from nmemd.migrations import M001_INITIAL, M002_FTS_BATCH_INDEX, MIGRATIONS, MIGRATIONS_DDL
+from nmemd.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 DRAIN_ENV = {"NMEM_INBOX_DRAIN_INTERVAL_S": "0.3"}
 
@@ -195,33 +194,9 @@ def test_frozen_daemon_clients_fall_back_in_time_and_nothing_is_lost(daemon: Dae
 
 # --- 2. disk full -----------------------------------------------------------------------------
 
-FSIZE_WRAPPER = (
-    "import os, resource, signal, sys\n"
-    "n = int(sys.argv[1])\n"
-    "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))\n"
-    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
-)
-
-
 def start_limited(daemon: Daemon, limit: int) -> subprocess.Popen[bytes]:
     """`Daemon.start`, but nmemd runs under RLIMIT_FSIZE=limit with SIGXFSZ ignored (EFBIG instead)."""
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    if os.path.exists(daemon.notify_path):
-        os.unlink(daemon.notify_path)
-    notify.bind(daemon.notify_path)
-    notify.settimeout(READY_TIMEOUT_S)
-    env = {**daemon.env, "NOTIFY_SOCKET": daemon.notify_path}
-    daemon.proc = subprocess.Popen(
-        [sys.executable, "-c", FSIZE_WRAPPER, str(limit), str(BIN / "nmemd")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    try:
-        while b"READY=1" not in notify.recv(4096):
-            pass
-    finally:
-        notify.close()
-    return daemon.proc
+    return daemon.start(rlimits={"RLIMIT_FSIZE": (limit, limit)})
 
 
 def big_payload(marker: str, rng: random.Random) -> bytes:
@@ -418,17 +393,19 @@ MIGRATION_EVENTS = 25
 MIGRATION_INBOX = 10
 
 
-def build_v1(home: Path) -> set[str]:
-    """Version 1 (m001_initial only): rows written as v1 wrote them (the FTS insert trigger
-    indexing each row), plus inbox rows left over."""
-    markers = {f"mg-v1-{i:03d}" for i in range(MIGRATION_EVENTS)}
+def _build_at(home: Path, tag: str, applied: int) -> set[str]:
+    """A database at MIGRATIONS[:applied], its rows written as that version wrote them (indexed by the
+    FTS insert trigger while it existed, by one INSERT per batch after m002), plus inbox rows left over."""
+    markers = {f"mg-{tag}-{i:03d}" for i in range(MIGRATION_EVENTS)}
+    versions = MIGRATIONS[:applied]
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     conn = sqlite3.connect(home / "nmem.db", isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(MIGRATIONS_DDL)
-        record = "INSERT INTO schema_migrations VALUES ('m001_initial', 0)"
-        conn.executescript(f"BEGIN; {M001_INITIAL}; {record}; COMMIT;")
+        ddl = "; ".join(sql for _, sql in versions)
+        record = "INSERT INTO schema_migrations VALUES " + ", ".join(f"('{name}', 0)" for name, _ in versions)
+        conn.executescript(f"BEGIN; {ddl}; {record}; COMMIT;")
         conn.execute("BEGIN")
         for marker in sorted(markers):
             ex = extract_event(payload(marker), frozenset())
@@ -445,53 +422,27 @@ def build_v1(home: Path) -> set[str]:
                 " VALUES (?, ?, ?, ?, ?)",
                 (event_id, time.time(), ex.session_id, ex.hook_event, cur.lastrowid),
             )
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations_ai'").fetchone():
+            conn.execute("INSERT INTO observations_fts(rowid, title, content, file_path, command)"
+                         " SELECT id, title, content, file_path, command FROM observations")
         conn.execute("COMMIT")
     finally:
         conn.close()
     for i in range(MIGRATION_INBOX):
-        marker = f"mg-v1-inbox-{i:03d}"
+        marker = f"mg-{tag}-inbox-{i:03d}"
         markers.add(marker)
         assert inbox.store(new_id(), payload(marker)) == "inbox"
     return markers
+
+
+def build_v1(home: Path) -> set[str]:
+    """Version 1 (m001_initial only)."""
+    return _build_at(home, "v1", 1)
 
 
 def build_v2(home: Path) -> set[str]:
-    """Version 2 (m001 + m002_fts_batch_index): no FTS insert trigger, each batch indexed by one
-    INSERT INTO observations_fts, the ledger without natural keys; plus inbox rows left over."""
-    markers = {f"mg-v2-{i:03d}" for i in range(MIGRATION_EVENTS)}
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    conn = sqlite3.connect(home / "nmem.db", isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(MIGRATIONS_DDL)
-        record = "INSERT INTO schema_migrations VALUES ('m001_initial', 0), ('m002_fts_batch_index', 0)"
-        conn.executescript(f"BEGIN; {M001_INITIAL}; {M002_FTS_BATCH_INDEX}; {record}; COMMIT;")
-        conn.execute("BEGIN")
-        for marker in sorted(markers):
-            ex = extract_event(payload(marker), frozenset())
-            obs = ex.observations[0]
-            event_id = new_id()
-            cur = conn.execute(
-                "INSERT INTO observations(event_id, session_id, project, ts, last_ts, hook_event, type, title, content,"
-                " tool_name, file_path, command) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (event_id, ex.session_id, ex.project, time.time(), time.time(), ex.hook_event, obs.type, obs.title,
-                 obs.content, obs.tool_name, obs.file_path, obs.command),
-            )
-            conn.execute(
-                "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (event_id, time.time(), ex.session_id, ex.hook_event, cur.lastrowid),
-            )
-        conn.execute("INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-                     " SELECT id, title, content, file_path, command FROM observations")
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-    for i in range(MIGRATION_INBOX):
-        marker = f"mg-v2-inbox-{i:03d}"
-        markers.add(marker)
-        assert inbox.store(new_id(), payload(marker)) == "inbox"
-    return markers
+    """Version 2 (m001 + m002_fts_batch_index): no FTS insert trigger, the ledger without natural keys."""
+    return _build_at(home, "v2", 2)
 
 
 def build_client_only(home: Path) -> set[str]:

@@ -18,7 +18,19 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import BIN, Daemon, integrity_ok
-from helpers import connect, count, lock_path, lock_pid, log_text, new_id, payload, ping, send_hook, wait_until
+from helpers import (
+    connect,
+    count,
+    lock_path,
+    lock_pid,
+    log_text,
+    new_id,
+    payload,
+    ping,
+    raw_hook_exchange,
+    send_hook,
+    wait_until,
+)
 
 from nmem_client import protocol
 from nmemd import config
@@ -122,22 +134,6 @@ def test_symlinked_socket_directory_is_refused(daemon: Daemon, short_dir: str) -
     assert os.listdir(real) == []
 
 
-def _raw_hook_exchange(sock_path: str, event_id: str, body: bytes) -> bytes:
-    """Connect, send one hook frame, return everything the daemon sends until it closes."""
-    with connect(sock_path, timeout=5) as s:
-        try:
-            s.sendall(protocol.encode_request(protocol.KIND_HOOK, event_id.encode(), body))
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        data = b""
-        try:
-            while chunk := s.recv(65536):
-                data += chunk
-        except ConnectionResetError:
-            pass
-        return data
-
-
 @pytest.mark.anyio
 async def test_connection_from_another_uid_is_refused(
     nmem_env: dict[str, str], caplog: pytest.LogCaptureFixture
@@ -154,7 +150,7 @@ async def test_connection_from_another_uid_is_refused(
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             daemon = await tg.start(partial(serve, settings, uid_allowed=nobody_allowed))
-            data = await anyio.to_thread.run_sync(_raw_hook_exchange, settings.socket, eid, payload("other-uid"))
+            data = await anyio.to_thread.run_sync(raw_hook_exchange, settings.socket, eid, payload("other-uid"))
             assert not data.startswith(b"OK"), data
             assert data == b""  # closed without a word
             assert seen == [os.geteuid()]  # the check saw the real peer uid (SO_PEERCRED)

@@ -55,6 +55,7 @@ from helpers import (
     pid_running,
     ping,
     prompt_event,
+    raw_hook_exchange,
     read_reply,
     send_frame,
     wait_until,
@@ -423,32 +424,10 @@ def test_scenario_4_concurrent_clients_daemon_killed_half_way(daemon: Daemon) ->
 DRAIN_FAST = {"NMEM_INBOX_DRAIN_INTERVAL_S": "0.3"}
 
 
-# test_faults' wrapper sets the hard limit too; here only the soft one, so that it can be lifted
-# on the running daemon (raising a hard limit needs CAP_SYS_RESOURCE).
-SOFT_FSIZE_WRAPPER = (
-    "import os, resource, signal, sys\n"
-    "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))\n"
-    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
-)
-
-
 def start_soft_limited(daemon: Daemon, limit: int) -> subprocess.Popen[bytes]:
-    """`Daemon.start`, with nmemd under a soft RLIMIT_FSIZE=limit and SIGXFSZ ignored (EFBIG instead)."""
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(daemon.notify_path)
-    notify.bind(daemon.notify_path)
-    notify.settimeout(READY_TIMEOUT_S)
-    env = {**daemon.env, "NOTIFY_SOCKET": daemon.notify_path}
-    daemon.proc = subprocess.Popen([sys.executable, "-c", SOFT_FSIZE_WRAPPER, str(limit), str(BIN / "nmemd")],
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        while b"READY=1" not in notify.recv(4096):
-            pass
-    finally:
-        notify.close()
-    return daemon.proc
+    """`Daemon.start`, with nmemd under a soft RLIMIT_FSIZE=limit (the hard one stays unlimited, so
+    the limit can be lifted on the running daemon: raising a hard limit needs CAP_SYS_RESOURCE)."""
+    return daemon.start(rlimits={"RLIMIT_FSIZE": (limit, resource.RLIM_INFINITY)})
 
 
 def _serving_lines(home: Path) -> int:
@@ -708,30 +687,13 @@ def test_scenario_6_ping_is_answered_while_max_connections_peers_idle(daemon: Da
             s.close()
 
 
-NOFILE_WRAPPER = (
-    "import os, resource, sys\n"
-    "n = int(sys.argv[1])\n"
-    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
-)
-
-
 @pytest.mark.timeout(60)
 def test_scenario_6_out_of_descriptors_pauses_accepting_instead_of_dying(daemon: Daemon) -> None:
     """More peers than the daemon has file descriptors: it logs, waits, and serves again."""
     _raise_nofile()
     limit = 96
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(daemon.notify_path)
-    notify.settimeout(READY_TIMEOUT_S)
-    env = {**daemon.env, "NOTIFY_SOCKET": daemon.notify_path, "NMEM_READ_TIMEOUT_S": "30"}
-    daemon.proc = subprocess.Popen([sys.executable, "-c", NOFILE_WRAPPER, str(limit), str(BIN / "nmemd")],
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        while b"READY=1" not in notify.recv(4096):
-            pass
-    finally:
-        notify.close()
+    daemon.env["NMEM_READ_TIMEOUT_S"] = "30"
+    daemon.start(rlimits={"RLIMIT_NOFILE": (limit, limit)})
     peers = []
     try:
         for _ in range(2 * limit):
@@ -885,24 +847,7 @@ def _as_other_uid(fn: Callable[[], bytes], uid: int, gid: int) -> bytes:
 
 
 def _raw_exchange(sock_path: str, body: bytes) -> Callable[[], bytes]:
-    def exchange() -> bytes:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
-        s.connect(sock_path)
-        try:
-            s.sendall(protocol.encode_request(protocol.KIND_HOOK, new_id().encode(), body))
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        data = b""
-        try:
-            while chunk := s.recv(65536):
-                data += chunk
-        except ConnectionResetError:
-            pass
-        s.close()
-        return b"reply " + data
-
-    return exchange
+    return lambda: b"reply " + raw_hook_exchange(sock_path, new_id(), body, timeout=10)
 
 
 def _interpreter_for(uid: int, gid: int) -> str | None:

@@ -164,3 +164,13 @@ async def test_maintain_job_retention_prints_what_it_removed() -> None:
     table = nmem("maintain", "--job", "retention")
     assert table.returncode == 0 and "nothing expired" in table.stdout
     integrity_ok(settings.db)
+
+
+@pytest.mark.anyio
+async def test_automerge_left_off_by_an_interrupted_sweep_is_restored_on_open() -> None:
+    settings = config.load()
+    async with open_store(settings) as store:
+        await store.conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('automerge', 0)")
+    async with open_store(settings):
+        pass
+    assert db_rows(settings.db, "SELECT v FROM observations_fts_config WHERE k = 'automerge'") == [(4,)]
