@@ -17,18 +17,25 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 
 NEVER = math.inf
 
 
+class Cancellable(Protocol):
+    """What a watch ends when its deadline passes (a connection, a cancel scope)."""
+
+    def cancel(self) -> None: ...
+
+
 class Watch:
-    """One connection's read deadline and the scope to cancel when it passes."""
+    """One connection's read deadline and what to cancel when it passes."""
 
     __slots__ = ("scope", "deadline", "expired", "header_since")
 
-    def __init__(self, scope: anyio.CancelScope):
+    def __init__(self, scope: Cancellable):
         self.scope = scope
         self.deadline = NEVER  # only finite while the connection waits for its peer
         self.expired = False
@@ -55,7 +62,7 @@ class Deadlines:
         self.squeeze = squeeze
         self._watches: set[Watch] = set()
 
-    def watch(self, scope: anyio.CancelScope) -> Watch:
+    def watch(self, scope: Cancellable) -> Watch:
         w = Watch(scope)
         self._watches.add(w)
         return w

@@ -4,6 +4,7 @@
   + ConfigError          a config file or variable is wrong
   + StorageError         SQLite could not do what was asked
     - StorageFullError   the disk (or max_page_count) is full
+    - ShuttingDown       the daemon stopped taking events (nothing stored)
   + DaemonError          the daemon could not start or be reached
     - AlreadyRunning     another nmemd holds the instance lock
     - UnsafePathError    a state directory or socket has unsafe ownership or mode
@@ -30,6 +31,10 @@ class StorageError(NmemError):
 
 class StorageFullError(StorageError):
     """The database cannot grow: the disk or `max_page_count` is full."""
+
+
+class ShuttingDown(StorageError):
+    """The daemon is stopping and takes no more events; the sender keeps (or falls back with) its own."""
 
 
 class DaemonError(NmemError):

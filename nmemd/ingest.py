@@ -9,19 +9,20 @@ adds at most the delay to a single event's latency.
 from __future__ import annotations
 
 import logging
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from nmemd.errors import InvalidEvent, StorageError
+from nmemd.errors import InvalidEvent, ShuttingDown, StorageError
 from nmemd.extract import extract
 from nmemd.model import Extracted
 from nmemd.store import Incoming, Store
 
 LOG = logging.getLogger("nmemd.ingest")
-QUEUE_MAX = 20_000  # beyond this, senders wait (and hook clients fall back to the inbox)
+QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
 
 _decoder = msgspec.json.Decoder()
 
@@ -47,104 +48,129 @@ def extract_event(body: bytes, skip_tools: frozenset[str]) -> Extracted:
     return extract(decode_event(body), skip_tools=skip_tools)
 
 
+Done = Callable[[BaseException | None, int], None]
+
+
 class _Pending:
-    """One queue entry: a live event alone, or a batch (drain, import) committed whole and acked once."""
+    """One queue entry: a live event alone, or a batch (drain, import) committed whole and acked once.
 
-    __slots__ = ("items", "done", "error", "new")
+    `done(error, new)` runs on the event loop once the entry's batch committed (error None,
+    `new` = how many of its items were not stored before) or failed (nothing acknowledged).
+    """
 
-    def __init__(self, items: list[Incoming]):
+    __slots__ = ("items", "done")
+
+    def __init__(self, items: list[Incoming], done: Done):
         self.items = items
-        self.done = anyio.Event()
-        self.error: BaseException | None = None
-        self.new = 0  # of `items`, how many were not stored before
+        self.done = done
 
 
 class Ingestor:
-    """Owns the queue between connection handlers and the store."""
+    """Owns the queue between connection handlers and the store.
+
+    Handlers call `enqueue` with a callback (no task, no await per event: the
+    socket protocol answers from the callback); the drain and the importer
+    `await submit_many`. `run` takes whatever is queued as the next batch
+    while the previous one commits, so batches grow with the load by themselves.
+    """
 
     def __init__(self, store: Store):
         self.store = store
         settings = store.settings
         self.max_events = settings.batch_max_events
         self.max_delay = settings.batch_max_delay_ms / 1000.0
-        self._send: MemoryObjectSendStream[_Pending]
-        self._recv: MemoryObjectReceiveStream[_Pending]
-        self._send, self._recv = anyio.create_memory_object_stream[_Pending](QUEUE_MAX)
+        self._queue: deque[_Pending] = deque()
+        self._ready = anyio.Event()  # set when the queue gets an entry (or closes)
+        self._space = anyio.Event()  # set when a full queue shrinks
+        self._closed = False
         self._queued = 0  # events in entries not yet taken into a batch
         self.committed = 0  # events newly stored since start
         self.batches = 0
         self.last_error: str | None = None
 
+    @property
+    def full(self) -> bool:
+        return self._queued >= QUEUE_MAX
+
+    def enqueue(self, items: list[Incoming], done: Done) -> None:
+        """Queue events for the next batch; `done` runs after its commit. Raise ShuttingDown once closed."""
+        if self._closed:
+            raise ShuttingDown("the daemon is shutting down")
+        self._queue.append(_Pending(items, done))
+        self._queued += len(items)
+        self._ready.set()
+
     async def submit(self, incoming: Incoming) -> None:
         """Return once the event is committed; raise StorageError if its batch failed."""
-        await self._wait(_Pending([incoming]))
+        await self.submit_many([incoming])
 
     async def submit_many(self, items: list[Incoming]) -> int:
         """Queue several events as one entry (the inbox drain, an import batch); return how many were new.
 
         They are committed in one transaction (with whatever else the batch
-        holds) and acknowledged together, after that commit.
+        holds) and acknowledged together, after that commit. Waits while the
+        queue is full.
         """
         if not items:
             return 0
-        pending = _Pending(items)
-        await self._wait(pending)
-        return pending.new
+        while self.full and not self._closed:
+            if self._space.is_set():
+                self._space = anyio.Event()
+            await self._space.wait()
+        finished = anyio.Event()
+        outcome: list[Any] = [None, 0]
 
-    async def _wait(self, pending: _Pending) -> None:
-        self._queued += len(pending.items)
-        try:
-            await self._send.send(pending)
-        except BaseException:
-            self._queued -= len(pending.items)
-            raise
-        await pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
+        def done(error: BaseException | None, new: int) -> None:
+            outcome[0], outcome[1] = error, new
+            finished.set()
+
+        self.enqueue(items, done)
+        await finished.wait()
+        if outcome[0] is not None:
+            raise outcome[0]
+        return int(outcome[1])
 
     def close(self) -> None:
         """Accept nothing more; `run` commits what is queued, then returns."""
-        self._send.close()
+        self._closed = True
+        self._ready.set()
+        self._space.set()
 
     async def run(self) -> None:
-        async with self._recv:
-            while True:
-                try:
-                    first = await self._recv.receive()
-                except anyio.EndOfStream:
+        while True:
+            if not self._queue:
+                if self._closed:
                     return
-                batch = [first]
-                await self._fill(batch, len(first.items))
-                await self._commit(batch)
+                self._ready = anyio.Event()
+                await self._ready.wait()
+                continue
+            if self.max_delay > 0:
+                await self._linger()
+            await self._commit(self._take())
 
-    async def _fill(self, batch: list[_Pending], size: int) -> None:
-        """Take entries until the batch holds `max_events` events or the delay is over; an entry is never split."""
-        deadline = anyio.current_time() + self.max_delay
-        while size < self.max_events and (entry := await self._next(deadline)) is not None:
+    async def _linger(self) -> None:
+        """Wait up to `max_delay` for the batch to fill (the delay counts from now: the first entry's arrival)."""
+        with anyio.move_on_after(self.max_delay):
+            while self._queued < self.max_events and not self._closed:
+                self._ready = anyio.Event()
+                await self._ready.wait()
+
+    def _take(self) -> list[_Pending]:
+        """Entries up to `max_events` events (at least one entry; an entry is never split)."""
+        queue = self._queue
+        batch = [queue.popleft()]
+        size = len(batch[0].items)
+        while queue and size + len(queue[0].items) <= self.max_events:
+            entry = queue.popleft()
             batch.append(entry)
             size += len(entry.items)
-
-    async def _next(self, deadline: float) -> _Pending | None:
-        """The next entry, waiting until `deadline` at most; None if none came or the queue is closed."""
-        try:
-            return self._recv.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except anyio.EndOfStream:
-            return None
-        remaining = deadline - anyio.current_time()
-        if remaining <= 0:
-            return None
-        with anyio.move_on_after(remaining):
-            try:
-                return await self._recv.receive()
-            except anyio.EndOfStream:
-                return None
-        return None
+        self._queued -= size
+        if self._queued < QUEUE_MAX:
+            self._space.set()
+        return batch
 
     async def _commit(self, batch: list[_Pending]) -> None:
         items = batch[0].items if len(batch) == 1 else [i for p in batch for i in p.items]
-        self._queued -= len(items)
         error: BaseException | None = None
         new: list[int] = []
         with anyio.CancelScope(shield=True):
@@ -161,11 +187,12 @@ class Ingestor:
                 LOG.exception("batch of %d events failed", len(items))
                 self.last_error = repr(exc)
                 error = StorageError(f"internal error: {exc!r}")
-        if error is None:
-            _count_new(batch, new)
-        for p in batch:
-            p.error = error
-            p.done.set()
+        counts = [0] * len(batch) if error is not None else _count_new(batch, new)
+        for p, n in zip(batch, counts, strict=True):
+            try:
+                p.done(error, n)
+            except Exception:  # one peer's callback must not keep the others unanswered
+                LOG.exception("acknowledging an event failed")
 
     @property
     def queued(self) -> int:
@@ -173,15 +200,16 @@ class Ingestor:
         return self._queued
 
 
-def _count_new(batch: list[_Pending], new: list[int]) -> None:
-    """Give each entry its share of `new` (ascending indexes into the batch's items, entry after entry)."""
+def _count_new(batch: list[_Pending], new: list[int]) -> list[int]:
+    """Each entry's share of `new` (ascending indexes into the batch's items, entry after entry)."""
     if len(batch) == 1:
-        batch[0].new = len(new)
-        return
+        return [len(new)]
+    counts = []
     i, end = 0, 0
     for p in batch:
         end += len(p.items)
         start = i
         while i < len(new) and new[i] < end:
             i += 1
-        p.new = i - start
+        counts.append(i - start)
+    return counts

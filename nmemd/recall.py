@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from nmemd import readers
+from nmemd.config import Settings
 from nmemd.context import CLOSE, HARD_CAP, OPEN, build_context
 from nmemd.model import Extracted
 from nmemd.queries import Filters, Hit, QueryError, search
@@ -55,6 +56,17 @@ async def hook_reply(daemon: Daemon, extracted: Extracted) -> bytes:
         )  # fmt: skip
         return _reply("UserPromptSubmit", text) if text else b""
     return b""
+
+
+def replies_to(settings: Settings, extracted: Extracted) -> bool:
+    """Whether `hook_reply` may have something to say; every other event is answered without a task."""
+    if not extracted.project:
+        return False
+    if extracted.hook_event == "SessionStart":
+        return settings.context_budget > 0
+    if extracted.hook_event == "UserPromptSubmit":
+        return settings.prompt_recall and settings.prompt_recall_budget > 0
+    return False
 
 
 def has_after_commit_work(extracted: Extracted) -> bool:

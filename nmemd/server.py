@@ -7,11 +7,13 @@ queued commits, then checkpoint and release the lock.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
 import resource
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,33 +22,25 @@ from typing import Any
 import anyio
 import anyio.abc
 import msgspec
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
 from nmemd import __version__, maintenance, recall, rpc
 from nmemd.checkpointer import Checkpointer
 from nmemd.config import Settings
-from nmemd.deadlines import Deadlines, Watch
+from nmemd.connection import FrameConnection
+from nmemd.deadlines import Deadlines
 from nmemd.drain import drain_once
-from nmemd.errors import InvalidEvent, NmemError, StorageError, StorageFullError
-from nmemd.ingest import Ingestor, extract_event
-from nmemd.instance import InstanceLock, bind_socket, ensure_private_dir, inherited_socket, peer_uid, sd_notify
+from nmemd.errors import NmemError, StorageError
+from nmemd.ingest import Ingestor
+from nmemd.instance import InstanceLock, bind_socket, ensure_private_dir, inherited_socket, sd_notify
 from nmemd.model import Extracted
 from nmemd.status import DaemonFacts
-from nmemd.store import Incoming, open_store
+from nmemd.store import open_store
 
 LOG = logging.getLogger("nmemd.server")
 SHUTDOWN_GRACE_S = 5.0
-OFFLOAD_BYTES = 1024 * 1024  # parse bigger payloads in a worker thread, off the event loop
-# Past max_connections, peers idle before their header are dropped within ~0.5 s (deadlines.py);
-# past this many times max_connections, a new connection gets OVERLOADED_HEADER_S to send its
-# header and then `busy`, unless it is a ping: health checks are answered under any load.
-HARD_CONNECTIONS_FACTOR = 4
-OVERLOADED_HEADER_S = 0.05
 ACCEPT_BACKOFF_S = 0.1  # out of file descriptors: wait for some to close instead of dying
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-HookResponder = Callable[["Daemon", Any], Any]
 
 
 def same_user(uid: int | None) -> bool:
@@ -72,6 +66,10 @@ class Daemon:
     post_commit_pending: int = 0
     # Post-commit work (summaries, ...): runs after the reply, finishes before shutdown.
     background: anyio.abc.TaskGroup = field(init=False)
+    # Connection work that waits (rpc, MCP sessions, SessionStart context): cancelled at shutdown's end.
+    handlers: anyio.abc.TaskGroup = field(init=False)
+    open_connections: set[FrameConnection] = field(default_factory=set)
+    _all_closed: anyio.Event = field(default_factory=anyio.Event)
 
     skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
     deadlines: Deadlines = field(init=False)
@@ -99,42 +97,41 @@ class Daemon:
             post_commit_pending=self.post_commit_pending,
         )
 
+    def ping_reply(self) -> bytes:
+        return protocol.encode_ok(msgspec.json.encode(self.facts()))
 
-async def _reply(stream: anyio.abc.ByteStream, data: bytes) -> None:
-    try:
-        await stream.send(data)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        LOG.debug("client left before its reply")
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Start a handler task; False once the handler group is gone (the daemon stopped)."""
+        try:
+            self.handlers.start_soon(fn, *args)
+        except RuntimeError:
+            LOG.debug("no task started: the daemon is stopping")
+            return False
+        return True
 
+    def after_commit(self, extracted: Extracted) -> None:
+        if recall.has_after_commit_work(extracted):  # a task per event would cost every event
+            self.post_commit_pending += 1
+            self.background.start_soon(_after_commit, self, extracted)
 
-async def handle_hook(daemon: Daemon, stream: anyio.abc.ByteStream, event_id: bytes, body: bytes) -> None:
-    try:
-        if len(body) > OFFLOAD_BYTES:
-            extracted = await anyio.to_thread.run_sync(extract_event, body, daemon.skip_tools)
-        else:
-            extracted = extract_event(body, daemon.skip_tools)
-    except InvalidEvent as exc:
-        LOG.warning("refused event %s: %s", event_id.decode(), exc)
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, str(exc)))
-        return
-    incoming = Incoming(event_id=event_id.decode(), received_at=time.time(), extracted=extracted)
-    try:
-        await daemon.ingestor.submit(incoming)
-    except StorageFullError as exc:
-        await _reply(stream, protocol.encode_error(protocol.ERR_STORAGE_FULL, str(exc)))
-        return
-    except StorageError as exc:
-        await _reply(stream, protocol.encode_error(protocol.ERR_INTERNAL, str(exc)))
-        return
-    try:
-        reply = await recall.hook_reply(daemon, extracted)
-    except Exception:  # the event is stored; a failed reply must not fail the hook
-        LOG.exception("hook reply for %s failed", extracted.hook_event)
-        reply = b""
-    await _reply(stream, protocol.encode_ok(reply))
-    if recall.has_after_commit_work(extracted):  # a task per event would cost every event
-        daemon.post_commit_pending += 1
-        daemon.background.start_soon(_after_commit, daemon, extracted)
+    def connection_closed(self, conn: FrameConnection) -> None:
+        self.connections -= 1
+        self.last_activity = time.monotonic()
+        self.open_connections.discard(conn)
+        if not self.open_connections:
+            self._all_closed.set()
+
+    async def close_connections(self, grace_s: float) -> None:
+        """Stop every frame connection: each answers the frame in hand (its batch commits) first."""
+        for conn in list(self.open_connections):
+            conn.stop()
+        if self.open_connections:
+            self._all_closed = anyio.Event()
+            with anyio.move_on_after(grace_s):
+                await self._all_closed.wait()
+        for conn in list(self.open_connections):
+            if conn.transport is not None:
+                conn.transport.abort()
 
 
 async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:
@@ -146,153 +143,54 @@ async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:
         daemon.post_commit_pending -= 1
 
 
-async def handle_rpc(daemon: Daemon, stream: anyio.abc.ByteStream, body: bytes) -> None:
+async def rpc_reply(daemon: Daemon, body: bytes) -> bytes:
+    """The reply frame to an rpc request: OK with the result as JSON, or ERR invalid."""
     try:
         request = msgspec.json.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         request = None
     if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, 'expected {"method": ..., "params": {...}}'))
-        return
+        return protocol.encode_error(protocol.ERR_INVALID, 'expected {"method": ..., "params": {...}}')
     params = request.get("params") or {}
     if not isinstance(params, dict):
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "params must be an object"))
-        return
+        return protocol.encode_error(protocol.ERR_INVALID, "params must be an object")
     try:
         result = await rpc.dispatch(daemon, request["method"], params)
     except NmemError as exc:
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, str(exc)))
-        return
-    await _reply(stream, protocol.encode_ok(msgspec.json.encode(result)))
+        return protocol.encode_error(protocol.ERR_INVALID, str(exc))
+    return protocol.encode_ok(msgspec.json.encode(result))
 
 
-def _parse_header(line: bytes) -> tuple[bytes, bytes, int]:
-    parts = line.split(b" ")
-    if len(parts) != 4 or parts[0] != protocol.MAGIC or parts[1] not in protocol.KINDS:
-        raise InvalidEvent("malformed frame header")
-    kind, event_id, raw_len = parts[1], parts[2], parts[3]
-    if not (event_id == protocol.NO_EVENT_ID or (8 <= len(event_id) <= 64 and event_id.isalnum())):
-        raise InvalidEvent("malformed event id")
-    if not raw_len.isdigit():
-        raise InvalidEvent("malformed frame length")
-    return kind, event_id, int(raw_len)
+async def _accept_forever(daemon: Daemon, sock: socket.socket) -> None:
+    """Accept connections and give each a `FrameConnection`.
 
-
-async def serve_frame(
-    daemon: Daemon,
-    stream: anyio.abc.SocketStream,
-    buffered: BufferedByteReceiveStream,
-    watch: Watch,
-    overloaded: bool = False,
-) -> bool:
-    """Read and answer one frame; return False when the connection should close.
-
-    A connection may carry many frames one after another (the importer and the
-    benchmarks keep one open); the hook client sends one and closes. Reads are
-    bounded by `watch` (the sweeper cancels the connection when its peer stalls).
+    Running out of file descriptors (EMFILE, ENFILE, ...) pauses accepting for a
+    moment instead of ending the daemon: a local process opening thousands of
+    connections must not take everybody's memory down.
     """
-    settings = daemon.settings
-    try:
-        watch.reading_header(OVERLOADED_HEADER_S if overloaded else settings.read_timeout_s)
-        try:
-            line = await buffered.receive_until(b"\n", protocol.MAX_HEADER)
-        except anyio.IncompleteRead:
-            return False  # clean close between frames
-        kind, event_id, length = _parse_header(line)
-        if overloaded and kind != protocol.KIND_PING:  # a health check is answered even now
-            await _reply(stream, protocol.encode_error(protocol.ERR_BUSY, "too many connections"))
-            return False
-        if length > settings.max_frame_bytes:
-            LOG.warning("refused a %d-byte frame (max %d)", length, settings.max_frame_bytes)
-            await _reply(stream, protocol.encode_error(protocol.ERR_TOO_LARGE, "frame too large"))
-            return False
-        # A local peer sends megabytes in milliseconds; allow 10 MB/s on top of the base timeout.
-        watch.reading(settings.read_timeout_s + length / 10e6)
-        body = await buffered.receive_exactly(length) if length else b""
-        watch.idle()
-    except anyio.DelimiterNotFound:
-        LOG.warning("a client sent a header line that never ends; dropped")
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "malformed frame header"))
-        return False
-    except InvalidEvent as exc:
-        LOG.warning("a client sent garbage: %s", exc)
-        await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, str(exc)))
-        return False
-    daemon.last_activity = time.monotonic()
-    if kind == protocol.KIND_HOOK:
-        if event_id == protocol.NO_EVENT_ID:
-            LOG.warning("refused a hook event without an id: hook events need an id")
-            await _reply(stream, protocol.encode_error(protocol.ERR_INVALID, "hook events need an id"))
-            return False
-        await handle_hook(daemon, stream, event_id, body)
-    elif kind == protocol.KIND_RPC:
-        await handle_rpc(daemon, stream, body)
-    elif kind == protocol.KIND_PING:
-        await _reply(stream, protocol.encode_ok(msgspec.json.encode(daemon.facts())))
-    else:
-        from nmemd import mcp  # imported on the first MCP connection only (~0.8 s)
-
-        await mcp.serve_connection(daemon, stream, buffered, body)
-        return False
-    return True
-
-
-async def handle_connection(daemon: Daemon, stream: anyio.abc.SocketStream) -> None:
-    """Serve one connection, frame after frame. Nothing a peer sends may raise out of here."""
-    daemon.connections += 1
-    daemon.last_activity = time.monotonic()
-    try:
-        async with stream:
-            uid = peer_uid(stream.extra(anyio.abc.SocketAttribute.raw_socket))
-            if not daemon.uid_allowed(uid):
-                daemon.refused_peers += 1
-                LOG.warning("refused a connection from uid %s", uid)
-                return
-            overloaded = daemon.connections > HARD_CONNECTIONS_FACTOR * daemon.settings.max_connections
-            buffered = BufferedByteReceiveStream(stream)
-            with anyio.CancelScope() as scope:
-                watch = daemon.deadlines.watch(scope)
-                try:
-                    while await serve_frame(daemon, stream, buffered, watch, overloaded):
-                        pass
-                finally:
-                    daemon.deadlines.forget(watch)
-            if watch.expired:
-                LOG.warning("a client was too slow to send its frame; dropped")
-                await _reply(stream, protocol.encode_error(protocol.ERR_TIMEOUT, "frame not received in time"))
-    except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        LOG.debug("a client closed its connection early")
-    except OSError as exc:
-        LOG.debug("connection error: %s", exc)
-    except Exception:
-        LOG.exception("connection handler failed")
-    finally:
-        daemon.connections -= 1
-        daemon.last_activity = time.monotonic()
-
-
-async def _accept_forever(
-    listener: anyio.abc.SocketListener,
-    handler: Callable[[anyio.abc.SocketStream], Any],
-    conns: anyio.abc.TaskGroup,
-) -> None:
-    """`listener.serve`, except that running out of descriptors (EMFILE, ENFILE, ...) pauses
-    accepting for a moment instead of ending the daemon: a local process opening thousands
-    of connections must not take everybody's memory down."""
+    loop = asyncio.get_running_loop()
+    sock.setblocking(False)
     warned = 0.0
     while True:
-        try:
-            stream = await listener.accept()
-        except anyio.BrokenResourceError as exc:  # anyio wraps the OSError
-            cause = exc.__cause__
-            if not isinstance(cause, OSError) or cause.errno not in _OUT_OF_RESOURCES:
-                raise
-            if time.monotonic() - warned > 10:  # once per episode, not ten lines a second
-                warned = time.monotonic()
-                LOG.warning("cannot accept connections (%s): pausing, then retrying", cause.strerror)
-            await anyio.sleep(ACCEPT_BACKOFF_S)
-            continue
-        conns.start_soon(handler, stream)
+        await anyio.wait_readable(sock)
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_RESOURCES:
+                    raise
+                if time.monotonic() - warned > 10:  # once per episode, not ten lines a second
+                    warned = time.monotonic()
+                    LOG.warning("cannot accept connections (%s): pausing, then retrying", exc.strerror)
+                await anyio.sleep(ACCEPT_BACKOFF_S)
+                break
+            try:
+                await loop.connect_accepted_socket(lambda: FrameConnection(daemon), conn)
+            except OSError as exc:
+                conn.close()
+                LOG.debug("connection error: %s", exc)
 
 
 async def _watch_signals(
@@ -395,21 +293,17 @@ async def serve(
 
 
 async def _run(
-    daemon: Daemon, sock: Any, checkpointer: Checkpointer, task_status: anyio.abc.TaskStatus[Daemon]
+    daemon: Daemon, sock: socket.socket, checkpointer: Checkpointer, task_status: anyio.abc.TaskStatus[Daemon]
 ) -> None:
-    listener = await anyio.abc.SocketListener.from_socket(sock)
     async with anyio.create_task_group() as core:
         daemon.background = core
         core.start_soon(daemon.ingestor.run)
         try:
             async with anyio.create_task_group() as conns:
+                daemon.handlers = conns
                 try:
                     async with anyio.create_task_group() as services:
-
-                        async def handler(stream: anyio.abc.SocketStream) -> None:
-                            await handle_connection(daemon, stream)
-
-                        services.start_soon(_accept_forever, listener, handler, conns)
+                        services.start_soon(_accept_forever, daemon, sock)
                         services.start_soon(daemon.deadlines.run)
                         services.start_soon(checkpointer.run)
                         await services.start(_watch_signals, services.cancel_scope)
@@ -433,7 +327,8 @@ async def _run(
                     daemon.stopping.set()
                     with anyio.CancelScope(shield=True):
                         sd_notify("STOPPING=1")
-                        await listener.aclose()
+                        sock.close()
+                        await daemon.close_connections(SHUTDOWN_GRACE_S)
                     conns.cancel_scope.deadline = anyio.current_time() + SHUTDOWN_GRACE_S
         finally:
             try:

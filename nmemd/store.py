@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -28,6 +28,7 @@ from nmemd.model import Extracted
 
 LOG = logging.getLogger("nmemd.store")
 FTS_AUTOMERGE = 4  # FTS5's default; retention sweeps turn it off while they run
+_T = TypeVar("_T")
 SQL_CHUNK = 500  # host parameters per IN (...) query, well under SQLite's limit
 
 
@@ -151,17 +152,6 @@ class Store:
         except sqlite3.Error:
             LOG.exception("rollback failed")
 
-    async def known(self, ids: Sequence[str], keys: Sequence[str]) -> tuple[set[str], set[str]]:
-        """Which of these event ids and natural keys the ledger holds: one indexed query, whatever the batch size."""
-        rows = await self.conn.execute_fetchall(_KNOWN, (_json_list(ids), _json_list(keys)))
-        known_ids: set[str] = set()
-        known_keys: set[str] = set()
-        for event_id, key in rows:
-            known_ids.add(event_id)
-            if key is not None:
-                known_keys.add(key)
-        return known_ids, known_keys
-
     async def index_new(self, first_id: int, end_id: int) -> None:
         """Index the observations `first_id <= id < end_id` in one FTS5 insert, inside a write
         transaction: every path that inserts observations calls it (migration m002 dropped the
@@ -178,36 +168,21 @@ class Store:
         Events already in the ledger (a retry, the same event through both the
         socket and the inbox, or a tool call seen by a hook and again in its
         transcript: same natural key) are skipped; their inbox rows are still removed.
+        The whole transaction is one call on the connection's thread (see
+        `on_writer_thread`): the event loop goes on reading the next events meanwhile.
         """
         if not items:
             return []
         overlay = self.dedup.overlay()
-        keys = [i.natural_key or natural_key(i.extracted) for i in items]
-        async with self.write() as conn:
-            known_ids, known_keys = await self.known([i.event_id for i in items], [k for k in keys if k is not None])
-            plan = _plan(items, keys, known_ids, known_keys, self.next_observation_id, overlay)
-            if plan.observations:
-                await conn.executemany(_INSERT_OBSERVATION, plan.observations)
-                await self.index_new(self.next_observation_id, plan.next_id)
-            if plan.merges:
-                await conn.executemany(
-                    "UPDATE observations SET count = count + 1, last_ts = max(last_ts, ?) WHERE id = ?",
-                    plan.merges,
-                )
-            if plan.prompts:
-                await conn.executemany(_INSERT_PROMPT, plan.prompts)
-            if plan.sessions:
-                await conn.executemany(_UPSERT_SESSION, [s.row() for s in plan.sessions.values()])
-            if plan.events:
-                await conn.executemany(
-                    "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id, natural_key)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    plan.events,
-                )
-            if plan.inbox_done:
-                await conn.executemany("DELETE FROM inbox WHERE event_id = ?", plan.inbox_done)
-        self.next_observation_id = plan.next_id
-        self.dedup.merge(overlay)
+        async with self.lock:
+            with anyio.CancelScope(shield=True):
+                try:
+                    plan = await on_writer_thread(self.conn, _commit, items, self.next_observation_id, overlay)
+                except sqlite3.Error as exc:
+                    raise translate(exc) from exc
+                self.next_observation_id = plan.next_id
+                self.dedup.merge(overlay)
+                self.committed()
         return plan.new
 
     async def import_files(self, paths: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -253,6 +228,11 @@ _INSERT_OBSERVATION = (
     "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
     " content, tool_name, file_path, command, tool_use_id, agent_id)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_MERGE = "UPDATE observations SET count = count + 1, last_ts = max(last_ts, ?) WHERE id = ?"
+_INSERT_EVENT = (
+    "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id, natural_key)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 # One FTS5 insert for the whole batch (see migration m002): the ids are ours and contiguous.
 _INDEX_NEW = (
@@ -413,6 +393,52 @@ def _plan(
             session.add(ex, ts, item.git_branch)
         plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id, key))
     return plan
+
+
+def _commit(db: sqlite3.Connection, items: Sequence[Incoming], next_id: int, overlay: Deduper) -> _Plan:
+    """The batch transaction, run on the writer thread: BEGIN IMMEDIATE to COMMIT, or ROLLBACK on any error."""
+    keys = [i.natural_key or natural_key(i.extracted) for i in items]
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        ids = _json_list([i.event_id for i in items])
+        rows = db.execute(_KNOWN, (ids, _json_list([k for k in keys if k]))).fetchall()
+        known_ids = {r[0] for r in rows}
+        known_keys = {r[1] for r in rows if r[1] is not None}
+        plan = _plan(items, keys, known_ids, known_keys, next_id, overlay)
+        if plan.observations:
+            db.executemany(_INSERT_OBSERVATION, plan.observations)
+            db.execute(_INDEX_NEW, (next_id, plan.next_id))
+        if plan.merges:
+            db.executemany(_MERGE, plan.merges)
+        if plan.prompts:
+            db.executemany(_INSERT_PROMPT, plan.prompts)
+        if plan.sessions:
+            db.executemany(_UPSERT_SESSION, [s.row() for s in plan.sessions.values()])
+        if plan.events:
+            db.executemany(_INSERT_EVENT, plan.events)
+        if plan.inbox_done:
+            db.executemany("DELETE FROM inbox WHERE event_id = ?", plan.inbox_done)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                LOG.exception("rollback failed")
+        raise
+    return plan
+
+
+async def on_writer_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: Any) -> _T:
+    """Run `fn(sqlite3_connection, *args)` on aiosqlite's own thread, in one hop.
+
+    aiosqlite sends each statement to its thread and back (a loop wake-up per
+    statement); a batch is ~7 statements. This uses its private `_execute` and
+    `_conn` (pinned `aiosqlite<0.23`, covered by tests/test_store.py): the one
+    write connection stays aiosqlite's, and nothing else touches it meanwhile
+    because every writer holds `Store.lock`.
+    """
+    return await conn._execute(lambda: fn(conn._conn, *args))  # type: ignore[no-untyped-call,no-any-return]
 
 
 @asynccontextmanager
