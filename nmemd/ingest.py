@@ -22,6 +22,7 @@ from nmemd.model import Extracted
 from nmemd.store import Incoming, Store
 
 LOG = logging.getLogger("nmemd.ingest")
+FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for the next chunk
 QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
 
 _decoder = msgspec.json.Decoder()
@@ -83,6 +84,7 @@ class Ingestor:
         self._ready = anyio.Event()  # set when the queue gets an entry (or closes)
         self._space = anyio.Event()  # set when a full queue shrinks
         self._closed = False
+        self._index_failed = False
         self._queued = 0  # events in entries not yet taken into a batch
         self.committed = 0  # events newly stored since start
         self.batches = 0
@@ -140,8 +142,15 @@ class Ingestor:
         while True:
             if not self._queue:
                 if self._closed:
+                    await self._index_pending()
                     return
                 self._ready = anyio.Event()
+                if self.store.unindexed and not self._index_failed:  # quiet for FTS_LAG_S: index the rest
+                    with anyio.move_on_after(FTS_LAG_S):
+                        await self._ready.wait()
+                    if not self._queue:
+                        await self._index_pending()
+                    continue
                 await self._ready.wait()
                 continue
             if self.max_delay > 0:
@@ -178,6 +187,7 @@ class Ingestor:
                 new = await self.store.commit_items(items)
                 self.committed += len(new)
                 self.batches += 1
+                self._index_failed = False
                 self.last_error = None
             except StorageError as exc:
                 LOG.error("batch of %d events not committed: %s", len(items), exc)
@@ -193,6 +203,15 @@ class Ingestor:
                 p.done(error, n)
             except Exception:  # one peer's callback must not keep the others unanswered
                 LOG.exception("acknowledging an event failed")
+
+    async def _index_pending(self) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.store.index_pending()
+                self._index_failed = False
+            except StorageError as exc:  # retried after the next commit; searches and the next start too
+                LOG.warning("indexing the newest observations failed: %s", exc)
+                self._index_failed = True
 
     @property
     def queued(self) -> int:

@@ -229,6 +229,12 @@ def _fts_check_on_snapshot(db: str) -> float:
             dst.execute("PRAGMA journal_mode=OFF")
             dst.execute("PRAGMA synchronous=OFF")
             src.backup(dst)  # in one step: one snapshot, never restarted by our writer's commits
+            # The snapshot's newest observations may wait for indexing (m004): index them in the copy.
+            dst.execute(
+                "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
+                " SELECT id, title, content, file_path, command FROM observations"
+                " WHERE id >= (SELECT indexed_below FROM fts_state)"
+            )
             dst.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
         finally:
             dst.close()

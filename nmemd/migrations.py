@@ -130,10 +130,38 @@ CREATE TABLE import_files (
 );
 """
 
+# Full-text indexing trails the commit that stores an observation: live batches index in chunks
+# of store.FTS_CHUNK rows (FTS5 writes a segment and merges per indexing transaction, ~40 % of
+# a small batch's cost), the rest when the writer is quiet, before every search, and at start.
+# `fts_state.indexed_below`: every observation with a smaller id is indexed, none above it is;
+# the delete and update triggers leave the index alone for rows it does not hold yet.
+M004_FTS_WATERMARK: Final = """
+CREATE TABLE fts_state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    indexed_below INTEGER NOT NULL
+);
+INSERT INTO fts_state(id, indexed_below) VALUES (1, (SELECT coalesce(max(id), 0) + 1 FROM observations));
+DROP TRIGGER observations_ad;
+CREATE TRIGGER observations_ad AFTER DELETE ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)
+    VALUES ('delete', old.id, old.title, old.content, old.file_path, old.command);
+END;
+DROP TRIGGER observations_au;
+CREATE TRIGGER observations_au AFTER UPDATE OF title, content, file_path, command ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)
+    VALUES ('delete', old.id, old.title, old.content, old.file_path, old.command);
+    INSERT INTO observations_fts(rowid, title, content, file_path, command)
+    VALUES (new.id, new.title, new.content, new.file_path, new.command);
+END;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
     ("m003_natural_keys", M003_NATURAL_KEYS),
+    ("m004_fts_watermark", M004_FTS_WATERMARK),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

@@ -260,6 +260,7 @@ async def _raw_matches(
 async def count(store: Store, f: PurgeFilter) -> PurgeCounts:
     """What `purge` would remove, changing nothing (a read transaction that is rolled back)."""
     match = validate(f)
+    await store.searchable()  # the count must see the newest observations, as the purge will
     async with store.lock:
         conn = store.conn
         try:
@@ -280,6 +281,7 @@ async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
     terms = _terms(match)
     store.purges += 1
     async with store.write() as conn:
+        await store.index_within(conn)  # a query must find the newest observations too
         plan = await _plan(conn, store, f, match)
         if plan.inbox_rows:
             await conn.executemany("DELETE FROM inbox WHERE event_id = ?", [(e,) for e in plan.inbox_rows])
@@ -294,6 +296,7 @@ async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
         resummarize = await _scrub_sessions(conn, set(plan.affected) - set(plan.emptied), stop_sessions, terms)
         if plan.ids or plan.emptied or resummarize:
             await conn.execute("INSERT INTO observations_fts(observations_fts) VALUES('rebuild')")
+            await store.all_indexed(conn)
         await conn.execute("DELETE FROM temp.purge_ids")
     store.dedup.forget(set(plan.ids))
     for path in plan.spool_files:

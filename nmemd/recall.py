@@ -49,6 +49,7 @@ async def hook_reply(daemon: Daemon, extracted: Extracted) -> bytes:
         return _reply("SessionStart", text) if text else b""
     if extracted.hook_event == "UserPromptSubmit" and settings.prompt_recall and settings.prompt_recall_budget > 0:
         prompt = next((o.content for o in extracted.observations if o.type == "prompt"), "")
+        await daemon.ingestor.store.searchable()
         text = await readers.run(
             settings.db, prompt_context, extracted.project, extracted.session_id, prompt,
             budget=settings.prompt_recall_budget, min_score=settings.prompt_recall_min_score,

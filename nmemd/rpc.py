@@ -177,6 +177,7 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         if method == "context" and params.get("budget") is None:
             params = {**params, "budget": settings.context_budget}
         parsed = parse_params(method, params)  # cheap; a bad param never costs a thread hop
+        await daemon.ingestor.store.searchable()
         return await readers.run(settings.db, _execute, method, parsed)
     if method == "status":
         db = await anyio.to_thread.run_sync(database_facts, settings.db, settings.spool)

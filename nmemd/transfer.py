@@ -276,7 +276,7 @@ async def import_records(store: Store, records: Sequence[Restorable]) -> Importe
             rows,
         )
         if rows:
-            await store.index_new(store.next_observation_id, next_id)
+            await store.index_within(conn, next_id)
         await conn.executemany(
             "INSERT INTO prompts(observation_id, session_id, prompt_number, ts) VALUES (?, ?,"
             " coalesce(?, (SELECT coalesce(max(prompt_number), 0) + 1 FROM prompts WHERE session_id = ?)), ?)",

@@ -454,6 +454,11 @@ def build_v2(home: Path) -> set[str]:
     return _build_at(home, "v2", 2)
 
 
+def build_v3(home: Path) -> set[str]:
+    """Version 3 (m001-m003_natural_keys): every observation indexed in its own commit, no watermark."""
+    return _build_at(home, "v3", 3)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -470,6 +475,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
     ("client-only", build_client_only, ()),
     ("v1-m001_initial", build_v1, ("m001_initial",)),
     ("v2-m002_fts_batch_index", build_v2, ("m001_initial", "m002_fts_batch_index")),
+    ("v3-m003_natural_keys", build_v3, ("m001_initial", "m002_fts_batch_index", "m003_natural_keys")),
 ]
 
 

@@ -91,3 +91,92 @@ async def test_ids_continue_after_reopen() -> None:
     async with open_store(settings) as store:
         await store.commit_batch([_event("b", Observation(type="edit", title="e"))])
     assert db_rows(settings.db, "SELECT id FROM observations ORDER BY id") == [(1,), (2,)]
+
+
+# --- the FTS watermark (migration m004): indexing trails the commit, never loses a row -------------
+
+
+def _fts_hits(db: str, query: str) -> list[int]:
+    return [r[0] for r in db_rows(db, "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?", (query,))]
+
+
+def _watermark(db: str) -> int:
+    return int(db_rows(db, "SELECT indexed_below FROM fts_state")[0][0])
+
+
+async def test_live_batches_index_in_chunks_and_searches_catch_up_first() -> None:
+    """Small batches leave their rows for the next chunk; `searchable()` indexes them before a read."""
+    from nmemd.store import FTS_CHUNK
+
+    settings = config.load()
+    edit = Observation(type="edit", title="Edit zebra.py", content="zebra crossing", file_path="/p/zebra.py")
+    async with open_store(settings) as store:
+        await store.commit_batch([_event("z1", edit)])
+        assert store.unindexed == 1 and _watermark(settings.db) == 1
+        assert _fts_hits(settings.db, "zebra") == []  # committed, not indexed yet
+        await store.searchable()
+        assert _fts_hits(settings.db, "zebra") == [1] and _watermark(settings.db) == 2
+        # A batch that brings the waiting rows to FTS_CHUNK indexes all of them in its transaction.
+        reads = [_event(f"c{i:05d}", _read(f"/p/f{i}.py")) for i in range(FTS_CHUNK)]
+        await store.commit_batch(reads[: FTS_CHUNK // 2])
+        assert store.unindexed == FTS_CHUNK // 2
+        await store.commit_batch(reads[FTS_CHUNK // 2 :])
+        assert store.unindexed == 0 and _watermark(settings.db) == FTS_CHUNK + 2
+    integrity_ok(settings.db)
+
+
+async def test_deleting_and_updating_unindexed_rows_leaves_the_index_consistent() -> None:
+    """The delete and update triggers skip rows above the watermark (an FTS5 'delete' of a row it
+    never indexed would corrupt it); indexing later picks up the updated text."""
+    settings = config.load()
+    async with open_store(settings) as store:
+        await store.commit_batch([_event("a", _read("/p/a.py")), _event("b", _read("/p/b.py"))])
+        await store.searchable()
+        await store.commit_batch([_event("c", _read("/p/c.py")), _event("d", _read("/p/d.py"))])
+        assert store.unindexed == 2
+        async with store.write() as conn:
+            await conn.execute("DELETE FROM observations WHERE id IN (1, 3)")  # one indexed, one not
+            await conn.execute("UPDATE observations SET title = 'Read platypus.py' WHERE id = 4")
+        integrity_ok(settings.db)
+        await store.searchable()
+        assert _fts_hits(settings.db, "platypus") == [4]
+        assert _fts_hits(settings.db, '"c.py"') == []
+    integrity_ok(settings.db)
+
+
+async def test_a_crash_before_indexing_is_caught_up_at_the_next_open(tmp_path: object) -> None:
+    """Rows committed without their index (a kill -9 between chunks) are indexed when the store opens."""
+    import sqlite3
+
+    settings = config.load()
+    async with open_store(settings) as store:
+        await store.commit_batch([_event("k1", Observation(type="edit", title="Edit kiwi.py", file_path="/p/kiwi.py"))])
+    # Simulate the crash: the row stays, the watermark goes back below it, the index loses it.
+    conn = sqlite3.connect(settings.db, isolation_level=None)
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)"
+                 " SELECT 'delete', id, title, content, file_path, command FROM observations")
+    conn.execute("UPDATE fts_state SET indexed_below = 1")
+    conn.execute("COMMIT")
+    conn.close()
+    assert _fts_hits(settings.db, "kiwi") == []
+    async with open_store(settings) as store:
+        assert store.unindexed == 0
+    assert _fts_hits(settings.db, "kiwi") == [1]
+    integrity_ok(settings.db)
+
+
+async def test_purge_by_query_reaches_rows_not_indexed_yet() -> None:
+    """A purge's full-text match must see the newest observations: it indexes them first."""
+    from nmemd.purge import PurgeFilter, purge
+
+    settings = config.load()
+    secret = Observation(type="command", title="echo wombat-7731", content="wombat-7731", command="echo wombat-7731")
+    async with open_store(settings) as store:
+        await store.commit_batch([_event("w1", secret), _event("w2", _read("/p/keep.py"))])
+        assert store.unindexed == 2
+        counts = await purge(store, PurgeFilter(query="wombat-7731"))
+        assert counts.observations == 1
+    assert db_rows(settings.db, "SELECT count(*) FROM observations WHERE content LIKE '%wombat%'") == [(0,)]
+    assert db_rows(settings.db, "SELECT count(*) FROM observations") == [(1,)]
+    integrity_ok(settings.db)

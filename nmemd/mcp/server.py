@@ -111,6 +111,7 @@ async def _run_tool(fn: Callable[..., tuple[str, T]], *args: object) -> tuple[st
 
     caller = caller_var.get()
     caller.daemon.last_activity = time.monotonic()
+    await caller.daemon.ingestor.store.searchable()
     try:
         return await readers.run(caller.daemon.settings.db, fn, caller.project, *args)
     except NmemError as exc:  # QueryError, ToolInputError, StorageError: the model can act on the message
