@@ -257,7 +257,10 @@ def repeat(event: dict[str, Any], tag: str, session: int, n: int) -> bytes:
 
 
 def new_event_id() -> bytes:
-    return os.urandom(16).hex().encode()
+    """The hook client's own ids (time-ordered, see nmem_client.protocol)."""
+    from nmem_client.protocol import new_event_id as client_id
+
+    return client_id()
 
 
 def frame(body: bytes, event_id: bytes | None = None, kind: bytes = b"hook") -> bytes:

@@ -10,6 +10,9 @@ and lets the daemon refuse an oversized frame before reading it. After an
 
 from __future__ import annotations
 
+import posix
+import time
+
 MAGIC = b"NMEM1"
 MAX_HEADER = 256  # bytes, newline included
 
@@ -44,3 +47,13 @@ def encode_ok(body: bytes = b"") -> bytes:
 def encode_error(code: bytes, message: str) -> bytes:
     text = message.replace("\n", " ").encode("utf-8", "replace")[:200]
     return b"ERR " + code + b" " + text + b"\n"
+
+
+def new_event_id() -> bytes:
+    """32 hex digits: milliseconds since the epoch (12), then 80 random bits (20).
+
+    Ids that sort by time make the ledger's and the observations' `event_id` indexes grow at
+    their end instead of dirtying a random page per event (~2 fewer WAL pages per event,
+    BENCHMARKS.md); 80 random bits per millisecond keep them unique.
+    """
+    return b"%012x" % (time.time_ns() // 1_000_000) + posix.urandom(10).hex().encode()

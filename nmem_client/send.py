@@ -100,7 +100,7 @@ def run() -> int:
     body = _read_stdin()
     if not body.strip():
         return 0  # nothing to remember; Claude Code always sends a payload
-    event_id = posix.urandom(16).hex().encode()
+    event_id = protocol.new_event_id()
     daemon_absent = False
     try:
         status, reply = deliver(protocol.KIND_HOOK, event_id, body, _timeout_s())

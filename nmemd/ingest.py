@@ -8,7 +8,10 @@ adds at most the delay to a single event's latency.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sqlite3
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -19,10 +22,11 @@ import msgspec
 from nmemd.errors import InvalidEvent, ShuttingDown, StorageError
 from nmemd.extract import extract
 from nmemd.model import Extracted
-from nmemd.store import Incoming, Store
+from nmemd.store import Incoming, Store, on_writer_thread, translate
 
 LOG = logging.getLogger("nmemd.ingest")
 FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for the next chunk
+WRITER_SLICE_S = 0.05  # the writer thread keeps the write lock this long at most under load
 QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
 
 _decoder = msgspec.json.Decoder()
@@ -155,7 +159,10 @@ class Ingestor:
                 continue
             if self.max_delay > 0:
                 await self._linger()
-            await self._commit(self._take())
+            store = self.store
+            async with store.lock:
+                with anyio.CancelScope(shield=True):
+                    await on_writer_thread(store.conn, self._write_while_queued, asyncio.get_running_loop())
 
     async def _linger(self) -> None:
         """Wait up to `max_delay` for the batch to fill (the delay counts from now: the first entry's arrival)."""
@@ -164,8 +171,31 @@ class Ingestor:
                 self._ready = anyio.Event()
                 await self._ready.wait()
 
+    def _write_while_queued(self, db: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
+        """On the writer thread: commit batch after batch while entries wait, for WRITER_SLICE_S at most
+        (then other writers get the lock). Each batch is acknowledged on the loop as soon as it
+        commits while the next one is already being written: the writer never waits for the loop.
+        """
+        deadline = time.monotonic() + WRITER_SLICE_S
+        while self._queue and time.monotonic() < deadline:
+            batch = self._take()
+            items = batch[0].items if len(batch) == 1 else [i for p in batch for i in p.items]
+            error: BaseException | None = None
+            new: list[int] = []
+            try:
+                new = self.store.commit_on_thread(db, items)
+            except sqlite3.Error as exc:
+                error = translate(exc)
+                LOG.error("batch of %d events not committed: %s", len(items), error)
+            except Exception as exc:  # a bug must not kill the daemon nor ack anything
+                LOG.exception("batch of %d events failed", len(items))
+                error = StorageError(f"internal error: {exc!r}")
+            loop.call_soon_threadsafe(self._settle, batch, len(items), new, error)
+
     def _take(self) -> list[_Pending]:
-        """Entries up to `max_events` events (at least one entry; an entry is never split)."""
+        """Entries up to `max_events` events (at least one entry; an entry is never split).
+
+        Only the writer thread takes; the loop only appends (deque operations are atomic)."""
         queue = self._queue
         batch = [queue.popleft()]
         size = len(batch[0].items)
@@ -173,30 +203,21 @@ class Ingestor:
             entry = queue.popleft()
             batch.append(entry)
             size += len(entry.items)
+        return batch
+
+    def _settle(self, batch: list[_Pending], size: int, new: list[int], error: BaseException | None) -> None:
+        """On the loop, once a batch committed (or failed): only now is each of its events acknowledged."""
         self._queued -= size
         if self._queued < QUEUE_MAX:
             self._space.set()
-        return batch
-
-    async def _commit(self, batch: list[_Pending]) -> None:
-        items = batch[0].items if len(batch) == 1 else [i for p in batch for i in p.items]
-        error: BaseException | None = None
-        new: list[int] = []
-        with anyio.CancelScope(shield=True):
-            try:
-                new = await self.store.commit_items(items)
-                self.committed += len(new)
-                self.batches += 1
-                self._index_failed = False
-                self.last_error = None
-            except StorageError as exc:
-                LOG.error("batch of %d events not committed: %s", len(items), exc)
-                self.last_error = str(exc)
-                error = exc
-            except Exception as exc:  # a bug must not kill the daemon nor ack anything
-                LOG.exception("batch of %d events failed", len(items))
-                self.last_error = repr(exc)
-                error = StorageError(f"internal error: {exc!r}")
+        if error is None:
+            self.committed += len(new)
+            self.batches += 1
+            self.last_error = None
+            self._index_failed = False
+            self.store.committed()
+        else:
+            self.last_error = str(error) if isinstance(error, StorageError) else repr(error)
         counts = [0] * len(batch) if error is not None else _count_new(batch, new)
         for p, n in zip(batch, counts, strict=True):
             try:

@@ -203,24 +203,29 @@ class Store:
         Events already in the ledger (a retry, the same event through both the
         socket and the inbox, or a tool call seen by a hook and again in its
         transcript: same natural key) are skipped; their inbox rows are still removed.
-        The whole transaction is one call on the connection's thread (see
-        `on_writer_thread`): the event loop goes on reading the next events meanwhile.
         """
         if not items:
             return []
-        overlay = self.dedup.overlay()
         async with self.lock:
             with anyio.CancelScope(shield=True):
                 try:
-                    plan = await on_writer_thread(
-                        self.conn, _commit, items, self.next_observation_id, self.indexed_below, overlay
-                    )
+                    new = await on_writer_thread(self.conn, self.commit_on_thread, items)
                 except sqlite3.Error as exc:
                     raise translate(exc) from exc
-                self.next_observation_id = plan.next_id
-                self.indexed_below = plan.indexed_below
-                self.dedup.merge(overlay)
                 self.committed()
+        return new
+
+    def commit_on_thread(self, db: sqlite3.Connection, items: Sequence[Incoming]) -> list[int]:
+        """`commit_items` on the writer thread itself (the caller holds `lock`): the whole transaction
+        in one go, then the ids, the watermark and the dedup window move on. Raises sqlite3.Error.
+
+        The caller calls `committed()` afterwards, on the event loop.
+        """
+        overlay = self.dedup.overlay()
+        plan = _commit(db, items, self.next_observation_id, self.indexed_below, overlay)
+        self.next_observation_id = plan.next_id
+        self.indexed_below = plan.indexed_below
+        self.dedup.merge(overlay)
         return plan.new
 
     async def import_files(self, paths: Sequence[str]) -> list[tuple[Any, ...]]:
