@@ -166,7 +166,12 @@ class FrameConnection(asyncio.Protocol):
             self.header = None
             self.watch.idle()
             self.daemon.last_activity = time.monotonic()
-            self._dispatch(kind, event_id, body)
+            try:
+                self._dispatch(kind, event_id, body)
+            except Exception:  # a bug must cost this connection only, never the loop's callback
+                LOG.exception("connection handler failed")
+                self._close()
+                return
             if not self.busy:
                 self._await_header()
 
