@@ -251,6 +251,8 @@ def main() -> None:
     parser.add_argument("--sweep-single", type=int, default=500, help="events per 1-connection sweep run")
     parser.add_argument("--rounds", type=int, default=1, help="rounds over the sweep settings (medians)")
     parser.add_argument("--idle", type=int, default=100, help="single events per idle-latency run")
+    parser.add_argument("--daemon-env", action="append", default=[], metavar="NMEM_KEY=VALUE",
+                        help="a setting for the daemon of the main run (repeatable), e.g. NMEM_BATCH_MAX_EVENTS=16")
     parser.add_argument("--what-if-no-fts", action="store_true",
                         help="also measure with the FTS insert trigger dropped (diagnosis only)")
     common.add_quiet_arg(parser)
@@ -259,10 +261,11 @@ def main() -> None:
     common.print_machine()
     ok = True
     modes = ["unique", "repeat"] if args.payload == "both" else [args.payload]
+    daemon_env = dict(item.split("=", 1) for item in args.daemon_env) or None
     for mode in modes:
         bodies = make_bodies(64, mode, "size")
         mean_bytes = sum(map(len, bodies)) / len(bodies)
-        r = run_once(args.events, args.connections, mode)
+        r = run_once(args.events, args.connections, mode, daemon_env)
         ok = print_result("ingest", r, mode, mean_bytes) and ok
     if not args.no_sweep:
         ok = sweep(args.sweep_events, args.sweep_single, args.idle, args.rounds) and ok
