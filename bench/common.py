@@ -132,12 +132,39 @@ def add_quiet_arg(parser: Any) -> None:
                         help="first wait up to this long for the CPUs to be idle (<= 25%% busy)")
 
 
+_WORK = (
+    "import sqlite3, time\n"
+    "c = sqlite3.connect(':memory:')\n"
+    "q = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<400000) SELECT count(*) FROM c'\n"
+    "t = time.perf_counter(); c.execute(q).fetchone(); print(time.perf_counter() - t)\n"
+)
+
+
+def parallel_capacity() -> float:
+    """How many cores' worth two processes get right now (2.0 on an idle 2-core machine).
+
+    The same SQLite-heavy work once alone, then twice at once. On a shared virtual machine the
+    second core may be busy elsewhere: then two threads of one daemon cannot add up either,
+    and a throughput figure means less. Printed with every benchmark's machine line.
+    """
+
+    def run(n: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", _WORK], stdout=subprocess.PIPE, text=True)
+                 for _ in range(n)]  # fmt: skip
+        return [float(p.communicate(timeout=CHILD_TIMEOUT_S)[0]) for p in procs]
+
+    alone = min(run(1)[0] for _ in range(2))
+    together = max(run(2))
+    return 2 * alone / together
+
+
 def print_machine() -> None:
     """One line: the machine, and how busy it was just before (other work skews every figure)."""
     info = machine_info()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items())
-          + f" | load average {load}, CPU busy before start {cpu_busy():.0%}")
+          + f" | load average {load}, CPU busy before start {cpu_busy():.0%},"
+          f" two-process capacity {parallel_capacity():.2f} cores")
 
 
 # --- processes ---------------------------------------------------------------------------------
