@@ -1,9 +1,11 @@
 """Group commit: events queue up, commit together, and only then are acknowledged.
 
-A batch closes when it holds `batch_max_events` events or its first event has
-waited `batch_max_delay_ms`. While one batch commits on aiosqlite's thread the
-next one fills, so under load batches grow by themselves and an idle daemon
-adds at most the delay to a single event's latency.
+The write connection's thread takes every queued event (up to `batch_max_events`,
+never splitting an entry) into one transaction, and while events keep coming it
+goes straight on to the next batch: it never waits for the event loop between
+batches. Each batch is acknowledged on the loop once it committed. While one
+batch commits the next one fills, so under load batches grow by themselves; an
+idle daemon commits a lone event at once (`batch_max_delay_ms` 0 by default).
 """
 
 from __future__ import annotations
@@ -75,8 +77,8 @@ class Ingestor:
 
     Handlers call `enqueue` with a callback (no task, no await per event: the
     socket protocol answers from the callback); the drain and the importer
-    `await submit_many`. `run` takes whatever is queued as the next batch
-    while the previous one commits, so batches grow with the load by themselves.
+    `await submit_many`. `run` hands the writer thread a turn of the write lock
+    whenever something is queued, and indexes for full-text search when quiet.
     """
 
     def __init__(self, store: Store):
