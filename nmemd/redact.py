@@ -301,6 +301,8 @@ def _bearer_ok(m: re.Match[str]) -> bool:
     return (any(c.isdigit() for c in tok) and len(tok) >= 12) or len(tok) >= 24
 
 
+_CURL_USER: Final = ("-u", "--user")  # the password family's needles (curl -u user:password)
+
 _CONTEXT_FAMILIES: Final = (
     _Family(
         "aws-secret-key",
@@ -345,7 +347,7 @@ _CONTEXT_FAMILIES: Final = (
     ),
     _Family(  # curl -u user:password
         "password",
-        ("-u", "--user"),
+        _CURL_USER,
         r"(?:-u(?<![A-Za-z0-9_-]-u)|--user(?<![A-Za-z0-9_-]--user))[ \t=]+[\"']?"
         r"(?P<user>[^\s:\"'$\[]{1,200}+):(?P<pw>[^\s\"']{1,500}+)",
         group="pw",
@@ -498,7 +500,12 @@ def _anchored(words: list[str]) -> str:
 # One search over the lowered text for every needle rejects most strings (paths, ids,
 # prose) before any family runs.
 _NEEDLES: Final = sorted({"private key", *_KW_NEEDLES, *(n.lower() for f in _FAMILIES for n in f.needles)})
-_GATE: Final = re.compile(_anchored(_NEEDLES))
+# curl's `-u` / `--user` count only where the password family can match them: not after a
+# letter, digit, `_` or `-`, so prose ("follow-up", "pop-up") does not run every family. In
+# lowered text a `k` may be a Kelvin sign (the one non-ASCII character that lowers to ASCII),
+# which the family's lookbehind lets through: the gate lets it through too.
+_CURL_USER_GATE: Final = r"-(?<![a-jl-z0-9_-]-)(?:-user|u)"  # led by its literal, like every other branch
+_GATE: Final = re.compile(_anchored([n for n in _NEEDLES if n not in _CURL_USER]) + "|" + _CURL_USER_GATE)
 _GATE_MAX: Final = 65_536  # on longer text the per-family substring checks are cheaper than the gate
 
 
@@ -513,6 +520,11 @@ def redact(text: str) -> str:
     low = text.lower()
     if len(low) <= _GATE_MAX and _GATE.search(low) is None:  # the common case: nothing can match
         return text
+    return _redact_all(text, low)
+
+
+def _redact_all(text: str, low: str) -> str:
+    """`redact` past its gate: every family whose needle is present, in order."""
     if "private key" in low:
         text = _redact_pem(text)
         low = text.lower()
