@@ -74,6 +74,8 @@ def _cut(s: str, n: int) -> int:
 
 def _nth_newline(s: str, count: int, bound: int) -> int:
     """Index of the `count`-th newline of `s` if it is before `bound`, else len(s)."""
+    if s.count("\n", 0, bound) < count:  # the common case, in one pass
+        return len(s)
     idx = -1
     for _ in range(count):
         idx = s.find("\n", idx + 1, bound)
@@ -530,8 +532,11 @@ def _subject(t: _Tool, cmd: str | None = None) -> str:
 
 
 def _f(p: dict[str, Any], key: str, limit: int = _ID_MAX) -> str | None:
-    """A short payload field, cleaned; None when absent or empty."""
-    return _line(p.get(key), limit) or None
+    """A short payload field, cleaned; None when absent or empty (`_line`, inlined: several per event)."""
+    raw = p.get(key)
+    if not isinstance(raw, str) or not raw:
+        return None
+    return (_line_cached(raw, limit) if len(raw) <= 512 else _one_line(_clean(raw, limit), limit)) or None
 
 
 def _session_start(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:

@@ -20,6 +20,7 @@ from fixtures import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nmemd.extract import _f, _line, _nth_newline
 from nmemd.redact import _CURL_USER, _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
 from nmemd.transcripts import Record, TranscriptReader, decode_line
 
@@ -137,3 +138,27 @@ def test_a_dash_u_in_prose_passes_the_gate_only_where_curl_could_mean_it() -> No
     for text in ("curl -u me:pw12345678", "x\t--user=me:pw12345678", "\u212a-u me:pw12345678", "-u me:pw12345678"):
         assert _GATE.search(text.lower()) is not None
         assert redact(text) == _redact_all(text, text.lower()) != text
+
+
+def _nth_newline_plain(s: str, count: int, bound: int) -> int:
+    idx = -1
+    for _ in range(count):
+        idx = s.find("\n", idx + 1, bound)
+        if idx < 0:
+            return len(s)
+    return idx
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.text(alphabet="ab\n", max_size=40), st.integers(0, 12), st.integers(-2, 45))
+def test_the_nth_newline_shortcut_finds_what_the_loop_finds(s: str, count: int, bound: int) -> None:
+    assert _nth_newline(s, count, bound) == _nth_newline_plain(s, count, bound)
+
+
+_FIELDS = st.one_of(st.none(), st.integers(), st.text(max_size=20), st.text(min_size=500, max_size=700))
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(_FIELDS, st.integers(1, 300))
+def test_a_short_field_is_its_cleaned_line(value: object, limit: int) -> None:
+    assert _f({"k": value}, "k", limit) == (_line(value, limit) or None)
