@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -65,11 +65,12 @@ class _Pending:
     `new` = how many of its items were not stored before) or failed (nothing acknowledged).
     """
 
-    __slots__ = ("items", "done")
+    __slots__ = ("items", "done", "import_files")
 
-    def __init__(self, items: list[Incoming], done: Done):
+    def __init__(self, items: list[Incoming], done: Done, import_files: Sequence[tuple[Any, ...]] = ()):
         self.items = items
         self.done = done
+        self.import_files = import_files  # written in the same transaction (store.record_import_files rows)
 
 
 class Ingestor:
@@ -100,11 +101,11 @@ class Ingestor:
     def full(self) -> bool:
         return self._queued >= QUEUE_MAX
 
-    def enqueue(self, items: list[Incoming], done: Done) -> None:
+    def enqueue(self, items: list[Incoming], done: Done, import_files: Sequence[tuple[Any, ...]] = ()) -> None:
         """Queue events for the next batch; `done` runs after its commit. Raise ShuttingDown once closed."""
         if self._closed:
             raise ShuttingDown("the daemon is shutting down")
-        self._queue.append(_Pending(items, done))
+        self._queue.append(_Pending(items, done, import_files))
         self._queued += len(items)
         self._ready.set()
 
@@ -112,14 +113,15 @@ class Ingestor:
         """Return once the event is committed; raise StorageError if its batch failed."""
         await self.submit_many([incoming])
 
-    async def submit_many(self, items: list[Incoming]) -> int:
+    async def submit_many(self, items: list[Incoming], import_files: Sequence[tuple[Any, ...]] = ()) -> int:
         """Queue several events as one entry (the inbox drain, an import batch); return how many were new.
 
         They are committed in one transaction (with whatever else the batch
-        holds) and acknowledged together, after that commit. Waits while the
-        queue is full.
+        holds, and with `import_files`, the transcript read states they complete)
+        and acknowledged together, after that commit. Waits while the queue is full.
         """
         if not items:
+            await self.store.record_import_files(import_files)
             return 0
         while self.full and not self._closed:
             if self._space.is_set():
@@ -132,7 +134,7 @@ class Ingestor:
             outcome[0], outcome[1] = error, new
             finished.set()
 
-        self.enqueue(items, done)
+        self.enqueue(items, done, import_files)
         await finished.wait()
         if outcome[0] is not None:
             raise outcome[0]
@@ -182,10 +184,11 @@ class Ingestor:
         while self._queue and time.monotonic() < deadline:
             batch = self._take()
             items = batch[0].items if len(batch) == 1 else [i for p in batch for i in p.items]
+            files = [row for p in batch for row in p.import_files]
             error: BaseException | None = None
             new: list[int] = []
             try:
-                new = self.store.commit_on_thread(db, items)
+                new = self.store.commit_on_thread(db, items, files)
             except sqlite3.Error as exc:
                 error = translate(exc)
                 LOG.error("batch of %d events not committed: %s", len(items), error)

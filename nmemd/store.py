@@ -215,14 +215,18 @@ class Store:
                 self.committed()
         return new
 
-    def commit_on_thread(self, db: sqlite3.Connection, items: Sequence[Incoming]) -> list[int]:
+    def commit_on_thread(
+        self, db: sqlite3.Connection, items: Sequence[Incoming], import_files: Sequence[tuple[Any, ...]] = ()
+    ) -> list[int]:
         """`commit_items` on the writer thread itself (the caller holds `lock`): the whole transaction
         in one go, then the ids, the watermark and the dedup window move on. Raises sqlite3.Error.
 
+        `import_files` rows (see `record_import_files`) are written in the same transaction: how far
+        a transcript was read is recorded exactly when the events read from it are.
         The caller calls `committed()` afterwards, on the event loop.
         """
         overlay = self.dedup.overlay()
-        plan = _commit(db, items, self.next_observation_id, self.indexed_below, overlay)
+        plan = _commit(db, items, self.next_observation_id, self.indexed_below, overlay, import_files)
         self.next_observation_id = plan.next_id
         self.indexed_below = plan.indexed_below
         self.dedup.merge(overlay)
@@ -246,15 +250,8 @@ class Store:
         """Upsert (path, dev, inode, size, mtime, offset, head_hash, events): call only after their events commit."""
         if not rows:
             return
-        now = time.time()
         async with self.write() as conn:
-            await conn.executemany(
-                "INSERT INTO import_files(path, dev, inode, size, mtime, offset, head_hash, events, imported_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET dev = excluded.dev,"
-                " inode = excluded.inode, size = excluded.size, mtime = excluded.mtime, offset = excluded.offset,"
-                " head_hash = excluded.head_hash, events = excluded.events, imported_at = excluded.imported_at",
-                [(*r, now) for r in rows],
-            )
+            await conn.executemany(_UPSERT_IMPORT_FILE, _stamped(rows))
 
     async def scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
         rows = await self.conn.execute_fetchall(sql, tuple(params))
@@ -312,6 +309,19 @@ _INDEX_RANGE = (
     " SELECT id, title, content, file_path, command FROM observations WHERE id >= ? AND id < ?"
 )
 _SET_INDEXED = "UPDATE fts_state SET indexed_below = ?"
+_UPSERT_IMPORT_FILE = (
+    "INSERT INTO import_files(path, dev, inode, size, mtime, offset, head_hash, events, imported_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET dev = excluded.dev,"
+    " inode = excluded.inode, size = excluded.size, mtime = excluded.mtime, offset = excluded.offset,"
+    " head_hash = excluded.head_hash, events = excluded.events, imported_at = excluded.imported_at"
+)
+
+
+def _stamped(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    now = time.time()
+    return [(*r, now) for r in rows]
+
+
 _INSERT_PROMPT = (
     "INSERT INTO prompts(observation_id, session_id, prompt_number, ts) VALUES (?, ?,"
     " (SELECT coalesce(max(prompt_number), 0) + 1 FROM prompts WHERE session_id = ?), ?)"
@@ -471,7 +481,12 @@ def _plan(
 
 
 def _commit(
-    db: sqlite3.Connection, items: Sequence[Incoming], next_id: int, indexed_below: int, overlay: Deduper
+    db: sqlite3.Connection,
+    items: Sequence[Incoming],
+    next_id: int,
+    indexed_below: int,
+    overlay: Deduper,
+    import_files: Sequence[tuple[Any, ...]] = (),
 ) -> _Plan:
     """The batch transaction, run on the writer thread: BEGIN IMMEDIATE to COMMIT, or ROLLBACK on any error.
 
@@ -502,6 +517,8 @@ def _commit(
             _EVENTS.run(db, plan.events)
         if plan.inbox_done:
             db.executemany("DELETE FROM inbox WHERE event_id = ?", plan.inbox_done)
+        if import_files:
+            db.executemany(_UPSERT_IMPORT_FILE, _stamped(import_files))
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
