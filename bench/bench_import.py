@@ -167,6 +167,7 @@ def main() -> int:
               f" {floor_rss / 1024:.0f} MB)")  # fmt: skip
         with Home() as home, Daemon(home) as daemon:
             env = home.env()
+            load = os.getloadavg()[0]  # another process busy meanwhile makes the two sides share a core
             cpu0 = cpu_s(daemon.pid)
             wall, out, rss, cli_cpu = run_child([str(VENV_BIN / "nmem"), "import-transcripts", "--json",
                                                  str(data_dir / "projects")], env)  # fmt: skip
@@ -186,7 +187,10 @@ def main() -> int:
               f" {summary['compactions']:,} compactions) in {wall:.2f} s")  # fmt: skip
         print(f"  throughput {mb / wall:.1f} MB/s, {summary['events_new'] / wall:,.0f} events/s")
         print(f"  ratio import / floor: {wall:.2f} / {floor:.2f} s = {ratio:.2f} (target <= 3: {verdict(ratio <= 3)})")
-        print(f"  CPU: importer {cli_cpu:.1f} s, daemon {daemon_cpu:.1f} s (floor {floor_cpu:.1f} s)")
+        per = 1e6 / max(summary["events_sent"], 1)
+        print(f"  CPU: importer {cli_cpu:.1f} s ({cli_cpu * per:.0f} us/event), daemon {daemon_cpu:.1f} s"
+              f" ({daemon_cpu * per:.0f} us/event) (floor {floor_cpu:.1f} s); load average before the import"
+              f" {load:.2f}")  # fmt: skip
         print(f"  peak RSS: importer {rss / 1024:.0f} MB, daemon {daemon_hwm / 1024:.0f} MB"
               f" (target < 200 MB: {verdict(max(rss, daemon_hwm) < 200 * 1024)})")  # fmt: skip
         ok = events == keys == summary["events_new"] == summary["events_sent"] and tools == (
