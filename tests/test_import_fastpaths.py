@@ -122,7 +122,7 @@ def test_the_redaction_gate_finds_exactly_the_needles(parts: list[str]) -> None:
 
 
 _SECRETS = st.sampled_from(
-    [" -u admin:hunter2pass", "--user=bob:s3cretpw", "curl -u me:pw12345678 x", " --user 'a:b12345678'", ":x", "@h"]
+    [" -u admin:hunter2pass", "--user=bob:s3cretpw", "curl -u me:pw12345678", " --user 'a:b12345678'", "\\n", "-", "K"]
 )
 
 
