@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_STARTUP_FAILURE)
     import anyio
 
+    from nmemd import sqlite_tuning
     from nmemd.server import serve
+
+    sqlite_tuning.disable_memstatus()  # before the first connection
 
     try:
         anyio.run(lambda: serve(settings, started_by=args.started_by), backend="asyncio")
