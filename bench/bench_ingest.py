@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -96,31 +95,11 @@ async def load(sock_path: str, frames: list[bytes], connections: int) -> tuple[i
         return await _load(sock_path, frames, connections)
 
 
-def drop_fts_trigger(home: Home) -> None:
-    """What-if only: let a daemon create the db, then drop the FTS insert trigger (in this temp db)."""
-    seed = Daemon(home)
-    try:
-        seed.start()
-        common.ping(home.socket)
-    finally:
-        seed.stop()
-    conn = sqlite3.connect(home.db, timeout=5.0)
-    try:
-        conn.execute("DROP TRIGGER observations_ai")
-        conn.commit()
-    finally:
-        conn.close()
-
-
-def run_once(
-    events: int, connections: int, mode: str, env: dict[str, str] | None = None, no_fts: bool = False
-) -> Result:
+def run_once(events: int, connections: int, mode: str, env: dict[str, str] | None = None) -> Result:
     """A fresh daemon in a temp home, one load run, the db checked; the daemon stopped and removed."""
     tag = os.urandom(3).hex()
     frames = [common.frame(body) for body in make_bodies(events, mode, tag)]
     with Home() as home:
-        if no_fts:
-            drop_fts_trigger(home)
         daemon = Daemon(home, env=env)
         try:
             daemon.start()
@@ -224,22 +203,6 @@ def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool
     return ok
 
 
-def what_if_no_fts(events: int, rounds: int) -> None:
-    """Throughput with the FTS5 insert trigger dropped: how much of the commit is full-text indexing."""
-    print(f"\nwhat-if (not a product setting): FTS5 insert trigger dropped in the temp db, 32 connections, "
-          f"{events} events, {rounds} round(s)")
-    runs: dict[bool, list[Result]] = {}
-    for _ in range(rounds):
-        for no_fts in (False, True):  # default batch settings
-            runs.setdefault(no_fts, []).append(run_once(events, 32, "unique", no_fts=no_fts))
-    for no_fts, results in runs.items():
-        eps, _, batch, cpu = _pooled(results)
-        loop = sum(r.loop_cpu_s for r in results) / sum(r.events for r in results) * 1e6
-        print(f"  default batch settings, {'no FTS  ' if no_fts else 'with FTS'}: {eps:,.0f} events/s, "
-              f"daemon CPU {cpu:.0f} us/event (event loop {loop:.0f}, other threads {cpu - loop:.0f}), "
-              f"batch mean {batch:.1f}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000, help="events in the main run")
@@ -253,8 +216,6 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=100, help="single events per idle-latency run")
     parser.add_argument("--daemon-env", action="append", default=[], metavar="NMEM_KEY=VALUE",
                         help="a setting for the daemon of the main run (repeatable), e.g. NMEM_BATCH_MAX_EVENTS=16")
-    parser.add_argument("--what-if-no-fts", action="store_true",
-                        help="also measure with the FTS insert trigger dropped (diagnosis only)")
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     common.wait_quiet(args.wait_quiet)
@@ -269,8 +230,6 @@ def main() -> None:
         ok = print_result("ingest", r, mode, mean_bytes) and ok
     if not args.no_sweep:
         ok = sweep(args.sweep_events, args.sweep_single, args.idle, args.rounds) and ok
-    if args.what_if_no_fts:
-        what_if_no_fts(args.sweep_events, args.rounds)
     if not ok:
         raise SystemExit("db check failed: the db does not hold exactly the events sent")
 
