@@ -222,6 +222,8 @@ def main() -> None:
     common.print_machine()
     ok = True
     modes = ["unique", "repeat"] if args.payload == "both" else [args.payload]
+    if any("=" not in item or not item.startswith("NMEM_") for item in args.daemon_env):
+        parser.error("--daemon-env takes NMEM_KEY=VALUE")
     daemon_env = dict(item.split("=", 1) for item in args.daemon_env) or None
     for mode in modes:
         bodies = make_bodies(64, mode, "size")

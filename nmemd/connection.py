@@ -89,9 +89,7 @@ class FrameConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         daemon = self.daemon
-        daemon.connections += 1
-        daemon.open_connections.add(self)
-        daemon.last_activity = time.monotonic()
+        daemon.connection_opened(self)
         uid = peer_uid(cast(socket.socket, transport.get_extra_info("socket")))
         if not daemon.uid_allowed(uid):
             daemon.refused_peers += 1
@@ -209,7 +207,7 @@ class FrameConnection(asyncio.Protocol):
                 except InvalidEvent as exc:
                     self._invalid(event_id, exc)
                     return
-                self._submit(event_id, extracted)
+                self.busy = self._submit(event_id, extracted)
         elif kind == protocol.KIND_PING:
             self._write(daemon.ping_reply())
         elif kind == protocol.KIND_RPC:
@@ -221,18 +219,19 @@ class FrameConnection(asyncio.Protocol):
         LOG.warning("refused event %s: %s", event_id.decode(), exc)
         self._write(protocol.encode_error(protocol.ERR_INVALID, str(exc)))
 
-    def _submit(self, event_id: bytes, extracted: Extracted) -> None:
+    def _submit(self, event_id: bytes, extracted: Extracted) -> bool:
+        """Queue the event for a batch (True: `_committed` answers it later), or refuse it now."""
         ingestor = self.daemon.ingestor
         if ingestor.full:
             self._write(protocol.encode_error(protocol.ERR_BUSY, "queue full"))
-            return
+            return False
         incoming = Incoming(event_id=event_id.decode(), received_at=time.time(), extracted=extracted)
         try:
             ingestor.enqueue([incoming], lambda error, _new: self._committed(extracted, error))
         except ShuttingDown as exc:
             self._write(storage_error_reply(exc))
-            return
-        self.busy = True
+            return False
+        return True
 
     def _committed(self, extracted: Extracted, error: BaseException | None) -> None:
         """Runs on the loop once the event's batch committed (or failed): only now may it be acked."""
@@ -266,9 +265,7 @@ class FrameConnection(asyncio.Protocol):
             self._invalid(event_id, exc)
             self._frame_done()
             return
-        self.busy = False
-        self._submit(event_id, extracted)
-        if not self.busy:
+        if not self._submit(event_id, extracted):
             self._frame_done()
 
     async def _rpc(self, body: bytes) -> None:

@@ -92,7 +92,7 @@ class Ingestor:
         self._space = anyio.Event()  # set when a full queue shrinks
         self._closed = False
         self._index_failed = False
-        self._queued = 0  # events in entries not yet taken into a batch
+        self._queued = 0  # events queued or in a batch not yet settled on the loop
         self.committed = 0  # events newly stored since start
         self.batches = 0
         self.last_error: str | None = None
@@ -241,7 +241,7 @@ class Ingestor:
 
     @property
     def queued(self) -> int:
-        """Events waiting for a batch."""
+        """Events not yet committed (queued, or in the batch being written)."""
         return self._queued
 
 

@@ -57,7 +57,6 @@ class Daemon:
     started_by: str = "user"
     socket_activated: bool = False
     started_at: float = field(default_factory=time.time)
-    connections: int = 0
     last_activity: float = field(default_factory=time.monotonic)
     uid_allowed: Callable[[int | None], bool] = same_user
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
@@ -114,8 +113,16 @@ class Daemon:
             self.post_commit_pending += 1
             self.background.start_soon(_after_commit, self, extracted)
 
+    @property
+    def connections(self) -> int:
+        """Open connections, MCP sessions included."""
+        return len(self.open_connections)
+
+    def connection_opened(self, conn: FrameConnection) -> None:
+        self.open_connections.add(conn)
+        self.last_activity = time.monotonic()
+
     def connection_closed(self, conn: FrameConnection) -> None:
-        self.connections -= 1
         self.last_activity = time.monotonic()
         self.open_connections.discard(conn)
         if not self.open_connections:

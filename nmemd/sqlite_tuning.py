@@ -10,8 +10,8 @@ running the same query took 0.9 s against 0.33 s with the statistics off
 
 from __future__ import annotations
 
+import _sqlite3
 import ctypes
-import ctypes.util
 import logging
 
 LOG = logging.getLogger("nmemd.sqlite")
@@ -23,14 +23,12 @@ def disable_memstatus() -> bool:
     """Turn SQLite's allocation statistics off for this process; True when it took effect.
 
     Must run before the process opens any SQLite connection (it restarts the library:
-    `sqlite3_shutdown`, `sqlite3_config`, `sqlite3_initialize`). A library that is not
-    the one the sqlite3 module uses, or a failing call, leaves everything as it was.
+    `sqlite3_shutdown`, `sqlite3_config`, `sqlite3_initialize`). The functions are looked up
+    through the sqlite3 module's own extension, so they are the library it uses, linked or
+    built in (and no `ldconfig` runs at daemon start). A failing call leaves everything as it was.
     """
-    name = ctypes.util.find_library("sqlite3")
-    if name is None:
-        return False
     try:
-        lib = ctypes.CDLL(name)
+        lib = ctypes.CDLL(_sqlite3.__file__)
         if lib.sqlite3_shutdown() != SQLITE_OK:
             return False
         done = bool(lib.sqlite3_config(SQLITE_CONFIG_MEMSTATUS, ctypes.c_int(0)) == SQLITE_OK)
