@@ -20,6 +20,7 @@ from fixtures import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nmemd import redact as redact_module
 from nmemd.extract import _f, _line, _nth_newline
 from nmemd.redact import _CURL_USER, _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
 from nmemd.transcripts import Record, TranscriptReader, decode_line
@@ -131,6 +132,16 @@ _SECRETS = st.sampled_from(
 def test_the_redaction_gate_never_changes_what_is_redacted(parts: list[str]) -> None:
     text = "".join(parts)
     assert redact(text) == (text if len(text) < 8 else _redact_all(text, text.lower()))
+
+
+@settings(max_examples=1000, deadline=None, database=None)
+@given(st.lists(st.one_of(_FRAGMENTS, _SECRETS, st.text(max_size=6)), max_size=14))
+def test_the_family_gate_never_changes_what_is_redacted(parts: list[str]) -> None:
+    text = "".join(parts)
+    gated = _redact_all(text, text.lower())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(redact_module, "_FAMILY_GATE", re.compile(""))  # every family checked, as before the gate
+        assert _redact_all(text, text.lower()) == gated
 
 
 def test_a_dash_u_in_prose_passes_the_gate_only_where_curl_could_mean_it() -> None:
