@@ -37,7 +37,7 @@ import common
 from common import Daemon, Home, median, p99, verdict
 
 from nmemd import config
-from nmemd.ingest import extract_event
+from nmemd.extract import extract_event
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.store import Incoming, open_store
 

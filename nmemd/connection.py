@@ -29,7 +29,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from nmem_client import protocol
 from nmemd import recall
 from nmemd.errors import InvalidEvent, ShuttingDown, StorageError, StorageFullError
-from nmemd.ingest import extract_event
+from nmemd.extract import extract_event
 from nmemd.instance import peer_uid
 from nmemd.model import Extracted
 from nmemd.store import Incoming
@@ -201,6 +201,10 @@ class FrameConnection(asyncio.Protocol):
                 self._refuse(protocol.ERR_INVALID, "hook events need an id")
             elif len(body) > OFFLOAD_BYTES:
                 self._in_task(self._extract_offloaded, event_id, body)
+            elif daemon.extractor is not None and daemon.extractor.submit(
+                body, lambda result: self._extracted(event_id, result)
+            ):
+                self.busy = True
             else:
                 try:
                     extracted = extract_event(body, daemon.skip_tools)
@@ -214,6 +218,14 @@ class FrameConnection(asyncio.Protocol):
             self._in_task(self._rpc, body)
         else:
             self._hand_over_to_mcp(body)
+
+    def _extracted(self, event_id: bytes, result: Extracted | InvalidEvent) -> None:
+        """The extraction worker's answer (nmemd.extractor), on the loop."""
+        if isinstance(result, InvalidEvent):
+            self._invalid(event_id, result)
+            self._frame_done()
+        elif not self._submit(event_id, result):
+            self._frame_done()
 
     def _invalid(self, event_id: bytes, exc: InvalidEvent) -> None:
         LOG.warning("refused event %s: %s", event_id.decode(), exc)

@@ -16,7 +16,8 @@ import anyio
 from nmemd.checkpointer import side_checkpoint
 from nmemd.config import Settings
 from nmemd.errors import InvalidEvent
-from nmemd.ingest import Ingestor, extract_event
+from nmemd.extract import extract_event
+from nmemd.ingest import Ingestor
 from nmemd.store import Incoming
 
 LOG = logging.getLogger("nmemd.drain")

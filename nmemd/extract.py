@@ -19,6 +19,9 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any, Final
 
+import msgspec
+
+from nmemd.errors import InvalidEvent
 from nmemd.model import CONTENT_MAX, TITLE_MAX, Extracted, Observation, ObservationType
 from nmemd.project import project_root
 from nmemd.redact import redact, sensitive_key, strip_private
@@ -688,3 +691,30 @@ def extract(payload: object, *, skip_tools: frozenset[str] = frozenset()) -> Ext
         return Extracted(
             hook_event=redact(event), session_id=redact(session), observations=[_obs("event", redact(title))]
         )
+
+
+# --- hook payloads -------------------------------------------------------------------------------
+
+_decoder = msgspec.json.Decoder()
+
+
+def decode_event(body: bytes) -> dict[str, Any]:
+    """Parse a hook payload; raise InvalidEvent for anything that is not JSON we can hold."""
+    if not body.strip():
+        raise InvalidEvent("empty payload")
+    try:
+        payload = _decoder.decode(body)
+    except RecursionError as exc:
+        raise InvalidEvent("payload nested too deeply") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent("payload is not valid UTF-8") from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidEvent(f"payload is not valid JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise InvalidEvent(f"payload is a JSON {type(payload).__name__}, not an object")
+    return payload
+
+
+def extract_event(body: bytes, skip_tools: frozenset[str]) -> Extracted:
+    """A hook payload's bytes to what nmem keeps of it; raise InvalidEvent for a payload it refuses."""
+    return extract(decode_event(body), skip_tools=skip_tools)

@@ -19,41 +19,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-import msgspec
 
-from nmemd.errors import InvalidEvent, ShuttingDown, StorageError
-from nmemd.extract import extract
-from nmemd.model import Extracted
+from nmemd.errors import ShuttingDown, StorageError
 from nmemd.store import Incoming, Store, on_writer_thread, translate
 
 LOG = logging.getLogger("nmemd.ingest")
 FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for the next chunk
 WRITER_SLICE_S = 0.05  # the writer thread keeps the write lock this long at most under load
 QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
-
-_decoder = msgspec.json.Decoder()
-
-
-def decode_event(body: bytes) -> dict[str, Any]:
-    """Parse a hook payload; raise InvalidEvent for anything that is not JSON we can hold."""
-    if not body.strip():
-        raise InvalidEvent("empty payload")
-    try:
-        payload = _decoder.decode(body)
-    except RecursionError as exc:
-        raise InvalidEvent("payload nested too deeply") from exc
-    except UnicodeDecodeError as exc:
-        raise InvalidEvent("payload is not valid UTF-8") from exc
-    except msgspec.DecodeError as exc:
-        raise InvalidEvent(f"payload is not valid JSON: {exc}") from exc
-    if not isinstance(payload, dict):
-        raise InvalidEvent(f"payload is a JSON {type(payload).__name__}, not an object")
-    return payload
-
-
-def extract_event(body: bytes, skip_tools: frozenset[str]) -> Extracted:
-    return extract(decode_event(body), skip_tools=skip_tools)
-
 
 Done = Callable[[BaseException | None, int], None]
 

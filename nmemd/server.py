@@ -31,6 +31,7 @@ from nmemd.connection import FrameConnection
 from nmemd.deadlines import Deadlines
 from nmemd.drain import drain_once
 from nmemd.errors import NmemError, StorageError
+from nmemd.extractor import Extractor
 from nmemd.ingest import Ingestor
 from nmemd.instance import InstanceLock, bind_socket, ensure_private_dir, inherited_socket, sd_notify
 from nmemd.model import Extracted
@@ -71,6 +72,7 @@ class Daemon:
     _all_closed: anyio.Event = field(default_factory=anyio.Event)
 
     skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
+    extractor: Extractor | None = None  # the extraction worker's handle; None: extract in the loop
     deadlines: Deadlines = field(init=False)
 
     def __post_init__(self) -> None:
@@ -290,6 +292,8 @@ async def serve(
                     socket_activated=activated,
                     uid_allowed=uid_allowed,
                 )
+                if settings.extract_worker:
+                    daemon.extractor = Extractor(daemon.skip_tools)
                 await _run(daemon, sock, checkpointer, task_status)
         finally:
             if not activated:  # never unlink a socket systemd handed us
@@ -313,6 +317,8 @@ async def _run(
                         services.start_soon(_accept_forever, daemon, sock)
                         services.start_soon(daemon.deadlines.run)
                         services.start_soon(checkpointer.run)
+                        if daemon.extractor is not None:
+                            services.start_soon(daemon.extractor.run)
                         await services.start(_watch_signals, services.cancel_scope)
                         services.start_soon(_watch_stop, daemon, services.cancel_scope)
                         services.start_soon(_watch_idle, daemon, services.cancel_scope)

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
-from nmemd.ingest import extract_event
+from nmemd.extract import extract_event
 from nmemd.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 DRAIN_ENV = {"NMEM_INBOX_DRAIN_INTERVAL_S": "0.3"}
