@@ -36,6 +36,7 @@ class Result:
     latencies_ns: list[int]
     daemon_cpu_s: float
     loop_cpu_s: float  # the daemon's main thread (the event loop); the rest ran on its other threads
+    worker_cpu_s: float  # the daemon's children: the extraction worker (nmemd.extract_worker)
     gen_cpu_s: float
     batches: int
     db_events: int
@@ -105,13 +106,17 @@ def run_once(events: int, connections: int, mode: str, env: dict[str, str] | Non
             daemon.start()
             common.ping(home.socket)
             cpu0, loop0, gen0 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
+            kids0 = {kid: cpu_seconds(kid) for kid in common.child_pids(daemon.pid)}
             elapsed, latencies = asyncio.run(load(home.socket, frames, connections))
             cpu1, loop1, gen1 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
+            worker = sum(cpu_seconds(kid) - kids0.get(kid, 0.0) for kid in common.child_pids(daemon.pid))
             batches = int(common.ping_facts(home.socket).get("batches", 0))
         finally:
             daemon.stop()
         db_events = common.db_counts(home.db)["events"]
-    return Result(events, connections, elapsed, latencies, cpu1 - cpu0, loop1 - loop0, gen1 - gen0, batches, db_events)
+    return Result(
+        events, connections, elapsed, latencies, cpu1 - cpu0, loop1 - loop0, worker, gen1 - gen0, batches, db_events
+    )
 
 
 def print_result(label: str, r: Result, mode: str, mean_bytes: float) -> bool:
@@ -124,7 +129,8 @@ def print_result(label: str, r: Result, mode: str, mean_bytes: float) -> bool:
           f"{r.daemon_cpu_s:.2f} s ({r.daemon_cpu_s / (r.elapsed_ns / 1e9):.0%} of a core, "
           f"{r.daemon_cpu_s / r.events * 1e6:.0f} us/event); load generator CPU {r.gen_cpu_s:.2f} s")
     print(f"  daemon CPU per event by thread: event loop {r.loop_cpu_s / r.events * 1e6:.0f} us, "
-          f"other threads (aiosqlite's) {(r.daemon_cpu_s - r.loop_cpu_s) / r.events * 1e6:.0f} us")
+          f"other threads (aiosqlite's) {(r.daemon_cpu_s - r.loop_cpu_s) / r.events * 1e6:.0f} us, "
+          f"extraction worker {r.worker_cpu_s / r.events * 1e6:.0f} us (a process of its own)")
     print(f"  db check: events={r.db_events} expected {r.events}: {'OK' if ok else 'MISMATCH'}")
     return ok
 
@@ -156,13 +162,31 @@ def idle_latency(env: dict[str, str], count: int, gap_s: float) -> list[int]:
 
 
 def _pooled(results: list[Result]) -> tuple[float, list[int], float, float]:
-    """Median throughput over rounds, pooled latencies, mean batch size, daemon CPU us/event."""
+    """Median throughput over rounds, pooled latencies, mean batch size, daemon CPU us/event (worker included)."""
     eps = median([r.eps for r in results])
     lat = [x for r in results for x in r.latencies_ns]
     events = sum(r.events for r in results)
     batch = events / max(sum(r.batches for r in results), 1)
-    cpu = sum(r.daemon_cpu_s for r in results) / events * 1e6
+    cpu = sum(r.daemon_cpu_s + r.worker_cpu_s for r in results) / events * 1e6
     return eps, lat, batch, cpu
+
+
+def compare_worker(events: int, connections: int, rounds: int, env: dict[str, str]) -> bool:
+    """The extraction worker on and off, alternating, so that the machine's drifts hit both alike."""
+    runs: dict[str, list[Result]] = {"1": [], "0": []}
+    for _ in range(rounds):
+        for flag, results in runs.items():
+            results.append(run_once(events, connections, "unique", {**env, "NMEM_EXTRACT_WORKER": flag}))
+    print(f"\nextraction worker on vs off, {rounds} alternating rounds of {connections} conns x {events} unique events")
+    for flag, results in runs.items():
+        eps = [r.eps for r in results]
+        cpu = sum(r.daemon_cpu_s + r.worker_cpu_s for r in results) / sum(r.events for r in results) * 1e6
+        print(f"  worker {'on ' if flag == '1' else 'off'}: median {median(eps):,.0f} events/s"
+              f" (runs {', '.join(f'{x:,.0f}' for x in eps)}); CPU {cpu:.0f} us/event, worker included"
+              + (f" (target >= {TARGET_EPS:,}: {verdict(median(eps) >= TARGET_EPS)})" if flag == "1" else ""))
+    on, off = (median([r.eps for r in runs[f]]) for f in ("1", "0"))
+    print(f"  on / off: {on / off:.2f}")
+    return all(r.db_events == r.events for results in runs.values() for r in results)
 
 
 def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool:
@@ -216,6 +240,8 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=100, help="single events per idle-latency run")
     parser.add_argument("--daemon-env", action="append", default=[], metavar="NMEM_KEY=VALUE",
                         help="a setting for the daemon of the main run (repeatable), e.g. NMEM_BATCH_MAX_EVENTS=16")
+    parser.add_argument("--compare-worker", type=int, default=0, metavar="ROUNDS",
+                        help="then alternate runs with the extraction worker on and off, ROUNDS each (unique payloads)")
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     common.wait_quiet(args.wait_quiet)
@@ -230,6 +256,8 @@ def main() -> None:
         mean_bytes = sum(map(len, bodies)) / len(bodies)
         r = run_once(args.events, args.connections, mode, daemon_env)
         ok = print_result("ingest", r, mode, mean_bytes) and ok
+    if args.compare_worker:
+        ok = compare_worker(args.events, args.connections, args.compare_worker, daemon_env or {}) and ok
     if not args.no_sweep:
         ok = sweep(args.sweep_events, args.sweep_single, args.idle, args.rounds) and ok
     if not ok:

@@ -178,6 +178,17 @@ def rss_kb(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live children of a process (nmemd's extraction worker), from /proc/<pid>/task/*/children."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            continue
+    return out
+
+
 def _wait_child(pid: int, timeout: float) -> int:
     """waitpid with a bound: poll a pidfd first, SIGKILL on timeout."""
     pidfd = os.pidfd_open(pid)

@@ -24,6 +24,7 @@ from nmemd.errors import InvalidEvent
 from nmemd.extract import extract_event
 from nmemd.extract_worker import FAILED, INVALID, OK, REPLY, REQUEST
 from nmemd.model import Extracted
+from nmemd.status import WorkerFacts
 
 LOG = logging.getLogger("nmemd.extractor")
 MAX_IN_FLIGHT: Final = 4096  # beyond this the loop extracts itself rather than queue behind the worker
@@ -54,6 +55,9 @@ class Extractor:
     @property
     def pid(self) -> int | None:
         return self._transport.get_pid() if self._transport is not None else None
+
+    def facts(self) -> WorkerFacts:
+        return WorkerFacts(pid=self.pid, ready=self.ready, extracted=self.extracted, restarts=self.restarts)
 
     def submit(self, body: bytes, done: Done) -> bool:
         """Queue `body` for the worker (True: `done` runs later, on the loop) or decline (False)."""

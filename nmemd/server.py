@@ -96,6 +96,7 @@ class Daemon:
             last_error=self.ingestor.last_error,
             version=__version__,
             post_commit_pending=self.post_commit_pending,
+            worker=self.extractor.facts() if self.extractor is not None else None,
         )
 
     def ping_reply(self) -> bytes:

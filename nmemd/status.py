@@ -35,6 +35,15 @@ class DatabaseFacts(msgspec.Struct, kw_only=True):
     jobs: list[JobFacts] = []  # maintenance runs (nmemd.maintenance), newest first
 
 
+class WorkerFacts(msgspec.Struct, kw_only=True):
+    """The extraction worker (nmemd.extractor): whether it answers, and how much it did."""
+
+    pid: int | None = None
+    ready: bool = False  # False while it starts or restarts: the loop extracts meanwhile
+    extracted: int = 0
+    restarts: int = 0
+
+
 class DaemonFacts(msgspec.Struct, kw_only=True):
     running: bool
     pid: int | None = None
@@ -48,6 +57,7 @@ class DaemonFacts(msgspec.Struct, kw_only=True):
     last_error: str | None = None
     version: str | None = None
     post_commit_pending: int = 0  # summaries etc. still running after their events were acked
+    worker: WorkerFacts | None = None  # None: the extraction worker is off (the loop extracts)
 
 
 class Status(msgspec.Struct, kw_only=True):

@@ -50,6 +50,14 @@ def _print_status(st: Status) -> None:
     if d.running:
         table.add_row("since", when(d.started_at))
         table.add_row("queue", f"{d.queued} queued, {d.connections} connections, {d.committed} stored since start")
+        if d.worker is not None:
+            w = d.worker
+            table.add_row(
+                "extraction",
+                f"worker pid {w.pid}, {w.extracted} events, {w.restarts} restarts"
+                if w.ready
+                else "[yellow]in the event loop[/yellow] (the worker is starting)",
+            )
         if d.last_error:
             table.add_row("last error", f"[red]{d.last_error}[/red]")
     table.add_row("database", db.path if db.exists else f"{db.path} (not created yet)")
