@@ -71,9 +71,11 @@ def bench_start(starts: int) -> bool:
         finally:
             shared.cleanup()
         passed = median(acked) / 1e6 <= TARGET_START_MS
-        print(f"start, {label}, {starts} starts: READY=1 median {ms(median(ready)):.0f} ms p90 {ms(p90(ready)):.0f} ms"
-              f" | first ack median {ms(median(acked)):.0f} ms p90 {ms(p90(acked)):.0f} ms"
-              f" (target <= {TARGET_START_MS:.0f} ms: {verdict(passed)})")
+        print(
+            f"start, {label}, {starts} starts: READY=1 median {ms(median(ready)):.0f} ms p90 {ms(p90(ready)):.0f} ms"
+            f" | first ack median {ms(median(acked)):.0f} ms p90 {ms(p90(acked)):.0f} ms"
+            f" (target <= {TARGET_START_MS:.0f} ms: {verdict(passed)})"
+        )
     print(f"  db check: every first event stored once: {'OK' if ok else 'MISMATCH'}")
     return ok
 
@@ -89,8 +91,10 @@ def memory(pid: int) -> dict[str, int]:
 
 
 def fmt(mem: dict[str, int]) -> str:
-    return (f"VmRSS {mem['VmRSS'] / 1024:.1f} MB (anon {mem['RssAnon'] / 1024:.1f}, file {mem['RssFile'] / 1024:.1f}),"
-            f" peak VmHWM {mem['VmHWM'] / 1024:.1f} MB")
+    return (
+        f"VmRSS {mem['VmRSS'] / 1024:.1f} MB (anon {mem['RssAnon'] / 1024:.1f}, file {mem['RssFile'] / 1024:.1f}),"
+        f" peak VmHWM {mem['VmHWM'] / 1024:.1f} MB"
+    )
 
 
 def worker_memory(pid: int) -> dict[str, int]:
@@ -128,8 +132,10 @@ def bench_rss(events: int, connections: int) -> bool:
         if worker["VmRSS"]:
             print(f"  extraction worker {fmt(worker)}")
     ok = stored == events
-    print(f"  ({events:,} events over {connections} connections in {elapsed / 1e9:.1f} s;"
-          f" db check: events={stored} expected {events}: {'OK' if ok else 'MISMATCH'})")
+    print(
+        f"  ({events:,} events over {connections} connections in {elapsed / 1e9:.1f} s;"
+        f" db check: events={stored} expected {events}: {'OK' if ok else 'MISMATCH'})"
+    )
     return ok
 
 

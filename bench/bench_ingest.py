@@ -122,15 +122,21 @@ def run_once(events: int, connections: int, mode: str, env: dict[str, str] | Non
 def print_result(label: str, r: Result, mode: str, mean_bytes: float) -> bool:
     ok = r.db_events == r.events
     print(f"{label}: {r.events} events ({mode} payloads, mean {mean_bytes:.0f} B), {r.connections} connections")
-    print(f"  throughput {r.eps:,.0f} events/s in {r.elapsed_ns / 1e9:.2f} s"
-          + (f" (target >= {TARGET_EPS:,}: {verdict(r.eps >= TARGET_EPS)})" if r.connections >= 32 else ""))
+    print(
+        f"  throughput {r.eps:,.0f} events/s in {r.elapsed_ns / 1e9:.2f} s"
+        + (f" (target >= {TARGET_EPS:,}: {verdict(r.eps >= TARGET_EPS)})" if r.connections >= 32 else "")
+    )
     print(f"  ack latency median {ms(median(r.latencies_ns)):.2f} ms, p99 {ms(p99(r.latencies_ns)):.2f} ms")
-    print(f"  batches {r.batches} (mean {r.events / max(r.batches, 1):.1f} events); daemon CPU "
-          f"{r.daemon_cpu_s:.2f} s ({r.daemon_cpu_s / (r.elapsed_ns / 1e9):.0%} of a core, "
-          f"{r.daemon_cpu_s / r.events * 1e6:.0f} us/event); load generator CPU {r.gen_cpu_s:.2f} s")
-    print(f"  daemon CPU per event by thread: event loop {r.loop_cpu_s / r.events * 1e6:.0f} us, "
-          f"other threads (aiosqlite's) {(r.daemon_cpu_s - r.loop_cpu_s) / r.events * 1e6:.0f} us, "
-          f"extraction worker {r.worker_cpu_s / r.events * 1e6:.0f} us (a process of its own)")
+    print(
+        f"  batches {r.batches} (mean {r.events / max(r.batches, 1):.1f} events); daemon CPU "
+        f"{r.daemon_cpu_s:.2f} s ({r.daemon_cpu_s / (r.elapsed_ns / 1e9):.0%} of a core, "
+        f"{r.daemon_cpu_s / r.events * 1e6:.0f} us/event); load generator CPU {r.gen_cpu_s:.2f} s"
+    )
+    print(
+        f"  daemon CPU per event by thread: event loop {r.loop_cpu_s / r.events * 1e6:.0f} us, "
+        f"other threads (aiosqlite's) {(r.daemon_cpu_s - r.loop_cpu_s) / r.events * 1e6:.0f} us, "
+        f"extraction worker {r.worker_cpu_s / r.events * 1e6:.0f} us (a process of its own)"
+    )
     print(f"  db check: events={r.db_events} expected {r.events}: {'OK' if ok else 'MISMATCH'}")
     return ok
 
@@ -181,9 +187,11 @@ def compare_worker(events: int, connections: int, rounds: int, env: dict[str, st
     for flag, results in runs.items():
         eps = [r.eps for r in results]
         cpu = sum(r.daemon_cpu_s + r.worker_cpu_s for r in results) / sum(r.events for r in results) * 1e6
-        print(f"  worker {'on ' if flag == '1' else 'off'}: median {median(eps):,.0f} events/s"
-              f" (runs {', '.join(f'{x:,.0f}' for x in eps)}); CPU {cpu:.0f} us/event, worker included"
-              + (f" (target >= {TARGET_EPS:,}: {verdict(median(eps) >= TARGET_EPS)})" if flag == "1" else ""))
+        print(
+            f"  worker {'on ' if flag == '1' else 'off'}: median {median(eps):,.0f} events/s"
+            f" (runs {', '.join(f'{x:,.0f}' for x in eps)}); CPU {cpu:.0f} us/event, worker included"
+            + (f" (target >= {TARGET_EPS:,}: {verdict(median(eps) >= TARGET_EPS)})" if flag == "1" else "")
+        )
     on, off = (median([r.eps for r in runs[f]]) for f in ("1", "0"))
     print(f"  on / off: {on / off:.2f}")
     return all(r.db_events == r.events for results in runs.values() for r in results)
@@ -209,10 +217,14 @@ def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool
             ok = ok and r32.db_events == r32.events and r1.db_events == r1.events
             r32s[(delay, max_events)].append(r32)
             r1s[(delay, max_events)].append(r1)
-    print(f"\nbatch settings sweep, {rounds} round(s) (unique payloads; per round: 32 conns x {events} events, "
-          f"1 conn x {single_events} events, idle: {idle_count} single events on new connections, 5 ms apart)")
-    print(f"{'delay ms':>8} {'max ev':>6} | {'32c ev/s':>9} {'32c p50':>8} {'32c p99':>8} {'batch':>6} {'cpu/ev':>7} | "
-          f"{'1c ev/s':>8} {'1c p50':>7} | {'idle p50':>8} {'idle p99':>8}")
+    print(
+        f"\nbatch settings sweep, {rounds} round(s) (unique payloads; per round: 32 conns x {events} events, "
+        f"1 conn x {single_events} events, idle: {idle_count} single events on new connections, 5 ms apart)"
+    )
+    print(
+        f"{'delay ms':>8} {'max ev':>6} | {'32c ev/s':>9} {'32c p50':>8} {'32c p99':>8} {'batch':>6} {'cpu/ev':>7} | "
+        f"{'1c ev/s':>8} {'1c p50':>7} | {'idle p50':>8} {'idle p99':>8}"
+    )
     from nmemd.config import Settings
 
     default = Settings()
@@ -221,9 +233,11 @@ def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool
         eps32, lat32, batch32, cpu32 = _pooled(r32s[key])
         eps1, lat1, _, _ = _pooled(r1s[key])
         idle = idles[key]
-        print(f"{key[0]:>8} {key[1]:>6} | {eps32:>9,.0f} {ms(median(lat32)):>6.2f}ms {ms(p99(lat32)):>6.2f}ms "
-              f"{batch32:>6.1f} {cpu32:>5.0f}us | {eps1:>8,.0f} {ms(median(lat1)):>5.2f}ms | "
-              f"{ms(median(idle)):>6.2f}ms {ms(p99(idle)):>6.2f}ms" + ("  <- default" if key == default_key else ""))
+        print(
+            f"{key[0]:>8} {key[1]:>6} | {eps32:>9,.0f} {ms(median(lat32)):>6.2f}ms {ms(p99(lat32)):>6.2f}ms "
+            f"{batch32:>6.1f} {cpu32:>5.0f}us | {eps1:>8,.0f} {ms(median(lat1)):>5.2f}ms | "
+            f"{ms(median(idle)):>6.2f}ms {ms(p99(idle)):>6.2f}ms" + ("  <- default" if key == default_key else "")
+        )
     return ok
 
 
@@ -231,17 +245,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000, help="events in the main run")
     parser.add_argument("--connections", type=int, default=32, help="concurrent persistent connections")
-    parser.add_argument("--payload", choices=["unique", "repeat", "both"], default="both",
-                        help="unique: nothing to dedup; repeat: identical payloads per session")
+    parser.add_argument(
+        "--payload",
+        choices=["unique", "repeat", "both"],
+        default="both",
+        help="unique: nothing to dedup; repeat: identical payloads per session",
+    )
     parser.add_argument("--no-sweep", action="store_true", help="skip the batch-settings sweep")
     parser.add_argument("--sweep-events", type=int, default=5_000, help="events per 32-connection sweep run")
     parser.add_argument("--sweep-single", type=int, default=500, help="events per 1-connection sweep run")
     parser.add_argument("--rounds", type=int, default=1, help="rounds over the sweep settings (medians)")
     parser.add_argument("--idle", type=int, default=100, help="single events per idle-latency run")
-    parser.add_argument("--daemon-env", action="append", default=[], metavar="NMEM_KEY=VALUE",
-                        help="a setting for the daemon of the main run (repeatable), e.g. NMEM_BATCH_MAX_EVENTS=16")
-    parser.add_argument("--compare-worker", type=int, default=0, metavar="ROUNDS",
-                        help="then alternate runs with the extraction worker on and off, ROUNDS each (unique payloads)")
+    parser.add_argument(
+        "--daemon-env",
+        action="append",
+        default=[],
+        metavar="NMEM_KEY=VALUE",
+        help="a setting for the daemon of the main run (repeatable), e.g. NMEM_BATCH_MAX_EVENTS=16",
+    )
+    parser.add_argument(
+        "--compare-worker",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="then alternate runs with the extraction worker on and off, ROUNDS each (unique payloads)",
+    )
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     common.wait_quiet(args.wait_quiet)

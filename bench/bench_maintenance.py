@@ -147,8 +147,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--observations", type=int, default=100_000, help="size of the store built")
     parser.add_argument("--events", type=int, default=1000, help="events per idle run")
-    parser.add_argument("--delete", choices=["retention", "purge"], default="retention",
-                        help="how the old half goes: the retention job (part of maintenance) or nmem purge first")
+    parser.add_argument(
+        "--delete",
+        choices=["retention", "purge"],
+        default="retention",
+        help="how the old half goes: the retention job (part of maintenance) or nmem purge first",
+    )
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     common.wait_quiet(args.wait_quiet)
@@ -159,8 +163,9 @@ def main() -> None:
         print(f"built {args.observations} observations in {built['seconds']:.1f} s (half {OLD_AGE_DAYS:.0f} days old)")
         env = {
             "NMEM_RETENTION_DAYS": retention,
-            **{f"NMEM_MAINTENANCE_{k}_INTERVAL_S": "0"
-               for k in ("RETENTION", "CHECKPOINT", "OPTIMIZE", "INTEGRITY")},  # fmt: skip
+            **{
+                f"NMEM_MAINTENANCE_{k}_INTERVAL_S": "0" for k in ("RETENTION", "CHECKPOINT", "OPTIMIZE", "INTEGRITY")
+            },  # fmt: skip
             "NMEM_MAINTENANCE_INTERVAL_S": "0",  # the scheduler is off: only the run below
             "NMEM_INBOX_DRAIN_INTERVAL_S": "3600",
         }
@@ -180,8 +185,10 @@ def main() -> None:
                              time.localtime(cutoff)), "--yes", "--json"], home)  # fmt: skip
                 if done.returncode != 0:
                     raise RuntimeError(f"purge failed: {done.stderr}")
-                print(f"  purge: {json.loads(done.stdout)['observations']} observations in"
-                      f" {time.perf_counter() - started:.1f} s (not measured for latency: a purge is on demand)")
+                print(
+                    f"  purge: {json.loads(done.stdout)['observations']} observations in"
+                    f" {time.perf_counter() - started:.1f} s (not measured for latency: a purge is on demand)"
+                )
                 before = sizes(home.db)
                 show_sizes("after purge", before)
             result: dict[str, subprocess.CompletedProcess[str]] = {}
@@ -216,13 +223,19 @@ def main() -> None:
     r50 = median(during) / median(idle)
     r99 = p99(during) / p99(idle)
     expected = args.observations + sender.sent
-    print(f"sizes: file {mb(before['file'])} -> {mb(after['file'])}, WAL {mb(before['wal'])} -> {mb(after['wal'])},"
-          f" free pages {before['free_pages']} -> {after['free_pages']}")
-    print(f"latency during maintenance / idle: p50 {median(during):.2f} / {median(idle):.2f} ms = {r50:.2f},"
-          f" p99 {p99(during):.2f} / {p99(idle):.2f} ms = {r99:.2f}"
-          f" (target <= {TARGET_RATIO:.0f}: {verdict(max(r50, r99) <= TARGET_RATIO)})")
-    print(f"db check: events {stored['events']} expected {expected}, inbox {stored['inbox']},"
-          f" quick_check {check}, FTS integrity ok: {verdict(stored['events'] == expected and check == 'ok')}")
+    print(
+        f"sizes: file {mb(before['file'])} -> {mb(after['file'])}, WAL {mb(before['wal'])} -> {mb(after['wal'])},"
+        f" free pages {before['free_pages']} -> {after['free_pages']}"
+    )
+    print(
+        f"latency during maintenance / idle: p50 {median(during):.2f} / {median(idle):.2f} ms = {r50:.2f},"
+        f" p99 {p99(during):.2f} / {p99(idle):.2f} ms = {r99:.2f}"
+        f" (target <= {TARGET_RATIO:.0f}: {verdict(max(r50, r99) <= TARGET_RATIO)})"
+    )
+    print(
+        f"db check: events {stored['events']} expected {expected}, inbox {stored['inbox']},"
+        f" quick_check {check}, FTS integrity ok: {verdict(stored['events'] == expected and check == 'ok')}"
+    )
 
 
 if __name__ == "__main__":

@@ -61,8 +61,12 @@ def scenario_1(daemon: Daemon, scale: float) -> R.Figures:
     import test_killrecovery as K
 
     rounds = R.scaled(10, scale)
-    fig = R.Figures(1, f"kill -9 at random points during batch commits, {rounds} rounds of"
-                       f" {K.CLIENTS} clients x {K.EVENTS_PER_CLIENT} events", scale)
+    fig = R.Figures(
+        1,
+        f"kill -9 at random points during batch commits, {rounds} rounds of"
+        f" {K.CLIENTS} clients x {K.EVENTS_PER_CLIENT} events",
+        scale,
+    )
     fig.timeout_s = K.TIMEOUT_MS / 1000
 
     class TimedRound(K.Round):  # the test's round; each send also timed
@@ -90,8 +94,12 @@ def scenario_1(daemon: Daemon, scale: float) -> R.Figures:
         if number % 20 == 19:
             print(f"  ... {number + 1}/{rounds} rounds", flush=True)
     daemon.stop()
-    expected = {f"kr{n:02d}-c{c:02d}-e{e:03d}" for n in range(rounds)
-                for c in range(K.CLIENTS) for e in range(K.EVENTS_PER_CLIENT)}
+    expected = {
+        f"kr{n:02d}-c{c:02d}-e{e:03d}"
+        for n in range(rounds)
+        for c in range(K.CLIENTS)
+        for e in range(K.EVENTS_PER_CLIENT)
+    }
     fig.check(not errors, f"client errors: {errors[:3]}")
     fig.notes["seed"] = seed
     fig.account(daemon.db, expected, "kr")
@@ -106,8 +114,11 @@ def scenario_3(daemon: Daemon, scale: float) -> R.Figures:
 
     cycles = R.scaled(1, scale)
     timeout_ms = F.FROZEN_TIMEOUT_MS
-    fig = R.Figures(3, f"SIGSTOP inside a write transaction, {cycles} freezes, {F.FROZEN_CLIENTS} real"
-                       " clients each while frozen", scale)
+    fig = R.Figures(
+        3,
+        f"SIGSTOP inside a write transaction, {cycles} freezes, {F.FROZEN_CLIENTS} real clients each while frozen",
+        scale,
+    )
     fig.timeout_s = timeout_ms / 1000
     R.start_with_env(daemon, F.DRAIN_ENV)
     assert daemon.proc is not None
@@ -139,12 +150,14 @@ def scenario_3(daemon: Daemon, scale: float) -> R.Figures:
                 os.kill(pid, signal.SIGCONT)
                 time.sleep(0.003)  # let the stream go on before the next try
             try:
+
                 def client(k: int, cycle: int = cycle) -> None:
                     marker = f"s3-c{cycle:03d}-{k:02d}"
                     with lock:
                         markers.add(marker)
-                    done, wall = R.send_subprocess(payload(marker), {"NMEM_AUTOSTART": "0",
-                                                                      "NMEM_TIMEOUT_MS": str(timeout_ms)})
+                    done, wall = R.send_subprocess(
+                        payload(marker), {"NMEM_AUTOSTART": "0", "NMEM_TIMEOUT_MS": str(timeout_ms)}
+                    )
                     fig.client_done("real", wall)
                     fig.check(R.client_problem(done) is None, f"client: {R.client_problem(done)}")
 
@@ -169,8 +182,9 @@ def scenario_11(daemon: Daemon, scale: float) -> R.Figures:
     import test_faults as F
 
     rounds = R.scaled(1, scale)
-    fig = R.Figures(11, f"SIGTERM during a batch, {rounds} rounds of {F.TERM_SENDERS} senders x {F.TERM_EVENTS}"
-                        " events", scale)
+    fig = R.Figures(
+        11, f"SIGTERM during a batch, {rounds} rounds of {F.TERM_SENDERS} senders x {F.TERM_EVENTS} events", scale
+    )
     fig.timeout_s = 2.0
     rng = random.Random(11)
     expected: set[str] = set()
@@ -181,8 +195,9 @@ def scenario_11(daemon: Daemon, scale: float) -> R.Figures:
         acked: set[str] = set()
         sent = [0]
 
-        def sender(c: int, rnd: int = rnd, acked: set[str] = acked, sent: list[int] = sent,
-                   lock: threading.Lock = lock) -> None:
+        def sender(
+            c: int, rnd: int = rnd, acked: set[str] = acked, sent: list[int] = sent, lock: threading.Lock = lock
+        ) -> None:
             for i in range(F.TERM_EVENTS):
                 marker = f"s11-r{rnd:03d}-c{c:02d}-{i:03d}"
                 event_id, body = new_id(), payload(marker)
@@ -197,8 +212,9 @@ def scenario_11(daemon: Daemon, scale: float) -> R.Figures:
                         acked.add(marker)
                 else:
                     outcome = inbox.store(event_id, body)
-                fig.client_done(outcome, time.monotonic() - t0,
-                                reply.split(b" ", 1)[0].decode() if status == b"ERR" else "")
+                fig.client_done(
+                    outcome, time.monotonic() - t0, reply.split(b" ", 1)[0].decode() if status == b"ERR" else ""
+                )
                 with lock:
                     sent[0] += 1
 
@@ -213,8 +229,10 @@ def scenario_11(daemon: Daemon, scale: float) -> R.Figures:
             for f in futures:
                 f.result(timeout=120)
         fig.check(rc == 0, f"round {rnd}: exit code {rc}")
-        stored = {str(r[0]) for r in db_rows(daemon.db, "SELECT session_id FROM events WHERE session_id LIKE ?",
-                                               (f"s11-r{rnd:03d}-%",))}
+        stored = {
+            str(r[0])
+            for r in db_rows(daemon.db, "SELECT session_id FROM events WHERE session_id LIKE ?", (f"s11-r{rnd:03d}-%",))
+        }
         lost_acked = acked - stored
         fig.check(not lost_acked, f"round {rnd}: {len(lost_acked)} acknowledged events not stored at exit")
         expected |= {f"s11-r{rnd:03d}-c{c:02d}-{i:03d}" for c in range(F.TERM_SENDERS) for i in range(F.TERM_EVENTS)}
@@ -263,8 +281,10 @@ class Env:
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="nmrel-")
         self.short = tempfile.mkdtemp(prefix="nm", dir="/tmp")
-        self.env = {"NMEM_HOME": os.path.join(self.root, "home"),
-                    "NMEM_SOCKET": os.path.join(self.short, "run", "nmemd.sock")}
+        self.env = {
+            "NMEM_HOME": os.path.join(self.root, "home"),
+            "NMEM_SOCKET": os.path.join(self.short, "run", "nmemd.sock"),
+        }
         self.saved = {k: v for k, v in os.environ.items() if k.startswith("NMEM_") or k == "NOTIFY_SOCKET"}
 
     def __enter__(self) -> Env:
@@ -299,8 +319,16 @@ def run(number: int, scale: float) -> R.Figures:
 
                 return scenario_12(fresh, scale)
             scenarios: dict[int, Callable[..., R.Figures]] = {
-                1: scenario_1, 2: R.scenario_2, 3: scenario_3, 4: R.scenario_4, 5: R.scenario_5, 6: R.scenario_6,
-                7: R.scenario_7, 9: R.scenario_9, 10: R.scenario_10, 11: scenario_11,
+                1: scenario_1,
+                2: R.scenario_2,
+                3: scenario_3,
+                4: R.scenario_4,
+                5: R.scenario_5,
+                6: R.scenario_6,
+                7: R.scenario_7,
+                9: R.scenario_9,
+                10: R.scenario_10,
+                11: scenario_11,
             }
             if number == 8:
                 return R.scenario_8(daemon, env.short, scale)
@@ -312,11 +340,21 @@ def run(number: int, scale: float) -> R.Figures:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", type=int, action="append", choices=range(1, 13), metavar="N",
-                        help="run only this scenario (repeatable; default: all twelve)")
-    parser.add_argument("--scale", type=float, default=None,
-                        help="scale for every scenario (1 = the CI sizes; default: each one's long scale,"
-                             " or NMEM_RELIABILITY_SCALE when set)")
+    parser.add_argument(
+        "--scenario",
+        type=int,
+        action="append",
+        choices=range(1, 13),
+        metavar="N",
+        help="run only this scenario (repeatable; default: all twelve)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="scale for every scenario (1 = the CI sizes; default: each one's long scale,"
+        " or NMEM_RELIABILITY_SCALE when set)",
+    )
     add_quiet_arg(parser)
     args = parser.parse_args()
     wait_quiet(args.wait_quiet)

@@ -62,8 +62,10 @@ def report(label: str, base: list[int], subj: list[int], target: float | None) -
 def check_events(home: Home, expected: int, label: str) -> bool:
     counts = common.db_counts(home.db)
     ok = counts["events"] == expected and counts["sessions"] == expected and counts["inbox"] == 0
-    print(f"  db check ({label}): events={counts['events']} distinct sessions={counts['sessions']} "
-          f"inbox={counts['inbox']} expected {expected}: {'OK' if ok else 'MISMATCH'}")
+    print(
+        f"  db check ({label}): events={counts['events']} distinct sessions={counts['sessions']} "
+        f"inbox={counts['inbox']} expected {expected}: {'OK' if ok else 'MISMATCH'}"
+    )
     return ok
 
 
@@ -101,8 +103,10 @@ def bench_fallback(runs: int) -> bool:
         sent = runs + 3
         counts = common.db_counts(home.db)
         ok = counts["inbox"] == sent and counts["events"] == 0
-        print(f"  db check (absent): inbox={counts['inbox']} events={counts['events']} expected inbox {sent}: "
-              f"{'OK' if ok else 'MISMATCH'}")
+        print(
+            f"  db check (absent): inbox={counts['inbox']} events={counts['events']} expected inbox {sent}: "
+            f"{'OK' if ok else 'MISMATCH'}"
+        )
         drainer = Daemon(home)  # the next daemon drains the inbox at start
         try:
             drainer.start()
@@ -149,16 +153,21 @@ def bench_breakdown(runs: int) -> None:
         label = f"NMEM_BATCH_MAX_DELAY_MS={delay}" if delay else f"default batch delay ({default_delay:g} ms)"
         print(f"breakdown, daemon up, {label}, {runs} rounds (db events {stored}, expected {runs}):")
         for (name, _, _), t in zip(steps, times, strict=True):
-            print(f"  {name:42s} median {ms(median(t)):6.2f} ms  (+{ms(median(t) - base):5.2f} ms, "
-                  f"ratio {median(t) / base:.2f})")
+            print(
+                f"  {name:42s} median {ms(median(t)):6.2f} ms  (+{ms(median(t) - base):5.2f} ms, "
+                f"ratio {median(t) / base:.2f})"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50, help="timed runs of each command (>= 30)")
     parser.add_argument("--no-console", action="store_true", help="skip (c), the console-script form")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="also split the client's cost: imports vs round trip, batch delay default and 2 ms")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also split the client's cost: imports vs round trip, batch delay default and 2 ms",
+    )
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     if args.runs < 30:

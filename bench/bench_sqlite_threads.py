@@ -40,8 +40,10 @@ def main() -> None:
         out = subprocess.run([common.PYTHON, "-c", CHILD, mode], capture_output=True, text=True, timeout=120,
                              check=True)  # fmt: skip
         alone, both, applied = out.stdout.split()
-        print(f"statistics {mode:3} (applied: {applied}): one thread {float(alone) * 1000:.0f} ms, "
-              f"two threads at once {float(both) * 1000:.0f} ms each ({float(both) / float(alone):.2f}x)")
+        print(
+            f"statistics {mode:3} (applied: {applied}): one thread {float(alone) * 1000:.0f} ms, "
+            f"two threads at once {float(both) * 1000:.0f} ms each ({float(both) / float(alone):.2f}x)"
+        )
 
 
 if __name__ == "__main__":

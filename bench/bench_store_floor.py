@@ -155,8 +155,10 @@ def main() -> None:
         shown = sorted(statements.items(), key=lambda kv: -kv[1])
         print(f"    of which SQLite statements {sum(statements.values()) * per:5.1f} us/event: "
               + ", ".join(f"{k} {v * per:.1f}" for k, v in shown[:6]))  # fmt: skip
-        print(f"best import wall on two free cores, max of (2) and (3): {best:.2f} s = {best / floor:.2f} x floor"
-              f" (import target <= {TARGET:g}: {'reachable' if best / floor <= TARGET else 'out of reach'})")
+        print(
+            f"best import wall on two free cores, max of (2) and (3): {best:.2f} s = {best / floor:.2f} x floor"
+            f" (import target <= {TARGET:g}: {'reachable' if best / floor <= TARGET else 'out of reach'})"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -82,7 +82,10 @@ def machine_info() -> dict[str, str]:
     """nproc, CPU model, kernel, the venv's Python and the SQLite it links."""
     out = subprocess.run(
         [PYTHON, "-c", "import sys, sqlite3; print(sys.version.split()[0]); print(sqlite3.sqlite_version)"],
-        capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=True,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=True,
     ).stdout.split()
     cpu = ""
     try:
@@ -128,8 +131,13 @@ def wait_quiet(timeout_s: float, max_busy: float = 0.25) -> None:
 
 
 def add_quiet_arg(parser: Any) -> None:
-    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                        help="first wait up to this long for the CPUs to be idle (<= 25%% busy)")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first wait up to this long for the CPUs to be idle (<= 25%% busy)",
+    )
 
 
 _WORK = (
@@ -162,9 +170,12 @@ def print_machine() -> None:
     """One line: the machine, and how busy it was just before (other work skews every figure)."""
     info = machine_info()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items())
-          + f" | load average {load}, CPU busy before start {cpu_busy():.0%},"
-          f" two-process capacity {parallel_capacity():.2f} cores")
+    print(
+        "machine: "
+        + ", ".join(f"{k}={v}" for k, v in info.items())
+        + f" | load average {load}, CPU busy before start {cpu_busy():.0%},"
+        f" two-process capacity {parallel_capacity():.2f} cores"
+    )
 
 
 # --- processes ---------------------------------------------------------------------------------

@@ -123,8 +123,11 @@ class Harness:
         self.events_before = count(self.daemon.db, "events")
         assert self.events_before == len(bodies)
         # Stop/SessionEnd summaries are written after their ack: the baseline waits for them.
-        wait_until(lambda: (f := ping(self.daemon.socket)) is not None and f["post_commit_pending"] == 0, 10,
-                   "session summaries written")
+        wait_until(
+            lambda: (f := ping(self.daemon.socket)) is not None and f["post_commit_pending"] == 0,
+            10,
+            "session summaries written",
+        )
         self.before = _snapshot(self.daemon.db)
         self.log_offset = len(log_text(self.daemon.home))
 
@@ -137,8 +140,11 @@ class Harness:
         done = run_send(payload(marker))
         assert done.returncode == 0 and done.stderr == b""
         self.valid.add(marker)
-        wait_until(lambda: count(self.daemon.db, "events", "session_id = ?", (marker,)) == 1, 10,
-                   "the next valid event to be stored")
+        wait_until(
+            lambda: count(self.daemon.db, "events", "session_id = ?", (marker,)) == 1,
+            10,
+            "the next valid event to be stored",
+        )
         return marker
 
     def check_intact(self, extra_events: int = 0) -> None:
@@ -148,8 +154,11 @@ class Harness:
         wait_until(lambda: count(d.db, "inbox") == 0, 10, "inbox drained")
         spool = d.home / "spool"
         assert not spool.exists() or not any(spool.glob("*.event"))
-        new = db_rows(d.db, "SELECT e.event_id, e.session_id, e.hook_event, o.type, o.title FROM events e"
-                            " LEFT JOIN observations o ON o.id = e.observation_id ORDER BY e.received_at")
+        new = db_rows(
+            d.db,
+            "SELECT e.event_id, e.session_id, e.hook_event, o.type, o.title FROM events e"
+            " LEFT JOIN observations o ON o.id = e.observation_id ORDER BY e.received_at",
+        )
         new = new[self.events_before :]
         assert len(new) == len(self.valid) + extra_events, f"unexpected events stored: {new}"
         for marker in self.valid:
@@ -189,18 +198,26 @@ def test_client_survives_bad_payload(harness: Harness, bad: Bad) -> None:
 
 
 def test_client_20mb_valid_payload_is_stored_once_and_bounded(harness: Harness) -> None:
-    big = json.dumps({
-        "session_id": "big", "hook_event_name": "PostToolUse", "cwd": "/tmp/p", "tool_name": "Read",
-        "tool_input": {"file_path": "/tmp/p/huge.log"},
-        "tool_response": {"type": "text", "file": {"filePath": "/tmp/p/huge.log", "content": "x" * (20 * MB)}},
-    }).encode()
+    big = json.dumps(
+        {
+            "session_id": "big",
+            "hook_event_name": "PostToolUse",
+            "cwd": "/tmp/p",
+            "tool_name": "Read",
+            "tool_input": {"file_path": "/tmp/p/huge.log"},
+            "tool_response": {"type": "text", "file": {"filePath": "/tmp/p/huge.log", "content": "x" * (20 * MB)}},
+        }
+    ).encode()
     started = time.monotonic()
     done = run_send(big)
     assert time.monotonic() - started < CLIENT_TIMEOUT_MS / 1000 + 6.0
     assert done.returncode == 0 and done.stderr == b""
     db = harness.daemon.db
-    wait_until(lambda: count(db, "events", "session_id = 'big'") == 1 and count(db, "inbox") == 0, 20,
-               "the 20 MB event to be stored")
+    wait_until(
+        lambda: count(db, "events", "session_id = 'big'") == 1 and count(db, "inbox") == 0,
+        20,
+        "the 20 MB event to be stored",
+    )
     longest = db_rows(db, "SELECT max(length(content)), max(length(title)) FROM observations WHERE session_id = 'big'")
     assert longest[0][0] <= 4000 and longest[0][1] <= 200
     harness.send_valid()
@@ -314,13 +331,17 @@ def test_peer_that_leaves_mid_frame_stores_nothing(harness: Harness) -> None:
 
 GARBAGE = {
     "http": (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", r"a client sent garbage: malformed frame header"),
-    "binary": (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n" + bytes(range(256)) * 4,
-               r"a client sent garbage: malformed frame header"),
+    "binary": (
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n" + bytes(range(256)) * 4,
+        r"a client sent garbage: malformed frame header",
+    ),
     "oversized-header": (b"NMEM1 hook " + b"a" * 1000, r"header line that never ends"),
     # A long line that arrives in one read passes receive_until (anyio checks max_bytes only while
     # waiting for more), then fails header parsing: refused either way.
-    "oversized-header-with-newline": (b"NMEM1 hook " + b"7" * 400 + b" 2\n{}",
-                                      r"header line that never ends|a client sent garbage: malformed"),
+    "oversized-header-with-newline": (
+        b"NMEM1 hook " + b"7" * 400 + b" 2\n{}",
+        r"header line that never ends|a client sent garbage: malformed",
+    ),
     "bad-event-id": (b"NMEM1 hook ../../etc/passwd 2\n{}", r"a client sent garbage: malformed event id"),
     "negative-length": (b"NMEM1 hook %s -5\n" % new_id().encode(), r"a client sent garbage: malformed frame length"),
     "unknown-kind": (b"NMEM1 exec %s 2\n{}" % new_id().encode(), r"a client sent garbage: malformed frame header"),

@@ -46,8 +46,14 @@ def test_every_hook_fixture_is_stored_as_its_observation(daemon: Daemon) -> None
         expected = extract(json.loads(body))
         first = expected.observations[0]
         assert row[:2] == (expected.session_id, expected.hook_event)
-        assert row[2:] == (first.type, first.title, first.file_path, first.command, expected.project,
-                           expected.session_id)
+        assert row[2:] == (
+            first.type,
+            first.title,
+            first.file_path,
+            first.command,
+            expected.project,
+            expected.session_id,
+        )
     integrity_ok(daemon.db)
 
 
@@ -81,10 +87,14 @@ def test_fixture_spot_checks(daemon: Daemon) -> None:
 def test_unknown_event_and_tool_are_stored_generically(daemon: Daemon) -> None:
     daemon.start()
     run_send(b'{"session_id": "u1", "hook_event_name": "BrandNewEvent", "cwd": "/tmp", "x": 1}')
-    run_send(b'{"session_id": "u1", "hook_event_name": "PostToolUse", "tool_name": "FrobnicateTool",'
-             b' "tool_input": {"level": 3}, "tool_response": "ok", "cwd": "/tmp"}')
-    run_send(b'{"session_id": "u1", "hook_event_name": "PostToolUse", "tool_name": "mcp__memory__search",'
-             b' "tool_input": {"q": "auth"}, "tool_response": [{"type": "text", "text": "3 hits"}], "cwd": "/tmp"}')
+    run_send(
+        b'{"session_id": "u1", "hook_event_name": "PostToolUse", "tool_name": "FrobnicateTool",'
+        b' "tool_input": {"level": 3}, "tool_response": "ok", "cwd": "/tmp"}'
+    )
+    run_send(
+        b'{"session_id": "u1", "hook_event_name": "PostToolUse", "tool_name": "mcp__memory__search",'
+        b' "tool_input": {"q": "auth"}, "tool_response": [{"type": "text", "text": "3 hits"}], "cwd": "/tmp"}'
+    )
     daemon.stop()
     rows = db_rows(daemon.db, "SELECT hook_event, type, tool_name FROM observations ORDER BY id")
     assert rows == [

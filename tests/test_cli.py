@@ -134,17 +134,29 @@ def test_context_command_prints_what_session_start_injects(daemon: Daemon) -> No
     project = "/tmp/nmem-ctx-project"
     daemon.start()
     for n in range(3):
-        run_send(json.dumps({"session_id": "c1", "hook_event_name": "PostToolUse", "tool_name": "Edit",
-                              "cwd": project, "tool_input": {"file_path": f"{project}/mod{n}.py",
-                                                             "old_string": "a", "new_string": "b"},
-                              "tool_response": {"filePath": f"{project}/mod{n}.py"}}).encode())
-    hook = run_send(json.dumps({"session_id": "c2", "hook_event_name": "SessionStart", "source": "startup",
-                                 "cwd": project}).encode())
+        run_send(
+            json.dumps(
+                {
+                    "session_id": "c1",
+                    "hook_event_name": "PostToolUse",
+                    "tool_name": "Edit",
+                    "cwd": project,
+                    "tool_input": {"file_path": f"{project}/mod{n}.py", "old_string": "a", "new_string": "b"},
+                    "tool_response": {"filePath": f"{project}/mod{n}.py"},
+                }
+            ).encode()
+        )
+    hook = run_send(
+        json.dumps(
+            {"session_id": "c2", "hook_event_name": "SessionStart", "source": "startup", "cwd": project}
+        ).encode()
+    )
     injected = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "mod0.py" in injected
     for running in (True, False):
-        out = subprocess.run([str(BIN / "nmem"), "context", "--project", project], capture_output=True, text=True,
-                             timeout=60)
+        out = subprocess.run(
+            [str(BIN / "nmem"), "context", "--project", project], capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("<nmem-context>") and "mod0.py" in out.stdout
         if running:

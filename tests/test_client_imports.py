@@ -13,7 +13,10 @@ FORBIDDEN = ("nmemd", "anyio", "aiosqlite", "msgspec", "typer", "mcp", "pydantic
 def _modules_after(code: str, *flags: str) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-I", *flags, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
-        capture_output=True, text=True, timeout=30, check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     return set(out.stdout.split())
 

@@ -111,8 +111,9 @@ def test_absent_daemon_autostart_starts_one_daemon(nmem_env: dict[str, str], no_
     later = [_marker("auto-live") for _ in range(4)]
     for m in later:
         _send_ok(payload(m))
-    wait_until(lambda: count(db, "inbox") == 0 and count(db, "events") == len(first) + len(later), 15,
-               "every event stored")
+    wait_until(
+        lambda: count(db, "inbox") == 0 and count(db, "events") == len(first) + len(later), 15, "every event stored"
+    )
     for m in first + later:
         assert _stored(db, m) == 1
     integrity_ok(db)

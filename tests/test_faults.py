@@ -48,8 +48,9 @@ def backlog(home: Path, db: Path) -> int:
 
 
 def per_marker(db: Path, prefix: str) -> dict[str, int]:
-    rows = db_rows(db, "SELECT session_id, count(*) FROM events WHERE session_id LIKE ? GROUP BY session_id",
-                   (prefix + "%",))
+    rows = db_rows(
+        db, "SELECT session_id, count(*) FROM events WHERE session_id LIKE ? GROUP BY session_id", (prefix + "%",)
+    )
     return {str(r[0]): int(r[1]) for r in rows}
 
 
@@ -62,8 +63,13 @@ def assert_exactly_once(db: Path, expected: set[str], prefix: str) -> dict[str, 
     assert not missing, f"{len(missing)} events lost, e.g. {sorted(missing)[:5]}"
     assert not dupes, f"events stored more than once: {dict(list(dupes.items())[:5])}"
     assert not extra, f"unexpected events: {sorted(extra)[:5]}"
-    obs = dict(db_rows(db, "SELECT session_id, count(*) FROM observations WHERE session_id LIKE ?"
-                           " GROUP BY session_id", (prefix + "%",)))
+    obs = dict(
+        db_rows(
+            db,
+            "SELECT session_id, count(*) FROM observations WHERE session_id LIKE ? GROUP BY session_id",
+            (prefix + "%",),
+        )
+    )
     assert obs == dict.fromkeys(expected, 1)
     integrity_ok(db)
     return stored
@@ -169,8 +175,9 @@ def test_frozen_daemon_clients_fall_back_in_time_and_nothing_is_lost(daemon: Dae
                 with lock:
                     markers.add(marker)
                 t0 = time.monotonic()
-                done = run_send(payload(marker), env={"NMEM_AUTOSTART": "0",
-                                                      "NMEM_TIMEOUT_MS": str(FROZEN_TIMEOUT_MS)}, timeout=30)
+                done = run_send(
+                    payload(marker), env={"NMEM_AUTOSTART": "0", "NMEM_TIMEOUT_MS": str(FROZEN_TIMEOUT_MS)}, timeout=30
+                )
                 wall = time.monotonic() - t0
                 with lock:
                     walls.append(wall)
@@ -186,9 +193,11 @@ def test_frozen_daemon_clients_fall_back_in_time_and_nothing_is_lost(daemon: Dae
         finally:
             stop_stream.set()
             os.kill(pid, signal.SIGCONT)
-    print(f"frozen daemon: inside a write transaction={in_txn} after {attempts} tries;"
-          f" client walls max {max(walls):.3f} s; streamer fallbacks {stream_fallbacks};"
-          f" backlog while frozen {waiting}; events sent {len(markers)}")
+    print(
+        f"frozen daemon: inside a write transaction={in_txn} after {attempts} tries;"
+        f" client walls max {max(walls):.3f} s; streamer fallbacks {stream_fallbacks};"
+        f" backlog while frozen {waiting}; events sent {len(markers)}"
+    )
     assert all(r.returncode == 0 and r.stderr == b"" and r.stdout == b"" for r in results), results
     assert max(walls) <= FROZEN_BOUND_S, f"a client took {max(walls):.2f} s (bound {FROZEN_BOUND_S:.2f} s)"
     assert waiting >= FROZEN_CLIENTS, f"only {waiting} events waiting in inbox/spool while frozen"
@@ -202,6 +211,7 @@ def test_frozen_daemon_clients_fall_back_in_time_and_nothing_is_lost(daemon: Dae
 
 
 # --- 2. disk full -----------------------------------------------------------------------------
+
 
 def start_limited(daemon: Daemon, limit: int) -> subprocess.Popen[bytes]:
     """`Daemon.start`, but nmemd runs under RLIMIT_FSIZE=limit with SIGXFSZ ignored (EFBIG instead)."""
@@ -254,8 +264,10 @@ def test_disk_full_refuses_without_acking_and_recovers_after_restart(daemon: Dae
         done = run_send(big_payload(marker, rng), env={"NMEM_AUTOSTART": "0"})
         assert done.returncode == 0 and done.stderr == b""
     facts = ping(daemon.socket)
-    print(f"disk full (RLIMIT_FSIZE={limit}): sent {n}, acked {len(acked)}, refused {refused},"
-          f" fell back {fell_back}; daemon last_error={facts and facts.get('last_error')!r}")
+    print(
+        f"disk full (RLIMIT_FSIZE={limit}): sent {n}, acked {len(acked)}, refused {refused},"
+        f" fell back {fell_back}; daemon last_error={facts and facts.get('last_error')!r}"
+    )
     assert refusals_seen >= 10, f"the daemon never refused ({n} events of ~4 KB, limit {limit} bytes)"
     assert acked, "nothing was acknowledged before the disk filled"
     assert set(refused) <= {protocol.ERR_STORAGE_FULL, protocol.ERR_INTERNAL}, refused
@@ -337,8 +349,10 @@ _ids = st.one_of(
     st.text("abcdef0123456789", min_size=0, max_size=80).map(str.encode),
     st.binary(max_size=70).filter(lambda b: b" " not in b and b"\n" not in b),
 )
-_kinds = st.one_of(st.sampled_from([protocol.KIND_HOOK, protocol.KIND_RPC, protocol.KIND_PING]),
-                   st.binary(max_size=8).filter(lambda b: b" " not in b and b"\n" not in b))
+_kinds = st.one_of(
+    st.sampled_from([protocol.KIND_HOOK, protocol.KIND_RPC, protocol.KIND_PING]),
+    st.binary(max_size=8).filter(lambda b: b" " not in b and b"\n" not in b),
+)
 _lengths = st.one_of(st.integers(0, 600), st.integers(0, 2**80), st.just(32 * 1024 * 1024 + 1))
 
 
@@ -346,17 +360,18 @@ _lengths = st.one_of(st.integers(0, 600), st.integers(0, 2**80), st.just(32 * 10
 def _structured(draw: st.DrawFn) -> bytes:
     kind, event_id, length = draw(_kinds), draw(_ids), draw(_lengths)
     raw_len = draw(st.one_of(st.just(str(length).encode()), st.sampled_from([b"", b"-1", b"1e3", b"0x10", b" 5"])))
-    body = draw(st.one_of(
-        st.binary(max_size=min(length, 600)),  # truncated (or exact when short)
-        st.just(b'{"hook_event_name": "UserPromptSubmit", "session_id": "fuzz-'),
-        st.just(b"\xff\xfe" * 10),
-        st.just(b"[" * 300),
-    ))
+    body = draw(
+        st.one_of(
+            st.binary(max_size=min(length, 600)),  # truncated (or exact when short)
+            st.just(b'{"hook_event_name": "UserPromptSubmit", "session_id": "fuzz-'),
+            st.just(b"\xff\xfe" * 10),
+            st.just(b"[" * 300),
+        )
+    )
     return b"NMEM1 " + kind + b" " + event_id + b" " + raw_len + b"\n" + body
 
 
-_frames = st.one_of(st.binary(max_size=600), _structured(),
-                    st.binary(max_size=300).map(lambda b: b"NMEM1 " + b))
+_frames = st.one_of(st.binary(max_size=600), _structured(), st.binary(max_size=300).map(lambda b: b"NMEM1 " + b))
 
 
 @pytest.mark.timeout(90)
@@ -365,8 +380,12 @@ def test_fuzzed_frames_never_kill_the_daemon(daemon: Daemon) -> None:
     assert daemon.proc is not None
     replies: dict[bytes, int] = {}
 
-    @settings(max_examples=100, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=100,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(frame=_frames, abrupt=st.booleans())
     def one(frame: bytes, abrupt: bool) -> None:
         with connect(daemon.socket, timeout=10) as s:
@@ -423,8 +442,20 @@ def _build_at(home: Path, tag: str, applied: int) -> set[str]:
             cur = conn.execute(
                 "INSERT INTO observations(event_id, session_id, project, ts, last_ts, hook_event, type, title, content,"
                 " tool_name, file_path, command) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (event_id, ex.session_id, ex.project, time.time(), time.time(), ex.hook_event, obs.type, obs.title,
-                 obs.content, obs.tool_name, obs.file_path, obs.command),
+                (
+                    event_id,
+                    ex.session_id,
+                    ex.project,
+                    time.time(),
+                    time.time(),
+                    ex.hook_event,
+                    obs.type,
+                    obs.title,
+                    obs.content,
+                    obs.tool_name,
+                    obs.file_path,
+                    obs.command,
+                ),
             )
             conn.execute(
                 "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id)"
@@ -432,8 +463,10 @@ def _build_at(home: Path, tag: str, applied: int) -> set[str]:
                 (event_id, time.time(), ex.session_id, ex.hook_event, cur.lastrowid),
             )
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations_ai'").fetchone():
-            conn.execute("INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-                         " SELECT id, title, content, file_path, command FROM observations")
+            conn.execute(
+                "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
+                " SELECT id, title, content, file_path, command FROM observations"
+            )
         conn.execute("COMMIT")
     finally:
         conn.close()

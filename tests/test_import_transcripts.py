@@ -349,12 +349,32 @@ def synthetic_transcript(path: Path, session: str, calls: int) -> None:
             tid = f"toolu_{session}_{i:06d}"
             ts = (start + dt.timedelta(milliseconds=100 * i)).isoformat()
             use = {"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": f"echo step {i}"}}
-            f.write(json.dumps({**env, "type": "assistant", "uuid": f"{tid}-a", "timestamp": ts,
-                                "message": {"id": f"msg_{i}", "role": "assistant", "content": [use]}}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        **env,
+                        "type": "assistant",
+                        "uuid": f"{tid}-a",
+                        "timestamp": ts,
+                        "message": {"id": f"msg_{i}", "role": "assistant", "content": [use]},
+                    }
+                )
+                + "\n"
+            )
             result = {"type": "tool_result", "tool_use_id": tid, "content": f"step {i}"}
-            f.write(json.dumps({**env, "type": "user", "uuid": f"{tid}-r", "timestamp": ts,
-                                "message": {"role": "user", "content": [result]},
-                                "toolUseResult": {"stdout": f"step {i}", "stderr": "", "interrupted": False}}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        **env,
+                        "type": "user",
+                        "uuid": f"{tid}-r",
+                        "timestamp": ts,
+                        "message": {"role": "user", "content": [result]},
+                        "toolUseResult": {"stdout": f"step {i}", "stderr": "", "interrupted": False},
+                    }
+                )
+                + "\n"
+            )
 
 
 @pytest.mark.timeout(90)

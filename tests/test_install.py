@@ -49,8 +49,15 @@ def test_install_keeps_everything_is_idempotent_and_uninstall_restores(claude_di
     assert post[1]["matcher"] == "*" and ours["async"] is True and "-I -S" in ours["command"]
     assert first["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
     assert first["hooks"]["Notification"] == OTHER["hooks"]["Notification"]
-    for event in ("UserPromptSubmit", "PostToolUseFailure", "PreCompact", "PostCompact", "Stop", "SubagentStop",
-                  "SessionEnd"):
+    for event in (
+        "UserPromptSubmit",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PostCompact",
+        "Stop",
+        "SubagentStop",
+        "SessionEnd",
+    ):
         assert "nmem_client/send.py" in first["hooks"][event][0]["hooks"][0]["command"]
     assert list(claude_dir.glob("settings.json.nmem-backup-*"))
     mcp = json.loads(state.read_text())

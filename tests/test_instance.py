@@ -68,8 +68,9 @@ def test_second_daemon_exits_4_and_the_first_keeps_serving(daemon: Daemon) -> No
     assert count(daemon.db, "events", "session_id = ?", (marker,)) == 1
 
     # The same with the socket given on the command line.
-    third = subprocess.run([str(BIN / "nmemd"), "--socket", daemon.socket], env=daemon.env,
-                           capture_output=True, timeout=30)
+    third = subprocess.run(
+        [str(BIN / "nmemd"), "--socket", daemon.socket], env=daemon.env, capture_output=True, timeout=30
+    )
     assert third.returncode == 4 and ALREADY_RUNNING.match(third.stderr), third.stderr
     assert daemon.stop() == 0
 
@@ -161,8 +162,7 @@ async def test_connection_from_another_uid_is_refused(
     assert count(db, "events") == 0
     assert count(db, "inbox") == 0
     refused = [
-        r for r in caplog.records
-        if r.levelno == logging.WARNING and "refused a connection from uid" in r.getMessage()
+        r for r in caplog.records if r.levelno == logging.WARNING and "refused a connection from uid" in r.getMessage()
     ]
     assert len(refused) == 1 and str(os.geteuid()) in refused[0].getMessage()
     assert not await anyio.Path(settings.socket).exists()
@@ -225,8 +225,9 @@ def test_twenty_daemons_started_at_once_one_serves(nmem_env: dict[str, str], sho
     try:
         started = time.monotonic()
         for _ in range(20):
-            procs.append(subprocess.Popen([str(BIN / "nmemd")], env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE))
+            procs.append(
+                subprocess.Popen([str(BIN / "nmemd")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            )
         while b"READY=1" not in notify.recv(4096):
             pass
         # Everyone but the winner exits 4, and quickly.

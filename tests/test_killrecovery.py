@@ -121,8 +121,9 @@ def _backlog(daemon: Daemon) -> int:
 
 
 def _per_marker(db: Path, table: str, prefix: str) -> dict[str, int]:
-    rows = db_rows(db, f"SELECT session_id, count(*) FROM {table} WHERE session_id LIKE ? GROUP BY session_id",
-                   (prefix + "%",))
+    rows = db_rows(
+        db, f"SELECT session_id, count(*) FROM {table} WHERE session_id LIKE ? GROUP BY session_id", (prefix + "%",)
+    )
     return {str(r[0]): int(r[1]) for r in rows}
 
 
@@ -155,8 +156,10 @@ def test_kill9_at_random_points_loses_and_duplicates_nothing(daemon: Daemon, kee
         acked += rnd.acked
         fallbacks += sum(rnd.fallbacks.values())
         waiting += _backlog(daemon)
-        print(f"round {number}: killed after {rnd.killed_at}/{rnd.total} events; in-process acked {rnd.acked},"
-              f" fell back {rnd.fallbacks}; backlog at restart {_backlog(daemon)}")
+        print(
+            f"round {number}: killed after {rnd.killed_at}/{rnd.total} events; in-process acked {rnd.acked},"
+            f" fell back {rnd.fallbacks}; backlog at restart {_backlog(daemon)}"
+        )
 
         daemon.start()  # recovers the WAL, drains inbox and spool at start (and every 2 s)
         wait_until(lambda: _backlog(daemon) == 0, 30, f"{context}: inbox and spool drained")
@@ -171,8 +174,9 @@ def test_kill9_at_random_points_loses_and_duplicates_nothing(daemon: Daemon, kee
         # Derived rows follow the ledger: one observation and one session counting one event each.
         observations = _per_marker(daemon.db, "observations", prefix)
         assert observations == dict.fromkeys(expected, 1), context
-        sessions = dict(db_rows(daemon.db, "SELECT session_id, event_count FROM sessions WHERE session_id LIKE ?",
-                                (prefix + "%",)))
+        sessions = dict(
+            db_rows(daemon.db, "SELECT session_id, event_count FROM sessions WHERE session_id LIKE ?", (prefix + "%",))
+        )
         assert sessions == dict.fromkeys(expected, 1), context
         stored_before += len(expected)
         assert count(daemon.db, "events") == stored_before, context

@@ -20,18 +20,45 @@ def _events(session: str) -> list[bytes]:
     base = {"session_id": session, "cwd": "/tmp/proj", "transcript_path": "/tmp/t.jsonl"}
     pem = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
     return [
-        json.dumps({**base, "hook_event_name": "UserPromptSubmit",
-                    "prompt": f"deploy with key {AWS} <private>{PRIVATE}</private> please"}).encode(),
-        json.dumps({**base, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_1",
-                    "tool_input": {"command": f"curl -H 'Authorization: Bearer {BEARER}' "
-                                              f"https://admin:{PASSWORD}@example.com/api --token={GITHUB}"},
-                    "tool_response": {"stdout": f"password={PASSWORD}\n{pem}", "stderr": "", "interrupted": False}}
-                   ).encode(),
-        json.dumps({**base, "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": "toolu_2",
-                    "tool_input": {"file_path": "/tmp/proj/.env"},
-                    "tool_response": {"type": "text", "file": {"filePath": "/tmp/proj/.env",
-                                      "content": f"GITHUB_TOKEN={GITHUB}\nAWS_ACCESS_KEY_ID={AWS}\n",
-                                      "numLines": 2, "startLine": 1, "totalLines": 2}}}).encode(),
+        json.dumps(
+            {
+                **base,
+                "hook_event_name": "UserPromptSubmit",
+                "prompt": f"deploy with key {AWS} <private>{PRIVATE}</private> please",
+            }
+        ).encode(),
+        json.dumps(
+            {
+                **base,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_use_id": "toolu_1",
+                "tool_input": {
+                    "command": f"curl -H 'Authorization: Bearer {BEARER}' "
+                    f"https://admin:{PASSWORD}@example.com/api --token={GITHUB}"
+                },
+                "tool_response": {"stdout": f"password={PASSWORD}\n{pem}", "stderr": "", "interrupted": False},
+            }
+        ).encode(),
+        json.dumps(
+            {
+                **base,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Read",
+                "tool_use_id": "toolu_2",
+                "tool_input": {"file_path": "/tmp/proj/.env"},
+                "tool_response": {
+                    "type": "text",
+                    "file": {
+                        "filePath": "/tmp/proj/.env",
+                        "content": f"GITHUB_TOKEN={GITHUB}\nAWS_ACCESS_KEY_ID={AWS}\n",
+                        "numLines": 2,
+                        "startLine": 1,
+                        "totalLines": 2,
+                    },
+                },
+            }
+        ).encode(),
     ]
 
 

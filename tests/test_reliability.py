@@ -125,8 +125,9 @@ class Figures:
 
     def account(self, db: Path, expected: set[str], prefix: str, *, observations: bool = True) -> None:
         """Every expected marker stored exactly once under `prefix`; integrity checks; no dup event_id."""
-        rows = db_rows(db, "SELECT session_id, count(*) FROM events WHERE session_id LIKE ? GROUP BY session_id",
-                       (prefix + "%",))
+        rows = db_rows(
+            db, "SELECT session_id, count(*) FROM events WHERE session_id LIKE ? GROUP BY session_id", (prefix + "%",)
+        )
         stored = {str(r[0]): int(r[1]) for r in rows}  # type: ignore[call-overload]
         self.sent = len(expected)
         self.stored = len(expected & set(stored))
@@ -137,8 +138,13 @@ class Figures:
         self.check(self.duplicated == 0, f"{self.duplicated} events stored more than once")
         self.check(not extra, f"unexpected events stored: {sorted(extra)[:3]}")
         if observations:
-            obs = dict(db_rows(db, "SELECT session_id, count(*) FROM observations WHERE session_id LIKE ?"
-                                   " GROUP BY session_id", (prefix + "%",)))
+            obs = dict(
+                db_rows(
+                    db,
+                    "SELECT session_id, count(*) FROM observations WHERE session_id LIKE ? GROUP BY session_id",
+                    (prefix + "%",),
+                )
+            )
             wrong = {m: obs.get(m) for m in expected if obs.get(m) != 1}
             self.check(not wrong, f"{len(wrong)} events without exactly one observation, e.g. {list(wrong)[:3]}")
         try:
@@ -158,16 +164,22 @@ class Figures:
 
     def lines(self) -> list[str]:
         lat = self.latency()
-        out = [f"scenario {self.scenario}: {self.name} (scale {self.scale:g})",
-               f"  events sent {self.sent}, stored {self.stored}, lost {self.lost}, duplicated {self.duplicated}"]
+        out = [
+            f"scenario {self.scenario}: {self.name} (scale {self.scale:g})",
+            f"  events sent {self.sent}, stored {self.stored}, lost {self.lost}, duplicated {self.duplicated}",
+        ]
         if self.acked or self.fell_back or self.refused or self.real_clients:
             real = f"; {self.real_clients} sends through the real client script" if self.real_clients else ""
-            out.append(f"  in-process clients: acked {self.acked}, fell back {self.fell_back or 0},"
-                       f" ERR replies {self.refused or 0}{real}")
+            out.append(
+                f"  in-process clients: acked {self.acked}, fell back {self.fell_back or 0},"
+                f" ERR replies {self.refused or 0}{real}"
+            )
         if lat:
             bound = f" (client timeout {self.timeout_s * 1000:.0f} ms)" if self.timeout_s else ""
-            out.append(f"  client wall time: p50 {lat['p50'] * 1000:.1f} ms, p99 {lat['p99'] * 1000:.1f} ms,"
-                       f" max {lat['max'] * 1000:.1f} ms over {len(self.latencies)} sends{bound}")
+            out.append(
+                f"  client wall time: p50 {lat['p50'] * 1000:.1f} ms, p99 {lat['p99'] * 1000:.1f} ms,"
+                f" max {lat['max'] * 1000:.1f} ms over {len(self.latencies)} sends{bound}"
+            )
         for key, value in self.notes.items():
             out.append(f"  {key}: {value}")
         out.append("  PASS" if not self.violations else "  FAIL: " + "; ".join(self.violations))
@@ -255,8 +267,15 @@ SESSION_START_TIMEOUT_MS = 2000
 
 
 def session_start(marker: str, cwd: str) -> bytes:
-    return json.dumps({"session_id": marker, "transcript_path": f"{cwd}/.claude/{marker}.jsonl", "cwd": cwd,
-                       "hook_event_name": "SessionStart", "source": "startup"}).encode()
+    return json.dumps(
+        {
+            "session_id": marker,
+            "transcript_path": f"{cwd}/.claude/{marker}.jsonl",
+            "cwd": cwd,
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        }
+    ).encode()
 
 
 def _seed_project(daemon: Daemon, cwd: str, n: int) -> None:
@@ -471,8 +490,9 @@ def scenario_5(daemon: Daemon, scale: float = 1.0) -> Figures:
         problem = client_problem(done)
         fig.check(problem is None, f"real client while full: {problem}")
     facts = ping(daemon.socket) or {}
-    fig.notes["while full"] = (f"{n} sent, {len(acked)} acked, {refusals} refused;"
-                               f" daemon last_error={str(facts.get('last_error'))[:60]!r}")
+    fig.notes["while full"] = (
+        f"{n} sent, {len(acked)} acked, {refusals} refused; daemon last_error={str(facts.get('last_error'))[:60]!r}"
+    )
     fig.check(refusals >= refusals_wanted, f"the daemon never refused ({n} events of ~4 KB, limit {limit} B)")
     fig.check(set(fig.refused) <= {"storage_full"}, f"unclear refusals: {fig.refused}")
     stored_now = {str(r[0]) for r in db_rows(daemon.db, "SELECT session_id FROM events WHERE session_id LIKE 's5-%'")}
@@ -490,8 +510,10 @@ def scenario_5(daemon: Daemon, scale: float = 1.0) -> Figures:
         fig.client_done(outcome, wall, code)
         after.append(outcome)
     wait_until(lambda: backlog(daemon.home, daemon.db) == 0, 30, "inbox and spool drained once space returned")
-    fig.notes["after space returned"] = (f"{after.count('acked')}/{len(after)} acked at once; backlog drained"
-                                         f" {time.monotonic() - recovered_at:.1f} s after the limit was lifted")
+    fig.notes["after space returned"] = (
+        f"{after.count('acked')}/{len(after)} acked at once; backlog drained"
+        f" {time.monotonic() - recovered_at:.1f} s after the limit was lifted"
+    )
     fig.check(after.count("acked") == len(after), f"not acknowledged after space returned: {after}")
     fig.check(proc.poll() is None, "the daemon exited")
     fig.check(_serving_lines(daemon.home) == serving_before, "the daemon restarted (restart loop)")
@@ -623,17 +645,21 @@ def scenario_6(daemon: Daemon, scale: float = 1.0) -> Figures:
                 f.result(timeout=30)
     facts = wait_until(lambda: (f := ping(daemon.socket)) and f["connections"] <= 1 and f, 30, "connections closed")
     rss_end = rss_kb(pid)
-    fig.notes["health check"] = (f"{health['ok']} passed, {health['failed']} failed;"
-                                 f" wall max {max(health_walls, default=0) * 1000:.0f} ms")
-    fig.notes["daemon VmRSS"] = f"{rss_start / 1024:.0f} MB at start, peak {rss_peak[0] / 1024:.0f} MB, " \
-                                f"{rss_end / 1024:.0f} MB after"
+    fig.notes["health check"] = (
+        f"{health['ok']} passed, {health['failed']} failed; wall max {max(health_walls, default=0) * 1000:.0f} ms"
+    )
+    fig.notes["daemon VmRSS"] = (
+        f"{rss_start / 1024:.0f} MB at start, peak {rss_peak[0] / 1024:.0f} MB, {rss_end / 1024:.0f} MB after"
+    )
     slow_ok = sum(r[0] == "acked" for r in slow_replies)
     slow_codes = sorted({r[1].decode() for r in slow_replies if r[1]})
     stalled_codes = {c.decode(): stalled_replies.count(c) for c in set(stalled_replies)}
     stalled_timeouts = sum(c in (protocol.ERR_TIMEOUT, protocol.ERR_BUSY) for c in stalled_replies)
-    fig.notes["slow senders"] = (f"{slow_ok}/{slow_n} acked, the others refused ({slow_codes}) and fell back"
-                                 f" {dict((o, [r[0] for r in slow_replies].count(o)) for o in ('inbox', 'spool'))};"
-                                 f" stalled senders dropped: {stalled_codes}")
+    fig.notes["slow senders"] = (
+        f"{slow_ok}/{slow_n} acked, the others refused ({slow_codes}) and fell back"
+        f" {dict((o, [r[0] for r in slow_replies].count(o)) for o in ('inbox', 'spool'))};"
+        f" stalled senders dropped: {stalled_codes}"
+    )
     fig.check(daemon.proc.poll() is None, "the daemon died")
     fig.check(health["failed"] == 0, f"health check failed {health['failed']} times (of {sum(health.values())})")
     fig.check(rss_peak[0] - rss_start < 150 * 1024, f"VmRSS grew by {(rss_peak[0] - rss_start) / 1024:.0f} MB")
@@ -742,8 +768,9 @@ def scenario_7(daemon: Daemon, scale: float = 1.0, starters: int = 20) -> Figure
         try:
             started = time.monotonic()
             for _ in range(starters):
-                procs.append(subprocess.Popen([str(BIN / "nmemd")], env=env, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.PIPE))
+                procs.append(
+                    subprocess.Popen([str(BIN / "nmemd")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                )
             while b"READY=1" not in notify.recv(4096):
                 pass
             watching.set()
@@ -761,8 +788,11 @@ def scenario_7(daemon: Daemon, scale: float = 1.0, starters: int = 20) -> Figure
             watcher.start()
             exited: dict[int, float] = {}
 
-            def all_but_one_exited(procs: list[subprocess.Popen[bytes]] = procs, exited: dict[int, float] = exited,
-                                   started: float = started) -> bool:
+            def all_but_one_exited(
+                procs: list[subprocess.Popen[bytes]] = procs,
+                exited: dict[int, float] = exited,
+                started: float = started,
+            ) -> bool:
                 for p in procs:
                     if p.pid not in exited and p.poll() is not None:
                         exited[p.pid] = time.monotonic() - started
@@ -785,12 +815,16 @@ def scenario_7(daemon: Daemon, scale: float = 1.0, starters: int = 20) -> Figure
             if alive:
                 winner = alive[0]
                 facts = ping(daemon.socket) or {}
-                fig.check(facts.get("pid") == winner.pid and lock_pid(daemon.socket) == winner.pid,
-                          f"round {rnd}: the winner does not hold the lock and the socket")
+                fig.check(
+                    facts.get("pid") == winner.pid and lock_pid(daemon.socket) == winner.pid,
+                    f"round {rnd}: the winner does not hold the lock and the socket",
+                )
                 marker = f"s7-r{rnd:03d}-after"
                 markers.add(marker)
-                fig.check(send_frame(daemon.socket, protocol.KIND_HOOK, new_id(), payload(marker))[0] == b"OK",
-                          "send to the winner")
+                fig.check(
+                    send_frame(daemon.socket, protocol.KIND_HOOK, new_id(), payload(marker))[0] == b"OK",
+                    "send to the winner",
+                )
                 winner.send_signal(signal.SIGTERM)
                 fig.check(winner.wait(30) == 0, "the winner did not stop cleanly")
         finally:
@@ -854,8 +888,14 @@ def _interpreter_for(uid: int, gid: int) -> str | None:
     """An interpreter the other uid may run (ours may live under a 0700 home)."""
     for candidate in (sys.executable, "/usr/bin/python3"):
         try:
-            done = subprocess.run([candidate, "-I", "-S", "-c", "pass"], user=uid, group=gid, extra_groups=[],
-                                  capture_output=True, timeout=20)
+            done = subprocess.run(
+                [candidate, "-I", "-S", "-c", "pass"],
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                capture_output=True,
+                timeout=20,
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if done.returncode == 0:
@@ -880,16 +920,24 @@ def scenario_8(daemon: Daemon, short_dir: str, scale: float = 1.0) -> Figures:
     for path, mode in ((short_dir, 0o711), (run_dir, 0o711), (daemon.socket, 0o666)):
         os.chmod(path, mode)
     attempts = scaled(3, scale)
-    replies = [_as_other_uid(_raw_exchange(daemon.socket, payload(f"s8-intruder-b{k}")), uid, gid)
-               for k in range(attempts)]
+    replies = [
+        _as_other_uid(_raw_exchange(daemon.socket, payload(f"s8-intruder-b{k}")), uid, gid) for k in range(attempts)
+    ]
     fig.notes["with the socket opened up"] = f"{attempts} connections, replies {sorted(set(replies))}"
     fig.check(all(r == b"reply " for r in replies), f"the daemon answered another uid: {replies[:2]}")
     # c) The real hook client run as the other uid: refused, and it cannot use our inbox either.
     python = _interpreter_for(uid, gid)
     if python is not None:
-        done = subprocess.run([python, "-I", "-S", str(SEND_SCRIPT)], input=payload("s8-intruder-c"),
-                              env={**daemon.env, "NMEM_AUTOSTART": "0"}, user=uid, group=gid, extra_groups=[],
-                              capture_output=True, timeout=30)
+        done = subprocess.run(
+            [python, "-I", "-S", str(SEND_SCRIPT)],
+            input=payload("s8-intruder-c"),
+            env={**daemon.env, "NMEM_AUTOSTART": "0"},
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            capture_output=True,
+            timeout=30,
+        )
         fig.check(done.returncode == 0 and done.stderr == b"", f"the client did not fail open: {done}")
         fig.notes["real client as nobody"] = f"rc {done.returncode}, stderr {done.stderr!r}"
     else:
@@ -931,9 +979,15 @@ def scenario_9(daemon: Daemon, scale: float = 1.0, senders: int = 8) -> Figures:
     n = scaled(4000, scale)
     fig = Figures(9, f"a read transaction held open while {n} events arrive", scale)
     fig.timeout_s = CLIENT_TIMEOUT_MS / 1000
-    start_with_env(daemon, {  # the production checkpoint job, run often enough for a bounded test
-        "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": "1", "NMEM_MAINTENANCE_IDLE_S": "0.2",
-        "NMEM_MAINTENANCE_WAL_TRUNCATE_BYTES": str(WAL_SHRUNK_BYTES), **DRAIN_FAST})
+    start_with_env(
+        daemon,
+        {  # the production checkpoint job, run often enough for a bounded test
+            "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": "1",
+            "NMEM_MAINTENANCE_IDLE_S": "0.2",
+            "NMEM_MAINTENANCE_WAL_TRUNCATE_BYTES": str(WAL_SHRUNK_BYTES),
+            **DRAIN_FAST,
+        },
+    )
     wal = Path(str(daemon.db) + "-wal")
     reader = sqlite3.connect(daemon.db, isolation_level=None)
     reader.execute("BEGIN")
@@ -963,17 +1017,22 @@ def scenario_9(daemon: Daemon, scale: float = 1.0, senders: int = 8) -> Figures:
     ended = time.monotonic()
     wait_until(lambda: not wal.exists() or wal.stat().st_size <= WAL_SHRUNK_BYTES, 60, "the WAL to shrink back")
     fig.notes["throughput with the reader open"] = f"{n / took:.0f} events/s"
-    fig.notes["WAL"] = (f"peak {wal_peak[0] / 1048576:.1f} MB with the reader open; back to"
-                        f" {(wal.stat().st_size if wal.exists() else 0) / 1048576:.2f} MB"
-                        f" {time.monotonic() - ended:.1f} s after it ended")
+    fig.notes["WAL"] = (
+        f"peak {wal_peak[0] / 1048576:.1f} MB with the reader open; back to"
+        f" {(wal.stat().st_size if wal.exists() else 0) / 1048576:.2f} MB"
+        f" {time.monotonic() - ended:.1f} s after it ended"
+    )
     fig.check(not fig.refused, f"clients got ERR replies: {fig.refused}")
     fig.check(not fig.fell_back, f"clients fell back (no ack within {CLIENT_TIMEOUT_MS} ms): {fig.fell_back}")
     locked = [line for line in log_text(daemon.home).splitlines() if "locked" in line.lower() or "busy" in line]
     fig.check(not locked, f"the daemon log reports contention: {locked[:2]}")
     wait_until(lambda: backlog(daemon.home, daemon.db) == 0, 30, "inbox drained")
     fig.check(daemon.stop() == 0, "nmemd did not exit cleanly")
-    fig.account(daemon.db, {f"s9-{k:02d}-{i:06d}" for k in range(senders) for i in range(per_sender)
-                            if k * per_sender + i < n}, "s9-")
+    fig.account(
+        daemon.db,
+        {f"s9-{k:02d}-{i:06d}" for k in range(senders) for i in range(per_sender) if k * per_sender + i < n},
+        "s9-",
+    )
     return fig
 
 
@@ -1015,29 +1074,56 @@ def secret_events(session: str, cwd: str = "/tmp/nmem-rel-s10") -> list[bytes]:
     """Every planted secret, in every kind of text a hook carries: prompt, command, output, file, reply."""
     p = PLANTED
     pem = f"-----BEGIN RSA PRIVATE KEY-----\n{p['private-key']}\n{p['private-key']}\n-----END RSA PRIVATE KEY-----"
-    text = (f"key {p['aws-access-key']} AWS_SECRET_ACCESS_KEY={p['aws-secret-key']} push https://{p['github-token']}"
-            f"@github.com/o/r token {p['github-pat']}. SLACK={p['slack-token']} OPENAI_API_KEY={p['openai-key']}"
-            f" k={p['anthropic-key']} maps?key={p['google-api-key']}&x=1 stripe {p['stripe-key']}"
-            f" cookie jar {p['jwt']} done\n{pem}\nAuthorization: Basic {p['auth-header']}\n"
-            f"got Bearer {p['bearer-token']} back\nCookie: session={p['cookie']}; theme=dark\n"
-            f"postgres://app:{p['url-password']}@db:5432/x password={p['password']}\n"
-            f'{{"client_secret": "{p["client-secret"]}", "api_key": "{p["api-key"]}"}}'
-            f" export GITLAB_TOKEN={p['token']}")
+    text = (
+        f"key {p['aws-access-key']} AWS_SECRET_ACCESS_KEY={p['aws-secret-key']} push https://{p['github-token']}"
+        f"@github.com/o/r token {p['github-pat']}. SLACK={p['slack-token']} OPENAI_API_KEY={p['openai-key']}"
+        f" k={p['anthropic-key']} maps?key={p['google-api-key']}&x=1 stripe {p['stripe-key']}"
+        f" cookie jar {p['jwt']} done\n{pem}\nAuthorization: Basic {p['auth-header']}\n"
+        f"got Bearer {p['bearer-token']} back\nCookie: session={p['cookie']}; theme=dark\n"
+        f"postgres://app:{p['url-password']}@db:5432/x password={p['password']}\n"
+        f'{{"client_secret": "{p["client-secret"]}", "api_key": "{p["api-key"]}"}}'
+        f" export GITLAB_TOKEN={p['token']}"
+    )
     base = {"session_id": session, "cwd": cwd, "transcript_path": f"{cwd}/.claude/{session}.jsonl"}
-    return [json.dumps(e).encode() for e in (
-        {**base, "hook_event_name": "UserPromptSubmit", "prompt": f"deploy with these: {text}"},
-        {**base, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": f"{session}-1",
-         "tool_input": {"command": f"curl -H 'Authorization: Bearer {p['bearer-token']}' {text[:400]}"},
-         "tool_response": {"stdout": text, "stderr": text[-300:], "interrupted": False}},
-        {**base, "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": f"{session}-2",
-         "tool_input": {"file_path": f"{cwd}/.env"},
-         "tool_response": {"type": "text", "file": {"filePath": f"{cwd}/.env", "content": text, "numLines": 9}}},
-        {**base, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash", "tool_use_id": f"{session}-3",
-         "tool_input": {"command": f"deploy --token {p['token']}"}, "error": f"failed: {text}"},
-        {**base, "hook_event_name": "PostToolUse", "tool_name": "mcp__vault__put", "tool_use_id": f"{session}-4",
-         "tool_input": {"value": text, "api_key": p["api-key"]}, "tool_response": "stored"},
-        {**base, "hook_event_name": "Stop", "last_assistant_message": f"I used {text}", "stop_hook_active": False},
-    )]
+    return [
+        json.dumps(e).encode()
+        for e in (
+            {**base, "hook_event_name": "UserPromptSubmit", "prompt": f"deploy with these: {text}"},
+            {
+                **base,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_use_id": f"{session}-1",
+                "tool_input": {"command": f"curl -H 'Authorization: Bearer {p['bearer-token']}' {text[:400]}"},
+                "tool_response": {"stdout": text, "stderr": text[-300:], "interrupted": False},
+            },
+            {
+                **base,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Read",
+                "tool_use_id": f"{session}-2",
+                "tool_input": {"file_path": f"{cwd}/.env"},
+                "tool_response": {"type": "text", "file": {"filePath": f"{cwd}/.env", "content": text, "numLines": 9}},
+            },
+            {
+                **base,
+                "hook_event_name": "PostToolUseFailure",
+                "tool_name": "Bash",
+                "tool_use_id": f"{session}-3",
+                "tool_input": {"command": f"deploy --token {p['token']}"},
+                "error": f"failed: {text}",
+            },
+            {
+                **base,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "mcp__vault__put",
+                "tool_use_id": f"{session}-4",
+                "tool_input": {"value": text, "api_key": p["api-key"]},
+                "tool_response": "stored",
+            },
+            {**base, "hook_event_name": "Stop", "last_assistant_message": f"I used {text}", "stop_hook_active": False},
+        )
+    ]
 
 
 def _needles(secret: str) -> set[bytes]:
@@ -1074,13 +1160,19 @@ def secret_hits(home: Path, db: Path) -> dict[str, list[str]]:
 
 
 def _nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "NMEM_AUTOSTART": "0"})
+    return subprocess.run(
+        [str(BIN / "nmem"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NMEM_AUTOSTART": "0"},
+    )
 
 
 def scenario_10(daemon: Daemon, scale: float = 1.0) -> Figures:
-    fig = Figures(10, f"secrets of {len(PLANTED)} redacted families via socket, inbox and spool;"
-                      " then forget and purge", scale)
+    fig = Figures(
+        10, f"secrets of {len(PLANTED)} redacted families via socket, inbox and spool; then forget and purge", scale
+    )
     rounds = scaled(1, scale)
     markers: set[str] = set()
     stages: dict[str, int] = {}
@@ -1107,8 +1199,12 @@ def scenario_10(daemon: Daemon, scale: float = 1.0) -> Figures:
             fig.check(done.returncode == 0, "client")
         markers |= {inbox_session, spool_session, sock_session}
         clean(f"round {rnd}: running daemon")
-        ids = [str(r[0]) for r in db_rows(daemon.db, "SELECT id FROM observations WHERE session_id = ?"
-                                          " ORDER BY id LIMIT 2", (sock_session,))]
+        ids = [
+            str(r[0])
+            for r in db_rows(
+                daemon.db, "SELECT id FROM observations WHERE session_id = ? ORDER BY id LIMIT 2", (sock_session,)
+            )
+        ]
         forgot = _nmem("forget", *ids)
         fig.check(forgot.returncode == 0, f"nmem forget: {forgot.stderr[-200:]}")
         clean(f"round {rnd}: after forget")
@@ -1119,8 +1215,12 @@ def scenario_10(daemon: Daemon, scale: float = 1.0) -> Figures:
         clean(f"round {rnd}: stopped")
     fig.notes["families"] = ", ".join(PLANTED)
     fig.notes["families found on disk, by stage"] = stages
-    rows = {str(r[0]): int(r[1]) for r in db_rows(
-        daemon.db, "SELECT session_id, count(*) FROM events WHERE session_id LIKE 's10-%' GROUP BY session_id")}
+    rows = {
+        str(r[0]): int(r[1])
+        for r in db_rows(
+            daemon.db, "SELECT session_id, count(*) FROM events WHERE session_id LIKE 's10-%' GROUP BY session_id"
+        )
+    }
     fig.sent = len(markers) * 6
     fig.stored = sum(rows.values())
     fig.lost = fig.sent - fig.stored

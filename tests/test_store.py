@@ -12,8 +12,9 @@ from nmemd.store import Incoming, open_store
 pytestmark = pytest.mark.anyio
 
 
-def _event(eid: str, obs: Observation, *, session: str = "s1", ts: float = 1000.0, hook: str = "PostToolUse",
-           **extra: object) -> Incoming:
+def _event(
+    eid: str, obs: Observation, *, session: str = "s1", ts: float = 1000.0, hook: str = "PostToolUse", **extra: object
+) -> Incoming:
     ex = Extracted(hook_event=hook, session_id=session, cwd="/p", project="/p", observations=[obs], **extra)
     return Incoming(event_id=eid, received_at=ts, extracted=ex)
 
@@ -58,11 +59,13 @@ async def test_sessions_and_prompt_numbers() -> None:
     start = Observation(type="session", title="Session started (startup)")
     end = Observation(type="session", title="Session ended (clear)")
     async with open_store(settings) as store:
-        await store.commit_batch([
-            _event("s", start, hook="SessionStart", ts=10, source="startup", model="m1"),
-            _event("p1", prompt, hook="UserPromptSubmit", ts=11),
-            _event("p2", prompt, hook="UserPromptSubmit", ts=12),
-        ])
+        await store.commit_batch(
+            [
+                _event("s", start, hook="SessionStart", ts=10, source="startup", model="m1"),
+                _event("p1", prompt, hook="UserPromptSubmit", ts=11),
+                _event("p2", prompt, hook="UserPromptSubmit", ts=12),
+            ]
+        )
         await store.commit_batch([_event("e", end, hook="SessionEnd", ts=13, end_reason="clear")])
     assert db_rows(settings.db, "SELECT prompt_number FROM prompts ORDER BY ts") == [(1,), (2,)]
     row = db_rows(
@@ -154,8 +157,10 @@ async def test_a_crash_before_indexing_is_caught_up_at_the_next_open(tmp_path: o
     # Simulate the crash: the row stays, the watermark goes back below it, the index loses it.
     conn = sqlite3.connect(settings.db, isolation_level=None)
     conn.execute("BEGIN")
-    conn.execute("INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)"
-                 " SELECT 'delete', id, title, content, file_path, command FROM observations")
+    conn.execute(
+        "INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)"
+        " SELECT 'delete', id, title, content, file_path, command FROM observations"
+    )
     conn.execute("UPDATE fts_state SET indexed_below = 1")
     conn.execute("COMMIT")
     conn.close()
