@@ -4,8 +4,9 @@
 InvalidEvent that refuses it) from the event loop, without a task. Whenever the worker is
 not there (starting, restarting, gone at shutdown) or has too much in flight, `submit`
 returns False and the caller extracts in the loop as before; payloads the worker still
-held when it died are extracted in the loop too. So the worker only ever adds speed:
-no event waits on it for longer than it lives, none is lost or extracted twice.
+held when it died are extracted in the loop too, and a worker that answers nothing for
+`STALL_S` is killed. So the worker only ever adds speed: no event waits on it for longer
+than it lives or that stall limit, none is lost or extracted twice.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Final, cast
 
@@ -30,6 +32,10 @@ LOG = logging.getLogger("nmemd.extractor")
 MAX_IN_FLIGHT: Final = 4096  # beyond this the loop extracts itself rather than queue behind the worker
 RESTART_DELAY_S: Final = 1.0  # a worker that dies is started again after this pause
 STOP_GRACE_S: Final = 2.0  # at shutdown the worker answers what it holds, then exits on EOF
+# An event takes ~30 us to extract (a 1 MB payload a few ms): a request unanswered this long
+# means a frozen or stuck worker. It is killed and the loop extracts what it held; meanwhile
+# hook clients fall back to the inbox after their own timeout, so nothing waits longer.
+STALL_S: Final = 2.0
 
 Result = Extracted | InvalidEvent
 Done = Callable[[Result], None]
@@ -45,7 +51,7 @@ class Extractor:
         self.restarts = 0
         self._transport: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
-        self._pending: dict[int, tuple[bytes, Done]] = {}
+        self._pending: dict[int, tuple[bytes, Done, float]] = {}  # seq -> (body, done, sent at)
         self._seq = 0
         self._buf = bytearray()
         self._out: list[bytes] = []
@@ -64,7 +70,7 @@ class Extractor:
         if not self.ready or len(self._pending) >= MAX_IN_FLIGHT or self._stdin is None:
             return False
         self._seq += 1
-        self._pending[self._seq] = (body, done)
+        self._pending[self._seq] = (body, done, time.monotonic())
         if not self._out:
             asyncio.get_running_loop().call_soon(self._flush)  # one pipe write per loop turn
         self._out.append(REQUEST.pack(len(body), self._seq))
@@ -87,7 +93,10 @@ class Extractor:
                 except OSError as exc:
                     LOG.error("extraction worker not started: %s; extracting in the event loop", exc)
                 else:
-                    await self._exited.wait()
+                    while not self._exited.is_set():
+                        with anyio.move_on_after(STALL_S / 2):
+                            await self._exited.wait()
+                        self._check_stalled()
                 await anyio.sleep(RESTART_DELAY_S)
                 self.restarts += 1
         finally:
@@ -105,6 +114,19 @@ class Extractor:
         )  # fmt: skip
         self._transport = transport
         self._stdin = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
+
+    def _check_stalled(self) -> None:
+        if not self._pending or self._transport is None:
+            return
+        _, _, sent_at = next(iter(self._pending.values()))  # the oldest: replies come in order
+        waited = time.monotonic() - sent_at
+        if waited > STALL_S and not self._exited.is_set():
+            LOG.error(
+                "extraction worker (pid %s) answered nothing for %.1f s with %d events waiting; killing it",
+                self.pid, waited, len(self._pending),
+            )  # fmt: skip
+            self.ready = False
+            self._transport.kill()  # _exit follows: the loop extracts what it held
 
     async def _stop(self) -> None:
         self.ready = False
@@ -139,7 +161,7 @@ class Extractor:
             entry = self._pending.pop(seq, None)
             if entry is None:  # already extracted here (a reply that came after the worker was given up)
                 continue
-            body, done = entry
+            body, done, _ = entry
             if status == OK:
                 self.extracted += 1
                 done(self._decode(payload))
@@ -165,7 +187,7 @@ class Extractor:
         """Extract here whatever the worker will never answer."""
         pending, self._pending = self._pending, {}
         self._out.clear()
-        for body, done in pending.values():
+        for body, done, _ in pending.values():
             done(self._here(body))
 
     def _here(self, body: bytes) -> Result:

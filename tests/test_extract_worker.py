@@ -149,6 +149,25 @@ def test_a_worker_killed_under_load_loses_nothing_and_comes_back(daemon: Daemon)
     integrity_ok(daemon.db)
 
 
+def test_a_frozen_worker_is_killed_and_its_events_extracted_here(daemon: Daemon) -> None:
+    daemon.start()
+    frozen = ready_worker(daemon.socket)["pid"]
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        status, _ = send_hook(daemon.socket, new_id(), payload("while-frozen"), timeout=30)
+        assert status == b"OK"  # after the stall limit, extracted in the loop
+        again = ready_worker(daemon.socket, restarts=1)
+        assert again["pid"] != frozen
+        wait_until(lambda: not pid_running(frozen), 10, "the frozen worker to be killed")
+    finally:
+        if pid_running(frozen):
+            os.kill(frozen, signal.SIGKILL)
+    assert "answered nothing" in log_text(daemon.home)
+    assert send_hook(daemon.socket, new_id(), payload("after"))[0] == b"OK"
+    daemon.stop()
+    assert count(daemon.db, "events") == 2
+
+
 def test_refusals_through_the_worker_match_the_loop(daemon: Daemon) -> None:
     daemon.start()
     ready_worker(daemon.socket)
