@@ -239,7 +239,7 @@ async def _drain_periodically(daemon: Daemon) -> None:
             count = await drain_once(daemon.ingestor, daemon.settings)
             if count:
                 daemon.last_activity = time.monotonic()
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:  # OSError: the spool unreadable, out of descriptors
             LOG.warning("inbox drain failed, will retry: %s", exc)
         await anyio.sleep(daemon.settings.inbox_drain_interval_s)
 
@@ -249,7 +249,7 @@ async def _final_drain(daemon: Daemon) -> None:
     with anyio.move_on_after(SHUTDOWN_GRACE_S):
         try:
             await drain_once(daemon.ingestor, daemon.settings)
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:
             LOG.warning("final inbox drain failed; events stay in the inbox: %s", exc)
 
 

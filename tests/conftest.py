@@ -123,6 +123,8 @@ def daemon(nmem_env: dict[str, str], short_dir: str) -> Iterator[Daemon]:
     yield d
     if d.proc is not None and d.proc.poll() is None:
         d.stop()
+    elif d.proc is not None and d.proc.stderr is not None:
+        d.proc.stderr.close()  # a daemon that died: its pipe must not leak into a later test's warnings
 
 
 def run_send(

@@ -233,3 +233,17 @@ def test_a_malformed_reply_makes_the_client_fall_back(nmem_env: dict[str, str], 
         server.close()
     assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
     assert db_rows(Path(nmem_env["NMEM_HOME"]) / "nmem.db", "SELECT count(*) FROM inbox") == [(1,)]
+
+
+def test_an_unreadable_spool_is_logged_and_capture_goes_on(daemon: Daemon) -> None:
+    """A drain that fails with an OSError (here the spool is a file; out of descriptors in
+    RELIABILITY scenario 6) is retried at the next interval; the daemon keeps serving."""
+    daemon.home.mkdir(parents=True, exist_ok=True)
+    (daemon.home / "spool").write_text("not a directory")
+    daemon.env["NMEM_INBOX_DRAIN_INTERVAL_S"] = FAST_DRAIN
+    daemon.start()
+    wait_until(lambda: log_text(daemon.home).count("inbox drain failed, will retry") >= 2, 10, "two failed drains")
+    assert ping(daemon.socket) is not None
+    assert send_hook(daemon.socket, new_id(), payload(_marker("spool")))[0] == b"OK"
+    assert daemon.stop() == 0
+    assert count(daemon.db, "events") == 1
