@@ -386,6 +386,9 @@ class Scheduler:
             "integrity": s.maintenance_integrity_interval_s,
         }
         self.last_run: dict[str, float] = {}
+        # A job never run (a new database) counts its age from this start: it waits for quiet
+        # like any other instead of running at the first tick, under whatever load there is.
+        self.started = time.time()
 
     async def load(self) -> None:
         """Carry last runs over restarts, so a daily job stays daily."""
@@ -403,7 +406,7 @@ class Scheduler:
         for name, interval in self.intervals.items():
             if interval <= 0:
                 continue  # 0 turns a job off
-            age = now - self.last_run.get(name, 0.0)
+            age = now - self.last_run.get(name, self.started)
             if age >= interval and (idle or age >= 2 * interval):
                 out.append(name)
         return out

@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
-from helpers import payload, wait_until
+from helpers import count, new_id, payload, send_hook, wait_until
 
 from nmemd import config, maintenance
 from nmemd.model import Extracted, Observation
@@ -128,6 +129,27 @@ def test_the_scheduler_runs_due_jobs_in_a_running_daemon(daemon: Daemon) -> None
     done = nmem("maintain", "--job", "optimize")  # on demand, through the daemon
     assert done.returncode == 0 and "optimize" in done.stdout, done.stderr
     assert daemon.stop() == 0
+
+
+def test_a_new_database_runs_no_job_under_load_until_it_is_due_and_quiet(daemon: Daemon) -> None:
+    """A job never run counts its age from the daemon's start: no vacuum or integrity check at the
+    first tick of a new install while its first events stream in."""
+    daemon.env.update({"NMEM_MAINTENANCE_IDLE_S": "1", "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": "2"})
+    daemon.start()
+    deadline = time.monotonic() + 3.0  # busy past several 0.5 s ticks, short of twice the checkpoint interval
+    sent = 0
+    while time.monotonic() < deadline:
+        assert send_hook(daemon.socket, new_id(), payload(f"busy-{sent}"))[0] == b"OK"
+        sent += 1
+    assert db_rows(daemon.db, "SELECT name FROM jobs") == []
+
+    def checkpointed() -> bool:
+        return bool(db_rows(daemon.db, "SELECT 1 FROM jobs WHERE name = 'checkpoint'"))
+
+    wait_until(checkpointed, timeout=15.0, message="the checkpoint job once the daemon is quiet")
+    assert {str(r[0]) for r in db_rows(daemon.db, "SELECT name FROM jobs")} == {"checkpoint"}  # the rest: not due
+    assert daemon.stop() == 0
+    assert count(daemon.db, "events") == sent
 
 
 def test_ingestion_keeps_working_while_a_big_vacuum_runs(daemon: Daemon) -> None:
