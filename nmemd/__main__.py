@@ -62,10 +62,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_STARTUP_FAILURE)
     import anyio
 
-    from nmemd import sqlite_tuning
+    from nmemd import malloc_tuning, sqlite_tuning
     from nmemd.server import serve
 
     sqlite_tuning.disable_memstatus()  # before the first connection
+    malloc_tuning.keep_heap()
 
     try:
         anyio.run(lambda: serve(settings, started_by=args.started_by), backend="asyncio")
