@@ -65,6 +65,10 @@ class Extractor:
     def facts(self) -> WorkerFacts:
         return WorkerFacts(pid=self.pid, ready=self.ready, extracted=self.extracted, restarts=self.restarts)
 
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
     def submit(self, body: bytes, done: Done) -> bool:
         """Queue `body` for the worker (True: `done` runs later, on the loop) or decline (False)."""
         if not self.ready or len(self._pending) >= MAX_IN_FLIGHT or self._stdin is None:
