@@ -50,8 +50,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     inbox_drain_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 2.0
     idle_timeout_s: NonNegFloat = 0.0  # 0: never exit for idleness
     skip_tools: list[str] = []
-    # Extract hook payloads in a child process (nmemd.extract_worker) so that parsing and
-    # redaction use the second core; off: the event loop extracts (~20 MB less memory).
+    # Under load, extract hook payloads in a child process (nmemd.extract_worker) so that
+    # parsing and redaction use the second core; off: the event loop always does (~15 MB less).
     extract_worker: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Recall. SessionStart context size in characters (0: inject nothing); nmemd.context

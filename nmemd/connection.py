@@ -224,7 +224,7 @@ class FrameConnection(asyncio.Protocol):
             self._hand_over_to_mcp(body)
 
     def _extracted(self, event_id: bytes, result: Extracted | InvalidEvent) -> None:
-        """The extraction worker's answer (nmemd.extractor), on the loop."""
+        """An extraction done off this call (the worker process or a thread), back on the loop."""
         if isinstance(result, InvalidEvent):
             self._invalid(event_id, result)
             self._frame_done()
@@ -275,14 +275,12 @@ class FrameConnection(asyncio.Protocol):
         self._frame_done()
 
     async def _extract_offloaded(self, event_id: bytes, body: bytes) -> None:
+        result: Extracted | InvalidEvent
         try:
-            extracted = await anyio.to_thread.run_sync(extract_event, body, self.daemon.skip_tools)
+            result = await anyio.to_thread.run_sync(extract_event, body, self.daemon.skip_tools)
         except InvalidEvent as exc:
-            self._invalid(event_id, exc)
-            self._frame_done()
-            return
-        if not self._submit(event_id, extracted):
-            self._frame_done()
+            result = exc
+        self._extracted(event_id, result)
 
     async def _rpc(self, body: bytes) -> None:
         from nmemd.server import rpc_reply
