@@ -1,15 +1,18 @@
 """Ingest throughput: many persistent connections, one frame in flight each, acked after COMMIT.
 
-The load generator (asyncio, this process) and nmemd (a child process) run side by
-side; payloads are the fixture's PostToolUse events, made unique per event (session,
-command, paths) so the daemon's dedup does not collapse them (`--payload repeat`
-sends identical payloads per session instead). After each run the db must hold
-exactly the events sent. Then a sweep over NMEM_BATCH_MAX_DELAY_MS (and a small
-NMEM_BATCH_MAX_EVENTS) with 32 and 1 connections, plus the idle single-event latency
-(a new connection per event, like the hook client), to justify the defaults.
+The load generator (asyncio, this process: a bare protocol per connection, ~8 us of CPU
+per event; `--compare-generator` runs the older asyncio-streams one beside it, ~12 us)
+and nmemd (a child process) run side by side on the same cores; payloads are the
+fixture's PostToolUse events, made unique per event (session, command, paths) so the
+daemon's dedup does not collapse them (`--payload repeat` sends identical payloads per
+session instead). After each run the db must hold exactly the events sent. Then a sweep
+over NMEM_BATCH_MAX_DELAY_MS (and a small NMEM_BATCH_MAX_EVENTS) with 32 and 1
+connections, plus the idle single-event latency (a new connection per event, like the
+hook client), to justify the defaults.
 
     .venv/bin/python bench/bench_ingest.py                      # 32 connections, 20,000 events, then the sweep
     .venv/bin/python bench/bench_ingest.py --connections 1 --events 2000 --no-sweep
+    .venv/bin/python bench/bench_ingest.py --no-sweep --payload unique --compare-worker 7 --compare-generator 7
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import common
 from common import Daemon, Home, median, ms, p99, verdict
@@ -61,7 +65,7 @@ def cpu_seconds(pid: int, tid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-async def _load(sock_path: str, frames: list[bytes], connections: int) -> tuple[int, list[int]]:
+async def _load_streams(sock_path: str, frames: list[bytes], connections: int) -> tuple[int, list[int]]:
     """Open the connections, then send every frame; return (elapsed ns, per-frame latencies)."""
     conns = [await asyncio.open_unix_connection(sock_path) for _ in range(connections)]
     latencies: list[int] = []
@@ -91,12 +95,87 @@ async def _load(sock_path: str, frames: list[bytes], connections: int) -> tuple[
     return elapsed, latencies
 
 
-async def load(sock_path: str, frames: list[bytes], connections: int) -> tuple[int, list[int]]:
+class _Sender(asyncio.Protocol):
+    """One connection of the load: sends its frames one at a time, the next once the ack is whole.
+
+    A bare protocol rather than asyncio streams: the load generator shares the two cores with
+    the daemon, and streams cost it ~3x the CPU per event (a coroutine resumed per read).
+    """
+
+    def __init__(self, frames: list[bytes], latencies: list[int], finished: asyncio.Future[None]):
+        self.frames, self.latencies, self.finished = frames, latencies, finished
+        self.next = 0
+        self.buf = b""
+        self.sent_at = 0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def send_next(self) -> None:
+        if self.next == len(self.frames):
+            if not self.finished.done():
+                self.finished.set_result(None)
+            return
+        self.sent_at = time.perf_counter_ns()
+        cast(asyncio.Transport, self.transport).write(self.frames[self.next])
+        self.next += 1
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data
+        nl = buf.find(b"\n")
+        if nl < 0:
+            self.buf = buf
+            return
+        if buf[:3] != b"OK ":
+            self._fail(RuntimeError(f"daemon refused an event: {buf[:nl]!r}"))
+            return
+        end = nl + 1 + int(buf[3:nl])
+        if len(buf) < end:
+            self.buf = buf
+            return
+        self.latencies.append(time.perf_counter_ns() - self.sent_at)
+        self.buf = buf[end:]
+        self.send_next()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.next < len(self.frames) or self.buf:
+            self._fail(exc or RuntimeError("the daemon closed a connection mid-run"))
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.finished.done():
+            self.finished.set_exception(exc)
+
+
+async def _load_protocol(sock_path: str, frames: list[bytes], connections: int) -> tuple[int, list[int]]:
+    loop = asyncio.get_running_loop()
+    latencies: list[int] = []
+    senders: list[_Sender] = []
+    for k in range(connections):
+        sender = _Sender(frames[k::connections], latencies, loop.create_future())
+        await loop.create_unix_connection(lambda s=sender: s, sock_path)  # type: ignore[misc]
+        senders.append(sender)
+    start = time.perf_counter_ns()
+    try:
+        for sender in senders:
+            sender.send_next()
+        await asyncio.gather(*(s.finished for s in senders))
+        elapsed = time.perf_counter_ns() - start
+    finally:
+        for sender in senders:
+            if sender.transport is not None:
+                sender.transport.close()
+    return elapsed, latencies
+
+
+async def load(sock_path: str, frames: list[bytes], connections: int, protocol: bool = True) -> tuple[int, list[int]]:
     async with asyncio.timeout(RUN_TIMEOUT_S):
-        return await _load(sock_path, frames, connections)
+        return await (_load_protocol if protocol else _load_streams)(sock_path, frames, connections)
 
 
-def run_once(events: int, connections: int, mode: str, env: dict[str, str] | None = None) -> Result:
+def run_once(
+    events: int, connections: int, mode: str, env: dict[str, str] | None = None, protocol: bool = True
+) -> Result:
     """A fresh daemon in a temp home, one load run, the db checked; the daemon stopped and removed."""
     tag = os.urandom(3).hex()
     frames = [common.frame(body) for body in make_bodies(events, mode, tag)]
@@ -107,7 +186,7 @@ def run_once(events: int, connections: int, mode: str, env: dict[str, str] | Non
             common.ping(home.socket)
             cpu0, loop0, gen0 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
             kids0 = {kid: cpu_seconds(kid) for kid in common.child_pids(daemon.pid)}
-            elapsed, latencies = asyncio.run(load(home.socket, frames, connections))
+            elapsed, latencies = asyncio.run(load(home.socket, frames, connections, protocol))
             cpu1, loop1, gen1 = cpu_seconds(daemon.pid), cpu_seconds(daemon.pid, daemon.pid), time.process_time()
             worker = sum(cpu_seconds(kid) - kids0.get(kid, 0.0) for kid in common.child_pids(daemon.pid))
             batches = int(common.ping_facts(home.socket).get("batches", 0))
@@ -177,27 +256,34 @@ def _pooled(results: list[Result]) -> tuple[float, list[int], float, float]:
     return eps, lat, batch, cpu
 
 
-def compare_worker(events: int, connections: int, rounds: int, env: dict[str, str]) -> bool:
-    """The extraction worker on and off, alternating, so that the machine's drifts hit both alike."""
-    runs: dict[str, list[Result]] = {"1": [], "0": []}
+def compare(
+    title: str, variants: dict[str, tuple[dict[str, str], bool]], rounds: int, events: int, connections: int
+) -> bool:
+    """Runs of each variant (daemon env, bare-protocol generator?) in turn, so that the machine's drifts hit all alike.
+
+    The first variant is the one held to the target; the last line is its ratio to the second.
+    """
+    runs: dict[str, list[Result]] = {label: [] for label in variants}
     for _ in range(rounds):
-        for flag, results in runs.items():
-            results.append(run_once(events, connections, "unique", {**env, "NMEM_EXTRACT_WORKER": flag}))
-    print(f"\nextraction worker on vs off, {rounds} alternating rounds of {connections} conns x {events} unique events")
-    for flag, results in runs.items():
+        for label, (env, protocol) in variants.items():
+            runs[label].append(run_once(events, connections, "unique", env, protocol))
+    print(f"\n{title}, {rounds} alternating rounds of {connections} conns x {events} unique events")
+    width = max(map(len, variants))
+    for i, (label, results) in enumerate(runs.items()):
         eps = [r.eps for r in results]
         cpu = sum(r.daemon_cpu_s + r.worker_cpu_s for r in results) / sum(r.events for r in results) * 1e6
+        gen = sum(r.gen_cpu_s for r in results) / sum(r.events for r in results) * 1e6
         print(
-            f"  worker {'on ' if flag == '1' else 'off'}: median {median(eps):,.0f} events/s"
-            f" (runs {', '.join(f'{x:,.0f}' for x in eps)}); CPU {cpu:.0f} us/event, worker included"
+            f"  {label:<{width}}: median {median(eps):,.0f} events/s (runs {', '.join(f'{x:,.0f}' for x in eps)});"
+            f" daemon CPU {cpu:.0f} us/event, worker included; load generator {gen:.1f} us/event"
             + (
                 f" (target >= {TARGET_EPS:,}: {verdict(median(eps) >= TARGET_EPS)})"
-                if flag == "1" and connections >= 32
+                if i == 0 and connections >= 32
                 else ""
             )
         )
-    on, off = (median([r.eps for r in runs[f]]) for f in ("1", "0"))
-    print(f"  on / off: {on / off:.2f}")
+    first, second = (median([r.eps for r in results]) for results in list(runs.values())[:2])
+    print(f"  {' / '.join(list(runs)[:2])}: {first / second:.2f}")
     return all(r.db_events == r.events for results in runs.values() for r in results)
 
 
@@ -274,6 +360,13 @@ def main() -> None:
         metavar="ROUNDS",
         help="then alternate runs with the extraction worker on and off, ROUNDS each (unique payloads)",
     )
+    parser.add_argument(
+        "--compare-generator",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="then alternate runs of the bare-protocol load generator and the asyncio-streams one, ROUNDS each",
+    )
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     common.wait_quiet(args.wait_quiet)
@@ -288,8 +381,15 @@ def main() -> None:
         mean_bytes = sum(map(len, bodies)) / len(bodies)
         r = run_once(args.events, args.connections, mode, daemon_env)
         ok = print_result("ingest", r, mode, mean_bytes) and ok
+    env = daemon_env or {}
     if args.compare_worker:
-        ok = compare_worker(args.events, args.connections, args.compare_worker, daemon_env or {}) and ok
+        variants = {"worker on": ({**env, "NMEM_EXTRACT_WORKER": "1"}, True),
+                    "worker off": ({**env, "NMEM_EXTRACT_WORKER": "0"}, True)}  # fmt: skip
+        ok = compare("extraction worker on vs off", variants, args.compare_worker, args.events, args.connections) and ok
+    if args.compare_generator:
+        variants = {"protocol generator": (env, True), "streams generator": (env, False)}
+        title = "load generator: bare protocol vs asyncio streams (the same daemon)"
+        ok = compare(title, variants, args.compare_generator, args.events, args.connections) and ok
     if not args.no_sweep:
         ok = sweep(args.sweep_events, args.sweep_single, args.idle, args.rounds) and ok
     if not ok:
