@@ -83,7 +83,7 @@ def _recent_sessions(conn: sqlite3.Connection, project: str, focus: str | None) 
     """Sessions of the project that did some work, newest first (the focus session first)."""
     sql = f"""SELECT s.session_id, s.last_event_at, s.ended_at, s.end_reason, s.event_count, s.summary
               FROM sessions s WHERE s.project = ? AND EXISTS (
-                  SELECT 1 FROM observations o WHERE o.session_id = s.session_id AND o.project = ?
+                  SELECT 1 FROM observations o WHERE o.session_id = s.session_id AND +o.project = ?
                   AND o.type NOT IN ({_WORK})) {{}}
               ORDER BY s.last_event_at DESC, s.session_id LIMIT ?"""
     found = [_Session(*r) for r in conn.execute(sql.format(""), (project, project, SESSION_WINDOW))]

@@ -157,11 +157,24 @@ WHEN old.id < (SELECT indexed_below FROM fts_state) BEGIN
 END;
 """
 
+# A finished tool call is known by its observation row: `(session_id, tool_use_id)` of a
+# PostToolUse(Failure) row, the same pair its natural key `tool:<session>:<tool_use_id>` names.
+# The ledger keeps the key only for a call with no row of its own (merged into an earlier
+# observation, or its row deleted: purge and retention copy the key into the ledger first).
+# The session index becomes (session_id, tool_use_id): one session-keyed index instead of two,
+# where each held a page per live session in every commit (~40 of a 14-event commit's ~87 WAL
+# pages; ingest +13 %, BENCHMARKS.md). Session queries sort the session's rows as before.
+M005_TOOL_CALLS_BY_ROW: Final = """
+CREATE INDEX observations_session_tool ON observations(session_id, tool_use_id);
+DROP INDEX observations_session_ts;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
     ("m003_natural_keys", M003_NATURAL_KEYS),
     ("m004_fts_watermark", M004_FTS_WATERMARK),
+    ("m005_tool_calls_by_row", M005_TOOL_CALLS_BY_ROW),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

@@ -137,7 +137,8 @@ async def clear_listed(conn: aiosqlite.Connection) -> None:
 async def delete_listed(conn: aiosqlite.Connection, *, scan_ledger: bool = True) -> None:
     """Delete the observations in `temp.purge_ids` and their prompts; unlink their ledger rows.
 
-    Runs inside the caller's write transaction. The FTS delete trigger removes
+    Runs inside the caller's write transaction. A deleted tool call's natural key moves to its
+    ledger row (the row was its record, see store._plan). The FTS delete trigger removes
     their index entries and `secure_delete=ON` zeroes the freed pages. Ledger
     rows stay (content-free, they keep replays out). The ledger has no index on
     `observation_id`: `scan_ledger` finds every event linked to the rows (one
@@ -146,6 +147,14 @@ async def delete_listed(conn: aiosqlite.Connection, *, scan_ledger: bool = True)
     so a retention step stays a few ms and merged repeats keep a dangling link
     (nothing reads it: ids are never reused).
     """
+    # A finished tool call recorded by its row alone (migration m005) keeps its natural key in the
+    # ledger once the row is gone: a transcript import must not bring a purged call back.
+    await conn.execute(
+        "UPDATE OR IGNORE events SET natural_key = (SELECT 'tool:' || o.session_id || ':' || o.tool_use_id"
+        " FROM observations o WHERE o.event_id = events.event_id) WHERE natural_key IS NULL AND event_id IN"
+        f" (SELECT event_id FROM observations WHERE id {LISTED} AND tool_use_id IS NOT NULL"
+        " AND session_id != 'unknown' AND hook_event IN ('PostToolUse', 'PostToolUseFailure'))"
+    )
     if scan_ledger:
         await conn.execute(f"UPDATE events SET observation_id = NULL WHERE observation_id {LISTED}")
     else:

@@ -170,11 +170,14 @@ def fts_query(text: str) -> str:
 def _where(filters: Filters, alias: str = "o") -> tuple[list[str], list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
+    # With a session given, its index is the way in (a session is small); the unary `+` keeps SQLite
+    # from walking a whole project's or type's index instead, as it may before `PRAGMA optimize`.
+    hint = "+" if filters.session_id else ""
     if filters.project and filters.project != ALL_PROJECTS:
-        clauses.append(f"{alias}.project = ?")
+        clauses.append(f"{hint}{alias}.project = ?")
         params.append(filters.project)
     if filters.types:
-        clauses.append(f"{alias}.type IN ({','.join('?' * len(filters.types))})")
+        clauses.append(f"{hint}{alias}.type IN ({','.join('?' * len(filters.types))})")
         params.extend(filters.types)
     if filters.session_id:
         clauses.append(f"{alias}.session_id = ?")

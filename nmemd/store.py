@@ -51,6 +51,13 @@ class Incoming(msgspec.Struct, kw_only=True):
 KEYED_TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
+def tool_call(ex: Extracted) -> tuple[str, str] | None:
+    """(session, tool_use_id) of a finished tool call: what its natural key names (migration m005)."""
+    if ex.tool_use_id and ex.hook_event in KEYED_TOOL_EVENTS and ex.session_id != "unknown":
+        return ex.session_id, ex.tool_use_id
+    return None
+
+
 def natural_key(ex: Extracted) -> str | None:
     """The key an event has on the hook path and the transcript path alike.
 
@@ -59,10 +66,11 @@ def natural_key(ex: Extracted) -> str | None:
     never claim its key); `prompt:<session>:<prompt_id>` for a prompt, where
     Claude Code sends its id (2.1.196+; the transcript calls it `promptId`).
     """
+    call = tool_call(ex)
+    if call is not None:
+        return f"tool:{call[0]}:{call[1]}"
     if ex.session_id == "unknown":
         return None
-    if ex.tool_use_id and ex.hook_event in KEYED_TOOL_EVENTS:
-        return f"tool:{ex.session_id}:{ex.tool_use_id}"
     if ex.prompt_id and ex.hook_event == "UserPromptSubmit":
         return f"prompt:{ex.session_id}:{ex.prompt_id}"
     return None
@@ -260,9 +268,14 @@ class Store:
         return None
 
 
+# Events already stored: by event_id or natural key in the ledger, and finished tool calls by
+# the observation row that records them (migration m005), as (event_id or NULL, natural key).
 _KNOWN = (
     "SELECT event_id, natural_key FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
     " OR natural_key IN (SELECT value FROM json_each(?))"
+    " UNION ALL SELECT NULL, 'tool:' || session_id || ':' || tool_use_id FROM observations"
+    " WHERE (session_id, tool_use_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+    " FROM json_each(?)) AND hook_event IN ('PostToolUse', 'PostToolUseFailure')"
 )
 ROWS_PER_STATEMENT = 32  # x 15 columns: under SQLite's old 999-parameter limit
 
@@ -417,17 +430,22 @@ class _Plan:
 def _plan(
     items: Sequence[Incoming],
     keys: Sequence[str | None],
+    calls: Sequence[tuple[str, str] | None],
     known: set[str],
     known_keys: set[str],
     next_id: int,
     overlay: Deduper,
 ) -> _Plan:
-    """Turn a batch into rows; observation ids are assigned here (we are the only writer)."""
+    """Turn a batch into rows; observation ids are assigned here (we are the only writer).
+
+    A tool call that gets an observation row of its own is known by that row (`_KNOWN`): its
+    ledger row leaves the natural key out, so the ledger's key index takes no page for it.
+    """
     plan = _Plan(next_id=next_id)
     seen = set(known)
     seen_keys = set(known_keys)
     sessions = plan.sessions
-    for index, (item, key) in enumerate(zip(items, keys, strict=True)):
+    for index, (item, key, call) in enumerate(zip(items, keys, calls, strict=True)):
         if item.from_inbox:
             plan.inbox_done.append((item.event_id,))
         if item.event_id in seen or key in seen_keys:
@@ -438,6 +456,7 @@ def _plan(
         plan.new.append(index)
         ex, ts = item.extracted, item.received_at
         first_id: int | None = None
+        own_row = False  # the event has an observation row of its own
         for n, obs in enumerate(ex.observations):
             target = overlay.lookup(ex.session_id, obs.dedup_key, ts) if obs.dedup_key else None
             if target is not None:
@@ -447,6 +466,7 @@ def _plan(
             oid = plan.next_id
             plan.next_id += 1
             first_id = first_id or oid
+            own_row = True
             obs_event_id = item.event_id if n == 0 else f"{item.event_id}:{n}"
             plan.observations.append(
                 (
@@ -476,6 +496,8 @@ def _plan(
             sessions[ex.session_id] = _Session(ex, ts, item.git_branch)
         else:
             session.add(ex, ts, item.git_branch)
+        if own_row and call is not None and key == f"tool:{call[0]}:{call[1]}":
+            key = None  # the row is the record: (session_id, tool_use_id) of a PostToolUse(Failure) row
         plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id, key))
     return plan
 
@@ -493,13 +515,15 @@ def _commit(
     Its observations join the FTS index once `FTS_CHUNK` of them wait (see migration m004).
     """
     keys = [i.natural_key or natural_key(i.extracted) for i in items]
+    calls = [tool_call(i.extracted) for i in items]
     db.execute("BEGIN IMMEDIATE")
     try:
         ids = _json_list([i.event_id for i in items])
-        rows = db.execute(_KNOWN, (ids, _json_list([k for k in keys if k]))).fetchall()
-        known_ids = {r[0] for r in rows}
+        pairs = msgspec.json.encode([c for c in calls if c is not None]).decode()
+        rows = db.execute(_KNOWN, (ids, _json_list([k for k in keys if k]), pairs)).fetchall()
+        known_ids = {r[0] for r in rows if r[0] is not None}
         known_keys = {r[1] for r in rows if r[1] is not None}
-        plan = _plan(items, keys, known_ids, known_keys, next_id, overlay)
+        plan = _plan(items, keys, calls, known_ids, known_keys, next_id, overlay)
         plan.indexed_below = indexed_below
         if plan.observations:
             _OBSERVATIONS.run(db, plan.observations)

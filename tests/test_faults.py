@@ -467,6 +467,8 @@ def _build_at(home: Path, tag: str, applied: int) -> set[str]:
                 "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
                 " SELECT id, title, content, file_path, command FROM observations"
             )
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_state'").fetchone():  # m004: all indexed
+            conn.execute("UPDATE fts_state SET indexed_below = (SELECT max(id) + 1 FROM observations)")
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -492,6 +494,11 @@ def build_v3(home: Path) -> set[str]:
     return _build_at(home, "v3", 3)
 
 
+def build_v4(home: Path) -> set[str]:
+    """Version 4 (m001-m004_fts_watermark): the session index on (session_id, ts), tool calls keyed in the ledger."""
+    return _build_at(home, "v4", 4)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -509,6 +516,11 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
     ("v1-m001_initial", build_v1, ("m001_initial",)),
     ("v2-m002_fts_batch_index", build_v2, ("m001_initial", "m002_fts_batch_index")),
     ("v3-m003_natural_keys", build_v3, ("m001_initial", "m002_fts_batch_index", "m003_natural_keys")),
+    (
+        "v4-m004_fts_watermark",
+        build_v4,
+        ("m001_initial", "m002_fts_batch_index", "m003_natural_keys", "m004_fts_watermark"),
+    ),
 ]
 
 

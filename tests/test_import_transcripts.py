@@ -28,6 +28,7 @@ from nmem_client import protocol
 from nmemd import config
 from nmemd.extract import extract
 from nmemd.ingest import Ingestor
+from nmemd.purge import PurgeFilter, purge
 from nmemd.store import Incoming, open_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
@@ -170,7 +171,8 @@ def test_a_tool_call_seen_live_and_imported_is_stored_once(daemon: Daemon, tmp_p
     assert count(daemon.db, "inbox") == 0  # every live event was acked by the daemon, not left to the fallback
     sid = session_of(FIXTURES / HEAVY)
     for tool_use_id in calls:
-        assert count(daemon.db, "events", "natural_key = ?", (f"tool:{sid}:{tool_use_id}",)) == 1, tool_use_id
+        # The call's observation row is its record (migration m005): the ledger keeps no key for it.
+        assert count(daemon.db, "events", "natural_key = ?", (f"tool:{sid}:{tool_use_id}",)) == 0, tool_use_id
         assert count(daemon.db, "observations", "tool_use_id = ?", (tool_use_id,)) == 1, tool_use_id
     assert count(daemon.db, "observations", "hook_event LIKE 'PostToolUse%'") == 6
     daemon.stop()
@@ -194,8 +196,55 @@ def test_natural_keys_within_one_batch_and_only_for_finished_calls(tmp_path: Pat
 
     assert anyio.run(run) == (2, 0)  # the PreToolUse and one PostToolUse
     db = Path(config.load({}).db)
-    assert count(db, "events", "natural_key = 'tool:nk-1:toolu_nk1'") == 1
+    assert stored_calls(db, "nk-1") == 1
     assert count(db, "observations", "hook_event = 'PostToolUse'") == 1
+
+
+def stored_calls(db: Path, session: str) -> int:
+    """Finished tool calls the store knows in `session`: by a ledger key, or by their own observation row."""
+    return int(
+        db_rows(
+            db,
+            "SELECT count(*) FROM (SELECT natural_key FROM events WHERE natural_key LIKE 'tool:' || ? || ':%'"
+            " UNION SELECT 'tool:' || session_id || ':' || tool_use_id FROM observations WHERE session_id = ?"
+            " AND tool_use_id IS NOT NULL AND hook_event IN ('PostToolUse', 'PostToolUseFailure'))",
+            (session, session),
+        )[0][0]
+    )
+
+
+def test_a_tool_call_stays_known_when_merged_purged_or_keyed_by_an_older_version(tmp_path: Path) -> None:
+    """A call recorded by its row alone, by the row it was merged into, after a purge of its row, or by
+    a ledger key written before m005: sent again under a new event_id (as an import does), it is not new."""
+    read = {"session_id": "nk-2", "cwd": "/tmp/nk", "tool_name": "Read", "hook_event_name": "PostToolUse",
+            "tool_input": {"file_path": "/tmp/nk/a.py"}, "tool_response": {"type": "text", "file": {
+                "filePath": "/tmp/nk/a.py", "content": "x = 1"}}}  # fmt: skip
+    first, repeat, later, old = (extract({**read, "tool_use_id": f"toolu_{n}"}) for n in ("a", "b", "c", "d"))
+
+    def again(*events: Any) -> list[Incoming]:
+        return [Incoming(event_id=new_id(), received_at=9.0, extracted=e) for e in events]
+
+    async def run() -> list[int]:
+        async with open_store(config.load({})) as store:
+            out = [await store.commit_batch(again(first)), await store.commit_batch(again(repeat))]
+            out.append(await store.commit_batch(again(first, repeat)))  # its row; the row it merged into
+            await store.conn.execute(  # a call stored by an older version: its key in the ledger only
+                "INSERT INTO events(event_id, received_at, session_id, hook_event, natural_key)"
+                " VALUES ('old-1', 1.0, 'nk-2', 'PostToolUse', 'tool:nk-2:toolu_d')"
+            )
+            await store.conn.commit()
+            out.append(await store.commit_batch(again(old)))
+            out.append(await store.commit_batch([Incoming(event_id=new_id(), received_at=1e6, extracted=later)]))
+            counts = await purge(store, PurgeFilter(session_id="nk-2"))
+            out.append(counts.observations)
+            out.append(await store.commit_batch(again(first, repeat, later, old)))  # nothing comes back
+            return out
+
+    assert anyio.run(run) == [1, 1, 0, 0, 1, 2, 0]
+    db = Path(config.load({}).db)
+    assert count(db, "observations", "session_id = 'nk-2'") == 0
+    keys = {r[0] for r in db_rows(db, "SELECT natural_key FROM events WHERE session_id = 'nk-2'")}
+    assert keys == {f"tool:nk-2:toolu_{n}" for n in "abcd"}  # the purge moved the rows' keys into the ledger
 
 
 def test_the_daemon_skip_list_governs_extraction_in_the_importer(daemon: Daemon, tmp_path: Path) -> None:
@@ -408,11 +457,11 @@ def test_live_hooks_are_acked_during_an_import_and_ctrl_c_resumes_exactly(daemon
     assert 0 < stored and offset < transcript.stat().st_size
     # The recorded offset never runs ahead of what is committed: every call before it is stored.
     before = transcript.read_bytes()[:offset].count(b'"tool_result"')
-    assert count(daemon.db, "events", "natural_key LIKE 'tool:syn:%'") >= before
+    assert stored_calls(daemon.db, "syn") >= before
 
     code, summary, _ = nmem_import(str(transcript), timeout=60)
     assert code == 0 and not summary["interrupted"]
-    assert count(daemon.db, "events", "natural_key LIKE 'tool:syn:%'") == calls
+    assert stored_calls(daemon.db, "syn") == calls
     assert count(daemon.db, "observations", "session_id = 'syn' AND type = 'command'") == calls
     assert count(daemon.db, "observations", "session_id = 'syn' AND type = 'prompt'") == 1
     daemon.stop()
