@@ -13,6 +13,8 @@ hook client), to justify the defaults.
     .venv/bin/python bench/bench_ingest.py                      # 32 connections, 20,000 events, then the sweep
     .venv/bin/python bench/bench_ingest.py --connections 1 --events 2000 --no-sweep
     .venv/bin/python bench/bench_ingest.py --no-sweep --payload unique --compare-worker 7 --compare-generator 7
+    git worktree add /tmp/base c091739 && .venv/bin/python bench/bench_ingest.py --no-sweep --payload unique \
+        --compare-tree /tmp/base                                  # this checkout vs that commit, alternating
 """
 
 from __future__ import annotations
@@ -367,6 +369,12 @@ def main() -> None:
         metavar="ROUNDS",
         help="then alternate runs of the bare-protocol load generator and the asyncio-streams one, ROUNDS each",
     )
+    parser.add_argument(
+        "--compare-tree",
+        metavar="DIR",
+        help="then alternate runs of this checkout's daemon and the one in DIR (a git worktree of another commit)",
+    )
+    parser.add_argument("--tree-rounds", type=int, default=7, help="rounds of --compare-tree (default 7)")
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     common.wait_quiet(args.wait_quiet)
@@ -386,6 +394,11 @@ def main() -> None:
         variants = {"worker on": ({**env, "NMEM_EXTRACT_WORKER": "1"}, True),
                     "worker off": ({**env, "NMEM_EXTRACT_WORKER": "0"}, True)}  # fmt: skip
         ok = compare("extraction worker on vs off", variants, args.compare_worker, args.events, args.connections) and ok
+    if args.compare_tree:
+        tree = os.path.abspath(args.compare_tree)
+        variants = {"this tree": (env, True), f"{tree}": ({**env, "PYTHONPATH": tree}, True)}
+        title = f"this checkout vs the daemon code of {tree} (PYTHONPATH)"
+        ok = compare(title, variants, args.tree_rounds, args.events, args.connections) and ok
     if args.compare_generator:
         variants = {"protocol generator": (env, True), "streams generator": (env, False)}
         title = "load generator: bare protocol vs asyncio streams (the same daemon)"
