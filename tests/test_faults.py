@@ -499,6 +499,11 @@ def build_v4(home: Path) -> set[str]:
     return _build_at(home, "v4", 4)
 
 
+def build_v5(home: Path) -> set[str]:
+    """Version 5 (m001-m005_tool_calls_by_row): with the file-path index no query used."""
+    return _build_at(home, "v5", 5)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -520,6 +525,11 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
         "v4-m004_fts_watermark",
         build_v4,
         ("m001_initial", "m002_fts_batch_index", "m003_natural_keys", "m004_fts_watermark"),
+    ),
+    (
+        "v5-m005_tool_calls_by_row",
+        build_v5,
+        ("m001_initial", "m002_fts_batch_index", "m003_natural_keys", "m004_fts_watermark", "m005_tool_calls_by_row"),
     ),
 ]
 
