@@ -57,6 +57,16 @@ print(time.perf_counter() - t0, n, lines, len(files))
 """
 
 
+# Every imported event is known by one natural key: in the ledger, or for a tool call with a row
+# of its own, by that row's (session_id, tool_use_id) (migration m005). Events, distinct keys, tool calls.
+KEYS_SQL = (
+    "SELECT (SELECT count(*) FROM events), count(*), sum(k LIKE 'tool:%') FROM ("
+    "SELECT natural_key AS k FROM events WHERE natural_key IS NOT NULL UNION SELECT 'tool:' || session_id"
+    " || ':' || tool_use_id FROM observations WHERE tool_use_id IS NOT NULL"
+    " AND hook_event IN ('PostToolUse', 'PostToolUseFailure'))"
+)
+
+
 def _session_of(data: bytes) -> bytes:
     return json.loads(next(ln for ln in data.splitlines() if b'"sessionId"' in ln))["sessionId"].encode()
 
@@ -176,8 +186,7 @@ def main() -> int:
             summary = json.loads(out)
             conn_rows = subprocess.run(
                 [python, "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(*c.execute("
-                 "\"SELECT count(*), count(DISTINCT natural_key), sum(natural_key LIKE 'tool:%') FROM events\""
-                 ").fetchone())", home.db], capture_output=True, text=True, check=True, timeout=60,
+                 f"{KEYS_SQL!r}).fetchone())", home.db], capture_output=True, text=True, check=True, timeout=60,
             ).stdout.split()  # fmt: skip
         events, keys, tools = (int(x) for x in conn_rows)
         mb = summary["bytes"] / 1e6
