@@ -456,7 +456,7 @@ def _plan(
         plan.new.append(index)
         ex, ts = item.extracted, item.received_at
         first_id: int | None = None
-        own_row = False  # the event has an observation row of its own
+        own_row = False  # its first observation is a row of its own (what purge maps back to the ledger)
         for n, obs in enumerate(ex.observations):
             target = overlay.lookup(ex.session_id, obs.dedup_key, ts) if obs.dedup_key else None
             if target is not None:
@@ -466,7 +466,7 @@ def _plan(
             oid = plan.next_id
             plan.next_id += 1
             first_id = first_id or oid
-            own_row = True
+            own_row = own_row or n == 0
             obs_event_id = item.event_id if n == 0 else f"{item.event_id}:{n}"
             plan.observations.append(
                 (

@@ -92,6 +92,24 @@ async def test_sweep_removes_expired_types_keeps_pinned_fresh_and_forever_types(
 
 
 @pytest.mark.anyio
+async def test_an_expired_tool_call_stays_known_so_an_import_does_not_bring_it_back() -> None:
+    """A tool call recorded by its row alone (m005): the sweep moves its key into the ledger first."""
+    settings = config.load({})
+    obs = Observation(type="read", title="read old.py", content="x = 1", tool_name="Read")
+    ex = Extracted(hook_event="PostToolUse", session_id="s9", cwd="/p", project="/p", tool_use_id="toolu_old",
+                   observations=[obs])  # fmt: skip
+    async with open_store(settings) as store:
+        assert await store.commit_batch([Incoming(event_id="ev-old", received_at=NOW - 100 * DAY, extracted=ex)]) == 1
+        assert db_rows(settings.db, "SELECT natural_key FROM events") == [(None,)]  # its row is its record
+        swept = await retention.sweep(store)
+        assert swept.removed == {"read": 1}
+        assert db_rows(settings.db, "SELECT natural_key FROM events") == [("tool:s9:toolu_old",)]
+        again = Incoming(event_id="imp-again", received_at=NOW - 100 * DAY, extracted=ex)  # as an import sends it
+        assert await store.commit_batch([again]) == 0
+    assert db_rows(settings.db, "SELECT count(*) FROM observations") == [(0,)]
+
+
+@pytest.mark.anyio
 async def test_retention_config_changes_only_the_types_it_names(nmem_env: dict[str, str]) -> None:
     _write_config(nmem_env, "[retention_days]\nprompt = 50\nread = 0\n")
     settings = config.load()
