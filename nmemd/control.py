@@ -20,13 +20,23 @@ from nmemd.instance import lock_holder
 from nmemd.status import DaemonFacts, Status, database_facts
 
 RPC_TIMEOUT_S = 10.0
+BUSY_RETRY_S = 0.01
 
 
 def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
-    try:
-        status, reply = deliver(kind, protocol.NO_EVENT_ID, body, timeout)
-    except OSError as exc:
-        raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
+    """One request; a full listen backlog (EAGAIN on connect: the daemon is up, flooded) is retried
+    until `timeout`, so `nmem status` does not call a busy daemon absent. Hooks never wait so."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status, reply = deliver(kind, protocol.NO_EVENT_ID, body, max(deadline - time.monotonic(), 0.001))
+            break
+        except BlockingIOError as exc:
+            if time.monotonic() + BUSY_RETRY_S >= deadline:
+                raise DaemonUnavailable(f"the daemon accepts no connection (its queue is full): {exc}") from exc
+            time.sleep(BUSY_RETRY_S)
+        except OSError as exc:
+            raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
     if status != b"OK":
         code, _, message = reply.decode(errors="replace").partition(" ")
         raise DaemonError(message or f"the daemon refused the request ({code})")

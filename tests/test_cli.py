@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +83,40 @@ def test_status_json_without_and_with_a_daemon(daemon: Daemon) -> None:
 
     after = json.loads(nmem("status", "--json").stdout)
     assert after["daemon"]["running"] is False and after["database"]["observations"] == 1
+
+
+def test_status_waits_out_a_full_connection_queue_instead_of_calling_the_daemon_absent(daemon: Daemon) -> None:
+    """A frozen daemon's listen backlog filled by idle peers: connect() fails with EAGAIN. `nmem status`
+    retries that (the daemon is up) and reports it running once it accepts again."""
+    daemon.start()
+    assert daemon.proc is not None
+    os.kill(daemon.proc.pid, signal.SIGSTOP)
+    peers: list[socket.socket] = []
+    try:
+        while True:  # until the kernel refuses: the backlog is full
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(daemon.socket)
+            except BlockingIOError:
+                s.close()
+                break
+            peers.append(s)
+            assert len(peers) < 10_000, "the listen backlog never filled"
+        status = subprocess.Popen(
+            [NMEM, "status", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "NMEM_AUTOSTART": "0"},
+        )  # fmt: skip
+        with pytest.raises(subprocess.TimeoutExpired):
+            status.wait(timeout=0.5)  # retrying, not answering "not running"
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+        for s in peers:
+            s.close()
+    out, err = status.communicate(timeout=TIMEOUT_S)
+    assert status.returncode == 0, err
+    assert json.loads(out)["daemon"]["running"] is True
+    assert daemon.stop() == 0
 
 
 def test_read_commands_without_a_database_say_so(nmem_env: dict[str, str]) -> None:
