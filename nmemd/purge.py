@@ -33,7 +33,7 @@ import msgspec
 from nmemd import queries
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.queries import ALL_PROJECTS, Filters, QueryError, convert_params
-from nmemd.store import Store
+from nmemd.store import TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
 from nmemd.summary import summarize_session
 
 LOG = logging.getLogger("nmemd.purge")
@@ -150,10 +150,10 @@ async def delete_listed(conn: aiosqlite.Connection, *, scan_ledger: bool = True)
     # A finished tool call recorded by its row alone (migration m005) keeps its natural key in the
     # ledger once the row is gone: a transcript import must not bring a purged call back.
     await conn.execute(
-        "UPDATE OR IGNORE events SET natural_key = (SELECT 'tool:' || o.session_id || ':' || o.tool_use_id"
-        " FROM observations o WHERE o.event_id = events.event_id) WHERE natural_key IS NULL AND event_id IN"
-        f" (SELECT event_id FROM observations WHERE id {LISTED} AND tool_use_id IS NOT NULL"
-        " AND session_id != 'unknown' AND hook_event IN ('PostToolUse', 'PostToolUseFailure'))"
+        f"UPDATE OR IGNORE events SET natural_key = (SELECT {TOOL_CALL_ROW_KEY} FROM observations"
+        " WHERE observations.event_id = events.event_id) WHERE natural_key IS NULL AND event_id IN"
+        f" (SELECT event_id FROM observations WHERE id {LISTED} AND {TOOL_CALL_ROW}"
+        " AND tool_use_id IS NOT NULL AND session_id != 'unknown')"
     )
     if scan_ledger:
         await conn.execute(f"UPDATE events SET observation_id = NULL WHERE observation_id {LISTED}")

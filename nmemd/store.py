@@ -51,11 +51,21 @@ class Incoming(msgspec.Struct, kw_only=True):
 KEYED_TOOL_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 
+# The same in SQL, over an observations row: an event that finishes a tool call (with `tool_use_id`
+# not null and a known session, the row records that call), and the call's natural key.
+TOOL_CALL_ROW = f"hook_event IN ({', '.join(repr(e) for e in sorted(KEYED_TOOL_EVENTS))})"
+TOOL_CALL_ROW_KEY = "'tool:' || session_id || ':' || tool_use_id"
+
+
 def tool_call(ex: Extracted) -> tuple[str, str] | None:
     """(session, tool_use_id) of a finished tool call: what its natural key names (migration m005)."""
     if ex.tool_use_id and ex.hook_event in KEYED_TOOL_EVENTS and ex.session_id != "unknown":
         return ex.session_id, ex.tool_use_id
     return None
+
+
+def _tool_key(call: tuple[str, str]) -> str:
+    return f"tool:{call[0]}:{call[1]}"
 
 
 def natural_key(ex: Extracted) -> str | None:
@@ -68,7 +78,7 @@ def natural_key(ex: Extracted) -> str | None:
     """
     call = tool_call(ex)
     if call is not None:
-        return f"tool:{call[0]}:{call[1]}"
+        return _tool_key(call)
     if ex.session_id == "unknown":
         return None
     if ex.prompt_id and ex.hook_event == "UserPromptSubmit":
@@ -273,9 +283,9 @@ class Store:
 _KNOWN = (
     "SELECT event_id, natural_key FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
     " OR natural_key IN (SELECT value FROM json_each(?))"
-    " UNION ALL SELECT NULL, 'tool:' || session_id || ':' || tool_use_id FROM observations"
+    f" UNION ALL SELECT NULL, {TOOL_CALL_ROW_KEY} FROM observations"
     " WHERE (session_id, tool_use_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-    " FROM json_each(?)) AND hook_event IN ('PostToolUse', 'PostToolUseFailure')"
+    f" FROM json_each(?)) AND {TOOL_CALL_ROW}"
 )
 ROWS_PER_STATEMENT = 32  # x 15 columns: under SQLite's old 999-parameter limit
 
@@ -496,7 +506,7 @@ def _plan(
             sessions[ex.session_id] = _Session(ex, ts, item.git_branch)
         else:
             session.add(ex, ts, item.git_branch)
-        if own_row and call is not None and key == f"tool:{call[0]}:{call[1]}":
+        if own_row and call is not None:
             key = None  # the row is the record: (session_id, tool_use_id) of a PostToolUse(Failure) row
         plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id, key))
     return plan
@@ -514,8 +524,9 @@ def _commit(
 
     Its observations join the FTS index once `FTS_CHUNK` of them wait (see migration m004).
     """
-    keys = [i.natural_key or natural_key(i.extracted) for i in items]
     calls = [tool_call(i.extracted) for i in items]
+    # A tool call's key is its call's on every path; other events may bring their own (transcript lines).
+    keys = [_tool_key(c) if c else i.natural_key or natural_key(i.extracted) for i, c in zip(items, calls, strict=True)]
     db.execute("BEGIN IMMEDIATE")
     try:
         ids = _json_list([i.event_id for i in items])
