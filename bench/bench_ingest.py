@@ -42,7 +42,7 @@ class Result:
     latencies_ns: list[int]
     daemon_cpu_s: float
     loop_cpu_s: float  # the daemon's main thread (the event loop); the rest ran on its other threads
-    worker_cpu_s: float  # the daemon's children: the extraction worker (nmemd.extract_worker)
+    worker_cpu_s: float  # the daemon's children: the extraction worker (nmemd.capture.extract_worker)
     gen_cpu_s: float
     batches: int
     db_events: int

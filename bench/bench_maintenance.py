@@ -37,9 +37,9 @@ import common
 from common import Daemon, Home, median, p99, verdict
 
 from nmemd import config
-from nmemd.extract import extract_event
+from nmemd.capture.extract import extract_event
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.store import Incoming, open_store
+from nmemd.store.database import Incoming, open_store
 
 TARGET_RATIO = 2.0
 DAY_S = 86400.0

@@ -4,7 +4,7 @@ Each configuration runs in its own process (the setting is process-wide and must
 before the first connection): the same recursive query alone, then on two threads at
 once, each with its own connection. With the statistics on (the default of Debian's
 libsqlite3, built without lookaside), every allocation takes one process-wide mutex and
-the two threads run one at a time; `nmemd` turns them off (nmemd/sqlite_tuning.py).
+the two threads run one at a time; `nmemd` turns them off (nmemd/store/sqlite_tuning.py).
 
     .venv/bin/python bench/bench_sqlite_threads.py
 """
@@ -18,7 +18,7 @@ import common
 
 CHILD = """
 import sqlite3, sys, threading, time
-from nmemd import sqlite_tuning
+from nmemd.store import sqlite_tuning
 off = sys.argv[1] == "off" and sqlite_tuning.disable_memstatus()
 Q = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<2000000) SELECT count(*) FROM c"
 def run(out):

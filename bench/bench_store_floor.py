@@ -33,13 +33,15 @@ from typing import Any
 from bench_import import FLOOR, generate, run_child
 from common import VENV_BIN, add_quiet_arg, print_machine, wait_quiet
 
-from nmemd import config, sqlite_tuning, store
-from nmemd.backfill import BATCH_EVENTS, event_id_for
-from nmemd.dedup import Deduper
-from nmemd.extract import extract
-from nmemd.migrations import MIGRATIONS, MIGRATIONS_DDL
-from nmemd.store import Incoming, natural_key
-from nmemd.transcripts import TranscriptReader, decode_line
+from nmemd import config
+from nmemd.capture.extract import extract
+from nmemd.history.backfill import BATCH_EVENTS, event_id_for
+from nmemd.history.transcripts import TranscriptReader, decode_line
+from nmemd.store import database as store
+from nmemd.store import sqlite_tuning
+from nmemd.store.database import Incoming, natural_key
+from nmemd.store.dedup import Deduper
+from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 TARGET = 3.0
 

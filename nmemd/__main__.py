@@ -31,9 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import os
 
-    from nmemd import config, logs
+    from nmemd import config
+    from nmemd.daemon import logs
+    from nmemd.daemon.instance import InstanceLock, ensure_private_dir
     from nmemd.errors import AlreadyRunning, NmemError
-    from nmemd.instance import InstanceLock, ensure_private_dir
 
     overrides: dict[str, object] = {}
     if args.idle_timeout is not None:
@@ -62,8 +63,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_STARTUP_FAILURE)
     import anyio
 
-    from nmemd import malloc_tuning, sqlite_tuning
-    from nmemd.server import serve
+    from nmemd.daemon import malloc_tuning
+    from nmemd.daemon.server import serve
+    from nmemd.store import sqlite_tuning
 
     sqlite_tuning.disable_memstatus()  # before the first connection
     malloc_tuning.keep_heap()

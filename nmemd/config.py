@@ -50,11 +50,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     inbox_drain_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 2.0
     idle_timeout_s: NonNegFloat = 0.0  # 0: never exit for idleness
     skip_tools: list[str] = []
-    # Under load, extract hook payloads in a child process (nmemd.extract_worker) so that
+    # Under load, extract hook payloads in a child process (nmemd.capture.extract_worker) so that
     # parsing and redaction use the second core; off: the event loop always does (~15 MB less).
     extract_worker: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    # Recall. SessionStart context size in characters (0: inject nothing); nmemd.context
+    # Recall. SessionStart context size in characters (0: inject nothing); nmemd.recall.context
     # caps it at 9,000 whatever is configured, under Claude Code's 10,000-char limit.
     context_budget: Annotated[int, msgspec.Meta(ge=0)] = 5000
     # Prompt-time recall (off by default: it adds text to every prompt): past observations
@@ -64,7 +64,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     prompt_recall_budget: Annotated[int, msgspec.Meta(ge=0, le=9000)] = 1500
     prompt_recall_min_score: NonNegFloat = 2.0
     prompt_recall_max_hits: PositiveInt = 5
-    # Maintenance (nmemd.maintenance): intervals in seconds, 0 turns a job off. Jobs wait for
+    # Maintenance (nmemd.jobs.maintenance): intervals in seconds, 0 turns a job off. Jobs wait for
     # maintenance_idle_s without traffic (at most twice their interval) and run in short steps.
     maintenance_interval_s: NonNegFloat = 600.0  # incremental vacuum and FTS5 merge steps
     maintenance_checkpoint_interval_s: NonNegFloat = 60.0
@@ -75,7 +75,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     maintenance_wal_truncate_bytes: PositiveInt = 32 * 1024 * 1024
     maintenance_vacuum_pages: PositiveInt = 256  # pages per incremental_vacuum step
     maintenance_fts_merge_pages: PositiveInt = 64  # pages per FTS5 merge step (~12 ms at 100,000 rows)
-    # Retention (nmemd.retention): per-type days, merged over RETENTION_DEFAULTS (a file or
+    # Retention (nmemd.jobs.retention): per-type days, merged over RETENTION_DEFAULTS (a file or
     # NMEM_RETENTION_DAYS="read=7,search=7" names only the types it changes). Sweeps delete at
     # most maintenance_retention_batch rows per step, fewer when a step takes more than a few ms.
     retention_days: dict[ObservationType, NonNegFloat] = msgspec.field(default_factory=lambda: dict(RETENTION_DEFAULTS))

@@ -175,7 +175,7 @@ def lock_path(sock_path: str) -> str:
 
 def lock_pid(sock_path: str) -> int | None:
     """The pid of the daemon holding the instance lock of `sock_path`, None when nobody holds it."""
-    from nmemd.instance import lock_holder
+    from nmemd.daemon.instance import lock_holder
 
     return lock_holder(lock_path(sock_path))
 

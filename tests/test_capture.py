@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, db_rows, integrity_ok, run_send
 
-from nmemd.extract import extract
+from nmemd.capture.extract import extract
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 HOOK_FILES = sorted(FIXTURES.glob("hook-stdin-*.jsonl")) + sorted(FIXTURES.glob("hook-stdin-*.json"))

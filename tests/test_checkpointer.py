@@ -13,9 +13,9 @@ from helpers import new_id, payload, wait_until
 from nmem_client import protocol
 from nmem_client.send import deliver
 from nmemd import config
-from nmemd.checkpointer import Checkpointer
 from nmemd.model import Extracted, Observation
-from nmemd.store import Incoming, open_store
+from nmemd.store.checkpointer import Checkpointer
+from nmemd.store.database import Incoming, open_store
 
 
 def test_wal_is_copied_into_the_database_while_events_keep_coming(daemon: Daemon) -> None:

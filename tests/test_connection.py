@@ -1,4 +1,4 @@
-"""The frame protocol as bytes arrive (nmemd/connection.py): pipelined, dribbled and mixed frames."""
+"""The frame protocol as bytes arrive (nmemd/daemon/connection.py): pipelined, dribbled and mixed frames."""
 
 from __future__ import annotations
 

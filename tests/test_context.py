@@ -21,11 +21,11 @@ from replay import session_event, transcript_payloads
 
 from nmem_client import protocol
 from nmemd import config
-from nmemd.context import CLOSE, FIRST_PASS, HARD_CAP, OPEN, build_context
-from nmemd.extract import extract
-from nmemd.recall import keywords, prompt_context
-from nmemd.store import Incoming, open_store
-from nmemd.summary import SUMMARY_MAX, summarize_session
+from nmemd.capture.extract import extract
+from nmemd.recall.context import CLOSE, FIRST_PASS, HARD_CAP, OPEN, build_context
+from nmemd.recall.replies import keywords, prompt_context
+from nmemd.recall.summary import SUMMARY_MAX, summarize_session
+from nmemd.store.database import Incoming, open_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 SPOTTER = "/home/marco/projects/spotter"

@@ -18,8 +18,8 @@ import pytest
 from conftest import BIN, Daemon
 from helpers import kill_all, new_id, payload, send_hook
 
-from nmemd import doctor
-from nmemd.instance import InstanceLock
+from nmemd.daemon.instance import InstanceLock
+from nmemd.setup import doctor
 
 NMEM = str(BIN / "nmem")
 

@@ -11,9 +11,9 @@ from fixtures import hook_payloads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmemd.extract import extract
+from nmemd.capture.extract import extract
+from nmemd.capture.project import project_root, short_name
 from nmemd.model import CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, Observation
-from nmemd.project import project_root, short_name
 
 P = "/Users/tomkwon/Documents/claude-agentic-framework"
 Q = "/private/var/folders/5b/dd_48lts2zsbcg8dpyl1k1_40000gn/T/vibe-kanban/vk-2b7f-please-fix"

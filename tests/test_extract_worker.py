@@ -1,6 +1,6 @@
 """The extraction worker: the same answers as the event loop, and nothing lost when it dies.
 
-The worker is a real `python -m nmemd.extract_worker` process; the daemon tests run a real
+The worker is a real `python -m nmemd.capture.extract_worker` process; the daemon tests run a real
 nmemd and kill its real worker.
 """
 
@@ -22,9 +22,9 @@ from fixtures import hook_payloads
 from helpers import connect, count, log_text, new_id, payload, pid_running, ping, read_reply, send_hook, wait_until
 
 from nmem_client import protocol
+from nmemd.capture.extract import extract_event
+from nmemd.capture.extract_worker import FAILED, INVALID, OK, REPLY, REQUEST
 from nmemd.errors import InvalidEvent
-from nmemd.extract import extract_event
-from nmemd.extract_worker import FAILED, INVALID, OK, REPLY, REQUEST
 
 SKIP = frozenset({"TodoWrite"})
 # Refused, all but the last (stored generically): the worker must agree on both kinds.
@@ -35,7 +35,7 @@ def worker_replies(bodies: list[bytes], skip: frozenset[str]) -> list[tuple[int,
     """Run a worker over `bodies` (all written, then EOF) and parse its replies, hello first."""
     requests = b"".join(REQUEST.pack(len(b), seq) + b for seq, b in enumerate(bodies, start=1))
     proc = subprocess.run(
-        [sys.executable, "-P", "-m", "nmemd.extract_worker", *sorted(skip)],
+        [sys.executable, "-P", "-m", "nmemd.capture.extract_worker", *sorted(skip)],
         input=requests,
         capture_output=True,
         timeout=60,
@@ -71,7 +71,7 @@ def test_the_worker_reads_requests_split_anywhere() -> None:
     """Pipe reads cut frames at any byte: a request split across reads is answered whole."""
     body = json.dumps(next(p for _, p in hook_payloads())).encode()
     frame = REQUEST.pack(len(body), 7) + body
-    argv = [sys.executable, "-P", "-m", "nmemd.extract_worker"]
+    argv = [sys.executable, "-P", "-m", "nmemd.capture.extract_worker"]
     with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         try:

@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
-from nmemd.extract import extract_event
-from nmemd.migrations import MIGRATIONS, MIGRATIONS_DDL
+from nmemd.capture.extract import extract_event
+from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 DRAIN_ENV = {"NMEM_INBOX_DRAIN_INTERVAL_S": "0.3"}
 

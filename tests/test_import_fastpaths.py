@@ -20,10 +20,10 @@ from fixtures import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmemd import redact as redact_module
-from nmemd.extract import _f, _line, _nth_newline
-from nmemd.redact import _CURL_USER, _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
-from nmemd.transcripts import Record, TranscriptReader, decode_line
+from nmemd.capture import redact as redact_module
+from nmemd.capture.extract import _f, _line, _nth_newline
+from nmemd.capture.redact import _CURL_USER, _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
+from nmemd.history.transcripts import Record, TranscriptReader, decode_line
 
 TRANSCRIPTS = sorted(FIXTURES.glob("*transcript*.jsonl"))
 _whole = msgspec.json.Decoder().decode

@@ -26,10 +26,10 @@ from replay import transcript_payloads
 
 from nmem_client import protocol
 from nmemd import config
-from nmemd.extract import extract
-from nmemd.ingest import Ingestor
-from nmemd.purge import PurgeFilter, purge
-from nmemd.store import Incoming, open_store
+from nmemd.capture.extract import extract
+from nmemd.capture.ingest import Ingestor
+from nmemd.jobs.purge import PurgeFilter, purge
+from nmemd.store.database import Incoming, open_store
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 SHORT = "transcript-2.1.38-short.jsonl"

@@ -34,7 +34,7 @@ from helpers import (
 
 from nmem_client import protocol
 from nmemd import config
-from nmemd.server import serve
+from nmemd.daemon.server import serve
 
 ALREADY_RUNNING = re.compile(rb"\Anmemd: nmemd is already running \(pid (\d+)\); lock (\S+)\n\Z")
 

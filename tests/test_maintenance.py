@@ -14,9 +14,10 @@ import pytest
 from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
 from helpers import count, new_id, payload, send_hook, wait_until
 
-from nmemd import config, maintenance
+from nmemd import config
+from nmemd.jobs import maintenance
 from nmemd.model import Extracted, Observation
-from nmemd.store import Incoming, open_store
+from nmemd.store.database import Incoming, open_store
 
 NMEM = str(BIN / "nmem")
 TIMEOUT_S = 30.0

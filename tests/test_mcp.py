@@ -31,7 +31,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from nmem_client import protocol
-from nmemd.context import build_context
+from nmemd.recall.context import build_context
 
 BRIDGE = str(BIN / "nmem-mcp")
 TOOLS = {"search", "timeline", "get_observations", "recent_context", "sessions", "file_history"}

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmemd.redact import CONTEXT_TAG, MAX_CANDIDATES, redact, sensitive_key, strip_private
+from nmemd.capture.redact import CONTEXT_TAG, MAX_CANDIDATES, redact, sensitive_key, strip_private
 
 # Obviously fake values in each family's format.
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"

@@ -63,7 +63,7 @@ from helpers import (
 
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
-from nmemd import control
+from nmemd.daemon import control
 from nmemd.errors import DaemonUnavailable
 
 SCALE_ENV = "NMEM_RELIABILITY_SCALE"
@@ -600,7 +600,7 @@ def scenario_6(daemon: Daemon, scale: float = 1.0) -> Figures:
     markers: set[str] = set()
 
     def health_check() -> None:
-        """`nmem status`'s own ping (nmemd.control), which waits out a full listen backlog (EAGAIN)."""
+        """`nmem status`'s own ping (nmemd.daemon.control), which waits out a full listen backlog (EAGAIN)."""
         assert os.environ["NMEM_SOCKET"] == daemon.socket
         while not stop.is_set():
             t0 = time.monotonic()
@@ -1255,7 +1255,7 @@ def test_scenario_12_every_migration_has_an_earlier_database_case() -> None:
     the row's builder must produce exactly that version (test_faults checks schema_migrations)."""
     from test_faults import EARLIER_VERSIONS
 
-    from nmemd.migrations import MIGRATIONS
+    from nmemd.store.migrations import MIGRATIONS
 
     names = [name for name, _ in MIGRATIONS]
     covered = {applied for _, _, applied in EARLIER_VERSIONS}

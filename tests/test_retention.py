@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from conftest import BIN, db_rows, integrity_ok
 
-from nmemd import config, maintenance, retention
+from nmemd import config
 from nmemd.errors import ConfigError
+from nmemd.jobs import maintenance, retention
 from nmemd.model import Extracted, Observation
-from nmemd.store import Incoming, open_store
+from nmemd.store.database import Incoming, open_store
 
 NMEM = str(BIN / "nmem")
 DAY = 86400.0

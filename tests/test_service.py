@@ -23,7 +23,7 @@ import pytest
 from conftest import BIN, READY_TIMEOUT_S, REPO, run_send
 from helpers import connect, count, log_text, new_id, payload, ping, wait_until
 
-from nmemd import service
+from nmemd.setup import service
 
 NMEMD = str(BIN / "nmemd")
 # What systemd does between fork and exec: the listening socket becomes fd 3 and LISTEN_PID names

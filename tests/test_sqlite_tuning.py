@@ -1,4 +1,4 @@
-"""SQLite's allocation statistics off for the daemon's process (nmemd/sqlite_tuning.py)."""
+"""SQLite's allocation statistics off for the daemon's process (nmemd/store/sqlite_tuning.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 CHECK = """
 import sqlite3
-from nmemd import sqlite_tuning
+from nmemd.store import sqlite_tuning
 ok = sqlite_tuning.disable_memstatus()
 c = sqlite3.connect(":memory:")
 c.execute("CREATE VIRTUAL TABLE t USING fts5(x)")

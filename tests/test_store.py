@@ -7,7 +7,7 @@ from conftest import db_rows, integrity_ok
 
 from nmemd import config
 from nmemd.model import Extracted, Observation
-from nmemd.store import Incoming, open_store
+from nmemd.store.database import Incoming, open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -109,7 +109,7 @@ def _watermark(db: str) -> int:
 
 async def test_live_batches_index_in_chunks_and_searches_catch_up_first() -> None:
     """Small batches leave their rows for the next chunk; `searchable()` indexes them before a read."""
-    from nmemd.store import FTS_CHUNK
+    from nmemd.store.database import FTS_CHUNK
 
     settings = config.load()
     edit = Observation(type="edit", title="Edit zebra.py", content="zebra crossing", file_path="/p/zebra.py")
@@ -173,7 +173,7 @@ async def test_a_crash_before_indexing_is_caught_up_at_the_next_open(tmp_path: o
 
 async def test_purge_by_query_reaches_rows_not_indexed_yet() -> None:
     """A purge's full-text match must see the newest observations: it indexes them first."""
-    from nmemd.purge import PurgeFilter, purge
+    from nmemd.jobs.purge import PurgeFilter, purge
 
     settings = config.load()
     secret = Observation(type="command", title="echo wombat-7731", content="wombat-7731", command="echo wombat-7731")

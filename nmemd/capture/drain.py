@@ -13,12 +13,12 @@ import sqlite3
 
 import anyio
 
-from nmemd.checkpointer import side_checkpoint
+from nmemd.capture.extract import extract_event
+from nmemd.capture.ingest import Ingestor
 from nmemd.config import Settings
 from nmemd.errors import InvalidEvent
-from nmemd.extract import extract_event
-from nmemd.ingest import Ingestor
-from nmemd.store import Incoming
+from nmemd.store.checkpointer import side_checkpoint
+from nmemd.store.database import Incoming
 
 LOG = logging.getLogger("nmemd.drain")
 DRAIN_BATCH = 256

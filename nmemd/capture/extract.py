@@ -21,10 +21,10 @@ from typing import Any, Final
 
 import msgspec
 
+from nmemd.capture.project import project_root
+from nmemd.capture.redact import redact, sensitive_key, strip_private
 from nmemd.errors import InvalidEvent
 from nmemd.model import CONTENT_MAX, TITLE_MAX, Extracted, Observation, ObservationType
-from nmemd.project import project_root
-from nmemd.redact import redact, sensitive_key, strip_private
 
 _SLACK: Final = 200  # raw chars kept past a mid-line bound so `key = "a value"` is whole when redacted
 _COUNT_MAX: Final = 4_000_000  # count hidden lines only in tails shorter than this

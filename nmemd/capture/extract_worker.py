@@ -21,8 +21,8 @@ from typing import Final
 
 import msgspec
 
+from nmemd.capture.extract import extract_event
 from nmemd.errors import InvalidEvent
-from nmemd.extract import extract_event
 
 REQUEST: Final = struct.Struct("<IQ")
 REPLY: Final = struct.Struct("<IQB")

@@ -1,4 +1,4 @@
-"""The event loop's side of the extraction worker (`nmemd.extract_worker`): send, match, fall back.
+"""The event loop's side of the extraction worker (`nmemd.capture.extract_worker`): send, match, fall back.
 
 `submit` hands a hook payload to the worker and calls back with its `Extracted` (or the
 InvalidEvent that refuses it) from the event loop, without a task. Whenever the worker is
@@ -22,11 +22,11 @@ from typing import Final, cast
 import anyio
 import msgspec
 
+from nmemd.capture.extract import extract_event
+from nmemd.capture.extract_worker import FAILED, INVALID, OK, REPLY, REQUEST
+from nmemd.daemon.status import WorkerFacts
 from nmemd.errors import InvalidEvent
-from nmemd.extract import extract_event
-from nmemd.extract_worker import FAILED, INVALID, OK, REPLY, REQUEST
 from nmemd.model import Extracted
-from nmemd.status import WorkerFacts
 
 LOG = logging.getLogger("nmemd.extractor")
 MAX_IN_FLIGHT: Final = 4096  # beyond this the loop extracts itself rather than queue behind the worker
@@ -113,7 +113,7 @@ class Extractor:
         loop = asyncio.get_running_loop()
         transport, _ = await loop.subprocess_exec(
             lambda: _WorkerProtocol(self),
-            sys.executable, "-P", "-m", "nmemd.extract_worker", *sorted(self.skip_tools),
+            sys.executable, "-P", "-m", "nmemd.capture.extract_worker", *sorted(self.skip_tools),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True,  # tracebacks: ours
         )  # fmt: skip
         self._transport = transport

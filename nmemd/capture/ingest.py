@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from nmemd.errors import ShuttingDown, StorageError
-from nmemd.store import Incoming, Store, on_writer_thread, translate
+from nmemd.store.database import Incoming, Store, on_writer_thread, translate
 
 LOG = logging.getLogger("nmemd.ingest")
 FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for the next chunk

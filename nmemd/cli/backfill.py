@@ -13,10 +13,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from nmemd import control
-from nmemd.backfill import Importer, Progress, Summary, default_root
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
+from nmemd.daemon import control
 from nmemd.errors import NmemError
+from nmemd.history.backfill import Importer, Progress, Summary, default_root
 
 PLAIN_EVERY_S = 5.0  # a progress line this often when stderr is not a terminal
 EXIT_INTERRUPTED = 130

@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from nmemd import config, control, readers, rpc
+from nmemd import config
+from nmemd.capture.project import project_root
+from nmemd.daemon import control, rpc
 from nmemd.errors import DaemonError, NmemError, StorageError
-from nmemd.project import project_root
-from nmemd.queries import ALL_PROJECTS, MAX_LIMIT
+from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT
+from nmemd.store import readers
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
 ProjectOpt = Annotated[

@@ -14,11 +14,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from nmemd import control, readers, transfer
 from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, resolve_scope
 from nmemd.config import Settings
+from nmemd.daemon import control
 from nmemd.errors import AlreadyRunning, DaemonUnavailable, NmemError
-from nmemd.queries import ALL_PROJECTS
+from nmemd.history import transfer
+from nmemd.recall.queries import ALL_PROJECTS
+from nmemd.store import readers
 
 IMPORT_TIMEOUT_S = 120.0  # one chunk; redaction and the FTS index make big chunks take a while
 
@@ -58,8 +60,8 @@ def _local_store(settings: Settings) -> Iterator[Callable[[list[transfer.Restora
     """No daemon: hold its instance lock (so none starts beside us) and import into the store ourselves."""
     import anyio
 
-    from nmemd.instance import InstanceLock, ensure_private_dir
-    from nmemd.store import open_store
+    from nmemd.daemon.instance import InstanceLock, ensure_private_dir
+    from nmemd.store.database import open_store
 
     lock = InstanceLock(settings.lock)
     try:
@@ -157,7 +159,7 @@ def doctor(json_out: JsonOpt = False) -> None:
     """
     from rich.markup import escape
 
-    from nmemd import doctor as doc
+    from nmemd.setup import doctor as doc
 
     report = doc.run()
     if json_out:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from nmemd import control
+from nmemd.capture.project import short_name
 from nmemd.cli.common import (
     AllOpt,
     JsonOpt,
@@ -31,10 +31,10 @@ from nmemd.cli.common import (
     time_arg,
     when,
 )
+from nmemd.daemon import control
+from nmemd.daemon.status import Status
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.project import short_name
-from nmemd.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRow
-from nmemd.status import Status
+from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRow
 
 
 def _print_status(st: Status) -> None:

@@ -12,10 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nmemd import config, control
+from nmemd import config
+from nmemd.capture.project import project_root
 from nmemd.cli.common import JsonOpt, cell, fail, load_settings
+from nmemd.daemon import control
 from nmemd.errors import NmemError
-from nmemd.project import project_root
 
 daemon_app = typer.Typer(no_args_is_help=True, help="Start, stop or restart the nmemd daemon.")
 service_app = typer.Typer(
@@ -25,7 +26,7 @@ config_app = typer.Typer(no_args_is_help=True, help="Inspect nmem's configuratio
 
 
 def _settings_target(project_scope: bool) -> Path:
-    from nmemd import install as inst
+    from nmemd.setup import install as inst
 
     if not project_scope:
         return inst.user_settings_path()
@@ -52,7 +53,7 @@ def install(
     ] = None,
 ) -> None:
     """Add nmem's hooks to Claude Code's settings and register the nmem MCP server (idempotent)."""
-    from nmemd import install as inst
+    from nmemd.setup import install as inst
 
     target = _settings_target(project_scope)
     try:
@@ -86,7 +87,7 @@ def install(
 
 def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) -> None:
     """Remove exactly the hooks and MCP registration that `nmem install` added."""
-    from nmemd import install as inst
+    from nmemd.setup import install as inst
 
     target = _settings_target(project_scope)
     try:
@@ -156,7 +157,7 @@ def daemon_restart() -> None:
 @service_app.command("install")
 def service_install() -> None:
     """Install and enable the user service so the OS starts nmemd on the first connection."""
-    from nmemd import service
+    from nmemd.setup import service
 
     try:
         done = service.install()
@@ -173,7 +174,7 @@ def service_install() -> None:
 @service_app.command("uninstall")
 def service_uninstall() -> None:
     """Stop and disable the user service and remove the files `nmem service install` wrote."""
-    from nmemd import service
+    from nmemd.setup import service
 
     try:
         done = service.uninstall()
@@ -188,7 +189,7 @@ def service_uninstall() -> None:
 @service_app.command("status")
 def service_status(json_out: JsonOpt = False) -> None:
     """Show whether the user service is installed, enabled, listening and running."""
-    from nmemd import service
+    from nmemd.setup import service
 
     try:
         st = service.status()

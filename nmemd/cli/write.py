@@ -13,7 +13,6 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from nmemd import control
 from nmemd.cli.common import (
     JsonOpt,
     ProjectOpt,
@@ -24,9 +23,10 @@ from nmemd.cli.common import (
     resolve_scope,
     time_arg,
 )
+from nmemd.daemon import control
 from nmemd.errors import DaemonError, NmemError
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.queries import ALL_PROJECTS
+from nmemd.recall.queries import ALL_PROJECTS
 
 MAINTAIN_TIMEOUT_S = 600.0
 
@@ -35,9 +35,9 @@ def _maintain_locally(job: str | None) -> Any:
     """No daemon: open the store ourselves, holding the daemon's lock so none starts meanwhile."""
     import anyio
 
-    from nmemd import maintenance
-    from nmemd.instance import InstanceLock, ensure_private_dir, lock_holder
-    from nmemd.store import open_store
+    from nmemd.daemon.instance import InstanceLock, ensure_private_dir, lock_holder
+    from nmemd.jobs import maintenance
+    from nmemd.store.database import open_store
 
     settings = load_settings()
     holder = lock_holder(settings.lock)
@@ -75,8 +75,8 @@ def maintain(
     json_out: JsonOpt = False,
 ) -> None:
     """Run database maintenance now (the daemon also runs it on a schedule) and print what each job did."""
-    from nmemd import maintenance
     from nmemd.errors import DaemonUnavailable
+    from nmemd.jobs import maintenance
 
     if job is not None and job not in maintenance.JOBS:
         fail(f"unknown job {job!r} (known: {', '.join(maintenance.JOBS)})")
@@ -117,8 +117,8 @@ def _write(method: str, params: dict[str, Any]) -> Any:
     Without a daemon we take its instance lock ourselves, so none can start and
     write beside us while the store is open.
     """
-    from nmemd import purge
     from nmemd.errors import AlreadyRunning, DaemonUnavailable
+    from nmemd.jobs import purge
 
     try:
         purge.parse(method, params)  # a bad param is reported here, with its message
@@ -137,8 +137,8 @@ def _write(method: str, params: dict[str, Any]) -> Any:
         fail(f"no database yet at {settings.db}: nothing has been recorded")
     import anyio
 
-    from nmemd.instance import InstanceLock, ensure_private_dir
-    from nmemd.store import open_store
+    from nmemd.daemon.instance import InstanceLock, ensure_private_dir
+    from nmemd.store.database import open_store
 
     async def run() -> Any:
         async with open_store(settings) as store:

@@ -27,15 +27,15 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
-from nmemd import recall
+from nmemd.capture.extract import extract_event
+from nmemd.daemon.instance import peer_uid
 from nmemd.errors import InvalidEvent, ShuttingDown, StorageError, StorageFullError
-from nmemd.extract import extract_event
-from nmemd.instance import peer_uid
 from nmemd.model import Extracted
-from nmemd.store import Incoming
+from nmemd.recall import replies
+from nmemd.store.database import Incoming
 
 if TYPE_CHECKING:
-    from nmemd.server import Daemon
+    from nmemd.daemon.server import Daemon
 
 LOG = logging.getLogger("nmemd.server")
 OFFLOAD_BYTES = 1024 * 1024  # parse bigger payloads in a worker thread, off the event loop
@@ -256,7 +256,7 @@ class FrameConnection(asyncio.Protocol):
             self._write(reply)
             self._frame_done()
             return
-        if recall.replies_to(self.daemon.settings, extracted) and self.daemon.spawn(
+        if replies.replies_to(self.daemon.settings, extracted) and self.daemon.spawn(
             self._reply_after_commit, extracted
         ):
             return
@@ -266,7 +266,7 @@ class FrameConnection(asyncio.Protocol):
 
     async def _reply_after_commit(self, extracted: Extracted) -> None:
         try:
-            reply = await recall.hook_reply(self.daemon, extracted)
+            reply = await replies.hook_reply(self.daemon, extracted)
         except Exception:  # the event is stored; a failed reply must not fail the hook
             LOG.exception("hook reply for %s failed", extracted.hook_event)
             reply = b""
@@ -283,7 +283,7 @@ class FrameConnection(asyncio.Protocol):
         self._extracted(event_id, result)
 
     async def _rpc(self, body: bytes) -> None:
-        from nmemd.server import rpc_reply
+        from nmemd.daemon.server import rpc_reply
 
         self._write(await rpc_reply(self.daemon, body))
         self._frame_done()

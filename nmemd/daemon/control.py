@@ -15,9 +15,9 @@ import msgspec
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
 from nmemd.config import Settings
+from nmemd.daemon.instance import lock_holder
+from nmemd.daemon.status import DaemonFacts, Status, database_facts
 from nmemd.errors import DaemonError, DaemonUnavailable
-from nmemd.instance import lock_holder
-from nmemd.status import DaemonFacts, Status, database_facts
 
 RPC_TIMEOUT_S = 10.0
 BUSY_RETRY_S = 0.01

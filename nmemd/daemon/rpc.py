@@ -15,15 +15,18 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import anyio
 import msgspec
 
-from nmemd import backfill, purge, queries, readers, transfer
-from nmemd.drain import drain_once
+from nmemd.capture.drain import drain_once
+from nmemd.daemon.status import Status, database_facts
 from nmemd.errors import NmemError, StorageError
+from nmemd.history import backfill, transfer
+from nmemd.jobs import purge
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.queries import Filters, QueryError
-from nmemd.status import Status, database_facts
+from nmemd.recall import queries
+from nmemd.recall.queries import Filters, QueryError
+from nmemd.store import readers
 
 if TYPE_CHECKING:
-    from nmemd.server import Daemon
+    from nmemd.daemon.server import Daemon
 
 
 class UnknownMethod(NmemError):
@@ -122,8 +125,8 @@ def _recent(conn: sqlite3.Connection, p: RecentParams) -> Any:
 
 def _context(conn: sqlite3.Connection, p: ContextParams) -> Any:
     """What SessionStart would inject for a project (`nmem context`, MCP `recent_context`)."""
-    from nmemd.context import DEFAULT_BUDGET, build_context
-    from nmemd.project import project_root
+    from nmemd.capture.project import project_root
+    from nmemd.recall.context import DEFAULT_BUDGET, build_context
 
     project = project_root(p.project) or p.project
     budget = DEFAULT_BUDGET if p.budget is None else p.budget
@@ -188,7 +191,7 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     if method == "drain":
         return {"drained": await drain_once(daemon.ingestor, settings)}
     if method == "maintain":
-        from nmemd import maintenance
+        from nmemd.jobs import maintenance
 
         job = params.get("job")
         if job is not None and not isinstance(job, str):

@@ -24,19 +24,22 @@ import anyio.abc
 import msgspec
 
 from nmem_client import protocol
-from nmemd import __version__, maintenance, recall, rpc
-from nmemd.checkpointer import Checkpointer
+from nmemd import __version__
+from nmemd.capture.drain import drain_once
+from nmemd.capture.extractor import Extractor
+from nmemd.capture.ingest import Ingestor
 from nmemd.config import Settings
-from nmemd.connection import FrameConnection
-from nmemd.deadlines import Deadlines
-from nmemd.drain import drain_once
+from nmemd.daemon import rpc
+from nmemd.daemon.connection import FrameConnection
+from nmemd.daemon.deadlines import Deadlines
+from nmemd.daemon.instance import InstanceLock, bind_socket, ensure_private_dir, inherited_socket, sd_notify
+from nmemd.daemon.status import DaemonFacts
 from nmemd.errors import NmemError, StorageError
-from nmemd.extractor import Extractor
-from nmemd.ingest import Ingestor
-from nmemd.instance import InstanceLock, bind_socket, ensure_private_dir, inherited_socket, sd_notify
+from nmemd.jobs import maintenance
 from nmemd.model import Extracted
-from nmemd.status import DaemonFacts
-from nmemd.store import open_store
+from nmemd.recall import replies
+from nmemd.store.checkpointer import Checkpointer
+from nmemd.store.database import open_store
 
 LOG = logging.getLogger("nmemd.server")
 SHUTDOWN_GRACE_S = 5.0
@@ -112,7 +115,7 @@ class Daemon:
         return True
 
     def after_commit(self, extracted: Extracted) -> None:
-        if recall.has_after_commit_work(extracted):  # a task per event would cost every event
+        if replies.has_after_commit_work(extracted):  # a task per event would cost every event
             self.post_commit_pending += 1
             self.background.start_soon(_after_commit, self, extracted)
 
@@ -146,7 +149,7 @@ class Daemon:
 
 async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:
     try:
-        await recall.after_commit(daemon, extracted)
+        await replies.after_commit(daemon, extracted)
     except Exception:
         LOG.exception("post-commit work for %s failed", extracted.hook_event)
     finally:

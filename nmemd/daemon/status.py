@@ -32,11 +32,11 @@ class DatabaseFacts(msgspec.Struct, kw_only=True):
     inbox_backlog: int = 0
     spool_backlog: int = 0
     schema: list[str] = []
-    jobs: list[JobFacts] = []  # maintenance runs (nmemd.maintenance), newest first
+    jobs: list[JobFacts] = []  # maintenance runs (nmemd.jobs.maintenance), newest first
 
 
 class WorkerFacts(msgspec.Struct, kw_only=True):
-    """The extraction worker (nmemd.extractor): whether it answers, and how much it did."""
+    """The extraction worker (nmemd.capture.extractor): whether it answers, and how much it did."""
 
     pid: int | None = None
     ready: bool = False  # False while it starts or restarts: the loop extracts meanwhile

@@ -1,7 +1,7 @@
 """Import Claude Code history: find transcripts, read what is new in each, send it to the daemon.
 
 CLI side: files are streamed line by line (a file is never held in memory),
-parsed with msgspec, turned into hook-shaped records by `nmemd.transcripts`
+parsed with msgspec, turned into hook-shaped records by `nmemd.history.transcripts`
 and extracted right there by the daemon's own `extract` (same code, same
 skip list: the daemon names it, so the result is what a live hook would have
 stored). Batches of typed `Extracted` go to the daemon, one `import_events`
@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import NmemError
+from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted
-from nmemd.transcripts import Counts, Record, TranscriptReader, decode_line
 
 if TYPE_CHECKING:
-    from nmemd.server import Daemon
+    from nmemd.daemon.server import Daemon
 
 LOG = logging.getLogger("nmemd.backfill")
 
@@ -127,7 +127,7 @@ def encode_batch(events: Sequence[bytes], files: Sequence[FileState]) -> str:
 
 async def call(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     """Run `import_events` or `import_state` for the CLI."""
-    from nmemd.store import Incoming, natural_key
+    from nmemd.store.database import Incoming, natural_key
 
     store = daemon.ingestor.store
     if method == "import_state":
@@ -335,8 +335,8 @@ class Importer:
         self.problems: dict[str, list[str]] = {}
         self.invalid: dict[str, int] = {}
         self.skip_tools: frozenset[str] = frozenset()  # the daemon's, from `import_state`
-        from nmemd.extract import extract  # not at module level: every `nmem` command imports this module
-        from nmemd.store import natural_key
+        from nmemd.capture.extract import extract  # not at module level: every `nmem` command imports this module
+        from nmemd.store.database import natural_key
 
         self._extract = extract
         self._natural_key = natural_key

@@ -10,7 +10,7 @@ nothing. Imported text goes through the same privacy filter as captured text.
 
 Export reads a read-only snapshot (WAL readers never block the daemon). Import
 writes through `Store.write`: on a running daemon it is an RPC method on its
-one write connection (`METHODS`, dispatched by nmemd.rpc), otherwise the CLI
+one write connection (`METHODS`, dispatched by nmemd.daemon.rpc), otherwise the CLI
 opens the store itself and calls the same `import_records`. The CLI sends a
 file in chunks of `CHUNK` records, each one transaction: ingestion waits for
 at most one chunk, and an interrupted import is completed by running it again.
@@ -26,11 +26,11 @@ from typing import Annotated, Any
 import msgspec
 
 from nmemd import __version__
+from nmemd.capture.redact import redact, strip_private
 from nmemd.errors import NmemError
 from nmemd.model import ObservationType
-from nmemd.queries import convert_params
-from nmemd.redact import redact, strip_private
-from nmemd.store import SQL_CHUNK, Store
+from nmemd.recall.queries import convert_params
+from nmemd.store.database import SQL_CHUNK, Store
 
 FORMAT = 1
 CHUNK = 500  # records per import transaction (and per RPC frame: ~2.5 MB at most)

@@ -20,13 +20,14 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from nmemd import readers, retention
-from nmemd.checkpointer import keep_wal_short, side_checkpoint
 from nmemd.errors import NmemError, StorageError
-from nmemd.store import Store, translate
+from nmemd.jobs import retention
+from nmemd.store import readers
+from nmemd.store.checkpointer import keep_wal_short, side_checkpoint
+from nmemd.store.database import Store, translate
 
 if TYPE_CHECKING:
-    from nmemd.server import Daemon
+    from nmemd.daemon.server import Daemon
 
 LOG = logging.getLogger("nmemd.maintenance")
 MAX_STEPS = 100_000  # a runaway loop guard; real jobs need far fewer steps
@@ -285,7 +286,7 @@ async def optimize(store: Store, *, forced: bool = False) -> str:
 
 
 async def retention_job(store: Store, *, forced: bool = False) -> str:
-    """Delete what retention expired (nmemd.retention), checkpointing as the other jobs do."""
+    """Delete what retention expired (nmemd.jobs.retention), checkpointing as the other jobs do."""
     return (await retention.sweep(store, between_steps=_between_steps)).line()
 
 

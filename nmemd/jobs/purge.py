@@ -30,11 +30,11 @@ import aiosqlite
 import anyio
 import msgspec
 
-from nmemd import queries
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.queries import ALL_PROJECTS, Filters, QueryError, convert_params
-from nmemd.store import TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
-from nmemd.summary import summarize_session
+from nmemd.recall import queries
+from nmemd.recall.queries import ALL_PROJECTS, Filters, QueryError, convert_params
+from nmemd.recall.summary import summarize_session
+from nmemd.store.database import TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
 
 LOG = logging.getLogger("nmemd.purge")
 
@@ -123,7 +123,7 @@ async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -
     await conn.execute(f"INSERT OR IGNORE INTO temp.purge_ids(id) SELECT o.id FROM {source} WHERE {where}", params)
 
 
-# --- the deletion itself, shared with retention (nmemd.retention) ---------------------------------
+# --- the deletion itself, shared with retention (nmemd.jobs.retention) ---------------------------------
 
 LISTED = "IN (SELECT id FROM temp.purge_ids)"
 

@@ -28,8 +28,8 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from nmemd import purge
-from nmemd.store import FTS_AUTOMERGE, Store
+from nmemd.jobs import purge
+from nmemd.store.database import FTS_AUTOMERGE, Store
 
 LOG = logging.getLogger("nmemd.retention")
 STEP_TARGET_MS = 3.0  # aim for steps this long: ingestion waits at most about one step

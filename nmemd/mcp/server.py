@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import anyio.to_thread
 
-from nmemd import __version__, readers
-from nmemd.context import DEFAULT_BUDGET
+from nmemd import __version__
 from nmemd.errors import NmemError
 from nmemd.mcp.tools import (
     AROUND_MAX,
@@ -46,12 +45,14 @@ from nmemd.mcp.tools import (
     timeline_tool,
 )
 from nmemd.model import ObservationType
+from nmemd.recall.context import DEFAULT_BUDGET
+from nmemd.store import readers
 
 if TYPE_CHECKING:
     from mcp.server import Server
     from mcp.server.mcpserver import MCPServer
 
-    from nmemd.server import Daemon
+    from nmemd.daemon.server import Daemon
 
 SERVER_NAME: Final = "nmem"
 INSTRUCTIONS: Final = (

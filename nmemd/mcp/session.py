@@ -10,13 +10,13 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
+from nmemd.capture.project import project_root
 from nmemd.mcp.server import Caller, caller_var, get_server, lowlevel
 from nmemd.mcp.tools import ToolInputError
 from nmemd.mcp.transport import line_transport
-from nmemd.project import project_root
 
 if TYPE_CHECKING:
-    from nmemd.server import Daemon
+    from nmemd.daemon.server import Daemon
 
 LOG = logging.getLogger("nmemd.mcp")
 

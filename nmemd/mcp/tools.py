@@ -16,11 +16,11 @@ from typing import Final
 
 from typing_extensions import TypedDict
 
-from nmemd import queries
-from nmemd.context import build_context
+from nmemd.capture.project import project_root, short_name
 from nmemd.errors import NmemError
-from nmemd.project import project_root, short_name
-from nmemd.summary import ago, clip, rel
+from nmemd.recall import queries
+from nmemd.recall.context import build_context
+from nmemd.recall.summary import ago, clip, rel
 
 SEARCH_MAX: Final = 50
 HISTORY_MAX: Final = 100

@@ -19,10 +19,20 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from nmemd.project import short_name
-from nmemd.redact import CONTEXT_TAG
-from nmemd.summary import NOT_WORK, ago, clip, command_kind, command_line, first_prompt, rel, short_path, signature
-from nmemd.summary import summarize_session as summarize
+from nmemd.capture.project import short_name
+from nmemd.capture.redact import CONTEXT_TAG
+from nmemd.recall.summary import (
+    NOT_WORK,
+    ago,
+    clip,
+    command_kind,
+    command_line,
+    first_prompt,
+    rel,
+    short_path,
+    signature,
+)
+from nmemd.recall.summary import summarize_session as summarize
 
 # Why 5,000 characters (~1,250 tokens): it is well under 1% of a 200k-token
 # window and half of Claude Code's 10,000-character cap (past which the text is

@@ -1,6 +1,6 @@
 """What the daemon says back to hooks, and the work it does after a commit.
 
-SessionStart gets the project's context (`nmemd.context`); UserPromptSubmit,
+SessionStart gets the project's context (`nmemd.recall.context`); UserPromptSubmit,
 when `prompt_recall` is on, gets the few past observations most relevant to
 the prompt; Stop and SessionEnd store the session summary. Replies are
 computed on reader threads, after the event is committed, so they see it.
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from nmemd import readers
 from nmemd.config import Settings
-from nmemd.context import CLOSE, HARD_CAP, OPEN, build_context
 from nmemd.model import Extracted
-from nmemd.queries import Filters, Hit, QueryError, search
-from nmemd.summary import NOT_WORK, ago, clip, summarize_session
+from nmemd.recall.context import CLOSE, HARD_CAP, OPEN, build_context
+from nmemd.recall.queries import Filters, Hit, QueryError, search
+from nmemd.recall.summary import NOT_WORK, ago, clip, summarize_session
+from nmemd.store import readers
 
 if TYPE_CHECKING:
-    from nmemd.server import Daemon
+    from nmemd.daemon.server import Daemon
 
 LOG = logging.getLogger("nmemd.recall")
 SUMMARY_EVENTS: Final = ("Stop", "SessionEnd")

@@ -16,7 +16,7 @@ from typing import Final
 
 SUMMARY_MAX: Final = 1500
 # Per-line caps, summing to under SUMMARY_MAX: no single list can crowd out the others, and
-# each line fits whole in a context line (nmemd.context.LINE_MAX).
+# each line fits whole in a context line (nmemd.recall.context.LINE_MAX).
 _CAPS: Final = {"Prompt": 220, "Activity": 160, "Files edited": 300, "Commands": 300, "Errors": 260,
                 "Last message": 240}  # fmt: skip
 _MAX_FILES: Final = 8

@@ -23,11 +23,14 @@ from typing import Any, Literal
 import msgspec
 
 from nmem_client import paths
-from nmemd import __version__, config, control, install, readers
+from nmemd import __version__, config
 from nmemd.config import Settings
+from nmemd.daemon import control
+from nmemd.daemon.instance import lock_holder
 from nmemd.errors import NmemError
-from nmemd.instance import lock_holder
-from nmemd.migrations import MIGRATIONS
+from nmemd.setup import install
+from nmemd.store import readers
+from nmemd.store.migrations import MIGRATIONS
 
 Level = Literal["ok", "warn", "fail"]
 ENTRY_POINTS = ("nmem", "nmemd", "nmem-send", "nmem-mcp")
@@ -94,7 +97,7 @@ def check_config() -> tuple[Check, Settings]:
 
 
 def _reinstall_command() -> str:
-    source = Path(__file__).resolve().parent.parent
+    source = install.install_root()
     spec = shlex.quote(str(source)) if (source / "pyproject.toml").exists() else "nmem"
     editable = "-e " if (source / "pyproject.toml").exists() else ""
     return f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps {editable}{spec}"
@@ -104,7 +107,7 @@ def check_entry_points(bin_dir: str | None = None) -> Check:
     """The executables hooks, services and MCP clients call, beside this Python."""
     where = bin_dir or os.path.dirname(os.path.abspath(sys.executable))
     missing = [n for n in ENTRY_POINTS if not os.access(os.path.join(where, n), os.X_OK)]
-    client = Path(install.__file__).resolve().parent.parent / install.CLIENT_MARKER
+    client = install.install_root() / install.CLIENT_MARKER
     if not client.exists():
         missing.append(str(client))
     if missing:
@@ -122,7 +125,7 @@ def _command_paths(command: str) -> list[str]:
 
 def _settings_files() -> list[tuple[Path, str]]:
     """User settings, then this project's (when it exists), with the install command for each."""
-    from nmemd.project import project_root
+    from nmemd.capture.project import project_root
 
     files = [(install.user_settings_path(), "nmem install")]
     try:
@@ -330,7 +333,7 @@ def _systemctl(*args: str) -> str:
 
 def check_service() -> Check:
     """Units are optional; when installed they must start an nmemd that exists, and be enabled."""
-    from nmemd import service
+    from nmemd.setup import service
 
     if sys.platform == "darwin":
         plist = service.launchd_plist_path()

@@ -64,9 +64,14 @@ def user_state_path() -> Path:
     return Path(override) / ".claude.json" if override else Path.home() / ".claude.json"
 
 
+def install_root() -> Path:
+    """The folder that holds the nmemd and nmem_client packages (a checkout, or site-packages)."""
+    return Path(__file__).resolve().parents[2]
+
+
 def hook_command() -> str:
     """The fastest way to start the client: the real interpreter, isolated, no site."""
-    client = Path(__file__).resolve().parent.parent / "nmem_client" / "send.py"
+    client = install_root() / "nmem_client" / "send.py"
     return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(str(client))}"
 
 

@@ -207,8 +207,9 @@ def _write(path: Path, text: str) -> None:
 def _stop_hand_started(socket_path: str) -> int | None:
     """Stop a daemon no manager runs: it would hold the lock, and the managed one would exit 4."""
     from nmem_client import paths
-    from nmemd import config, control
-    from nmemd.instance import lock_holder
+    from nmemd import config
+    from nmemd.daemon import control
+    from nmemd.daemon.instance import lock_holder
 
     if lock_holder(paths.lock_path(socket_path)) is None:
         return None
@@ -251,7 +252,7 @@ def install() -> Installed:
     if len(sock.encode()) >= 104:
         raise ServiceError(f"socket path {sock} is longer than macOS allows (103 bytes); set NMEM_SOCKET")
     stopped = _stop_hand_started(sock)
-    from nmemd.instance import ensure_private_dir
+    from nmemd.daemon.instance import ensure_private_dir
 
     ensure_private_dir(os.path.dirname(sock))  # launchd binds the socket but creates no directory
     log_dir = launchd_log_dir()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 if TYPE_CHECKING:
-    from nmemd.store import Store
+    from nmemd.store.database import Store
 
 LOG = logging.getLogger("nmemd.checkpointer")
 INTERVAL_S = 0.25

@@ -21,10 +21,10 @@ import anyio
 import msgspec
 
 from nmemd.config import Settings
-from nmemd.dedup import Deduper
 from nmemd.errors import StorageError, StorageFullError
-from nmemd.migrations import MIGRATIONS, MIGRATIONS_DDL
 from nmemd.model import Extracted
+from nmemd.store.dedup import Deduper
+from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 LOG = logging.getLogger("nmemd.store")
 FTS_AUTOMERGE = 4  # FTS5's default; retention sweeps turn it off while they run
@@ -95,7 +95,7 @@ def connection_pragmas(settings: Settings) -> list[str]:
         "PRAGMA temp_store=MEMORY",
         "PRAGMA secure_delete=ON",  # deleted rows (drained inbox, purges) leave no bytes behind
         f"PRAGMA journal_size_limit={64 * 1024 * 1024}",
-        "PRAGMA wal_autocheckpoint=0",  # nmemd.checkpointer does it off the commit path
+        "PRAGMA wal_autocheckpoint=0",  # nmemd.store.checkpointer does it off the commit path
     ]
 
 

@@ -1,0 +1,3 @@
+"""Other sources of events: agents' transcript files read back into memory (`transcripts`,
+`backfill`) and nmem's own JSONL export and import (`transfer`). All go through capture's extraction.
+"""
