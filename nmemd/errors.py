@@ -12,6 +12,14 @@
   + ProtocolError        a frame on the socket is malformed
     - FrameTooLarge      a frame is larger than max_frame_bytes
   + InvalidEvent         a hook payload is not a JSON object we can store
+  + QueryError           a search or lookup asked something it cannot answer
+  + ToolInputError       an MCP tool argument it cannot use
+  + UnknownMethod        an RPC method that does not exist
+  + UnknownJob           a maintenance job name that does not exist
+  + ImportParamsError    a malformed `import_events` request
+  + TransferError        an export file that cannot be read
+  + SettingsError        an agent's settings file that cannot be read or written safely
+  + ServiceError         no usable service manager, or it refused
 """
 
 from __future__ import annotations
@@ -63,3 +71,35 @@ class FrameTooLarge(ProtocolError):
 
 class InvalidEvent(NmemError):
     """A hook payload is empty, not UTF-8 JSON, too deep, or not an object."""
+
+
+class QueryError(NmemError):
+    """A search or lookup was asked something it cannot answer (empty query, bad filter)."""
+
+
+class UnknownJob(NmemError):
+    """A job name that does not exist (the message lists the known ones)."""
+
+
+class ImportParamsError(NmemError):
+    """An `import_events` request is malformed."""
+
+
+class TransferError(NmemError):
+    """An export file cannot be read, or holds lines that are not records."""
+
+
+class UnknownMethod(NmemError):
+    """The RPC method does not exist."""
+
+
+class ServiceError(NmemError):
+    """No usable service manager, or systemctl/launchctl refused or timed out."""
+
+
+class SettingsError(NmemError):
+    """A Claude Code settings file cannot be read or written safely."""
+
+
+class ToolInputError(NmemError):
+    """An argument the tool cannot use (bad time, unknown project, ambiguous session prefix)."""

@@ -71,3 +71,12 @@ class Extracted(msgspec.Struct, kw_only=True):
     agent_id: str | None = None
     tool_use_id: str | None = None
     prompt_id: str | None = None  # UserPromptSubmit, Claude Code 2.1.196+: the prompt's id in its transcript
+
+
+class WorkerFacts(msgspec.Struct, kw_only=True):
+    """The extraction worker (nmemd.capture.extractor): whether it answers, and how much it did."""
+
+    pid: int | None = None
+    ready: bool = False  # False while it starts or restarts: the loop extracts meanwhile
+    extracted: int = 0
+    restarts: int = 0

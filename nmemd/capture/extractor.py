@@ -24,9 +24,8 @@ import msgspec
 
 from nmemd.capture.extract import extract_event
 from nmemd.capture.extract_worker import FAILED, INVALID, OK, REPLY, REQUEST
-from nmemd.daemon.status import WorkerFacts
 from nmemd.errors import InvalidEvent
-from nmemd.model import Extracted
+from nmemd.model import Extracted, WorkerFacts
 
 LOG = logging.getLogger("nmemd.extractor")
 MAX_IN_FLIGHT: Final = 4096  # beyond this the loop extracts itself rather than queue behind the worker

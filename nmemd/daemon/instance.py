@@ -16,9 +16,10 @@ import stat
 import struct
 import sys
 
-from nmemd.errors import AlreadyRunning, UnsafePathError
+from nmemd.errors import AlreadyRunning, DaemonError, UnsafePathError
 
 LOG = logging.getLogger("nmemd.instance")
+LAUNCHD_SOCKET_NAME = "Listener"  # the plist's Sockets entry (nmemd.setup.service writes it)
 SD_LISTEN_FDS_START = 3
 
 
@@ -102,8 +103,6 @@ def lock_holder(path: str) -> int | None:
 def inherited_socket() -> socket.socket | None:
     """The listening socket systemd (LISTEN_FDS/LISTEN_PID) or launchd passed us, if any."""
     if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
-        from nmemd.service import launchd_listener_fd
-
         launchd_fd = launchd_listener_fd()  # None when launchd did not start us
         if launchd_fd is not None:
             os.set_inheritable(launchd_fd, False)
@@ -189,3 +188,38 @@ def sd_notify(message: str) -> bool:
         LOG.warning("sd_notify(%s) to %s failed", message, address)
         return False
     return True
+
+
+def launchd_listener_fd(name: str = LAUNCHD_SOCKET_NAME) -> int | None:
+    """The fd launchd listens on for our plist's `Sockets` entry; None off macOS or outside launchd.
+
+    launchd hands sockets over only through launch_activate_socket(3), not as
+    fds in the environment, hence ctypes (no pyobjc needed).
+    """
+    if sys.platform != "darwin":
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL("/usr/lib/libSystem.B.dylib", use_errno=True)
+    activate = libc.launch_activate_socket
+    activate.argtypes = [
+        ctypes.c_char_p,
+        ctypes.POINTER(ctypes.POINTER(ctypes.c_int)),
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
+    activate.restype = ctypes.c_int
+    libc.free.argtypes = [ctypes.c_void_p]
+    fds = ctypes.POINTER(ctypes.c_int)()
+    count = ctypes.c_size_t()
+    err = activate(name.encode(), ctypes.byref(fds), ctypes.byref(count))
+    if err in (errno.ESRCH, errno.ENOENT):  # not started by launchd / no such Sockets entry
+        return None
+    if err:
+        raise DaemonError(f"launch_activate_socket({name}) failed: {os.strerror(err)}")
+    try:
+        got = [int(fds[i]) for i in range(count.value)]
+    finally:
+        libc.free(ctypes.cast(fds, ctypes.c_void_p))
+    for extra in got[1:]:  # one SockPathName gives one fd; close any surplus rather than leak it
+        os.close(extra)
+    return got[0] if got else None

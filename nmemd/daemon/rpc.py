@@ -17,20 +17,16 @@ import msgspec
 
 from nmemd.capture.drain import drain_once
 from nmemd.daemon.status import Status, database_facts
-from nmemd.errors import NmemError, StorageError
+from nmemd.errors import QueryError, StorageError, UnknownMethod
 from nmemd.history import backfill, transfer
 from nmemd.jobs import purge
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall import queries
-from nmemd.recall.queries import Filters, QueryError
+from nmemd.recall.queries import Filters
 from nmemd.store import readers
 
 if TYPE_CHECKING:
     from nmemd.daemon.server import Daemon
-
-
-class UnknownMethod(NmemError):
-    """The RPC method does not exist."""
 
 
 # --- read methods --------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from nmemd.model import WorkerFacts
+
 
 class JobFacts(msgspec.Struct, kw_only=True):
     name: str
@@ -33,15 +35,6 @@ class DatabaseFacts(msgspec.Struct, kw_only=True):
     spool_backlog: int = 0
     schema: list[str] = []
     jobs: list[JobFacts] = []  # maintenance runs (nmemd.jobs.maintenance), newest first
-
-
-class WorkerFacts(msgspec.Struct, kw_only=True):
-    """The extraction worker (nmemd.capture.extractor): whether it answers, and how much it did."""
-
-    pid: int | None = None
-    ready: bool = False  # False while it starts or restarts: the loop extracts meanwhile
-    extracted: int = 0
-    restarts: int = 0
 
 
 class DaemonFacts(msgspec.Struct, kw_only=True):

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from nmemd.errors import NmemError
+from nmemd.errors import ImportParamsError
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted
 
 if TYPE_CHECKING:
-    from nmemd.daemon.server import Daemon
+    from nmemd.capture.host import Host
 
 LOG = logging.getLogger("nmemd.backfill")
 
@@ -50,10 +50,6 @@ IN_FLIGHT: Final = 2  # RPCs the importer keeps in flight
 LINE_MAX: Final = 32 * 1024 * 1024  # a longer line is skipped, read in chunks, never held whole
 HEAD_BYTES: Final = 1024  # hashed to notice a file replaced under the same name
 RPC_TIMEOUT_S: Final = 300.0
-
-
-class ImportParamsError(NmemError):
-    """An `import_events` request is malformed."""
 
 
 # --- the wire ------------------------------------------------------------------------------------
@@ -125,7 +121,7 @@ def encode_batch(events: Sequence[bytes], files: Sequence[FileState]) -> str:
     return (b'{"events":[' + b",".join(events) + b'],"files":' + msgspec.json.encode(files) + b"}").decode()
 
 
-async def call(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
+async def call(daemon: Host, method: str, params: dict[str, Any]) -> Any:
     """Run `import_events` or `import_state` for the CLI."""
     from nmemd.store.database import Incoming, natural_key
 

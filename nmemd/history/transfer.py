@@ -27,7 +27,7 @@ import msgspec
 
 from nmemd import __version__
 from nmemd.capture.redact import redact, strip_private
-from nmemd.errors import NmemError
+from nmemd.errors import TransferError
 from nmemd.model import ObservationType
 from nmemd.recall.queries import convert_params
 from nmemd.store.database import SQL_CHUNK, Store
@@ -39,10 +39,6 @@ Timestamp = Annotated[float, msgspec.Meta(ge=0, le=1e11)]
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 Title = Annotated[str, msgspec.Meta(max_length=10_000)]  # generous: refuse garbage, never what nmem wrote
 Text = Annotated[str, msgspec.Meta(max_length=1_000_000)]
-
-
-class TransferError(NmemError):
-    """An export file cannot be read, or holds lines that are not records."""
 
 
 class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True, forbid_unknown_fields=True):

@@ -20,14 +20,14 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from nmemd.errors import NmemError, StorageError
+from nmemd.errors import StorageError, UnknownJob
 from nmemd.jobs import retention
 from nmemd.store import readers
 from nmemd.store.checkpointer import keep_wal_short, side_checkpoint
 from nmemd.store.database import Store, translate
 
 if TYPE_CHECKING:
-    from nmemd.daemon.server import Daemon
+    from nmemd.capture.host import Host
 
 LOG = logging.getLogger("nmemd.maintenance")
 MAX_STEPS = 100_000  # a runaway loop guard; real jobs need far fewer steps
@@ -41,10 +41,6 @@ class JobResult(msgspec.Struct, kw_only=True):
     ok: bool
     outcome: str
     duration_ms: float
-
-
-class UnknownJob(NmemError):
-    """A job name that does not exist (the message lists the known ones)."""
 
 
 # --- steps ---------------------------------------------------------------------------------------
@@ -308,7 +304,7 @@ JOBS: dict[str, Job] = {
 # --- running and recording -----------------------------------------------------------------------
 
 
-def _store_of(target: Daemon | Store) -> Store:
+def _store_of(target: Host | Store) -> Store:
     return target if isinstance(target, Store) else target.ingestor.store
 
 
@@ -334,7 +330,7 @@ def check_job(name: str) -> None:
         raise UnknownJob(f"unknown job {name!r} (known: {', '.join(JOBS)})")
 
 
-async def run_job(target: Daemon | Store, name: str, *, forced: bool = True) -> JobResult:
+async def run_job(target: Host | Store, name: str, *, forced: bool = True) -> JobResult:
     """Run one job now and record it; failures come back as ok=False, never as exceptions.
 
     `forced` (on-demand runs) also does the daily full FTS merge; the scheduler passes False.
@@ -357,7 +353,7 @@ async def run_job(target: Daemon | Store, name: str, *, forced: bool = True) -> 
     return JobResult(name=name, ok=ok, outcome=outcome, duration_ms=round(duration_ms, 1))
 
 
-async def run_jobs(target: Daemon | Store, job: str | None = None) -> list[JobResult]:
+async def run_jobs(target: Host | Store, job: str | None = None) -> list[JobResult]:
     """`nmem maintain`: one job, or all of them in order."""
     names = [job] if job is not None else list(JOBS)
     for name in names:
@@ -375,7 +371,7 @@ class Scheduler:
     short, and a daemon that is never idle still needs its WAL checkpointed.
     """
 
-    def __init__(self, daemon: Daemon):
+    def __init__(self, daemon: Host):
         self.daemon = daemon
         s = daemon.settings
         self.intervals = {
@@ -426,7 +422,7 @@ class Scheduler:
         return results
 
 
-async def run_scheduler(daemon: Daemon) -> None:
+async def run_scheduler(daemon: Host) -> None:
     """The daemon's maintenance loop; logs failures and never raises (cancelled at shutdown)."""
     scheduler = Scheduler(daemon)
     if all(i <= 0 for i in scheduler.intervals.values()):

@@ -30,9 +30,10 @@ import aiosqlite
 import anyio
 import msgspec
 
+from nmemd.errors import QueryError
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall import queries
-from nmemd.recall.queries import ALL_PROJECTS, Filters, QueryError, convert_params
+from nmemd.recall.queries import ALL_PROJECTS, Filters, convert_params
 from nmemd.recall.summary import summarize_session
 from nmemd.store.database import TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
 

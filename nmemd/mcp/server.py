@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from mcp.server import Server
     from mcp.server.mcpserver import MCPServer
 
-    from nmemd.daemon.server import Daemon
+    from nmemd.capture.host import Host
 
 SERVER_NAME: Final = "nmem"
 INSTRUCTIONS: Final = (
@@ -72,7 +72,7 @@ INSTRUCTIONS: Final = (
 class Caller:
     """Who is asking: the daemon to read from and the project the bridge reported (None: unknown)."""
 
-    daemon: "Daemon"
+    daemon: "Host"
     project: str | None
 
 

@@ -11,12 +11,12 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
 from nmemd.capture.project import project_root
+from nmemd.errors import ToolInputError
 from nmemd.mcp.server import Caller, caller_var, get_server, lowlevel
-from nmemd.mcp.tools import ToolInputError
 from nmemd.mcp.transport import line_transport
 
 if TYPE_CHECKING:
-    from nmemd.daemon.server import Daemon
+    from nmemd.capture.host import Host
 
 LOG = logging.getLogger("nmemd.mcp")
 
@@ -46,7 +46,7 @@ async def _reply(stream: anyio.abc.ByteStream, data: bytes) -> bool:
 
 
 async def serve_connection(
-    daemon: "Daemon", stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream, body: bytes
+    daemon: "Host", stream: anyio.abc.SocketStream, buffered: BufferedByteReceiveStream, body: bytes
 ) -> None:
     """Answer OK, then speak MCP (JSON-RPC lines) on `stream` until the peer leaves."""
     try:

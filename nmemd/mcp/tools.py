@@ -17,7 +17,7 @@ from typing import Final
 from typing_extensions import TypedDict
 
 from nmemd.capture.project import project_root, short_name
-from nmemd.errors import NmemError
+from nmemd.errors import ToolInputError
 from nmemd.recall import queries
 from nmemd.recall.context import build_context
 from nmemd.recall.summary import ago, clip, rel
@@ -31,10 +31,6 @@ DETAILS_BUDGET: Final = 40_000  # characters of content per get_observations cal
 TEXT_TITLE: Final = 160
 
 _SESSION_ID_PREFIX_MIN: Final = 4
-
-
-class ToolInputError(NmemError):
-    """An argument the tool cannot use (bad time, unknown project, ambiguous session prefix)."""
 
 
 # --- structured output (TypedDicts: pydantic derives the output schemas from them) ---------------

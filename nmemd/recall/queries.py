@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from nmemd.errors import NmemError
+from nmemd.errors import QueryError
 
 MAX_TERMS = 32  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS = 200
@@ -46,10 +46,6 @@ TYPE_WEIGHT: dict[str, float] = {
 # bm25 column weights: title, content, file_path, command
 BM25_WEIGHTS = (4.0, 1.0, 2.5, 2.5)
 RECENCY_HALF_LIFE_DAYS = 14.0
-
-
-class QueryError(NmemError):
-    """A search or lookup was asked something it cannot answer (empty query, bad filter)."""
 
 
 _AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")

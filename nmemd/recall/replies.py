@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from nmemd.config import Settings
+from nmemd.errors import QueryError
 from nmemd.model import Extracted
 from nmemd.recall.context import CLOSE, HARD_CAP, OPEN, build_context
-from nmemd.recall.queries import Filters, Hit, QueryError, search
+from nmemd.recall.queries import Filters, Hit, search
 from nmemd.recall.summary import NOT_WORK, ago, clip, summarize_session
 from nmemd.store import readers
 
 if TYPE_CHECKING:
-    from nmemd.daemon.server import Daemon
+    from nmemd.capture.host import Host
 
 LOG = logging.getLogger("nmemd.recall")
 SUMMARY_EVENTS: Final = ("Stop", "SessionEnd")
@@ -36,7 +37,7 @@ def _reply(event: str, text: str) -> bytes:
     return _encoder.encode({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
 
 
-async def hook_reply(daemon: Daemon, extracted: Extracted) -> bytes:
+async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
     """The bytes `nmem-send` prints on the hook's stdout (empty: nothing to say)."""
     settings = daemon.settings
     if not extracted.project:
@@ -74,7 +75,7 @@ def has_after_commit_work(extracted: Extracted) -> bool:
     return extracted.hook_event in SUMMARY_EVENTS and extracted.session_id != "unknown"
 
 
-async def after_commit(daemon: Daemon, extracted: Extracted) -> None:
+async def after_commit(daemon: Host, extracted: Extracted) -> None:
     """Work triggered by a committed event, run in the background (never inside the hook's time).
 
     Stop fires after every turn and SessionEnd once (with a 1.5 s budget for

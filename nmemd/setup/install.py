@@ -18,14 +18,10 @@ from typing import Any
 
 import msgspec
 
-from nmemd.errors import NmemError
+from nmemd.errors import SettingsError
 
 CLIENT_MARKER = "nmem_client/send.py"
 MCP_NAME = "nmem"
-
-
-class SettingsError(NmemError):
-    """A Claude Code settings file cannot be read or written safely."""
 
 
 class HookSpec(msgspec.Struct, frozen=True):

@@ -9,7 +9,6 @@ tests keep those templates equal to what these functions render.
 
 from __future__ import annotations
 
-import errno
 import os
 import plistlib
 import shutil
@@ -20,14 +19,14 @@ from typing import Literal
 
 import msgspec
 
-from nmemd.errors import NmemError
+from nmemd.daemon.instance import LAUNCHD_SOCKET_NAME
+from nmemd.errors import ServiceError
 
 Manager = Literal["systemd", "launchd"]
 
 SOCKET_UNIT = "nmemd.socket"
 SERVICE_UNIT = "nmemd.service"
 LAUNCHD_LABEL = "dev.nmem.nmemd"
-LAUNCHD_SOCKET_NAME = "Listener"
 SYSTEMD_SOCKET = "%t/nmem/nmemd.sock"  # %t is $XDG_RUNTIME_DIR, where paths.socket_path() looks first
 COMMAND_TIMEOUT_S = 30.0  # systemctl/launchctl block on the manager; never hang the CLI on them
 
@@ -74,10 +73,6 @@ SystemCallArchitectures=native
 RestrictAddressFamilies=AF_UNIX
 """
 )
-
-
-class ServiceError(NmemError):
-    """No usable service manager, or systemctl/launchctl refused or timed out."""
 
 
 class Installed(msgspec.Struct, kw_only=True):
@@ -332,38 +327,3 @@ def status() -> ServiceStatus:
 
 
 # --- launchd socket activation -------------------------------------------------------------------
-
-
-def launchd_listener_fd(name: str = LAUNCHD_SOCKET_NAME) -> int | None:
-    """The fd launchd listens on for our plist's `Sockets` entry; None off macOS or outside launchd.
-
-    launchd hands sockets over only through launch_activate_socket(3), not as
-    fds in the environment, hence ctypes (no pyobjc needed).
-    """
-    if sys.platform != "darwin":
-        return None
-    import ctypes
-
-    libc = ctypes.CDLL("/usr/lib/libSystem.B.dylib", use_errno=True)
-    activate = libc.launch_activate_socket
-    activate.argtypes = [
-        ctypes.c_char_p,
-        ctypes.POINTER(ctypes.POINTER(ctypes.c_int)),
-        ctypes.POINTER(ctypes.c_size_t),
-    ]
-    activate.restype = ctypes.c_int
-    libc.free.argtypes = [ctypes.c_void_p]
-    fds = ctypes.POINTER(ctypes.c_int)()
-    count = ctypes.c_size_t()
-    err = activate(name.encode(), ctypes.byref(fds), ctypes.byref(count))
-    if err in (errno.ESRCH, errno.ENOENT):  # not started by launchd / no such Sockets entry
-        return None
-    if err:
-        raise ServiceError(f"launch_activate_socket({name}) failed: {os.strerror(err)}")
-    try:
-        got = [int(fds[i]) for i in range(count.value)]
-    finally:
-        libc.free(ctypes.cast(fds, ctypes.c_void_p))
-    for extra in got[1:]:  # one SockPathName gives one fd; close any surplus rather than leak it
-        os.close(extra)
-    return got[0] if got else None

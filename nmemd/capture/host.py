@@ -1,0 +1,24 @@
+"""What the daemon lends the work that runs inside its process, as a Protocol.
+
+Recall, jobs, history and the MCP server run in the daemon but sit below it
+in the layout: they type against `Host`, never against the server module, so
+imports point one way (tests/test_layout.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import anyio
+
+    from nmemd.capture.ingest import Ingestor
+    from nmemd.config import Settings
+
+
+class Host(Protocol):
+    settings: Settings
+    ingestor: Ingestor  # its `store` is the one write connection
+    stopping: anyio.Event  # set once shutdown begins
+    last_activity: float  # time.monotonic() of the last request: maintenance waits for quiet
+    skip_tools: frozenset[str]  # tools whose events are not stored

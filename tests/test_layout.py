@@ -1,0 +1,89 @@
+"""The package's folders depend on each other in one direction only (README: How it works).
+
+Every `import` of every module is read, the lazy ones inside functions and the
+ones under TYPE_CHECKING too, so a cycle cannot hide behind either.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "nmemd"
+
+# Top to bottom. A folder may import its own modules and any folder on a lower line;
+# folders on one line are independent of each other. "" is the package's own modules
+# (config, model, errors), which everything may use.
+LAYERS: list[tuple[str, ...]] = [
+    ("cli", "__main__"),
+    ("setup",),
+    ("daemon",),
+    ("jobs", "history", "mcp"),
+    ("recall",),
+    ("capture",),
+    ("store",),
+    ("",),
+]
+RANK = {folder: rank for rank, line in enumerate(LAYERS) for folder in line}
+
+
+def _folder(module: str) -> str:
+    """`nmemd.store.database` -> `store`; `nmemd.config` and `nmemd` -> ``."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] == "__main__":
+        return "__main__"
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else ""
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("nmemd")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("nmemd"):
+            base = node.module or ""
+            if base == "nmemd":  # `from nmemd import store` names a folder or a module
+                found += [(node.lineno, f"nmemd.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, base))
+    return found
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_folder_has_a_place_in_the_layers() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= set(RANK), f"add {sorted(folders - set(RANK))} to LAYERS"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path: Path) -> None:
+    here = _folder("nmemd." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+    wrong = []
+    for line, target in _imports(path):
+        there = _folder(target)
+        if there != here and RANK[there] <= RANK[here]:
+            wrong.append(f"line {line}: {target} ({there or 'nmemd'}) is not below {here or 'nmemd'}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_folders_say_what_they_hold() -> None:
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 40, f"{init.relative_to(PACKAGE)} needs a docstring saying what the folder holds"
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """Annotations of names imported only for type checking must not be evaluated at import time."""
+    import subprocess
+    import sys
+
+    names = [".".join(("nmemd", *p.relative_to(PACKAGE).with_suffix("").parts)) for p in _modules()]
+    names = [n.removesuffix(".__init__") for n in names if not n.endswith("__main__")]
+    code = "import importlib, sys\nfor n in sys.argv[1:]: importlib.import_module(n)"
+    done = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
