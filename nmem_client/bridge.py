@@ -37,7 +37,7 @@ class BridgeError(Exception):
 
 
 def _find_root(cwd: str) -> str:
-    """The git top-level of `cwd`, else `cwd`: the same rule hooks use (nmemd.project)."""
+    """The git top-level of `cwd`, else `cwd`: the same rule hooks use (nmemd.capture.project)."""
     home = os.path.normpath(os.path.expanduser("~"))
     start = os.path.normpath(cwd)
     path = start

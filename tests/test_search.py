@@ -29,8 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmem_client import protocol
+from nmemd.errors import QueryError
 from nmemd.recall import queries
-from nmemd.recall.queries import Filters, QueryError
+from nmemd.recall.queries import Filters
 from nmemd.store import readers
 
 NMEM = str(BIN / "nmem")
