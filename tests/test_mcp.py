@@ -2,13 +2,16 @@
 
 Events go in through the real hook client (`nmem-send`) into a real daemon; the
 six tools are then called through the real `ClientSession` over the bridge, the
-way Claude Code would, and their structured results checked. No mocks.
+way Claude Code would, and the text the model reads is checked: text only, every
+result line led by the `#id` that get_observations takes. No mocks.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
 import select
 import signal
 import sqlite3
@@ -24,7 +27,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import BIN, Daemon, run_send
+from conftest import BIN, Daemon, db_rows, run_send
 from helpers import lock_pid, pid_running, ping, scalar, send_frame, wait_until
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -110,11 +113,33 @@ def text(result: CallToolResult) -> str:
     return result.content[0].text
 
 
-async def ok(session: ClientSession, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+async def ok(session: ClientSession, name: str, args: dict[str, Any] | None = None) -> str:
+    """The text the model reads: one text block and nothing beside it (no JSON copy)."""
     result = await call(session, name, args)
     assert not result.is_error, text(result)
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
+    assert result.structured_content is None, result.structured_content
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent), result.content
+    return result.content[0].text
+
+
+RESULT_LINE = re.compile(r"(?:→ |  )?#(\d+) [a-z]+ · ")
+
+
+def line_ids(reply: str) -> list[int]:
+    """The ids of a search/timeline/file_history reply: a header, then `#id type · ...` on every other line."""
+    head, *lines = reply.split("\n")
+    assert not RESULT_LINE.match(head), head
+    ids = []
+    for line in lines:
+        m = RESULT_LINE.match(line)
+        assert m, f"a result line without its id: {line!r}"
+        ids.append(int(m.group(1)))
+    return ids
+
+
+def session_ids(reply: str) -> list[str]:
+    """The sessions a `sessions` reply lists, in order."""
+    return re.findall(r"^## (\S+) · ", reply, re.M)
 
 
 async def fails(session: ClientSession, name: str, args: dict[str, Any], expect: str = "") -> str:
@@ -164,6 +189,8 @@ async def test_six_tools_over_the_bridge_with_a_running_daemon(
     edit_id = obs_id(db, "type = 'edit' AND session_id = ?", (S1,))
     error_id = obs_id(db, "type = 'error'")
     other_edit = obs_id(db, "type = 'edit' AND session_id = ?", (S2,))
+    other_prompt = obs_id(db, "type = 'prompt' AND session_id = ?", (S2,))
+    web_ids = {r[0] for r in db_rows(db, "SELECT id FROM observations WHERE project = ?", (web,))}
     errlog = tmp_path / "bridge.err"
 
     async with mcp_session(bridge_params(nmem_env, web), errlog) as s:
@@ -172,53 +199,48 @@ async def test_six_tools_over_the_bridge_with_a_running_daemon(
         assert {t.name for t in listed.tools} == TOOLS
         for tool in listed.tools:
             assert tool.description and len(tool.description) > 40, tool.name
-            assert tool.input_schema["type"] == "object" and tool.output_schema, tool.name
+            assert tool.input_schema["type"] == "object", tool.name
             assert tool.annotations and tool.annotations.read_only_hint, tool.name
         schemas = {t.name: t.input_schema for t in listed.tools}
         assert schemas["search"]["required"] == ["query"]
         assert schemas["search"]["properties"]["limit"]["maximum"] <= 50
         assert schemas["get_observations"]["properties"]["ids"]["type"] == "array"
+        assert schemas["get_observations"]["properties"]["ids"]["items"] == {"type": "integer", "minimum": 1}
+        assert {"type": "integer", "minimum": 1} in schemas["timeline"]["properties"]["id"]["anyOf"]
         assert schemas["file_history"]["required"] == ["path"]
 
         # search: compact lines with ids, scoped to the caller's project unless told otherwise
         found = await ok(s, "search", {"query": "zebra"})
-        assert found["scope"] == web
-        ids = {h["id"] for h in found["hits"]}
+        assert found.startswith(f"4 matches for 'zebra' in project web ({web}), best first:\n"), found
+        ids = line_ids(found)
         assert edit_id in ids and error_id in ids and other_edit not in ids
-        assert all(h["project"] == web for h in found["hits"])
-        line = text(await call(s, "search", {"query": "zebra"}))
-        assert f"#{error_id} error" in line and "get_observations" in line
-        assert len(line) < 3000
+        assert set(ids) <= web_ids
+        assert f"#{error_id} error · " in found and len(found) < 1000
         everywhere = await ok(s, "search", {"query": "zebra", "project": "*"})
-        assert other_edit in {h["id"] for h in everywhere["hits"]}
+        assert other_edit in line_ids(everywhere) and "[other]" in everywhere
         by_name = await ok(s, "search", {"query": "zebra", "project": "other"})
-        other_prompt = obs_id(db, "type = 'prompt' AND session_id = ?", (S2,))
-        assert {h["id"] for h in by_name["hits"]} == {other_edit, other_prompt}
-        errors = await ok(s, "search", {"query": "zebra", "type": "error"})
-        assert [h["id"] for h in errors["hits"]] == [error_id]
+        assert set(line_ids(by_name)) == {other_edit, other_prompt}
+        assert line_ids(await ok(s, "search", {"query": "zebra", "type": "error"})) == [error_id]
         in_file = await ok(s, "search", {"query": "zebra", "file": "src/parser.py"})
-        assert [h["id"] for h in in_file["hits"]] == [edit_id]
-        assert in_file["hits"][0]["path"] == "src/parser.py"
+        assert line_ids(in_file) == [edit_id] and " src/parser.py " in in_file
         by_session = await ok(s, "search", {"query": "zebra", "session_id": S1[:8], "since": "1h", "limit": 2})
-        assert len(by_session["hits"]) == 2 and all(h["session_id"] == S1 for h in by_session["hits"])
-        assert (await ok(s, "search", {"query": "zebra", "until": "2001-01-01"}))["hits"] == []
+        assert len(line_ids(by_session)) == 2 and by_session.count(f" · s:{S1[:8]} · ") == 2
+        assert (await ok(s, "search", {"query": "zebra", "until": "2001-01-01"})).startswith("No matches")
 
-        # get_observations: the details, unknown ids listed as missing
+        # get_observations: the details, unknown ids listed as missing; "#id" as shown works too
         details = await ok(s, "get_observations", {"ids": [error_id, 999_999]})
-        assert [o["id"] for o in details["observations"]] == [error_id] and details["missing"] == [999_999]
-        full = details["observations"][0]
-        assert "deploy key missing" in full["content"] and full["command"] == "make deploy"
-        assert full["session_id"] == S1 and full["project"] == web
-        assert "deploy key missing" in text(await call(s, "get_observations", {"ids": [error_id]}))
+        block, unknown = details.split("\n\n")
+        assert block.startswith(f"#{error_id} error · ") and unknown == "Unknown ids: #999999"
+        assert "deploy key missing" in block and f"session {S1}" in block and f"project: {web}" in block
+        assert (await ok(s, "get_observations", {"ids": [f"#{error_id}"]})).startswith(f"#{error_id} error · ")
 
         # timeline: around an id, or around a query's best match, in that session's order
         around = await ok(s, "timeline", {"id": edit_id, "before": 1, "after": 2})
-        assert around["anchor"] == edit_id and around["session_id"] == S1
-        order = [h["id"] for h in around["items"]]
+        assert around.startswith(f"Session {S1} ({web}) around #{edit_id}, oldest first:")
+        order = line_ids(around)
         assert order == sorted(order) and edit_id in order and len(order) == 4
-        assert "→ #" in text(await call(s, "timeline", {"id": edit_id}))
-        by_query = await ok(s, "timeline", {"query": "deploy key"})
-        assert by_query["anchor"] == error_id
+        assert f"→ #{edit_id} edit · " in around
+        assert f"→ #{error_id} error · " in await ok(s, "timeline", {"query": "deploy key"})
 
         # recent_context: the same text as at session start
         context = await ok(s, "recent_context")
@@ -227,21 +249,20 @@ async def test_six_tools_over_the_bridge_with_a_running_daemon(
             expected = build_context(conn, web, source="startup")
         finally:
             conn.close()
-        assert context == {"project": web, "context": expected}
-        assert "zebra" in expected and text(await call(s, "recent_context")) == expected
+        assert "zebra" in expected and context == expected
 
-        # sessions: the caller's project by default, '*' for all
+        # sessions: the caller's project by default, '*' for all; each names its first and last id
         mine = await ok(s, "sessions")
-        assert [x["session_id"] for x in mine["sessions"]] == [S1]
-        assert mine["sessions"][0]["summary"] and "zebra" in mine["sessions"][0]["summary"]
-        assert {x["session_id"] for x in (await ok(s, "sessions", {"project": "*"}))["sessions"]} == {S1, S2}
+        assert session_ids(mine) == [S1] and "zebra" in mine.split("\n## ", 1)[1]
+        first, last = db_rows(db, "SELECT min(id), max(id) FROM observations WHERE session_id = ?", (S1,))[0]
+        assert f"## {S1} · #{first} to #{last} · " in mine
+        assert set(session_ids(await ok(s, "sessions", {"project": "*"}))) == {S1, S2}
 
         # file_history: everything that touched a path (absolute or its tail)
-        history = await ok(s, "file_history", {"path": "src/parser.py"})
-        assert [h["id"] for h in history["hits"]] == [edit_id]
-        assert (await ok(s, "file_history", {"path": f"{other}/src/zebra_migrate.py"}))["hits"] == []
-        assert [h["id"] for h in (await ok(s, "file_history", {"path": "src/zebra_migrate.py", "project": other}))[
-            "hits"]] == [other_edit]  # fmt: skip
+        assert line_ids(await ok(s, "file_history", {"path": "src/parser.py"})) == [edit_id]
+        assert (await ok(s, "file_history", {"path": f"{other}/src/zebra_migrate.py"})).startswith("No observations")
+        theirs = await ok(s, "file_history", {"path": "src/zebra_migrate.py", "project": other})
+        assert line_ids(theirs) == [other_edit]
 
         # errors are tool errors, and the session goes on
         await fails(s, "get_observations", {"ids": [999_998]}, "no observation")
@@ -264,17 +285,65 @@ async def test_six_tools_over_the_bridge_with_a_running_daemon(
         await fails(s, "sessions", {"limit": 10_000})
         await fails(s, "no_such_tool", {})
         hostile = await ok(s, "search", {"query": "zebra'; DROP TABLE observations; -- NEAR(x y) \x00 ^*"})
-        assert isinstance(hostile["hits"], list)
-        assert (await ok(s, "search", {"query": "zebra"}))["hits"] == found["hits"]
+        assert hostile.startswith("No matches") or line_ids(hostile)
+        assert await ok(s, "search", {"query": "zebra"}) == found
 
         # a second session at the same time has its own project scope
         async with mcp_session(bridge_params(nmem_env, other), errlog) as s2:
-            theirs = await ok(s2, "sessions")
-            assert [x["session_id"] for x in theirs["sessions"]] == [S2]
-        assert [x["session_id"] for x in (await ok(s, "sessions"))["sessions"]] == [S1]
+            assert session_ids(await ok(s2, "sessions")) == [S2]
+        assert session_ids(await ok(s, "sessions")) == [S1]
 
     assert errlog.read_text() == ""
     assert ping(daemon.socket) is not None  # the daemon never noticed any of it
+
+
+async def test_the_model_reads_text_only_and_every_line_has_an_id(
+    daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """What reaches the model: one text block (no structuredContent, no output schema a client would
+    answer with a JSON copy), descriptions without docstring indentation, and an id on every result
+    line that get_observations accepts."""
+    daemon.start()
+    web, other = git_project(tmp_path / "web"), git_project(tmp_path / "other")
+    feed_corpus(web, other)
+    feed(*(_bash(S1, web, f"grep -n zebra src/parser.py  # pass {n}", f"{n}:zebra") for n in range(12)))
+    edit_id = obs_id(daemon.db, "type = 'edit' AND session_id = ?", (S1,))
+
+    async with mcp_session(bridge_params(nmem_env, web), tmp_path / "bridge.err") as s:
+        with anyio.fail_after(STEP_S):
+            listed = await s.list_tools()
+        for tool in listed.tools:
+            assert tool.output_schema is None, tool.name
+            assert tool.description == inspect.cleandoc(tool.description or ""), tool.name
+            assert not any(line.startswith((" ", "\t")) for line in tool.description.splitlines()), tool.name
+            assert "#" in tool.description, f"{tool.name}'s description does not say how ids look"
+
+        search = await call(s, "search", {"query": "zebra", "limit": 50})
+        assert not search.is_error and search.structured_content is None
+        assert [type(c) for c in search.content] == [TextContent]
+        shown = text(search)
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(shown)
+        assert "{" not in shown and '"id"' not in shown
+
+        replies = [
+            shown,
+            await ok(s, "search", {"query": "zebra", "project": "*"}),
+            await ok(s, "timeline", {"id": edit_id, "before": 50, "after": 50}),
+            await ok(s, "file_history", {"path": "src/parser.py"}),
+            await ok(s, "file_history", {"path": "parser.py", "project": "*"}),
+        ]
+        listed_ids = {i for reply in replies for i in line_ids(reply)}
+        assert len(listed_ids) > 15  # the whole corpus, both projects
+        spans = re.findall(r"^## \S+ · #(\d+)(?: to #(\d+))? · ", await ok(s, "sessions", {"project": "*"}), re.M)
+        assert len(spans) == 2
+        every = sorted(listed_ids | {int(i) for span in spans for i in span if i})
+        for start in range(0, len(every), 20):
+            batch = every[start : start + 20]
+            details = await ok(s, "get_observations", {"ids": batch})
+            assert "Unknown ids" not in details
+            heads = [int(m) for m in re.findall(r"^#(\d+) [a-z]+ · ", details, re.M)]
+            assert heads == batch
 
 
 async def test_the_bridge_starts_the_daemon_when_none_runs(nmem_env: dict[str, str], tmp_path: Path) -> None:
@@ -284,12 +353,11 @@ async def test_the_bridge_starts_the_daemon_when_none_runs(nmem_env: dict[str, s
     assert lock_pid(sock) is None
     try:
         async with mcp_session(bridge_params(nmem_env, web), errlog) as s:
-            assert (await ok(s, "sessions"))["sessions"] == []
-            empty = await call(s, "recent_context")
-            assert not empty.is_error and "No recorded history" in text(empty)
+            assert (await ok(s, "sessions")).startswith("No sessions recorded")
+            assert (await ok(s, "recent_context")).startswith("No recorded history")
             feed(_event("UserPromptSubmit", S1, web, prompt="remember the okapi"))
-            hits = (await ok(s, "search", {"query": "okapi"}))["hits"]
-            assert [h["type"] for h in hits] == ["prompt"]
+            found = await ok(s, "search", {"query": "okapi"})
+            assert len(line_ids(found)) == 1 and " prompt · " in found
         assert errlog.read_text() == ""
     finally:
         pid = lock_pid(sock)
@@ -344,7 +412,10 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
     replies = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
     assert sorted(replies) == [1, 2, 3]
     assert replies[1]["result"]["serverInfo"]["name"] == "nmem"
-    assert replies[2]["result"]["structuredContent"] == {"scope": str(tmp_path), "sessions": []}
+    assert replies[2]["result"]["content"] == [
+        {"type": "text", "text": f"No sessions recorded for project {tmp_path.name} ({tmp_path})."}
+    ]
+    assert "structuredContent" not in replies[2]["result"] and "structuredContent" not in replies[3]["result"]
     assert replies[3]["result"]["isError"] is True
 
     # the daemon stops under an open session: the bridge sees EOF and exits 0

@@ -9,17 +9,23 @@ Why it looks like this:
   `Server.run` spawns inherit.
 - Every tool is read-only and runs its SQL on a reader thread (`readers.run`);
   our errors come back as tool errors (`is_error`), never as a failed session.
+- The model reads the text and only the text: tools are registered with
+  `structured_output=False` (no output schema, no `structuredContent`), since a
+  client shows the model the JSON copy too, or instead (Claude Code does).
+- Descriptions are the docstrings without their indentation (the SDK sends
+  `__doc__` as it is).
 
 `MCPServer` has no public stream-level `run`; we use its `_lowlevel_server`
 (as mcp's migration guide says to), pinned by `mcp>=2.3,<3` and guarded by a test.
 """
 
 import contextvars
+import inspect
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio.to_thread
 
@@ -31,12 +37,6 @@ from nmemd.mcp.tools import (
     IDS_MAX,
     SEARCH_MAX,
     SESSIONS_MAX,
-    ContextOut,
-    FileHistoryOut,
-    ObservationsOut,
-    SearchOut,
-    SessionsOut,
-    TimelineOut,
     context_tool,
     file_history_tool,
     observations_tool,
@@ -57,8 +57,8 @@ if TYPE_CHECKING:
 SERVER_NAME: Final = "nmem"
 INSTRUCTIONS: Final = (
     "nmem remembers earlier Claude Code sessions in this project: prompts, edits, commands, errors. "
-    "Start with `search` (one compact line per observation, with its id), then `get_observations` for "
-    "the details of the few ids that matter, or `timeline` for what happened around one. "
+    "Start with `search` (one compact line per observation, starting with its id, e.g. #123), then "
+    "`get_observations` for the details of the few ids that matter, or `timeline` for what happened around one. "
     "`recent_context` is the overview shown at session start; `sessions` lists recent sessions with "
     "summaries; `file_history` lists what touched a file. Everything is scoped to the current project "
     "unless `project` says otherwise ('*' for all projects)."
@@ -81,7 +81,6 @@ caller_var: contextvars.ContextVar[Caller] = contextvars.ContextVar("nmem_mcp_ca
 
 # --- the server -------------------------------------------------------------------------------
 
-T = TypeVar("T")
 _server: "MCPServer[Any] | None" = None
 
 
@@ -106,7 +105,7 @@ def lowlevel(app: "MCPServer[Any]") -> "Server[Any]":
     return app._lowlevel_server
 
 
-async def _run_tool(fn: Callable[..., tuple[str, T]], *args: object) -> tuple[str, T]:
+async def _run_tool(fn: Callable[..., str], *args: object) -> str:
     """Run a tool's query on a reader thread; our errors become the model's tool errors."""
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -121,11 +120,16 @@ async def _run_tool(fn: Callable[..., tuple[str, T]], *args: object) -> tuple[st
         raise ToolError("the arguments must be valid Unicode text") from None
 
 
+def _strip_hash(value: object) -> object:
+    """`"#123"` -> `"123"`: an id copied from a line as it is shown still works."""
+    return value.strip().removeprefix("#") if isinstance(value, str) else value
+
+
 def build_server() -> "MCPServer[Any]":
     """Register the six tools. Parameter types and Field metadata become the input schemas."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.types import CallToolResult, TextContent, ToolAnnotations
-    from pydantic import Field
+    from mcp.types import ToolAnnotations
+    from pydantic import BeforeValidator, Field
 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
@@ -137,15 +141,18 @@ def build_server() -> "MCPServer[Any]":
 
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
-    def result(text: str, data: Any) -> CallToolResult:
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+    def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Text only (no output schema, no structuredContent); the docstring without its indentation."""
+        app.add_tool(fn, description=inspect.getdoc(fn), annotations=read_only, structured_output=False)
+        return fn
 
     Project = Annotated[
         str | None,
         Field(description="Absolute project path (or its directory name); omit for the current project; '*' for all."),
     ]
+    ObsId = Annotated[int, Field(ge=1), BeforeValidator(_strip_hash)]  # the constraint first: "minimum" in the schema
 
-    @app.tool(annotations=read_only)
+    @tool
     async def search(
         query: Annotated[
             str,
@@ -167,78 +174,97 @@ def build_server() -> "MCPServer[Any]":
         ] = None,
         until: Annotated[str | None, Field(description="Not after: same forms as since.")] = None,
         limit: Annotated[int, Field(ge=1, le=SEARCH_MAX, description="How many lines.")] = 10,
-    ) -> Annotated[CallToolResult, SearchOut]:
+    ) -> str:
         """Full-text search of this project's memory (prompts, edits, commands, errors, reads, ...).
 
-        Returns one compact line per observation, best match first: id, type, age, session, title,
-        path, snippet. Cheap; use it first, then get_observations(ids) for details or timeline(id)
-        for what happened around one.
+        Returns a header line, then one line per observation, best match first:
+        `#id type · age · s:session · title · path · snippet`. The number after `#` is the id that
+        get_observations(ids) and timeline(id) take. Cheap; use it first, then get_observations for
+        the details of the few ids that matter.
         """
         now = time.time()
-        return result(*await _run_tool(search_tool, query, project, type, session_id, file, since, until, limit, now))
+        return await _run_tool(search_tool, query, project, type, session_id, file, since, until, limit, now)
 
-    @app.tool(annotations=read_only)
+    @tool
     async def timeline(
-        id: Annotated[int | None, Field(ge=1, description="The observation to center on (an id from search).")] = None,
+        id: Annotated[
+            ObsId | None, Field(description="The observation to center on: the number after # in a result line.")
+        ] = None,
         query: Annotated[
             str | None, Field(description="Or: center on the best match of this search.", max_length=10_000)
         ] = None,
         project: Project = None,
         before: Annotated[int, Field(ge=0, le=AROUND_MAX, description="Observations before it.")] = 5,
         after: Annotated[int, Field(ge=0, le=AROUND_MAX, description="Observations after it.")] = 5,
-    ) -> Annotated[CallToolResult, TimelineOut]:
-        """What happened just before and after one observation, in its session, as compact lines.
+    ) -> str:
+        """What happened just before and after one observation, in its session, oldest first.
 
-        Give `id` (from search), or `query` to center on its best match in the project.
+        Give `id` (from a `#id` in any result), or `query` to center on its best match in the project.
+        Returns a header line, then one line per observation like search's, `→` marking the center;
+        each starts with the `#id` that get_observations takes.
         """
         now = time.time()
-        return result(*await _run_tool(timeline_tool, id, query, project, before, after, now))
+        return await _run_tool(timeline_tool, id, query, project, before, after, now)
 
-    @app.tool(annotations=read_only)
+    @tool
     async def get_observations(
         ids: Annotated[
-            list[int],
+            list[ObsId],
             Field(
-                min_length=1, max_length=IDS_MAX, description="Observation ids from search, timeline or file_history."
+                min_length=1,
+                max_length=IDS_MAX,
+                description="Observation ids: the numbers after # in search, timeline, file_history or sessions.",
             ),
         ],
-    ) -> Annotated[CallToolResult, ObservationsOut]:
+    ) -> str:
         """Everything stored about a few observations: full content, command, file, tool, times.
 
-        Ask only for the ids that matter; unknown ids are listed as missing.
+        Ask only for the ids that matter (`#123` in a result line is id 123); unknown ids are listed
+        as missing.
         """
         now = time.time()
-        return result(*await _run_tool(observations_tool, ids, now))
+        return await _run_tool(observations_tool, ids, now)
 
-    @app.tool(annotations=read_only)
-    async def recent_context(project: Project = None) -> Annotated[CallToolResult, ContextOut]:
+    @tool
+    async def recent_context(project: Project = None) -> str:
         """The project overview shown at session start: recent sessions and their summaries, open
-        tasks, recent errors and what fixed them, files touched, commands that worked."""
+        tasks, recent errors and what followed them, files most worked on, commands that worked.
+
+        Its lines sum up many observations and carry no ids: search, sessions or file_history give
+        the `#id`s to ask get_observations about.
+        """
         settings = caller_var.get().daemon.settings
         budget = settings.context_budget or DEFAULT_BUDGET
-        return result(*await _run_tool(context_tool, project, budget))
+        return await _run_tool(context_tool, project, budget)
 
-    @app.tool(annotations=read_only)
+    @tool
     async def sessions(
         project: Project = None,
         limit: Annotated[int, Field(ge=1, le=SESSIONS_MAX, description="How many sessions.")] = 10,
-    ) -> Annotated[CallToolResult, SessionsOut]:
+    ) -> str:
         """Recent sessions of the project, newest first, each with its summary (first prompt, activity,
-        files edited, commands, errors, last message)."""
-        now = time.time()
-        return result(*await _run_tool(sessions_tool, project, limit, now))
+        files edited, commands, errors, last message).
 
-    @app.tool(annotations=read_only)
+        Each session's header names its first and last observation (`#id`): timeline(id) from there
+        walks the session, get_observations takes the id; search(session_id=...) looks inside one.
+        """
+        now = time.time()
+        return await _run_tool(sessions_tool, project, limit, now)
+
+    @tool
     async def file_history(
         path: Annotated[
             str, Field(min_length=1, max_length=4096, description="A file path: absolute, or its tail (src/app.py).")
         ],
         project: Project = None,
         limit: Annotated[int, Field(ge=1, le=HISTORY_MAX, description="How many lines.")] = 20,
-    ) -> Annotated[CallToolResult, FileHistoryOut]:
-        """Everything that touched a file (reads, edits, writes, errors, searches), newest first,
-        as compact lines with ids."""
+    ) -> str:
+        """Everything that touched a file (reads, edits, writes, errors, searches), newest first.
+
+        Returns a header line, then one line per observation like search's, each starting with the
+        `#id` that get_observations and timeline take.
+        """
         now = time.time()
-        return result(*await _run_tool(file_history_tool, path, project, limit, now))
+        return await _run_tool(file_history_tool, path, project, limit, now)
 
     return app

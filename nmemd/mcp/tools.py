@@ -1,11 +1,15 @@
-"""The six MCP tools' logic and their structured results.
+"""The six MCP tools' logic: each returns the text the model reads, and nothing else.
 
-- Progressive disclosure: `search`, `timeline`, `file_history` return compact
-  lines with ids; `get_observations` returns the details of a few ids.
+- Text only: a structured copy of the same facts would reach the model too (Claude
+  Code shows `structuredContent` in place of the text when both are present), at
+  twice the size. Programs have `nmem ... --json`.
+- Progressive disclosure: `search`, `timeline`, `file_history` return one line per
+  observation, each starting with `#<id>` (the id `get_observations` and `timeline`
+  take); `sessions` names each session's first and last `#<id>`;
+  `get_observations` returns the details of a few ids.
 - Each tool is a pure function over a SQLite connection (run on a reader
   thread by the server); a bad argument or an unanswerable question raises
   `ToolInputError`, which the server turns into a tool error (`is_error`).
-- The result structs are TypedDicts: pydantic derives the output schemas from them.
 """
 
 import datetime as dt
@@ -13,8 +17,6 @@ import os
 import re
 import sqlite3
 from typing import Final
-
-from typing_extensions import TypedDict
 
 from nmemd.capture.project import project_root, short_name
 from nmemd.errors import ToolInputError
@@ -31,89 +33,6 @@ DETAILS_BUDGET: Final = 40_000  # characters of content per get_observations cal
 TEXT_TITLE: Final = 160
 
 _SESSION_ID_PREFIX_MIN: Final = 4
-
-
-# --- structured output (TypedDicts: pydantic derives the output schemas from them) ---------------
-
-
-class HitOut(TypedDict):
-    """One compact line: enough to decide whether to ask for details."""
-
-    id: int
-    type: str
-    when: str
-    ts: str
-    project: str | None
-    session_id: str
-    title: str
-    path: str | None
-    snippet: str | None
-    count: int
-
-
-class SearchOut(TypedDict):
-    scope: str
-    query: str
-    hits: list[HitOut]
-
-
-class TimelineOut(TypedDict):
-    anchor: int
-    session_id: str
-    project: str | None
-    items: list[HitOut]
-
-
-class ObservationOut(TypedDict):
-    id: int
-    type: str
-    project: str | None
-    session_id: str
-    when: str
-    ts: str
-    last_ts: str
-    count: int
-    hook_event: str
-    title: str
-    content: str
-    content_truncated: bool
-    tool_name: str | None
-    file_path: str | None
-    command: str | None
-
-
-class ObservationsOut(TypedDict):
-    observations: list[ObservationOut]
-    missing: list[int]
-
-
-class ContextOut(TypedDict):
-    project: str
-    context: str
-
-
-class SessionOut(TypedDict):
-    session_id: str
-    project: str | None
-    when: str
-    started_at: str | None
-    last_event_at: str | None
-    ended: bool
-    end_reason: str | None
-    events: int
-    first_prompt: str | None
-    summary: str | None
-
-
-class SessionsOut(TypedDict):
-    scope: str
-    sessions: list[SessionOut]
-
-
-class FileHistoryOut(TypedDict):
-    scope: str
-    path: str
-    hits: list[HitOut]
 
 
 # --- argument handling ------------------------------------------------------------------------
@@ -195,34 +114,26 @@ def _scope_label(scope: str) -> str:
 # --- formatting -------------------------------------------------------------------------------
 
 
-def _hit_out(hit: queries.Hit, now: float) -> HitOut:
-    return HitOut(
-        id=hit.id,
-        type=hit.type,
-        when=ago(hit.ts, now),
-        ts=_iso(hit.ts) or "",
-        project=hit.project,
-        session_id=hit.session_id,
-        title=hit.title,
-        path=rel(hit.file_path, hit.project) if hit.file_path else None,
-        snippet=hit.snippet,
-        count=hit.count,
-    )
+def ref(obs_id: int) -> str:
+    """The one form an observation id takes in every line the model reads."""
+    return f"#{obs_id}"
 
 
-def _hit_line(h: HitOut, mark: str = "", all_projects: bool = False) -> str:
+def _hit_line(hit: queries.Hit, now: float, mark: str = "", all_projects: bool = False) -> str:
     """`#id type · age · s:session · title · path · snippet`, leaving out what repeats the title."""
-    parts = [f"{mark}#{h['id']} {h['type']}", h["when"], f"s:{h['session_id'][:8]}"]
-    if all_projects and h["project"]:
-        parts.append(f"[{short_name(h['project'])}]")
-    parts.append(clip(h["title"], TEXT_TITLE))
-    if h["path"] and h["path"] not in h["title"]:
-        parts.append(h["path"])
-    snippet = h["snippet"]
-    if snippet and snippet.replace("[", "").replace("]", "").strip("… ") not in h["title"]:
+    parts = [f"{mark}{ref(hit.id)} {hit.type}", ago(hit.ts, now), f"s:{hit.session_id[:8]}"]
+    if all_projects and hit.project:
+        parts.append(f"[{short_name(hit.project)}]")
+    title = clip(hit.title, TEXT_TITLE)
+    parts.append(title)
+    path = clip(rel(hit.file_path, hit.project), TEXT_TITLE) if hit.file_path else None
+    if path and path not in title:
+        parts.append(path)
+    snippet = hit.snippet
+    if snippet and snippet.replace("[", "").replace("]", "").strip("… ") not in hit.title:
         parts.append(clip(snippet, TEXT_TITLE))
     line = " · ".join(parts)
-    return line + (f" (×{h['count']})" if h["count"] > 1 else "")
+    return line + (f" (×{hit.count})" if hit.count > 1 else "")
 
 
 def _count(n: int, word: str) -> str:
@@ -239,7 +150,7 @@ def _no_results(what: str) -> str:
 def search_tool(
     conn: sqlite3.Connection, default: str | None, query: str, project: str | None, type_: str | None,
     session_id: str | None, file: str | None, since: str | None, until: str | None, limit: int, now: float,
-) -> tuple[str, SearchOut]:  # fmt: skip
+) -> str:  # fmt: skip
     if not query.strip():
         raise ToolInputError("the query is empty: give one or more words to look for")
     scope = _scope(conn, project, default)
@@ -251,20 +162,18 @@ def search_tool(
         since=parse_time(since, now) if since else None,
         until=parse_time(until, now) if until else None,
     )
-    hits = [_hit_out(h, now) for h in queries.search(conn, query, filters, limit=limit, now=now)]
-    out = SearchOut(scope=scope, query=query, hits=hits)
+    hits = queries.search(conn, query, filters, limit=limit, now=now)
     if not hits:
-        return _no_results(f"matches for {query!r} in {_scope_label(scope)}"), out
+        return _no_results(f"matches for {query!r} in {_scope_label(scope)}")
     head = f"{_count(len(hits), 'match')} for {query!r} in {_scope_label(scope)}, best first:"
-    foot = "Details: get_observations(ids=[...]); surroundings: timeline(id=...)."
     every = scope == queries.ALL_PROJECTS
-    return "\n".join([head, *(_hit_line(h, all_projects=every) for h in hits), foot]), out
+    return "\n".join([head, *(_hit_line(h, now, all_projects=every) for h in hits)])
 
 
 def timeline_tool(
     conn: sqlite3.Connection, default: str | None, anchor: int | None, query: str | None, project: str | None,
     before: int, after: int, now: float,
-) -> tuple[str, TimelineOut]:  # fmt: skip
+) -> str:  # fmt: skip
     if anchor is None:
         if query is None or not query.strip():
             raise ToolInputError("give an observation id, or a query whose best match is the anchor")
@@ -274,42 +183,30 @@ def timeline_tool(
             raise ToolInputError(f"nothing matches {query!r} in {_scope_label(scope)}")
         anchor = top[0].id
     items = queries.timeline(conn, anchor, before=before, after=after)
-    hits = [_hit_out(h, now) for h in items]
     at = next(h for h in items if h.id == anchor)
-    out = TimelineOut(anchor=anchor, session_id=at.session_id, project=at.project, items=hits)
-    head = f"Session {at.session_id} ({at.project or 'no project'}) around #{anchor}, oldest first:"
-    lines = [_hit_line(h, "→ " if h["id"] == anchor else "  ") for h in hits]
-    return "\n".join([head, *lines]), out
+    head = f"Session {at.session_id} ({at.project or 'no project'}) around {ref(anchor)}, oldest first:"
+    lines = [_hit_line(h, now, "→ " if h.id == anchor else "  ") for h in items]
+    return "\n".join([head, *lines])
 
 
-def observations_tool(
-    conn: sqlite3.Connection, default: str | None, ids: list[int], now: float
-) -> tuple[str, ObservationsOut]:
+def observations_tool(conn: sqlite3.Connection, default: str | None, ids: list[int], now: float) -> str:
     wanted = list(dict.fromkeys(ids))
     details = queries.get_observations(conn, wanted)
     found = {d.id for d in details}
     missing = [i for i in wanted if i not in found]
     if not details:
-        raise ToolInputError(f"no observation with id {', '.join(map(str, missing))}")
+        raise ToolInputError(f"no observation with id {', '.join(map(ref, missing))}")
     budget = DETAILS_BUDGET
-    observations: list[ObservationOut] = []
     blocks: list[str] = []
     for d in details:
         room = max(budget, 200)  # past the budget, each observation still shows its first lines
         content = d.content if len(d.content) <= room else d.content[: room - 1] + "…"
         budget -= len(content)
-        o = ObservationOut(
-            id=d.id, type=d.type, project=d.project, session_id=d.session_id, when=ago(d.ts, now),
-            ts=_iso(d.ts) or "", last_ts=_iso(d.last_ts) or "", count=d.count, hook_event=d.hook_event,
-            title=d.title, content=content, content_truncated=content != d.content, tool_name=d.tool_name,
-            file_path=d.file_path, command=d.command,
-        )  # fmt: skip
-        observations.append(o)
-        meta = [f"#{d.id} {d.type}", f"{o['ts']} ({o['when']})", f"session {d.session_id}", d.hook_event]
+        meta = [f"{ref(d.id)} {d.type}", f"{_iso(d.ts)} ({ago(d.ts, now)})", f"session {d.session_id}", d.hook_event]
         if d.tool_name:
             meta.append(f"tool {d.tool_name}")
         if d.count > 1:
-            meta.append(f"×{d.count} until {o['last_ts']}")
+            meta.append(f"×{d.count} until {_iso(d.last_ts)}")
         block = [" · ".join(meta), f"title: {d.title}"]
         if d.project:
             block.append(f"project: {d.project}")
@@ -318,74 +215,67 @@ def observations_tool(
         if d.command and d.command not in d.title:
             block.append(f"command: {d.command}")
         if content and content != d.title:
-            block.append(content + (" [cut]" if o["content_truncated"] else ""))
+            block.append(content + (" [cut]" if content != d.content else ""))
         blocks.append("\n".join(block))
     if missing:
-        blocks.append(f"Unknown ids: {', '.join(map(str, missing))}")
-    return "\n\n".join(blocks), ObservationsOut(observations=observations, missing=missing)
+        blocks.append(f"Unknown ids: {', '.join(map(ref, missing))}")
+    return "\n\n".join(blocks)
 
 
-def context_tool(
-    conn: sqlite3.Connection, default: str | None, project: str | None, budget: int
-) -> tuple[str, ContextOut]:
+def context_tool(conn: sqlite3.Connection, default: str | None, project: str | None, budget: int) -> str:
     scope = _scope(conn, project, default)
     if scope == queries.ALL_PROJECTS:
         raise ToolInputError("recent_context needs one project: give its path (no project is known for this session)")
     text = build_context(conn, scope, source="startup", budget=budget)
-    shown = text or f"No recorded history for {_scope_label(scope)} yet."
-    return shown, ContextOut(project=scope, context=text)
+    return text or f"No recorded history for {_scope_label(scope)} yet."
 
 
-def sessions_tool(
-    conn: sqlite3.Connection, default: str | None, project: str | None, limit: int, now: float
-) -> tuple[str, SessionsOut]:
+def _session_spans(conn: sqlite3.Connection, session_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """Each session's first and last observation id: where timeline(id) starts walking it."""
+    marks = ",".join("?" * len(session_ids))
+    rows = conn.execute(
+        f"SELECT session_id, min(id), max(id) FROM observations WHERE session_id IN ({marks}) GROUP BY session_id",
+        session_ids,
+    ).fetchall()
+    return {sid: (first, last) for sid, first, last in rows}
+
+
+def sessions_tool(conn: sqlite3.Connection, default: str | None, project: str | None, limit: int, now: float) -> str:
     scope = _scope(conn, project, default)
     rows = queries.sessions(conn, scope, limit=limit)
-    out = SessionsOut(
-        scope=scope,
-        sessions=[
-            SessionOut(
-                session_id=r.session_id,
-                project=r.project,
-                when=ago(r.last_event_at or r.started_at, now),
-                started_at=_iso(r.started_at),
-                last_event_at=_iso(r.last_event_at),
-                ended=r.ended_at is not None,
-                end_reason=r.end_reason,
-                events=r.event_count,
-                first_prompt=r.first_prompt,
-                summary=r.summary,
-            )
-            for r in rows
-        ],
-    )
     if not rows:
-        return _no_results(f"sessions recorded for {_scope_label(scope)}"), out
+        return _no_results(f"sessions recorded for {_scope_label(scope)}")
+    spans = _session_spans(conn, [r.session_id for r in rows])
     blocks = [f"{_count(len(rows), 'session')} in {_scope_label(scope)}, most recent first:"]
-    for s in out["sessions"]:
-        state = f"ended ({s['end_reason']})" if s["ended"] and s["end_reason"] else "ended" if s["ended"] else "open"
-        head = f"## {s['session_id']} · last activity {s['when']} · {s['events']} events · {state}"
-        if scope == queries.ALL_PROJECTS and s["project"]:
-            head += f" · {s['project']}"
+    for r in rows:
+        ended = r.ended_at is not None
+        state = f"ended ({r.end_reason})" if ended and r.end_reason else "ended" if ended else "open"
+        head = f"## {r.session_id}"
+        if r.session_id in spans:
+            first, last = spans[r.session_id]
+            head += f" · {ref(first)}" if first == last else f" · {ref(first)} to {ref(last)}"
+        head += f" · last activity {ago(r.last_event_at or r.started_at, now)} · {_count(r.event_count, 'event')}"
+        head += f" · {state}"
+        if scope == queries.ALL_PROJECTS and r.project:
+            head += f" · {r.project}"
         block = [head]
-        if s["summary"]:
-            block.append(s["summary"])
-        elif s["first_prompt"]:
-            block.append(f"Prompt: {clip(s['first_prompt'], 220)}")
+        if r.summary:
+            block.append(r.summary)
+        elif r.first_prompt:
+            block.append(f"Prompt: {clip(r.first_prompt, 220)}")
         blocks.append("\n".join(block))
-    return "\n\n".join(blocks), out
+    return "\n\n".join(blocks)
 
 
 def file_history_tool(
     conn: sqlite3.Connection, default: str | None, path: str, project: str | None, limit: int, now: float
-) -> tuple[str, FileHistoryOut]:
+) -> str:
     scope = _scope(conn, project, default)
     if not path.strip():
         raise ToolInputError("the path is empty")
-    hits = [_hit_out(h, now) for h in queries.file_history(conn, path, queries.Filters(project=scope), limit=limit)]
-    out = FileHistoryOut(scope=scope, path=path.strip(), hits=hits)
+    hits = queries.file_history(conn, path, queries.Filters(project=scope), limit=limit)
     if not hits:
-        return _no_results(f"observations touching {path.strip()!r} in {_scope_label(scope)}"), out
+        return _no_results(f"observations touching {path.strip()!r} in {_scope_label(scope)}")
     head = f"{_count(len(hits), 'observation')} touching {path.strip()!r} in {_scope_label(scope)}, newest first:"
     every = scope == queries.ALL_PROJECTS
-    return "\n".join([head, *(_hit_line(h, all_projects=every) for h in hits)]), out
+    return "\n".join([head, *(_hit_line(h, now, all_projects=every) for h in hits)])
