@@ -147,6 +147,8 @@ async def fails(session: ClientSession, name: str, args: dict[str, Any], expect:
     assert result.is_error, (name, args, result)
     message = text(result)
     assert expect.lower() in message.lower(), message
+    assert len(result.content) == 1 and result.structured_content is None, result
+    assert "\n" not in message and "Traceback" not in message and "pydantic" not in message, message
     return message
 
 
@@ -264,25 +266,27 @@ async def test_six_tools_over_the_bridge_with_a_running_daemon(
         theirs = await ok(s, "file_history", {"path": "src/zebra_migrate.py", "project": other})
         assert line_ids(theirs) == [other_edit]
 
-        # errors are tool errors, and the session goes on
+        # errors are tool errors in one clear line, and the session goes on
         await fails(s, "get_observations", {"ids": [999_998]}, "no observation")
-        await fails(s, "get_observations", {"ids": []})
-        await fails(s, "get_observations", {"ids": "all of them"})
+        await fails(s, "get_observations", {"ids": []}, "ids: list should have at least 1 item")
+        await fails(s, "get_observations", {"ids": "all of them"}, "ids: input should be a valid list")
+        await fails(s, "get_observations", {"ids": ["x"] * 7}, "ids.4: input should be a valid integer")
+        assert (await fails(s, "get_observations", {"ids": ["x"] * 7})).endswith("; 2 more")
         await fails(s, "timeline", {"id": 999_998}, "no observation")
         await fails(s, "timeline", {}, "give an observation id")
         await fails(s, "timeline", {"query": "nothingmatchesthis"}, "nothing matches")
         await fails(s, "search", {"query": ""}, "empty")
         await fails(s, "search", {"query": '"*" ( ) ^ -- ;'}, "nothing to search")
-        await fails(s, "search", {"query": "zebra", "limit": 0})
-        await fails(s, "search", {"query": "zebra", "limit": "many"})
-        await fails(s, "search", {"query": "zebra", "type": "bogus"})
+        await fails(s, "search", {"query": "zebra", "limit": 0}, "limit: input should be greater than or equal to 1")
+        await fails(s, "search", {"query": "zebra", "limit": "many"}, "limit: input should be a valid integer")
+        await fails(s, "search", {"query": "zebra", "type": "bogus"}, "type: input should be 'session', 'prompt'")
         await fails(s, "search", {"query": "zebra", "since": "the day before"}, "cannot read time")
         await fails(s, "search", {"query": "zebra", "project": "no-such-project"}, "no project named")
         await fails(s, "search", {"query": "zebra", "session_id": "nope-not-a-session"}, "no session")
-        await fails(s, "search", {}, "query")
+        await fails(s, "search", {}, "invalid arguments: query: field required")
         await fails(s, "recent_context", {"project": "*"}, "one project")
-        await fails(s, "file_history", {"path": ""})
-        await fails(s, "sessions", {"limit": 10_000})
+        await fails(s, "file_history", {"path": ""}, "path: string should have at least 1 character")
+        await fails(s, "sessions", {"limit": 10_000}, "limit: input should be less than or equal to 50")
         await fails(s, "no_such_tool", {})
         hostile = await ok(s, "search", {"query": "zebra'; DROP TABLE observations; -- NEAR(x y) \x00 ^*"})
         assert hostile.startswith("No matches") or line_ids(hostile)

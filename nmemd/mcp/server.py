@@ -8,7 +8,8 @@ Why it looks like this:
   daemon, the caller's project) rides in a ContextVar that the request tasks
   `Server.run` spawns inherit.
 - Every tool is read-only and runs its SQL on a reader thread (`readers.run`);
-  our errors come back as tool errors (`is_error`), never as a failed session.
+  our errors come back as tool errors (`is_error`), never as a failed session,
+  and arguments the input schema refuses as one line per field (not pydantic's dump).
 - The model reads the text and only the text: tools are registered with
   `structured_output=False` (no output schema, no `structuredContent`), since a
   client shows the model the JSON copy too, or instead (Claude Code does).
@@ -51,10 +52,12 @@ from nmemd.store import readers
 if TYPE_CHECKING:
     from mcp.server import Server
     from mcp.server.mcpserver import MCPServer
+    from pydantic import ValidationError
 
     from nmemd.capture.host import Host
 
 SERVER_NAME: Final = "nmem"
+ARGUMENT_ERRORS_SHOWN: Final = 5  # the first few are enough to correct a call
 INSTRUCTIONS: Final = (
     "nmem remembers earlier Claude Code sessions in this project: prompts, edits, commands, errors. "
     "Start with `search` (one compact line per observation, starting with its id, e.g. #123), then "
@@ -125,15 +128,40 @@ def _strip_hash(value: object) -> object:
     return value.strip().removeprefix("#") if isinstance(value, str) else value
 
 
+def invalid_arguments(tool: str, exc: "ValidationError") -> str:
+    """One clause per refused argument, without pydantic's type codes, echoed input and links."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    problems = []
+    for err in errors[:ARGUMENT_ERRORS_SHOWN]:
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        problems.append(f"{where}: {err['msg'][:1].lower()}{err['msg'][1:]}")
+    if len(errors) > len(problems):
+        problems.append(f"{len(errors) - len(problems)} more")
+    return f"Error executing tool {tool}: invalid arguments: " + "; ".join(problems)
+
+
 def build_server() -> "MCPServer[Any]":
     """Register the six tools. Parameter types and Field metadata become the input schemas."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.types import ToolAnnotations
-    from pydantic import BeforeValidator, Field
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+    from pydantic import BeforeValidator, Field, ValidationError
+
+    class NmemServer(MCPServer[Any]):
+        async def call_tool(
+            self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+        ) -> CallToolResult | InputRequiredResult:
+            """Arguments the schema refuses: say which and why in a line, not pydantic's multi-line dump."""
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):
+                    raise ToolError(invalid_arguments(name, exc.__cause__)) from exc.__cause__
+                raise
 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    app: MCPServer[Any] = MCPServer(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
+    app = NmemServer(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
     root.handlers[:] = handlers  # MCPServer configures logging with rich; the daemon already did
     root.setLevel(level)
     if level > logging.DEBUG:
