@@ -6,7 +6,7 @@ this package imports mcp/pydantic at its top level (see `server.get_server`).
 - `session`: per connection: check the request, answer OK, run the server on it.
 - `server`: the daemon's one MCPServer (built and cached on first use), the six
   tools registered on it, the caller's project in a ContextVar.
-- `tools`: the tools' logic over a SQLite connection and their result structs.
+- `tools`: the tools' logic over a SQLite connection: the text the model reads, nothing else.
 - `transport`: JSON-RPC lines on the socket <-> the memory streams `Server.run` consumes.
 
 This package is `nmemd.mcp`; every import of the mcp SDK here is absolute
