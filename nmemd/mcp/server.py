@@ -9,7 +9,7 @@ Why it looks like this:
   `Server.run` spawns inherit.
 - Every tool is read-only and runs its SQL on a reader thread (`readers.run`);
   our errors come back as tool errors (`is_error`), never as a failed session,
-  and arguments the input schema refuses as one line per field (not pydantic's dump).
+  and arguments the input schema refuses as one line naming each field (not pydantic's dump).
 - The model reads the text and only the text: tools are registered with
   `structured_output=False` (no output schema, no `structuredContent`), since a
   client shows the model the JSON copy too, or instead (Claude Code does).
