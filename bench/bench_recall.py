@@ -7,8 +7,10 @@ the full text), scoped to the project nmem derived for the question's session. A
 answered at rank k when one of the first k results holds an expected fact (case-insensitive
 substring of title + content). The same run scores a baseline, BM25 per turn (what a
 conversation-search tool does: each user prompt plus the tool calls and results until the next
-prompt, per project, `bm25s` over lowercase alphanumeric tokens minus English stop words), and
-counts which facts the project's SessionStart context already holds, and its size.
+prompt, per project, `bm25s` over lowercase alphanumeric tokens minus English stop words), the same
+BM25 over nmem's own observations (`bm25obs`: what ranking alone could reach on this store), which
+facts the project's SessionStart context already holds and its size, and for each miss whether the
+fact was stored at all (in the project, only under another project of the session, or not).
 
 Only the public CLI/RPC is used, so the benchmark keeps measuring while search is rewritten.
 
@@ -44,6 +46,7 @@ CORPUS = REPO.parent / "shared" / "corpus"
 NMEM = str(VENV_BIN / "nmem")
 FORMS = ("natural", "keyword")
 RANKS = (1, 3, 10)
+SYSTEMS = ("nmem", "baseline", "bm25obs")  # bm25obs: BM25 over nmem's own observations, words OR-ed
 TARGETS = {("natural", 3): 0.80, ("natural", 10): 0.90, ("keyword", 3): 0.90}
 LIMIT = max(RANKS)
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -213,37 +216,42 @@ def turns(path: Path) -> list[str]:
     return ["\n".join(t) for t in out]
 
 
-class Baseline:
-    """A bm25s index of turns per project."""
+def turn_texts(projects: Path, session_project: dict[str, str]) -> dict[str, list[str]]:
+    """The baseline's documents: every user turn of the corpus, by the project nmem gave its session."""
+    texts: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(projects.rglob("*.jsonl")):
+        project = session_project.get(path.stem)
+        if project is not None:
+            texts[project].extend(turns(path))
+    return dict(texts)
 
-    def __init__(self, projects: Path, session_project: dict[str, str]) -> None:
+
+class Bm25:
+    """One bm25s index per project over `tokens` of its documents."""
+
+    def __init__(self, texts: dict[str, list[str]]) -> None:
         import bm25s  # type: ignore[import-untyped]
         from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped]
 
         self.stopwords = frozenset(STOPWORDS_EN)
-        texts: dict[str, list[str]] = defaultdict(list)
-        for path in sorted(projects.rglob("*.jsonl")):
-            project = session_project.get(path.stem)
-            if project is not None:
-                texts[project].extend(turns(path))
-        self.texts = dict(texts)
+        self.texts = texts
         self.index: dict[str, Any] = {}
-        for project, docs in self.texts.items():
+        for project, docs in texts.items():
             retriever = bm25s.BM25()
             retriever.index([tokens(d, self.stopwords) for d in docs], show_progress=False)
             self.index[project] = retriever
 
-    def search(self, query: str, project: str) -> list[str]:
-        retriever = self.index.get(project)
+    def search(self, query: str, project: str | None) -> list[str]:
+        retriever = self.index.get(project or "")
         if retriever is None:
             return []
         vocab = retriever.vocab_dict
         query_tokens = [t for t in tokens(query, self.stopwords) if t in vocab]
         if not query_tokens:
             return []
-        k = min(LIMIT, len(self.texts[project]))
+        k = min(LIMIT, len(self.texts[project or ""]))
         docs, scores = retriever.retrieve([query_tokens], k=k, show_progress=False)
-        return [self.texts[project][int(d)] for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+        return [self.texts[project or ""][int(d)] for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -278,9 +286,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         memory = Memory(home)
         session_project = memory.projects()
+        stored = stored_texts(home)
         t0 = time.perf_counter()
-        baseline = Baseline(projects_dir, session_project)
+        turns_by_project = turn_texts(projects_dir, session_project)
+        baseline = Bm25(turns_by_project)
         timings["baseline_index_s"] = time.perf_counter() - t0
+        observations: dict[str, list[str]] = defaultdict(list)
+        for _, obs_project, text in stored:
+            observations[obs_project].append(text)
+        bm25_obs = Bm25(dict(observations))
 
         t0 = time.perf_counter()
         rows = []
@@ -294,13 +308,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 row[f"nmem_{form}_error"] = error
                 row[f"nmem_{form}_top"] = [f"{h['type']}: {h['title'][:100]}" for h in hits[:3]]
                 row[f"nmem_{form}_hits"] = len(hits)
-                row[f"baseline_{form}"] = rank(baseline.search(q[form], project), q["expect"]) if project else None
+                row[f"baseline_{form}"] = rank(baseline.search(q[form], project), q["expect"])
+                row[f"bm25obs_{form}"] = rank(bm25_obs.search(q[form], project), q["expect"])
                 row[form] = q[form]
             rows.append(row)
         timings["queries_s"] = time.perf_counter() - t0
-        stored = stored_texts(home)
         for row, q in zip(rows, questions, strict=True):
             row["stored"] = where_stored(stored, q["session_id"], row["project"], q["expect"])
+            row["project_turns"] = len(turns_by_project.get(row["project"] or "", []))
 
         contexts = {}
         for project in sorted({r["project"] for r in rows if r["project"]}):
@@ -316,12 +331,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             home.owned = False
             print(f"store kept: reuse it with --home {home.home}", file=sys.stderr)
         home.cleanup()
-    return {"import": imported, "timings": timings, "questions": rows, "contexts": contexts}
+    sizes = sorted(len(t) for docs in turns_by_project.values() for t in docs)
+    turn_stats = {"turns": len(sizes), "median_chars": sizes[len(sizes) // 2] if sizes else 0}
+    return {"import": imported, "timings": timings, "questions": rows, "contexts": contexts, "turns": turn_stats}
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, int]]]:
     out: dict[str, dict[str, dict[int, int]]] = {}
-    for system in ("nmem", "baseline"):
+    for system in SYSTEMS:
         out[system] = {}
         for form in FORMS:
             ranks = [r[f"{system}_{form}"] for r in rows]
@@ -344,7 +361,7 @@ def print_report(result: dict[str, Any], verbose: bool) -> None:
     print(f"recall: {total} questions, {repos} repositories; answered at rank k (top-k), project-scoped")
     head = "  ".join(f"{'top-' + str(k):>12}" for k in RANKS)
     print(f"{'':10} {'form':8} {head}")
-    for system in ("nmem", "baseline"):
+    for system in SYSTEMS:
         for form in FORMS:
             cells = "  ".join(f"{_cell(table[system][form][k], total):>12}" for k in RANKS)
             print(f"{system:10} {form:8} {cells}")
@@ -352,18 +369,26 @@ def print_report(result: dict[str, Any], verbose: bool) -> None:
         goals = [f">= {100 * TARGETS[(form, k)]:.0f} %" if (form, k) in TARGETS else "" for k in RANKS]
         cells = "  ".join(f"{g:>12}" for g in goals)
         print(f"{'target':10} {form:8} {cells}")
+    few = sum(1 for r in rows if r["project_turns"] <= LIMIT)
+    turns_info = result["turns"]
+    print(
+        f"baseline: bm25s per user turn ({turns_info['turns']} turns, median {turns_info['median_chars']} chars;"
+        f" {few} questions' projects have <= {LIMIT} turns, so top-{LIMIT} is every turn there)"
+    )
+    print("bm25obs:  bm25s per observation of this store (nmem export), words OR-ed: what ranking alone could reach")
 
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_kind[r["kind"]].append(r)
     print()
-    print("by kind (top-10, natural / keyword): nmem | baseline")
+    print("by kind (top-10, natural / keyword): nmem | baseline | bm25obs")
     for kind, group in sorted(by_kind.items()):
         s = summary(group)
         n = len(group)
         print(
             f"  {kind:11} {n:>3}   nmem {s['nmem']['natural'][10]:>2} / {s['nmem']['keyword'][10]:>2}"
             f"   baseline {s['baseline']['natural'][10]:>2} / {s['baseline']['keyword'][10]:>2}"
+            f"   bm25obs {s['bm25obs']['natural'][10]:>2} / {s['bm25obs']['keyword'][10]:>2}"
         )
 
     for form in FORMS:
@@ -396,9 +421,9 @@ def print_report(result: dict[str, Any], verbose: bool) -> None:
         f"baseline index {t['baseline_index_s']:.1f} s, queries {t['queries_s']:.1f} s ({t['rpc_calls']} rpc calls)"
     )
     if verbose:
-        print("\nper question: rank nmem natural/keyword, baseline natural/keyword (- = not in top 10)")
+        print("\nper question: rank natural/keyword for nmem, baseline, bm25obs (- = not in top 10)")
         for r in rows:
-            ranks = [r[f"{s}_{f}"] for s in ("nmem", "baseline") for f in FORMS]
+            ranks = [r[f"{s}_{f}"] for s in SYSTEMS for f in FORMS]
             cells = " ".join(f"{x if x else '-':>2}" for x in ranks)
             print(f"{r['id']} {cells}  [{r['kind']}/{r['source']}, stored: {r['stored']}] {r['repo']}: {r['natural']}")
             print(f"      expect {r['expect']}; keyword {r['keyword']!r}")
