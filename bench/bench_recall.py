@@ -94,16 +94,20 @@ def import_corpus(home: RecallHome, projects: Path) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def stored_texts(home: RecallHome) -> list[tuple[str, str, str]]:
-    """(session, project, text) of every observation (`nmem export`): tells a search miss from a fact never stored."""
+def export(home: RecallHome) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """`nmem export`: each session's project, and (session, project, title + content) of every observation.
+
+    The observations tell a search miss from a fact never stored, and feed `bm25obs`."""
     out = subprocess.run([NMEM, "export"], env=home.env(), check=True, capture_output=True, text=True)
-    rows = []
+    sessions, observations = {}, []
     for line in out.stdout.splitlines():
         row = json.loads(line)
-        if row.get("kind") == "observation":
-            text = f"{row.get('title')}\n{row.get('content')}\n{row.get('file_path')}"
-            rows.append((row.get("session_id") or "", row.get("project") or "", text))
-    return rows
+        if row.get("kind") == "session":
+            sessions[row["session_id"]] = row.get("project") or ""
+        elif row.get("kind") == "observation":
+            text = f"{row.get('title')}\n{row.get('content')}"
+            observations.append((row.get("session_id") or "", row.get("project") or "", text))
+    return sessions, observations
 
 
 def where_stored(stored: list[tuple[str, str, str]], session: str, project: str | None, expect: list[str]) -> str:
@@ -128,10 +132,6 @@ class Memory:
     def ask(self, method: str, params: dict[str, Any]) -> Any:
         self.calls += 1
         return self._ask(method, params, timeout=60.0)
-
-    def projects(self) -> dict[str, str]:
-        """Session id -> the project nmem derived for it."""
-        return {s["session_id"]: s["project"] for s in self.ask("sessions", {"project": "*", "limit": 200})}
 
     def search(self, query: str, project: str) -> tuple[list[dict[str, Any]], str | None]:
         """Top results with their full text; a refused query is an empty list and its error."""
@@ -285,8 +285,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         timings["import_s"] = time.perf_counter() - t0
 
         memory = Memory(home)
-        session_project = memory.projects()
-        stored = stored_texts(home)
+        session_project, stored = export(home)
         t0 = time.perf_counter()
         turns_by_project = turn_texts(projects_dir, session_project)
         baseline = Bm25(turns_by_project)
