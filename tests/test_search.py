@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from nmem_client import protocol
 from nmemd.errors import QueryError
-from nmemd.recall import queries
+from nmemd.recall import queries, search
 from nmemd.recall.queries import Filters
 from nmemd.store import readers
 
@@ -340,7 +340,7 @@ def _filters(c: Corpus, spec: dict[str, Any]) -> Filters:
 def test_query_table(corpus: Corpus, text: str, spec: dict[str, Any], expected: str) -> None:
     conn = corpus.conn()
     try:
-        hits = queries.search(conn, text, _filters(corpus, spec))
+        hits = search.search(conn, text, _filters(corpus, spec))
     finally:
         conn.close()
     assert hits, f"no result for {text!r}"
@@ -355,13 +355,15 @@ def test_query_table(corpus: Corpus, text: str, spec: dict[str, Any], expected: 
         assert f.until is None or h.ts <= f.until
 
 
-def test_phrase_is_ordered_and_terms_are_anded(corpus: Corpus) -> None:
+def test_phrase_is_ordered_and_a_missing_word_empties_nothing(corpus: Corpus) -> None:
     conn = corpus.conn()
     try:
-        assert queries.search(conn, '"amounts decimal"') == []
-        assert queries.search(conn, "decimal OR nonexistentword") == []  # OR is a word, not an operator
-        assert len(queries.search(conn, "auth*", limit=200)) > len(queries.search(conn, "auth", limit=200))
-        assert queries.search(conn, "cargo", Filters(project=corpus.web)) == []
+        assert search.search(conn, '"amounts decimal"') == []
+        # OR is a word, not an operator; a word no row holds leaves the others to find what they find
+        found = search.search(conn, "decimal OR nonexistentword")
+        assert found and [h.id for h in found] == [h.id for h in search.search(conn, "decimal")]
+        assert len(search.search(conn, "auth*", limit=200)) > len(search.search(conn, "auth", limit=200))
+        assert search.search(conn, "cargo", Filters(project=corpus.web)) == []
     finally:
         conn.close()
 
@@ -430,9 +432,9 @@ def test_hostile_queries_answer_or_refuse_cleanly(corpus: Corpus, text: str) -> 
     try:
         if re.search(r"\w", text) is None:
             with pytest.raises(QueryError, match="^the query has nothing to search for"):
-                queries.search(conn, text)
+                search.search(conn, text)
         else:
-            assert isinstance(queries.search(conn, text), list)
+            assert isinstance(search.search(conn, text), list)
     finally:
         conn.close()
 
@@ -442,9 +444,10 @@ def test_hostile_text_means_what_its_words_mean(corpus: Corpus) -> None:
     try:
 
         def ids(text: str) -> list[int]:
-            return [h.id for h in queries.search(conn, text)]
+            return [h.id for h in search.search(conn, text)]
 
-        assert ids("auth\x00token") == ids("auth token") == [corpus.ids["c1.edit_auth"]]  # NUL separates
+        assert ids("auth\x00token") == ids("auth token")  # NUL separates words
+        assert ids("auth token")[0] == corpus.ids["c1.edit_auth"]  # the row with both words first
         assert ids("\udcff auth") == ids("🎉 auth") == ids("(auth") == ids("auth " * 2_000) == ids("auth")
         assert ids('" * ( ) - : ^ + AND OR NOT NEAR') == []  # the words AND/OR/NOT/NEAR, all at once
     finally:
@@ -468,7 +471,7 @@ def test_any_text_is_a_result_or_a_query_error(corpus: Corpus, text: str) -> Non
             return
         conn.execute("SELECT count(*) FROM observations_fts WHERE observations_fts MATCH ?", (match,)).fetchone()
         try:
-            queries.search(conn, text, Filters(project=corpus.web))
+            search.search(conn, text, Filters(project=corpus.web))
         except QueryError:
             pass
     finally:

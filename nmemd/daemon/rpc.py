@@ -21,7 +21,7 @@ from nmemd.errors import QueryError, StorageError, UnknownMethod
 from nmemd.history import backfill, transfer
 from nmemd.jobs import purge
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.recall import queries
+from nmemd.recall import queries, search
 from nmemd.recall.queries import Filters
 from nmemd.store import readers
 
@@ -96,7 +96,7 @@ def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
         since=p.since,
         until=p.until,
     )
-    return queries.search(conn, p.query, filters, p.limit)
+    return search.search(conn, p.query, filters, p.limit)
 
 
 def _show(conn: sqlite3.Connection, p: ShowParams) -> Any:

@@ -20,7 +20,7 @@ from typing import Final
 
 from nmemd.capture.project import project_root, short_name
 from nmemd.errors import ToolInputError
-from nmemd.recall import queries
+from nmemd.recall import queries, search
 from nmemd.recall.context import build_context
 from nmemd.recall.summary import ago, clip, rel
 
@@ -162,7 +162,7 @@ def search_tool(
         since=parse_time(since, now) if since else None,
         until=parse_time(until, now) if until else None,
     )
-    hits = queries.search(conn, query, filters, limit=limit, now=now)
+    hits = search.search(conn, query, filters, limit=limit, now=now)
     if not hits:
         return _no_results(f"matches for {query!r} in {_scope_label(scope)}")
     head = f"{_count(len(hits), 'match')} for {query!r} in {_scope_label(scope)}, best first:"
@@ -178,7 +178,7 @@ def timeline_tool(
         if query is None or not query.strip():
             raise ToolInputError("give an observation id, or a query whose best match is the anchor")
         scope = _scope(conn, project, default)
-        top = queries.search(conn, query, queries.Filters(project=scope), limit=1, now=now)
+        top = search.search(conn, query, queries.Filters(project=scope), limit=1, now=now)
         if not top:
             raise ToolInputError(f"nothing matches {query!r} in {_scope_label(scope)}")
         anchor = top[0].id

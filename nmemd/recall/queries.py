@@ -1,4 +1,4 @@
-"""Read-side queries: search, details, timelines, sessions, file history.
+"""Read-side queries: details, timelines, sessions, file history, and the filters search shares.
 
 Plain functions over a `sqlite3.Connection`, so the CLI can run them on a
 read-only connection when no daemon runs and the daemon can run them in a
@@ -9,44 +9,18 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import msgspec
 
 from nmemd.errors import QueryError
+from nmemd.recall.terms import plain
 
 MAX_TERMS = 32  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS = 200
 MAX_LIMIT = 200
 ALL_PROJECTS = "*"
-
-# How much an observation type matters when ranking equally relevant text. Todo snapshots
-# ("task") restate the prompt and recur on every status update, so they rank below it.
-TYPE_WEIGHT: dict[str, float] = {
-    "error": 1.3,
-    "edit": 1.25,
-    "write": 1.25,
-    "prompt": 1.2,
-    "command": 1.1,
-    "task": 1.0,
-    "compact": 1.1,
-    "stop": 1.0,
-    "agent": 1.0,
-    "search": 0.9,
-    "fetch": 0.9,
-    "mcp": 0.9,
-    "read": 0.8,
-    "session": 0.6,
-    "tool": 0.7,
-    "event": 0.5,
-    "notification": 0.4,
-}
-# bm25 column weights: title, content, file_path, command
-BM25_WEIGHTS = (4.0, 1.0, 2.5, 2.5)
-RECENCY_HALF_LIFE_DAYS = 14.0
-
 
 _AT_PARAM = re.compile(r" - at `\$\.?([^`]*)`$")
 S = TypeVar("S", bound=msgspec.Struct)
@@ -77,6 +51,7 @@ class Hit(msgspec.Struct, kw_only=True):
     count: int = 1
     snippet: str | None = None
     score: float | None = None
+    similar: int = 0  # near-identical hits folded into this one (search)
 
 
 class Detail(msgspec.Struct, kw_only=True):
@@ -126,16 +101,6 @@ class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 _WORDISH = re.compile(r"\w", re.UNICODE)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
-
-
-def _plain(text: str) -> str:
-    """Control characters become spaces; lone surrogates (from undecodable argv bytes) become '?'."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return _CONTROL.sub(" ", text)
 
 
 def fts_query(text: str) -> str:
@@ -146,7 +111,7 @@ def fts_query(text: str) -> str:
     when nothing searchable is left.
     """
     parts: list[str] = []
-    for match in _TERM.finditer(_plain(text)):
+    for match in _TERM.finditer(plain(text)):
         phrase, word = match.group(1), match.group(2)
         raw = phrase if phrase is not None else word
         prefix = phrase is None and raw.endswith("*") and len(raw) > 1
@@ -197,11 +162,6 @@ def _limit(limit: int) -> int:
     return min(limit, MAX_LIMIT)
 
 
-def _type_case(alias: str = "o") -> str:
-    whens = " ".join(f"WHEN '{t}' THEN {w}" for t, w in TYPE_WEIGHT.items())
-    return f"(CASE {alias}.type {whens} ELSE 1.0 END)"
-
-
 _HIT_COLUMNS = "o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count"
 
 
@@ -210,34 +170,6 @@ def _hit(r: Sequence[Any], **extra: Any) -> Hit:
     return Hit(
         id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7], **extra
     )
-
-
-def search(
-    conn: sqlite3.Connection, text: str, filters: Filters | None = None, limit: int = 20, now: float | None = None
-) -> list[Hit]:
-    """BM25 over title, content, path and command, weighted by type and recency."""
-    filters = filters or Filters()
-    match = fts_query(text)
-    clauses, params = _where(filters)
-    now = time.time() if now is None else now
-    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-    where = " AND ".join(["observations_fts MATCH ?", *clauses])
-    sql = f"""
-        SELECT {_HIT_COLUMNS},
-               snippet(observations_fts, 1, '[', ']', '…', 12),
-               bm25(observations_fts, {weights}) * {_type_case()}
-                 * (1.0 + 1.0 / (1.0 + max(0.0, ? - o.last_ts) / 86400.0 / {RECENCY_HALF_LIFE_DAYS})) AS score
-        FROM observations_fts JOIN observations o ON o.id = observations_fts.rowid
-        WHERE {where}
-        ORDER BY score, o.id DESC
-        LIMIT ?"""
-    try:
-        rows = conn.execute(sql, [now, match, *params, _limit(limit)]).fetchall()
-    except sqlite3.OperationalError as exc:
-        raise QueryError(f"search failed: {exc}") from exc
-    except UnicodeEncodeError:
-        raise QueryError("a filter is not valid Unicode text") from None
-    return [_hit(r, snippet=r[8] or None, score=round(r[9], 4)) for r in rows]
 
 
 _DETAIL_COLUMNS = (

@@ -20,7 +20,8 @@ from nmemd.config import Settings
 from nmemd.errors import QueryError
 from nmemd.model import Extracted
 from nmemd.recall.context import CLOSE, HARD_CAP, OPEN, build_context
-from nmemd.recall.queries import Filters, Hit, search
+from nmemd.recall.queries import Filters, Hit
+from nmemd.recall.search import search
 from nmemd.recall.summary import NOT_WORK, ago, clip, summarize_session
 from nmemd.store import readers
 

@@ -1,0 +1,130 @@
+"""What a query asks for: its search terms, in FTS5 syntax that cannot be injected, and its hints.
+
+Agents and people ask in sentences ("which file did we edit to fix the CORS error?") as
+often as in keywords. Words that carry no subject (stop words, question words) are
+dropped, unless nothing else is left; words that name a kind of work ("edit", "error",
+"command") become type hints for ranking rather than terms that every row must hold,
+since an error row says "Bash failed", not "error". Quoted phrases, `prefix*`,
+identifiers and paths stay whole terms.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from nmemd.errors import QueryError
+
+MAX_TERMS: Final = 12  # a 10,000-character query is cut to its first terms, not refused
+MAX_TERM_CHARS: Final = 200
+
+STOP_WORDS: Final = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing done down during each else ever few for from further get
+    got had has have having he her here hers herself him himself his how i if in into is it its itself just
+    let like made make me more most my myself no nor not now of off on once only or other our ours ourselves
+    out over own same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up us very was we were what when where which while who whom why will
+    with would you your yours yourself yourselves again already anything something everything last recent
+    recently earlier previous previously before one ones thing things way ask asked tell told know say said see
+    saw use used using need needed want wanted try tried happen happened happens exactly kind sort lot please
+    show find found look looked remember mean here there today yesterday""".split()
+)
+
+# Words that name the kind of observation asked about: a hint for ranking, not a term to match.
+TYPE_HINTS: Final[dict[str, tuple[str, ...]]] = {
+    **dict.fromkeys(
+        "edit edits edited editing change changes changed changing modify modified fix fixes fixed fixing patch"
+        " patched update updated rewrite rewrote refactor refactored".split(),
+        ("edit", "write"),
+    ),
+    **dict.fromkeys("write wrote written create created creating add added new".split(), ("write", "edit")),
+    **dict.fromkeys(
+        "error errors fail fails failed failing failure failures exception exceptions crash crashed broke"
+        " broken traceback stacktrace".split(),
+        ("error",),
+    ),
+    **dict.fromkeys("command commands run runs ran running execute executed invoke invoked".split(), ("command",)),
+    **dict.fromkeys("file files".split(), ("edit", "write", "read")),
+    **dict.fromkeys("decided decision decide concluded conclusion answer answered summary".split(), ("stop",)),
+}
+
+_TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
+_WORDISH: Final = re.compile(r"\w", re.UNICODE)
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
+_EDGE_PUNCT: Final = re.compile(r"^[^\w./~*-]+|[^\w*]+$", re.UNICODE)  # "file?" -> "file", "(x)" -> "x"
+_PLAIN_WORD: Final = re.compile(r"^[^\W_]+$", re.UNICODE)  # letters and digits only: a candidate stop word
+
+
+@dataclass(frozen=True)
+class Term:
+    """One thing to look for: `fts` is a quoted FTS5 string (with `*` for a prefix)."""
+
+    text: str
+    fts: str
+    prefix: bool = False
+    phrase: bool = False
+
+
+@dataclass
+class Query:
+    terms: list[Term]
+    type_hints: set[str] = field(default_factory=set)
+
+    def all_of(self) -> str:
+        """Every term (FTS5 AND)."""
+        return " AND ".join(t.fts for t in self.terms)
+
+    def any_of(self) -> str:
+        """Any term (FTS5 OR)."""
+        return " OR ".join(t.fts for t in self.terms)
+
+
+def plain(text: str) -> str:
+    """Control characters become spaces; lone surrogates (from undecodable argv bytes) become '?'."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL.sub(" ", text)
+
+
+def _term(raw: str, *, phrase: bool) -> Term | None:
+    prefix = not phrase and raw.endswith("*") and len(raw.rstrip("*")) > 0
+    raw = raw.rstrip("*") if prefix else raw
+    raw = raw[:MAX_TERM_CHARS]
+    if not _WORDISH.search(raw):
+        return None
+    quoted = '"' + raw.replace('"', '""') + '"'
+    return Term(text=raw, fts=quoted + ("*" if prefix else ""), prefix=prefix, phrase=phrase)
+
+
+def parse(text: str) -> Query:
+    """Terms and hints from what a person or a model typed. Raises QueryError when nothing is searchable."""
+    kept: list[Term] = []
+    dropped: list[Term] = []
+    hints: set[str] = set()
+    seen: set[str] = set()
+    for match in _TOKEN.finditer(plain(text)):
+        phrase = match.group(1) is not None
+        raw = match.group(1) if phrase else _EDGE_PUNCT.sub("", match.group(2))
+        term = _term(raw, phrase=phrase)
+        if term is None or term.fts.lower() in seen:
+            continue
+        seen.add(term.fts.lower())
+        lower = term.text.lower()
+        if not phrase and not term.prefix and _PLAIN_WORD.match(term.text):
+            if lower in TYPE_HINTS:
+                hints.update(TYPE_HINTS[lower])
+                dropped.append(term)
+                continue
+            if lower in STOP_WORDS or len(lower) == 1:
+                dropped.append(term)
+                continue
+        kept.append(term)
+    if not kept:
+        kept = dropped  # "what failed?" still searches for something
+    if not kept:
+        raise QueryError("the query has nothing to search for (no letters or digits)")
+    return Query(terms=kept[:MAX_TERMS], type_hints=hints)
