@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -359,3 +360,14 @@ def test_prompt_recall_needs_relevance_and_skips_the_current_session(conn_to: An
     assert "LiveSocket reconnect again" not in text  # the asking session itself
     assert prompt_context(conn, cwd, "now", "what about the weather", now=NOW) == ""
     assert prompt_context(conn, "/elsewhere", "now", "LiveSocket reconnect", now=NOW) == ""
+
+
+def test_a_deadline_leaves_out_what_is_not_ready_and_never_raises(conn_to: Any) -> None:
+    """SessionStart answers within the client's timeout: past the deadline nothing waits, nothing breaks."""
+    conn = conn_to(_build(_rich("/p", 3, 2)))
+    full = build_context(conn, "/p", now=NOW, budget=HARD_CAP)
+    assert full
+    assert build_context(conn, "/p", now=NOW, budget=HARD_CAP, deadline=time.monotonic() - 1) == ""
+    # the abort handler is gone afterwards: the same connection answers in full again
+    assert build_context(conn, "/p", now=NOW, budget=HARD_CAP, deadline=time.monotonic() + 60) == full
+    assert build_context(conn, "/p", now=NOW, budget=HARD_CAP) == full

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final
 
@@ -141,7 +143,7 @@ _TASK_UPDATED: Final = re.compile(r"Task #(\S+) updated(?:: (\w+))?(?: \((.*)\))
 def _tasks(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
     """Not-completed items of the newest todo list (TodoWrite), or of the Task* tools' state."""
     rows = conn.execute(
-        f"""SELECT session_id, max(id), max(ts) FROM observations WHERE project = ? AND type = 'task'
+        f"""SELECT session_id, max(id), max(ts) FROM observations WHERE +project = ? AND +type = 'task'
             AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') AND session_id IN ({_marks(ids)})
             GROUP BY session_id ORDER BY session_id = ? DESC, max(id) DESC LIMIT 1""",
         (project, *ids, focus or ""),
@@ -150,7 +152,7 @@ def _tasks(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | 
         return _Section("", [])
     sid, _, ts = rows[0]
     obs = conn.execute(
-        "SELECT tool_name, title, content FROM observations WHERE session_id = ? AND project = ? AND type = 'task'"
+        "SELECT tool_name, title, content FROM observations WHERE session_id = ? AND +project = ? AND +type = 'task'"
         " AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') ORDER BY id",
         (sid, project),
     ).fetchall()
@@ -177,7 +179,7 @@ def _tasks(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | 
 def _errors(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
     """Distinct recent errors and the next edit or non-trivial command of the same session."""
     rows = conn.execute(
-        f"""SELECT id, session_id, ts, title, command FROM observations WHERE project = ? AND type = 'error'
+        f"""SELECT id, session_id, ts, title, command FROM observations WHERE +project = ? AND +type = 'error'
             AND session_id IN ({_marks(ids)}) AND title NOT LIKE '% interrupted%'
             ORDER BY session_id = ? DESC, id DESC LIMIT 200""",
         (project, *ids, focus or ""),
@@ -190,7 +192,7 @@ def _errors(conn: sqlite3.Connection, project: str, ids: list[str], focus: str |
         seen.add(command or title)
         nxt = next((r for r in conn.execute(
             "SELECT type, title, command FROM observations WHERE session_id = ? AND id > ?"
-            " AND type IN ('command', 'edit', 'write') ORDER BY id LIMIT 20",
+            " AND +type IN ('command', 'edit', 'write') ORDER BY id LIMIT 20",
             (sid, oid),
         ) if r[0] != "command" or r[2] == command or command_kind(r[2] or "")), None)  # fmt: skip
         if nxt is None:
@@ -215,8 +217,8 @@ def _files(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | 
     rows = conn.execute(
         f"""SELECT file_path, sum(type = 'edit'), sum(type = 'write'), sum(CASE WHEN type = 'read' THEN count END),
                    max(last_ts), sum(session_id = ?)
-            FROM observations WHERE project = ? AND session_id IN ({_marks(ids)})
-            AND type IN ('read', 'edit', 'write') AND file_path IS NOT NULL AND file_path != ''
+            FROM observations WHERE +project = ? AND session_id IN ({_marks(ids)})
+            AND +type IN ('read', 'edit', 'write') AND file_path IS NOT NULL AND file_path != ''
             GROUP BY file_path
             ORDER BY sum(session_id = ?) > 0 DESC, sum(type != 'read') > 0 DESC,
                      {CHANGE_WEIGHT} * sum(type != 'read') + coalesce(sum(CASE WHEN type = 'read' THEN count END), 0)
@@ -235,13 +237,13 @@ def _commands(conn: sqlite3.Connection, project: str, ids: list[str], focus: str
     """Build, test and other non-trivial commands whose latest run succeeded, deduplicated."""
     marks = _marks(ids)
     failed = dict(conn.execute(
-        f"""SELECT command, max(id) FROM observations WHERE project = ? AND type = 'error'
+        f"""SELECT command, max(id) FROM observations WHERE +project = ? AND +type = 'error'
             AND command IS NOT NULL AND session_id IN ({marks}) GROUP BY command""",
         (project, *ids),
     ).fetchall())  # fmt: skip
     rows = conn.execute(
         f"""SELECT command, sum(count), max(last_ts), max(id), sum(session_id = ?) FROM observations
-            WHERE project = ? AND type = 'command' AND command IS NOT NULL AND command != ''
+            WHERE +project = ? AND +type = 'command' AND command IS NOT NULL AND command != ''
             AND session_id IN ({marks}) GROUP BY command ORDER BY max(id) DESC LIMIT 500""",
         (focus or "", project, *ids),
     ).fetchall()
@@ -310,25 +312,60 @@ def build_context(
     source: str = "startup",
     budget: int = DEFAULT_BUDGET,
     now: float | None = None,
+    deadline: float | None = None,
 ) -> str:
     """Markdown wrapped in <nmem-context>, at most min(budget, HARD_CAP) chars; "" without history.
 
-    After `source == "compact"`, `session_id`'s own work comes first in every section.
+    After `source == "compact"`, `session_id`'s own work comes first in every section. With a
+    `deadline` (time.monotonic()), sections not done by then are left out rather than waited for:
+    a hook that gets part of the context in time beats one that times out with none.
     """
     if not project:
         return ""
     now = time.time() if now is None else now
     focus = session_id if source == "compact" and session_id else None
-    recent = _recent_sessions(conn, project, focus)
-    if not recent:
-        return ""
-    ids = [s.id for s in recent]
-    sections = [
-        _sessions(conn, project, recent[:MAX_SESSIONS], session_id, source, now),
-        _tasks(conn, project, ids, focus, now),
-        _errors(conn, project, ids, focus, now),
-        _files(conn, project, ids, focus, now),
-        _commands(conn, project, ids, focus, now),
-    ]
+    with _until(conn, deadline):
+        try:
+            recent = _recent_sessions(conn, project, focus)
+        except sqlite3.OperationalError as exc:
+            if not _interrupted(exc):
+                raise
+            return ""
+        if not recent:
+            return ""
+        ids = [s.id for s in recent]
+        builders: list[Callable[[], _Section]] = [
+            lambda: _sessions(conn, project, recent[:MAX_SESSIONS], session_id, source, now),
+            lambda: _tasks(conn, project, ids, focus, now),
+            lambda: _errors(conn, project, ids, focus, now),
+            lambda: _files(conn, project, ids, focus, now),
+            lambda: _commands(conn, project, ids, focus, now),
+        ]
+        sections: list[_Section] = []
+        for build in builders:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            try:
+                sections.append(build())
+            except sqlite3.OperationalError as exc:
+                if not _interrupted(exc):
+                    raise
     header = _header(project, source, focus is not None and focus in ids)
     return _fit(header, [s for s in sections if s.items], min(max(budget, 0), HARD_CAP))
+
+
+def _interrupted(exc: sqlite3.OperationalError) -> bool:
+    return "interrupt" in str(exc)
+
+
+@contextmanager
+def _until(conn: sqlite3.Connection, deadline: float | None) -> Iterator[None]:
+    """Abort any statement still running at `deadline` (SQLite checks every 1,000 VM steps)."""
+    if deadline is None:
+        yield
+        return
+    conn.set_progress_handler(lambda: int(time.monotonic() >= deadline), 1000)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("nmemd.recall")
 SUMMARY_EVENTS: Final = ("Stop", "SessionEnd")
+# SessionStart's context must reach a client that waits 500 ms for the whole round trip
+# (nmem_client.send): sections not built within this much are left out.
+CONTEXT_TIME_BUDGET_S: Final = 0.3
 
 _encoder = msgspec.json.Encoder()
 
@@ -47,6 +50,7 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
         text = await readers.run(
             settings.db, build_context, extracted.project, session_id=extracted.session_id,
             source=extracted.source or "startup", budget=settings.context_budget,
+            deadline=time.monotonic() + CONTEXT_TIME_BUDGET_S,
         )  # fmt: skip
         return _reply("SessionStart", text) if text else b""
     if extracted.hook_event == "UserPromptSubmit" and settings.prompt_recall and settings.prompt_recall_budget > 0:

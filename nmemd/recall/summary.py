@@ -132,7 +132,7 @@ def signature(conn: sqlite3.Connection, session_id: str) -> list[tuple[str, int]
 
 def _files_edited(conn: sqlite3.Connection, session_id: str, project: str | None) -> list[str]:
     rows = conn.execute(
-        "SELECT file_path, count(*) FROM observations WHERE session_id = ? AND type IN ('edit', 'write')"
+        "SELECT file_path, count(*) FROM observations WHERE session_id = ? AND +type IN ('edit', 'write')"
         " AND file_path IS NOT NULL AND file_path != '' GROUP BY file_path ORDER BY count(*) DESC, max(id) DESC"
         " LIMIT ?",
         (session_id, _MAX_FILES + 1),
@@ -145,7 +145,7 @@ def _commands(conn: sqlite3.Connection, session_id: str) -> list[str]:
     """The last outcome of each distinct non-trivial command, most recent first."""
     rows = conn.execute(
         "SELECT command, type FROM observations WHERE session_id = ? AND command IS NOT NULL AND command != ''"
-        " AND type IN ('command', 'error') ORDER BY id DESC LIMIT 500",
+        " AND +type IN ('command', 'error') ORDER BY id DESC LIMIT 500",
         (session_id,),
     ).fetchall()
     seen: dict[str, str] = {}
@@ -160,7 +160,7 @@ def _commands(conn: sqlite3.Connection, session_id: str) -> list[str]:
 
 def _errors(conn: sqlite3.Connection, session_id: str) -> list[str]:
     rows = conn.execute(
-        "SELECT title FROM observations WHERE session_id = ? AND type = 'error' GROUP BY title"
+        "SELECT title FROM observations WHERE session_id = ? AND +type = 'error' GROUP BY title"
         " ORDER BY max(id) DESC LIMIT ?",
         (session_id, _MAX_ERRORS),
     ).fetchall()

@@ -577,6 +577,17 @@ async def on_writer_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *a
     return await conn._execute(lambda: fn(conn._conn, *args))  # type: ignore[no-untyped-call,no-any-return]
 
 
+async def _ensure_statistics(conn: aiosqlite.Connection) -> None:
+    """Planner statistics from the first start: without them SQLite may read a whole type's index
+    where a session's would do (a store built by an import had none until the first `optimize`).
+    `analysis_limit` keeps ANALYZE to a sample of each index, milliseconds even at a million rows."""
+    has = await conn.execute_fetchall("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")
+    if has and await conn.execute_fetchall("SELECT 1 FROM sqlite_stat1 LIMIT 1"):
+        return
+    await conn.execute("PRAGMA analysis_limit=400")
+    await conn.execute("ANALYZE")
+
+
 @asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[Store]:
     """Open (creating and migrating if needed) the database; checkpoint on close."""
@@ -601,6 +612,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             )
         if applied:
             LOG.info("applied migrations: %s", ", ".join(applied))
+        await _ensure_statistics(conn)
         top = await conn.execute_fetchall(
             "SELECT max(coalesce((SELECT max(id) FROM observations), 0),"
             " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'observations'), 0))"
