@@ -321,6 +321,13 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("ошибку", {}, "w2.intl"),
     ("مرحبا", {}, "w2.intl"),
     ("東京", {}, "w2.intl"),
+    # questions as an agent asks them: stop words dropped, a missing word empties nothing, hints rank
+    ("which file did we edit to use decimal amounts?", {}, "w2.edit_invoice"),  # edit beats the prompt
+    ("what did the payments tests fail with?", {}, "w1.pytest_fail"),
+    ("how do we start the postgres container for the webapp", {}, "w2.docker"),
+    ("stripe_connector nonexistentword", {}, "w1.pytest_fail"),  # one unknown word empties nothing
+    ("Authentication signed rotated", {}, "w1.write_doc"),  # every word in one row ranks it first
+    ("what command checks the redirect-loop", {}, "w1.test_ok"),  # hyphenated words: both, anywhere
     # filters: type, project, session, file, time
     ("src/auth.ts", {"types": ["read"]}, "w2.reread_auth"),  # equal reads: the newer first
     ("auth.ts", {"session_id": "sess-cli-1"}, "c1.edit_auth"),
@@ -360,6 +367,7 @@ def test_phrase_is_ordered_and_a_missing_word_empties_nothing(corpus: Corpus) ->
     try:
         assert search.search(conn, '"amounts decimal"') == []
         # OR is a word, not an operator; a word no row holds leaves the others to find what they find
+        assert isinstance(search.search(conn, "what was the"), list)  # only stop words: searched as typed
         found = search.search(conn, "decimal OR nonexistentword")
         assert found and [h.id for h in found] == [h.id for h in search.search(conn, "decimal")]
         assert len(search.search(conn, "auth*", limit=200)) > len(search.search(conn, "auth", limit=200))

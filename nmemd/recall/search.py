@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from nmemd.errors import QueryError
 from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where
+from nmemd.recall.summary import command_kind
 from nmemd.recall.terms import Query, Term, parse
 
 # How much an observation type matters when ranking equally relevant text. What changed the
@@ -29,7 +30,7 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
     "error": 1.3,
     "edit": 1.3,
     "write": 1.3,
-    "prompt": 1.15,
+    "prompt": 1.0,  # the user's own words: they match the question more often than they answer it
     "command": 1.15,
     "compact": 1.1,
     "stop": 1.1,
@@ -44,6 +45,8 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
     "event": 0.5,
     "notification": 0.4,
 }
+# A build, test or lint command answers "how do we run X"; `ls`, `cat`, `grep` only looked around.
+COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
 BM25_WEIGHTS: Final = (4.0, 1.0, 2.5, 2.5)  # title, content, file_path, command
 RECENCY_HALF_LIFE_DAYS: Final = 14.0
@@ -134,8 +137,9 @@ def _rank(conn: sqlite3.Connection, query: Query, found: dict[int, _Candidate], 
     n = len(query.terms)
     best = sorted(found.items(), key=lambda kv: (-len(kv[1].terms), kv[1].bm25, -kv[0]))[:RESCORE]
     ids = [rowid for rowid, _ in best]
+    marks = ",".join("?" * len(ids))
     rows = conn.execute(
-        f"SELECT {_HIT_COLUMNS}, o.last_ts FROM observations o WHERE o.id IN ({','.join('?' * len(ids))})", ids
+        f"SELECT {_HIT_COLUMNS}, o.last_ts, o.command FROM observations o WHERE o.id IN ({marks})", ids
     ).fetchall()
     hits: list[Hit] = []
     for r in rows:
@@ -144,6 +148,8 @@ def _rank(conn: sqlite3.Connection, query: Query, found: dict[int, _Candidate], 
         age_days = max(0.0, now - r[8]) / 86400.0
         recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
         weight = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
+        if r[1] == "command" and r[9]:
+            weight *= COMMAND_KIND_WEIGHT[command_kind(r[9])]
         # bm25 is negative (lower is better); coverage counts most: all the words before some of them.
         score = cand.bm25 * weight * recency * (0.15 + 0.85 * coverage**2)
         hits.append(

@@ -54,6 +54,7 @@ _TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
 _WORDISH: Final = re.compile(r"\w", re.UNICODE)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
 _EDGE_PUNCT: Final = re.compile(r"^[^\w./~*-]+|[^\w*]+$", re.UNICODE)  # "file?" -> "file", "(x)" -> "x"
+_KEBAB: Final = re.compile(r"^[^\W\d_]+(?:-[^\W\d_]+)+$", re.UNICODE)  # words-joined-by-hyphens
 _PLAIN_WORD: Final = re.compile(r"^[^\W_]+$", re.UNICODE)  # letters and digits only: a candidate stop word
 
 
@@ -97,6 +98,11 @@ def _term(raw: str, *, phrase: bool) -> Term | None:
     if not _WORDISH.search(raw):
         return None
     quoted = '"' + raw.replace('"', '""') + '"'
+    if not phrase and not prefix and _KEBAB.match(raw):
+        # "server-side", "type-checks": both words anywhere, or written as one ("typecheck")
+        parts = raw.split("-")
+        both = " AND ".join(f'"{p}"' for p in parts)
+        return Term(text=raw, fts=f'(({both}) OR "{"".join(parts)}")')
     return Term(text=raw, fts=quoted + ("*" if prefix else ""), prefix=prefix, phrase=phrase)
 
 
