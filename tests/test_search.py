@@ -212,6 +212,9 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("w2.reread_auth", read(w2, web, "src/auth.ts", 40)),  # newer than the edit: recency vs type
         ("w2.intl", prompt(w2, web, "Привет мир: исправь ошибку в модуле оплаты; 東京 サーバー; مرحبا بالعالم")),
         ("c1.prompt", prompt(c1, cli, "add a --verbose flag to the export command")),
+        ("c1.stems", prompt(c1, cli, "write down the conflict resolution rules for merges")),
+        ("c1.camel", edit(c1, cli, "src/tui/layout.rs", "fn old() {}", "fn paneCreation(tab: Tab) {}")),
+        ("c1.words", prompt(c1, cli, "log every tab split during window layout")),
         ("c1.edit_auth", edit(c1, cli, "src/auth.ts", "token = None", "token = load_token()")),
         ("c1.cargo", bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
     ]
@@ -328,6 +331,10 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("stripe_connector nonexistentword", {}, "w1.pytest_fail"),  # one unknown word empties nothing
     ("Authentication signed rotated", {}, "w1.write_doc"),  # every word in one row ranks it first
     ("what command checks the redirect-loop", {}, "w1.test_ok"),  # hyphenated words: both, anywhere
+    # tokens that meet: stems, identifier parts
+    ("resolving merge conflicts", {}, "c1.stems"),  # resolving / resolution
+    ("pane creation", {}, "c1.camel"),  # two words find the camelCase identifier
+    ("tabSplit", {}, "c1.words"),  # the identifier finds its words
     # filters: type, project, session, file, time
     ("src/auth.ts", {"types": ["read"]}, "w2.reread_auth"),  # equal reads: the newer first
     ("auth.ts", {"session_id": "sess-cli-1"}, "c1.edit_auth"),

@@ -87,8 +87,8 @@ def search(
 
 def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> dict[int, _Candidate]:
     found: dict[int, _Candidate] = {}
-    every = set(range(len(query.terms)))
-    if len(query.terms) > 1:
+    every = set(range(query.words))
+    if query.words > 1:
         for rowid, score in _lookup(conn, query.all_of(), filters):
             found[rowid] = _Candidate(score, set(every))
     for i, term in enumerate(query.terms):
@@ -96,7 +96,7 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> dic
             got = found.setdefault(rowid, _Candidate())
             if got.terms != every:  # an all-terms match already has its whole score
                 got.bm25 += score
-                got.terms.add(i)
+                got.terms.update(term.covers or (i,))
     return found
 
 
@@ -134,7 +134,7 @@ def _as_dict(filters: Filters) -> dict[str, Any]:
 def _rank(conn: sqlite3.Connection, query: Query, found: dict[int, _Candidate], now: float) -> list[Hit]:
     if not found:
         return []
-    n = len(query.terms)
+    n = query.words
     best = sorted(found.items(), key=lambda kv: (-len(kv[1].terms), kv[1].bm25, -kv[0]))[:RESCORE]
     ids = [rowid for rowid, _ in best]
     marks = ",".join("?" * len(ids))

@@ -18,6 +18,7 @@ from nmemd.errors import QueryError
 
 MAX_TERMS: Final = 12  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS: Final = 200
+MAX_PAIRS: Final = 3  # each is one more lookup
 
 STOP_WORDS: Final = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below
@@ -55,6 +56,10 @@ _WORDISH: Final = re.compile(r"\w", re.UNICODE)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
 _EDGE_PUNCT: Final = re.compile(r"^[^\w./~*-]+|[^\w*]+$", re.UNICODE)  # "file?" -> "file", "(x)" -> "x"
 _KEBAB: Final = re.compile(r"^[^\W\d_]+(?:-[^\W\d_]+)+$", re.UNICODE)  # words-joined-by-hyphens
+_CAMEL: Final = re.compile(r"[a-z][A-Z]")
+_IDENT: Final = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_CAMEL_PARTS: Final = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_JOINABLE: Final = re.compile(r"^[A-Za-z][a-z]{2,}$")  # "pane", "Creation": not identifiers, not numbers
 _PLAIN_WORD: Final = re.compile(r"^[^\W_]+$", re.UNICODE)  # letters and digits only: a candidate stop word
 
 
@@ -66,6 +71,7 @@ class Term:
     fts: str
     prefix: bool = False
     phrase: bool = False
+    covers: tuple[int, ...] = ()  # a joined pair ("pane creation" as "panecreation"): the terms it stands for
 
 
 @dataclass
@@ -73,9 +79,14 @@ class Query:
     terms: list[Term]
     type_hints: set[str] = field(default_factory=set)
 
+    @property
+    def words(self) -> int:
+        """How many terms coverage counts (joined pairs stand for two of them)."""
+        return sum(1 for t in self.terms if not t.covers)
+
     def all_of(self) -> str:
         """Every term (FTS5 AND)."""
-        return " AND ".join(t.fts for t in self.terms)
+        return " AND ".join(t.fts for t in self.terms if not t.covers)
 
     def any_of(self) -> str:
         """Any term (FTS5 OR)."""
@@ -98,12 +109,41 @@ def _term(raw: str, *, phrase: bool) -> Term | None:
     if not _WORDISH.search(raw):
         return None
     quoted = '"' + raw.replace('"', '""') + '"'
+    root = _root(raw) if not phrase and not prefix and _PLAIN_WORD.match(raw) else None
+    if root:
+        # "resolution" also finds "resolving" and "resolve": the index holds porter stems
+        # (resolut, resolv), which a prefix of the word's root reaches.
+        return Term(text=raw, fts=f'({quoted} OR "{root}"*)')
+    if not phrase and not prefix and _CAMEL.search(raw) and _IDENT.match(raw):
+        # paneCreation also finds "pane creation" and pane_creation (the index splits on _ only)
+        parts = " AND ".join(f'"{p}"' for p in _CAMEL_PARTS.findall(raw))
+        return Term(text=raw, fts=f"({quoted} OR ({parts}))")
     if not phrase and not prefix and _KEBAB.match(raw):
         # "server-side", "type-checks": both words anywhere, or written as one ("typecheck")
         parts = raw.split("-")
         both = " AND ".join(f'"{p}"' for p in parts)
         return Term(text=raw, fts=f'(({both}) OR "{"".join(parts)}")')
     return Term(text=raw, fts=quoted + ("*" if prefix else ""), prefix=prefix, phrase=phrase)
+
+
+_SUFFIXES: Final = sorted(
+    """ations ation utions ution itions ition ments ment ings ing ions ion ers er ed ies es able ible ally ness
+    ities ity ives ive izes ized ize ises ised ise ators ator ures ure""".split(),
+    key=len,
+    reverse=True,
+)
+MIN_ROOT: Final = 4
+
+
+def _root(word: str) -> str | None:
+    """The word less its derivational ending, when that leaves a root worth a prefix search."""
+    low = word.lower()
+    if len(low) < MIN_ROOT + 2 or not low.isascii() or not word[1:].islower():  # not an identifier
+        return None
+    for suffix in _SUFFIXES:
+        if low.endswith(suffix) and len(low) - len(suffix) >= MIN_ROOT:
+            return low[: len(low) - len(suffix)][:5]
+    return None
 
 
 def parse(text: str) -> Query:
@@ -133,4 +173,16 @@ def parse(text: str) -> Query:
         kept = dropped  # "what failed?" still searches for something
     if not kept:
         raise QueryError("the query has nothing to search for (no letters or digits)")
-    return Query(terms=kept[:MAX_TERMS], type_hints=hints)
+    kept = kept[:MAX_TERMS]
+    return Query(terms=kept + _joined_pairs(kept), type_hints=hints)
+
+
+def _joined_pairs(terms: list[Term]) -> list[Term]:
+    """ "pane creation" may be written paneCreation, indexed as one token: look for the pair joined too."""
+    pairs = []
+    for i in range(len(terms) - 1):
+        a, b = terms[i].text, terms[i + 1].text
+        if _JOINABLE.match(a) and _JOINABLE.match(b) and not (terms[i].phrase or terms[i + 1].phrase):
+            joined = (a + b).lower()
+            pairs.append(Term(text=a + b, fts=f'"{joined}"', covers=(i, i + 1)))
+    return pairs[:MAX_PAIRS]
