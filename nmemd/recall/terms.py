@@ -116,8 +116,8 @@ def _term(raw: str, *, phrase: bool) -> Term | None:
         return Term(text=raw, fts=f'({quoted} OR "{root}"*)')
     if not phrase and not prefix and _CAMEL.search(raw) and _IDENT.match(raw):
         # paneCreation also finds "pane creation" and pane_creation (the index splits on _ only)
-        parts = " AND ".join(f'"{p}"' for p in _CAMEL_PARTS.findall(raw))
-        return Term(text=raw, fts=f"({quoted} OR ({parts}))")
+        pieces = " AND ".join(f'"{p}"' for p in _CAMEL_PARTS.findall(raw))
+        return Term(text=raw, fts=f"({quoted} OR ({pieces}))")
     if not phrase and not prefix and _KEBAB.match(raw):
         # "server-side", "type-checks": both words anywhere, or written as one ("typecheck")
         parts = raw.split("-")
