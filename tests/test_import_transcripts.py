@@ -497,3 +497,83 @@ def test_install_with_import_imports_and_never_prompts_without_a_terminal(
                           stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert count(daemon.db, "events") == 28
+
+
+# --- 6. what answers questions (issue #14): a turn's final message, summaries --------------------------
+
+CONCLUSION = "The flaky test was a race in the wombat scheduler; it now waits for the lock.\n\nAll 42 tests pass."
+
+
+def _turn_transcript(path: Path, sid: str, cwd: str) -> None:
+    """One turn as Claude Code writes it: the prompt, a text + tool_use message, its result, the final text."""
+
+    def line(kind: str, n: int, message: dict[str, Any], **extra: Any) -> str:
+        return json.dumps({"type": kind, "sessionId": sid, "uuid": f"u-{n}", "cwd": cwd, "gitBranch": "main",
+                           "timestamp": f"2026-03-01T10:00:0{n}.000Z", "message": message, **extra})  # fmt: skip
+
+    path.write_text("\n".join([
+        line("user", 1, {"role": "user", "content": "why does test_scheduler flake?"}),
+        line("assistant", 2, {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Look."}]}),
+        line("assistant", 3, {"id": "msg_1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_t1", "name": "Bash", "input": {"command": "pytest -q"}}]}),
+        line("user", 4, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_t1",
+                                                      "content": "42 passed"}]},
+             toolUseResult={"stdout": "42 passed", "stderr": "", "interrupted": False}),
+        line("assistant", 5, {"id": "msg_2", "role": "assistant", "content": [{"type": "text", "text": CONCLUSION}]}),
+    ]) + "\n")  # fmt: skip
+
+
+@pytest.mark.parametrize("order", ["live-then-import", "import-then-live"])
+def test_a_turns_final_message_is_searchable_and_stored_once_live_and_imported(
+    daemon: Daemon, tmp_path: Path, order: str
+) -> None:
+    sid = f"turn-{order}"
+    cwd = str(tmp_path / "proj")
+    os.makedirs(cwd)
+    transcript = tmp_path / f"{sid}.jsonl"
+    _turn_transcript(transcript, sid, cwd)
+    daemon.start()
+    stop = {"session_id": sid, "transcript_path": str(transcript), "cwd": cwd, "hook_event_name": "Stop",
+            "stop_hook_active": False, "last_assistant_message": CONCLUSION}  # fmt: skip
+
+    def live() -> None:
+        done = run_send(json.dumps(stop).encode())
+        assert done.returncode == 0 and done.stderr == b""
+
+    def imported() -> dict[str, Any]:
+        code, summary, _ = nmem_import(str(transcript))
+        assert code == 0 and summary["replies"] == 1 and summary["sessions_summarized"] == 1
+        return summary
+
+    if order == "live-then-import":
+        live()
+        assert imported()["events_new"] == 2  # the prompt and the Bash call: the Stop is known by its key
+    else:
+        assert imported()["events_new"] == 3
+        live()
+    assert count(daemon.db, "inbox") == 0
+    stops = db_rows(daemon.db, "SELECT title, content, hook_event FROM observations WHERE type = 'stop'")
+    assert stops == [(f"Stop: {CONCLUSION.splitlines()[0]}", CONCLUSION, "Stop")]
+    assert count(daemon.db, "events", "natural_key LIKE ?", (f"reply:{sid}:%",)) == 1
+    found = subprocess.run([str(BIN / "nmem"), "search", "wombat scheduler", "--all", "--json"],
+                           capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert [json.loads(x)["type"] for x in found.stdout.splitlines()][:1] == ["stop"]
+    # The imported session has the summary a live Stop writes, its conclusion included.
+    summary = wait_until(lambda: db_rows(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (sid,))[0][0])
+    assert 'Prompt: "why does test_scheduler flake?"' in str(summary)
+    assert "Last message: The flaky test was a race in the wombat scheduler" in str(summary)
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+def test_an_imported_session_without_a_stop_gets_a_summary(daemon: Daemon, tmp_path: Path) -> None:
+    projects = claude_projects(tmp_path)
+    daemon.start()
+    code, summary, _ = nmem_import(str(projects))
+    assert code == 0 and summary["sessions_summarized"] == 4
+    rows = dict(db_rows(daemon.db, "SELECT session_id, summary FROM sessions"))
+    heavy = str(rows[session_of(FIXTURES / HEAVY)])
+    assert heavy.startswith('Prompt: "') and "Activity: " in heavy and "Commands: `mix phx.server`" in heavy
+    assert all(rows.values())
+    daemon.stop()
