@@ -7,6 +7,7 @@ cheap to build by the thousand.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final, Literal
 
 import msgspec
@@ -37,6 +38,13 @@ OBSERVATION_TYPES: Final[tuple[str, ...]] = ObservationType.__args__  # type: ig
 # line count, not the file.
 TITLE_MAX: Final = 200
 CONTENT_MAX: Final = 4000
+# Three kinds of text hold the answers a later session looks for, so they are kept (nearly) whole:
+# a compaction summary (its "Pending Tasks / Current Work / Next Step" come last: in the real corpus
+# summaries run 9-17 KB), the assistant's final message of a turn (p99 6.6 KB, longest 48 KB), and an
+# error's output, whose verdict (a pytest FAILED line, the final exception) is at its end
+# (`nmemd.capture.extract.ERROR_HEAD` / `ERROR_TAIL`).
+COMPACT_MAX: Final = 64_000
+REPLY_MAX: Final = 32_000
 
 
 class Observation(msgspec.Struct, kw_only=True):
@@ -44,7 +52,7 @@ class Observation(msgspec.Struct, kw_only=True):
 
     type: ObservationType
     title: str  # one line, <= TITLE_MAX characters
-    content: str = ""  # bounded detail, <= CONTENT_MAX characters
+    content: str = ""  # bounded detail, <= CONTENT_MAX characters (COMPACT_MAX, REPLY_MAX, error head + tail)
     tool_name: str | None = None
     file_path: str | None = None  # absolute path as the tool saw it
     command: str | None = None  # Bash command (redacted)
@@ -71,6 +79,21 @@ class Extracted(msgspec.Struct, kw_only=True):
     agent_id: str | None = None
     tool_use_id: str | None = None
     prompt_id: str | None = None  # UserPromptSubmit, Claude Code 2.1.196+: the prompt's id in its transcript
+    # A natural key extraction names itself, for events that `store.database.natural_key` has no rule for:
+    # a turn's final message (Stop, SubagentStop), `reply_key`. The ingestor gives it to the ledger.
+    natural_key: str | None = None
+
+
+def reply_key(session_id: str, text: str) -> str:
+    """The natural key of a turn's final assistant message, the same live (Stop's `last_assistant_message`)
+    and in a transcript (the turn's last text): the session and a hash of the text, whitespace collapsed.
+
+    A live Stop has no line uuid, and its `prompt_id` (2.1.196+) is missing where transcripts already
+    write `promptId` (2.1.90+), so the text is what both sides know. The limit: two identical final
+    messages in one session ("Done.") are stored once, the first.
+    """
+    words = " ".join(text.split()).encode("utf-8", "surrogatepass")
+    return f"reply:{session_id}:{hashlib.blake2b(words, digest_size=12).hexdigest()}"
 
 
 class WorkerFacts(msgspec.Struct, kw_only=True):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nmemd.capture.extract import extract
 from nmemd.capture.project import project_root, short_name
-from nmemd.model import CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, Observation
+from nmemd.model import CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, Observation, reply_key
 
 P = "/Users/tomkwon/Documents/claude-agentic-framework"
 Q = "/private/var/folders/5b/dd_48lts2zsbcg8dpyl1k1_40000gn/T/vibe-kanban/vk-2b7f-please-fix"
@@ -569,3 +569,37 @@ def test_never_raises_on_hook_like_dicts(payload: dict[str, Any]) -> None:
     assert len(ex.observations) == 1
     assert isinstance(ex.session_id, str) and isinstance(ex.hook_event, str)
     _check_bounds(ex)
+
+
+def test_answers_at_the_end_of_long_texts_are_kept() -> None:
+    """Issue #14: a compaction summary whole, an error's head and tail, a Stop's whole message with its key."""
+    summary = "Summary:\n" + "- done a thing\n" * 600 + "Next Step: ship the quokka"
+    (obs,) = extract({"hook_event_name": "PostCompact", "session_id": "s", "compact_summary": summary}).observations
+    assert obs.content == summary.strip()
+    error = "Exit code 1\n" + "".join(f"test_{i} PASSED\n" for i in range(500)) + "FAILED test_quokka - boom"
+    (obs,) = extract(
+        {"hook_event_name": "PostToolUseFailure", "session_id": "s", "tool_name": "Bash",
+         "tool_input": {"command": "pytest"}, "error": error}
+    ).observations  # fmt: skip
+    head, marker, tail = obs.content.partition("\n… (")
+    assert head.startswith("command: pytest\nExit code 1\ntest_0 PASSED") and head.count("\n") == 40
+    assert (
+        marker and tail.startswith("402 lines cut) …\n") and tail.endswith("test_499 PASSED\nFAILED test_quokka - boom")
+    )
+    assert tail.count("\n") == 60
+    message = "Done.\n" + "more detail\n" * 1000 + "the quokka is fed"
+    ex = extract({"hook_event_name": "Stop", "session_id": "s", "last_assistant_message": message})
+    assert ex.observations[0].content == message and ex.natural_key == reply_key("s", message)
+    assert ex.natural_key == reply_key("s", "  Done. " + message[6:] + "\n")  # whitespace never splits a key
+    assert ex.last_assistant_message is not None and len(ex.last_assistant_message) <= CONTENT_MAX
+
+
+def test_a_private_block_or_a_key_across_the_cut_never_reaches_an_errors_tail() -> None:
+    body = "\n".join("MIIEowIBAAKCAQEA" + "x" * 48 for _ in range(300))
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\nafter the key"
+    private = "<private>\n" + "hidden line\n" * 300 + "</private>\nvisible at the end"
+    for error, secret in ((("start\n" * 100) + pem, "MIIEow"), (("start\n" * 100) + private, "hidden")):
+        (obs,) = extract(
+            {"hook_event_name": "PostToolUseFailure", "session_id": "s", "tool_name": "Bash", "error": error}
+        ).observations
+        assert secret not in obs.content and obs.content.endswith(("after the key", "visible at the end"))

@@ -89,15 +89,18 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
     assert summary["files"] == 4 and summary["bad_files"] == [] and summary["invalid_lines"] == 0
     # 4 prompts (the subagent's task is not one), 17 tool results, 2 rejected calls, 2 compaction records.
     assert (summary["prompts"], summary["tool_calls"], summary["errors"], summary["compactions"]) == (4, 17, 2, 2)
-    assert summary["events_sent"] == summary["events_new"] == 25
+    # 3 final messages: each file's last text, the end of its (excerpted) last turn (the subagent's: SubagentStop).
+    assert summary["replies"] == 3
+    assert summary["events_sent"] == summary["events_new"] == 28
+    assert summary["sessions_summarized"] == 4
 
     rows = observations(daemon.db)
     by_type: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         by_type.setdefault(row[0], []).append(row)
     assert {t: len(v) for t, v in by_type.items()} == {
-        "prompt": 4, "error": 2, "command": 2, "search": 9, "read": 1, "fetch": 1, "agent": 1, "write": 1,
-        "edit": 1, "tool": 1, "compact": 2,
+        "prompt": 4, "error": 2, "command": 2, "search": 9, "read": 1, "fetch": 1, "agent": 2, "write": 1,
+        "edit": 1, "tool": 1, "compact": 2, "stop": 2,
     }  # fmt: skip
     titles = [r[1] for r in rows]
     assert "mix phx.server doesnt seem to start" in titles
@@ -109,13 +112,16 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
     assert by_type["fetch"][0][1].startswith("Fetch https://github.com/xtermjs/xterm.js/issues/1343 (200 OK")
     assert by_type["write"][0][1] == "Write lib/spotter_web/live/transcript_computers.ex (created, 42 lines)"
     assert by_type["edit"][0][2].endswith("lib/spotter_web/live/transcript_computers.ex")
-    assert by_type["agent"][0][1] == "Agent Explore: Explore transcript rendering codebase (completed)"
+    assert [r[1] for r in by_type["agent"] if r[8] == "PostToolUse"] == [
+        "Agent Explore: Explore transcript rendering codebase (completed)"
+    ]
     assert by_type["tool"][0][4] == "TaskOutput"
     assert [r[1] for r in by_type["compact"]] == ["Compacting (auto)", "Compacted (auto)"]
     assert [r[8] for r in by_type["compact"]] == ["PreCompact", "PostCompact"]
     # The subagent's six web searches: in its parent session, marked with its agent id.
     sub = [r for r in rows if r[5] == "aac57f5"]
-    assert len(sub) == 6 and all(r[0] == "search" and r[7] == PARENT_SID for r in sub)
+    assert len(sub) == 7 and all(r[0] == "search" and r[7] == PARENT_SID for r in sub[:6])
+    assert sub[6][0] == "agent" and sub[6][8] == "SubagentStop"  # its last text
     assert sub[0][1].startswith("Web search 'hex.pm opentelemetry_api elixir")
     assert all(r[6] for r in rows if r[8].startswith("PostToolUse"))  # every tool call keeps its tool_use_id
 
@@ -135,7 +141,7 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
     assert code == 0 and again["events_new"] == 0
     assert again["files_unchanged"] >= 3  # the subagent's unanswered WebFetch keeps its tail to re-read
     assert observations(daemon.db) == rows
-    assert count(daemon.db, "events") == 25
+    assert count(daemon.db, "events") == 28
     daemon.stop()
     integrity_ok(daemon.db)
 
@@ -164,9 +170,10 @@ def test_a_tool_call_seen_live_and_imported_is_stored_once(daemon: Daemon, tmp_p
 
     if order == "live-then-import":
         live()
-        assert imported() == 2  # only the two prompts: the hook payload has no prompt id to match
+        # only the two prompts (the hook payload has no prompt id to match) and the last turn's reply (no live Stop)
+        assert imported() == 3
     else:
-        assert imported() == 8
+        assert imported() == 9
         live()
     assert count(daemon.db, "inbox") == 0  # every live event was acked by the daemon, not left to the fallback
     sid = session_of(FIXTURES / HEAVY)
@@ -258,7 +265,8 @@ def test_the_daemon_skip_list_governs_extraction_in_the_importer(daemon: Daemon,
         capture_output=True, text=True, timeout=60, env={**daemon.env, "NMEM_SKIP_TOOLS": ""},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["events_new"] == 8  # skipped calls are still events, with no observation
+    # skipped calls are still events, with no observation (2 prompts, 6 calls, the first turn's reply)
+    assert json.loads(done.stdout)["events_new"] == 9
     assert count(daemon.db, "observations", "tool_name IN ('Bash', 'WebSearch')") == 0
     assert count(daemon.db, "observations", "tool_name IN ('Glob', 'Read', 'WebFetch')") == 3
 
@@ -346,8 +354,9 @@ def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon:
         assert "Permission denied" in bad["denied.jsonl"]
     assert summary["invalid_lines"] == 1
     heavy_sid = session_of(FIXTURES / HEAVY)
-    # Lines 0-30 hold 2 prompts and the results of 2 Bash calls; line 31 (a result) is cut.
-    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 4
+    # Lines 0-30 hold 2 prompts, the results of 2 Bash calls and the first turn's final text (a Stop at the
+    # second prompt); line 31 (a result) is cut: a file being written, so no reply is taken at its end.
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 5
     assert count(daemon.db, "observations", "type = 'read'") == 0
 
     with good.open("a") as f:  # the session goes on: the cut line is finished, more lines follow
@@ -356,20 +365,21 @@ def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon:
     assert code == 0
     assert summary["events_new"] == 4  # the Glob, WebSearch, Read and WebFetch results
     assert "good.jsonl" not in {Path(b["path"]).name for b in summary["bad_files"]}
-    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 8
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 9
 
     # Replaced (new inode, other content) and shrunk files are read again from the start, safely.
     replaced = root / "good.jsonl.new"
     replaced.write_text("".join(lines[:12]))
     os.replace(replaced, good)
     code, summary, _ = nmem_import(str(good))
-    assert code == 0 and summary["events_sent"] == 2 and summary["events_new"] == 0  # a prompt, a Bash call
+    # a prompt, a Bash call, and the text before the end of the file: the first turn's reply, known too
+    assert code == 0 and summary["events_sent"] == 3 and summary["events_new"] == 0
     shutil.copy(FIXTURES / COMPACT, good)
     with good.open("r+") as f:
         f.truncate(5000)
     code, summary, _ = nmem_import(str(good))
     assert code == 0 and summary["bad_files"][0]["reason"].startswith("truncated last line")
-    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 8
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 9
     daemon.stop()
     integrity_ok(daemon.db)
 
@@ -486,4 +496,84 @@ def test_install_with_import_imports_and_never_prompts_without_a_terminal(
     done = subprocess.run([str(BIN / "nmem"), "install", "--no-mcp", "--import"], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert count(daemon.db, "events") == 25
+    assert count(daemon.db, "events") == 28
+
+
+# --- 6. what answers questions (issue #14): a turn's final message, summaries --------------------------
+
+CONCLUSION = "The flaky test was a race in the wombat scheduler; it now waits for the lock.\n\nAll 42 tests pass."
+
+
+def _turn_transcript(path: Path, sid: str, cwd: str) -> None:
+    """One turn as Claude Code writes it: the prompt, a text + tool_use message, its result, the final text."""
+
+    def line(kind: str, n: int, message: dict[str, Any], **extra: Any) -> str:
+        return json.dumps({"type": kind, "sessionId": sid, "uuid": f"u-{n}", "cwd": cwd, "gitBranch": "main",
+                           "timestamp": f"2026-03-01T10:00:0{n}.000Z", "message": message, **extra})  # fmt: skip
+
+    path.write_text("\n".join([
+        line("user", 1, {"role": "user", "content": "why does test_scheduler flake?"}),
+        line("assistant", 2, {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Look."}]}),
+        line("assistant", 3, {"id": "msg_1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_t1", "name": "Bash", "input": {"command": "pytest -q"}}]}),
+        line("user", 4, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_t1",
+                                                      "content": "42 passed"}]},
+             toolUseResult={"stdout": "42 passed", "stderr": "", "interrupted": False}),
+        line("assistant", 5, {"id": "msg_2", "role": "assistant", "content": [{"type": "text", "text": CONCLUSION}]}),
+    ]) + "\n")  # fmt: skip
+
+
+@pytest.mark.parametrize("order", ["live-then-import", "import-then-live"])
+def test_a_turns_final_message_is_searchable_and_stored_once_live_and_imported(
+    daemon: Daemon, tmp_path: Path, order: str
+) -> None:
+    sid = f"turn-{order}"
+    cwd = str(tmp_path / "proj")
+    os.makedirs(cwd)
+    transcript = tmp_path / f"{sid}.jsonl"
+    _turn_transcript(transcript, sid, cwd)
+    daemon.start()
+    stop = {"session_id": sid, "transcript_path": str(transcript), "cwd": cwd, "hook_event_name": "Stop",
+            "stop_hook_active": False, "last_assistant_message": CONCLUSION}  # fmt: skip
+
+    def live() -> None:
+        done = run_send(json.dumps(stop).encode())
+        assert done.returncode == 0 and done.stderr == b""
+
+    def imported() -> dict[str, Any]:
+        code, summary, _ = nmem_import(str(transcript))
+        assert code == 0 and summary["replies"] == 1 and summary["sessions_summarized"] == 1
+        return summary
+
+    if order == "live-then-import":
+        live()
+        assert imported()["events_new"] == 2  # the prompt and the Bash call: the Stop is known by its key
+    else:
+        assert imported()["events_new"] == 3
+        live()
+    assert count(daemon.db, "inbox") == 0
+    stops = db_rows(daemon.db, "SELECT title, content, hook_event FROM observations WHERE type = 'stop'")
+    assert stops == [(f"Stop: {CONCLUSION.splitlines()[0]}", CONCLUSION, "Stop")]
+    assert count(daemon.db, "events", "natural_key LIKE ?", (f"reply:{sid}:%",)) == 1
+    found = subprocess.run([str(BIN / "nmem"), "search", "wombat scheduler", "--all", "--json"],
+                           capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert [json.loads(x)["type"] for x in found.stdout.splitlines()][:1] == ["stop"]
+    # The imported session has the summary a live Stop writes, its conclusion included.
+    summary = wait_until(lambda: db_rows(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (sid,))[0][0])
+    assert 'Prompt: "why does test_scheduler flake?"' in str(summary)
+    assert "Last message: The flaky test was a race in the wombat scheduler" in str(summary)
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+def test_an_imported_session_without_a_stop_gets_a_summary(daemon: Daemon, tmp_path: Path) -> None:
+    projects = claude_projects(tmp_path)
+    daemon.start()
+    code, summary, _ = nmem_import(str(projects))
+    assert code == 0 and summary["sessions_summarized"] == 4
+    rows = dict(db_rows(daemon.db, "SELECT session_id, summary FROM sessions"))
+    heavy = str(rows[session_of(FIXTURES / HEAVY)])
+    assert heavy.startswith('Prompt: "') and "Activity: " in heavy and "Commands: `mix phx.server`" in heavy
+    assert all(rows.values())
+    daemon.stop()

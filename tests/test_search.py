@@ -148,7 +148,7 @@ def failure(session: str, cwd: str, command: str, error: str) -> dict[str, Any]:
 
 def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
     """(name, payload) in send order; every payload becomes exactly one observation."""
-    w1, w2, c1 = "sess-web-1", "sess-web-2", "sess-cli-1"
+    w1, w2, c1, c2 = "sess-web-1", "sess-web-2", "sess-cli-1", "sess-cli-2"
     return [
         ("w1.start", session_start(w1, web)),
         ("w1.prompt", prompt(w1, web, "Fix the login redirect loop after the OAuth callback")),
@@ -211,6 +211,11 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("w2.docker", bash(w2, web, "docker compose up -d postgres", "Container webapp-postgres-1  Started")),
         ("w2.reread_auth", read(w2, web, "src/auth.ts", 40)),  # newer than the edit: recency vs type
         ("w2.intl", prompt(w2, web, "Привет мир: исправь ошибку в модуле оплаты; 東京 サーバー; مرحبا بالعالم")),
+        # What answers questions sits at the end of long texts (issue #14): each one's last words are searched.
+        # An earlier session of the CLI project, so that sess-cli-1 stays the project's latest.
+        ("c2.compact", _event("PostCompact", c2, cli, trigger="auto", compact_summary=_COMPACT_SUMMARY)),
+        ("c2.test_tail", failure(c2, cli, "python -m pytest tests/test_refunds.py", _LONG_FAILURE)),
+        ("c2.stop", _event("Stop", c2, cli, stop_hook_active=False, last_assistant_message=_FINAL_MESSAGE)),
         ("c1.prompt", prompt(c1, cli, "add a --verbose flag to the export command")),
         ("c1.stems", prompt(c1, cli, "write down the conflict resolution rules for merges")),
         ("c1.camel", edit(c1, cli, "src/tui/layout.rs", "fn old() {}", "fn paneCreation(tab: Tab) {}")),
@@ -218,6 +223,20 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("c1.edit_auth", edit(c1, cli, "src/auth.ts", "token = None", "token = load_token()")),
         ("c1.cargo", bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
     ]
+
+
+_FILLER = "".join(f"- note {i}: lorem ipsum dolor sit amet, consectetur adipiscing elit\n" for i in range(120))
+_COMPACT_SUMMARY = (  # ~8 KB, as real ones: the sections a resumed session needs come last
+    "This session is being continued from a previous conversation.\n1. Primary Request and Intent:\n"
+    f"{_FILLER}8. Pending Tasks:\n- wire the quokkaledger export\n9. Next Step: run the quokkaledger migration\n"
+)
+_LONG_FAILURE = (  # pytest prints the verdict last, after hundreds of lines
+    "Exit code 1\n"
+    + "".join(f"tests/test_refunds.py::test_case_{i} PASSED\n" for i in range(300))
+    + "FAILED tests/test_refunds.py::test_wallaby_refund - AssertionError: 3 != 4\n"
+    + "==== 1 failed, 300 passed in 2.31s ===="
+)
+_FINAL_MESSAGE = f"Here is what changed.\n{_FILLER}In short: the numbat cache is invalidated before each run."
 
 
 # --- the corpus: built once, read by every test -----------------------------------------------
@@ -342,6 +361,12 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("useEffect", {"types": ["search"], "project": "WEB"}, "w1.grep"),
     ("Session started", {"since": "MID"}, "w1.start"),
     ("Session started startup", {"until": "MID"}, f"{FX}:0"),
+    # the ends of long texts: a compaction summary's next step, a failure's verdict, a turn's final message
+    ("quokkaledger", {}, "c2.compact"),
+    ("test_wallaby_refund", {}, "c2.test_tail"),
+    ('"1 failed, 300 passed"', {}, "c2.test_tail"),
+    ("numbat", {}, "c2.stop"),
+    ("numbat", {"types": ["stop"], "project": "CLI"}, "c2.stop"),
 ]
 
 

@@ -22,9 +22,18 @@ from typing import Any, Final
 import msgspec
 
 from nmemd.capture.project import project_root
-from nmemd.capture.redact import redact, sensitive_key, strip_private
+from nmemd.capture.redact import redact, redact_tail, sensitive_key, strip_private
 from nmemd.errors import InvalidEvent
-from nmemd.model import CONTENT_MAX, TITLE_MAX, Extracted, Observation, ObservationType
+from nmemd.model import (
+    COMPACT_MAX,
+    CONTENT_MAX,
+    REPLY_MAX,
+    TITLE_MAX,
+    Extracted,
+    Observation,
+    ObservationType,
+    reply_key,
+)
 
 _SLACK: Final = 200  # raw chars kept past a mid-line bound so `key = "a value"` is whole when redacted
 _COUNT_MAX: Final = 4_000_000  # count hidden lines only in tails shorter than this
@@ -40,6 +49,13 @@ _COMMON_KEYS: Final = frozenset(
     {"session_id", "transcript_path", "cwd", "hook_event_name", "permission_mode", "effort", "prompt_id"}
 )
 _TODO_MARK: Final = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+# An error keeps its head and its tail: what failed and how it began, then the verdict, which tools
+# print last (pytest's FAILED lines and summary, a traceback's final exception, a compiler's count).
+# In the real corpus 90 % of error outputs are under 60 lines and 3.2 KB, so these bounds (100
+# lines, 8 KB) keep them whole; the tail gets the larger share because the answer is there.
+ERROR_HEAD: Final = (3000, 40)  # chars, lines
+ERROR_TAIL: Final = (5000, 60)
+_PRIVATE_OPEN: Final = re.compile(r"<(?:private|nmem-context)", re.IGNORECASE)
 
 # --- small helpers -----------------------------------------------------------------------
 
@@ -114,6 +130,59 @@ def _clean(raw: object, limit: int = CONTENT_MAX, max_lines: int = 0, *, prompt:
         return marker
     at_line = text[k] == "\n" if k < len(text) else c < n and raw[c] == "\n"
     return f"{shown}\n{marker}" if at_line else f"{shown} {marker}"
+
+
+def _tail_start(s: str, n: int) -> int:
+    """Index >= len(s) - n where a tail of `s` of at most `n` chars may start: after a newline, else
+    after a space, else after the token that straddles it (a secret is never cut to an unknown suffix)."""
+    start = len(s) - n
+    if start <= 0:
+        return 0
+    i = s.find("\n", start, start + n // 2)
+    if i >= 0:
+        return i + 1
+    j = s.find(" ", start, start + 200)
+    if j >= 0:
+        return j + 1
+    run = _TOKEN_RUN.match(s, start)
+    return min(len(s), run.end() if run else start)
+
+
+def _clean_ends(raw: object, head: tuple[int, int] = ERROR_HEAD, tail: tuple[int, int] = ERROR_TAIL) -> str:
+    """`_clean` that keeps the first and the last lines of a long text (chars, lines of each), with a
+    marker saying what was cut between them."""
+    if not isinstance(raw, str) or not raw:
+        return ""
+    (head_chars, head_lines), (tail_chars, tail_lines) = head, tail
+    n = len(raw)
+    if n <= head_chars + tail_chars and raw.count("\n") < head_lines + tail_lines:
+        return _clean(raw, head_chars + tail_chars, head_lines + tail_lines)
+    if _PRIVATE_OPEN.search(raw):  # a private block may span the cut: remove it whole first (rare)
+        raw = strip_private(raw)
+        n = len(raw)
+        if n <= head_chars + tail_chars and raw.count("\n") < head_lines + tail_lines:
+            return _clean(raw, head_chars + tail_chars, head_lines + tail_lines)
+    # The tail: its last `tail_lines` lines within `tail_chars`, starting on a line (or token) boundary.
+    t = _tail_start(raw, tail_chars)
+    k = n
+    for _ in range(tail_lines):
+        k = raw.rfind("\n", t, k)
+        if k < 0:
+            break
+    if k >= t and k > 0:
+        t = k + 1
+    # The head: its first `head_lines` lines within `head_chars`, cut as `_clean` cuts.
+    h = _nth_newline(raw, head_lines, head_chars)
+    if h > head_chars:
+        i = raw.rfind("\n", head_chars // 2, head_chars)
+        h = i if i >= 0 else _cut(raw, head_chars)
+    if h >= t:  # the two overlap: nothing to cut
+        return _clean(raw, n, 0)
+    shown_head = redact(raw[:h]).rstrip().lstrip("\r\n")
+    shown_tail = redact_tail(redact(raw[t:])).strip("\r\n").rstrip()
+    lines = raw.count("\n", h, t) - 1  # whole lines between the head's last newline and the tail's first line
+    marker = f"… ({lines} lines cut) …" if lines > 0 else f"… ({t - h} chars cut) …"
+    return "\n".join(p for p in (shown_head, marker, shown_tail) if p)
 
 
 def _one_line(text: str, limit: int = TITLE_MAX) -> str:
@@ -211,8 +280,8 @@ def _summary(v: object, limit: int = CONTENT_MAX) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _obs(type_: ObservationType, title: str, content: str = "", **kw: Any) -> Observation:
-    return Observation(type=type_, title=_one_line(title) or type_, content=content[:CONTENT_MAX], **kw)
+def _obs(type_: ObservationType, title: str, content: str = "", limit: int = CONTENT_MAX, **kw: Any) -> Observation:
+    return Observation(type=type_, title=_one_line(title) or type_, content=content[:limit], **kw)
 
 
 def _join(*parts: str) -> str:
@@ -558,25 +627,40 @@ def _prompt(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observat
     return [_obs("prompt", _short(text, TITLE_MAX) or "(empty prompt)", text)]
 
 
-def _last_message(p: dict[str, Any], ex: Extracted) -> str:
-    msg = _clean(p.get("last_assistant_message"))
-    ex.last_assistant_message = msg or None
+def _last_message(p: dict[str, Any], ex: Extracted, limit: int = CONTENT_MAX) -> str:
+    """The turn's final assistant text, cleaned to `limit`; the session row keeps CONTENT_MAX of it."""
+    raw = p.get("last_assistant_message")
+    msg = _clean(raw, limit)
+    if len(msg) > CONTENT_MAX:
+        ex.last_assistant_message = msg[: _cut(msg, CONTENT_MAX - 2)].rstrip() + " …"
+    else:
+        ex.last_assistant_message = msg or None
+    return msg
+
+
+def _reply(p: dict[str, Any], ex: Extracted) -> str:
+    """The final message of a turn, whole up to REPLY_MAX: searchable, and keyed so that a transcript
+    import of the same turn (`nmemd.history.transcripts`) is stored once."""
+    msg = _last_message(p, ex, REPLY_MAX)
+    raw = p.get("last_assistant_message")
+    if msg and isinstance(raw, str) and ex.session_id != "unknown":
+        ex.natural_key = reply_key(ex.session_id, raw)
     return msg
 
 
 def _stop(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
-    msg = _last_message(p, ex)
+    msg = _reply(p, ex)
     hook = " (stop hook active)" if p.get("stop_hook_active") is True else ""
-    return [_obs("stop", f"Stop{hook}" + (f": {_short(msg, 150)}" if msg else ""), msg)]
+    return [_obs("stop", f"Stop{hook}" + (f": {_short(msg, 150)}" if msg else ""), msg, limit=REPLY_MAX)]
 
 
 def _subagent(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
     started = p.get("hook_event_name") == "SubagentStart"
-    msg = "" if started else _last_message(p, ex)
+    msg = "" if started else _reply(p, ex)
     kind, agent = _f(p, "agent_type", 100), _f(p, "agent_id")
     title = "Subagent" + (f" {kind}" if kind else "") + (" started" if started else " stopped")
     title += f" ({agent})" if agent else ""
-    return [_obs("agent", title + (f": {_short(msg, 120)}" if msg else ""), msg)]
+    return [_obs("agent", title + (f": {_short(msg, 120)}" if msg else ""), msg, limit=REPLY_MAX)]
 
 
 def _stop_failure(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
@@ -601,7 +685,8 @@ def _pre_compact(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
 
 def _post_compact(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
     trigger = _f(p, "trigger", 40)
-    return [_obs("compact", "Compacted" + (f" ({trigger})" if trigger else ""), _clean(p.get("compact_summary")))]
+    summary = _clean(p.get("compact_summary"), COMPACT_MAX)  # whole: its last sections say what comes next
+    return [_obs("compact", "Compacted" + (f" ({trigger})" if trigger else ""), summary, limit=COMPACT_MAX)]
 
 
 def _post_tool(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
@@ -612,7 +697,7 @@ def _post_tool(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obser
 def _tool_failure(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
     t = _Tool(_s(p.get("tool_name")) or "unknown", _d(p.get("tool_input")), None, root)
     name = _line(t.name, 100)
-    error = _clean(p.get("error"), 2000, 40)
+    error = _clean_ends(p.get("error"))
     first = _short(error, 150)
     cmd = _clean(t.inp.get("command"), _CMD_MAX) or None
     subject = _subject(t, cmd)
@@ -624,7 +709,8 @@ def _tool_failure(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Ob
         title = f"{name} failed: {first or 'error'}" + (f" — {subject}" if subject else "")
     path = t.path() or None
     where = f"command: {cmd}" if cmd else f"file: {path}" if path else ""
-    return [_obs("error", title, _join(where, error), tool_name=name, command=cmd, file_path=path)]
+    content = _join(where, error)
+    return [_obs("error", title, content, limit=len(content), tool_name=name, command=cmd, file_path=path)]
 
 
 def _generic_event(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:

@@ -76,6 +76,26 @@ def _redact_pem(text: str) -> str:
     return "".join(out)
 
 
+_PEM_BODY_BACK: Final = re.compile(r"[A-Za-z0-9+/=\s:,.\\-]*+")
+
+
+def redact_tail(text: str) -> str:
+    """`text`, the tail of a longer text, with the key body before a PEM END whose BEGIN was cut off.
+
+    `redact` replaces BEGIN..END blocks and a BEGIN without END (a head cut short);
+    a tail can start inside a block, so what precedes its first END without a BEGIN goes too.
+    """
+    if "private key" not in text.lower():
+        return text
+    end = _PEM_END.search(text)
+    if end is None or _PEM_BEGIN.search(text, 0, end.start()) is not None:
+        return text
+    # Back over the key body (base64 lines) that ends at END: never past anything else.
+    body = _PEM_BODY_BACK.match(text[: end.start()][::-1])
+    start = end.start() - (body.end() if body else 0)
+    return text[:start] + "[REDACTED:private-key]" + text[end.end() :]
+
+
 # --- Provider token formats -------------------------------------------------------------
 
 

@@ -98,7 +98,8 @@ def _report(summary: Summary, json_out: bool) -> None:
     head = "interrupted: " if s.interrupted else ""
     console.print(
         f"{head}{s.events_new:,} new events ({s.events_sent:,} sent: {s.prompts:,} prompts, {s.tool_calls:,} tool"
-        f" calls, {s.errors:,} errors, {s.compactions:,} compactions) from {s.files_read} of {s.files} files"
+        f" calls, {s.errors:,} errors, {s.compactions:,} compactions, {s.replies:,} replies) from {s.files_read}"
+        f" of {s.files} files"
         f" ({s.files_unchanged} unchanged), {human_bytes(s.bytes)} in {s.seconds:.1f} s ({rate:.1f} MB/s)"
     )
     for bad in s.bad_files:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("nmemd.backfill")
 
-METHODS: Final = ("import_events", "import_state")
+METHODS: Final = ("import_events", "import_state", "import_summaries")
 BATCH_EVENTS: Final = 1024  # events per RPC: one commit of ~30 ms, so a live hook meanwhile waits little
 BATCH_WIRE_BYTES: Final = 8 * 1024 * 1024  # encoded events per RPC (max_frame_bytes is 32 MB)
 BATCH_BYTES: Final = 16 * 1024 * 1024  # transcript bytes behind one RPC: states are recorded at least this often
@@ -50,6 +50,7 @@ IN_FLIGHT: Final = 2  # RPCs the importer keeps in flight
 LINE_MAX: Final = 32 * 1024 * 1024  # a longer line is skipped, read in chunks, never held whole
 HEAD_BYTES: Final = 1024  # hashed to notice a file replaced under the same name
 RPC_TIMEOUT_S: Final = 300.0
+SUMMARY_SESSIONS: Final = 500  # sessions per `import_summaries` RPC
 
 
 # --- the wire ------------------------------------------------------------------------------------
@@ -91,6 +92,10 @@ class StateParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     paths: list[str]
 
 
+class SummariesParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    sessions: list[str]
+
+
 class StateReply(msgspec.Struct, kw_only=True):
     files: list[FileState]
     skip_tools: list[str]  # the daemon's: the importer extracts with exactly these
@@ -126,6 +131,14 @@ async def call(daemon: Host, method: str, params: dict[str, Any]) -> Any:
     from nmemd.store.database import Incoming, natural_key
 
     store = daemon.ingestor.store
+    if method == "import_summaries":
+        try:
+            sessions = msgspec.convert(params, SummariesParams).sessions
+        except msgspec.ValidationError as exc:
+            raise ImportParamsError(f"{method}: {exc}") from exc
+        from nmemd.recall.replies import store_summaries
+
+        return {"summarized": await store_summaries(daemon, sessions)}
     if method == "import_state":
         try:
             paths = msgspec.convert(params, StateParams).paths
@@ -213,6 +226,8 @@ class Summary(msgspec.Struct, kw_only=True):
     tool_calls: int = 0
     errors: int = 0
     compactions: int = 0
+    replies: int = 0  # turns' final assistant messages
+    sessions_summarized: int = 0  # sessions given a summary (the same as live Stop writes) at the end
     skipped_lines: int = 0  # progress, snapshots, unknown types, results without their call
     invalid_lines: int = 0
     bad_files: list[dict[str, str]] = []
@@ -342,6 +357,7 @@ class Importer:
         self._done: list[FileState] = []  # files finished since the last batch
         self._open: _Open | None = None
         self._pipeline: _Pipeline | None = None
+        self._sessions: dict[str, None] = {}  # sessions this run sent events of, in order
 
     def run(self, paths: Sequence[str]) -> Summary:
         """Import what is new under `paths`; Ctrl-C stops after the batches in flight (summary.interrupted)."""
@@ -358,6 +374,7 @@ class Importer:
                 self._import_file(path, st, saved)
             self._flush()
             self._pipeline.finish()
+            self._summarize()
         except KeyboardInterrupt:
             self.summary.interrupted = True
             if self._pipeline is not None:
@@ -441,9 +458,15 @@ class Importer:
                 path, st, hh, TranscriptReader.for_file(path), start, saved.events if start and saved else 0
             )
             try:
-                self._read(f, cur)
+                whole = self._read(f, cur)
             except OSError as exc:
                 self._note(path, f"read failed: {exc.strerror or exc}")
+                whole = False
+            if whole:  # not a file being written (a cut last line): its last turn ended with its last text
+                for r in cur.reader.finish():
+                    cur.events += 1
+                    self.progress.events += 1
+                    self._add(r)
         self._open = None
         if cur.offset != start or cur.events:
             self._done.append(cur.state())
@@ -451,8 +474,10 @@ class Importer:
         self.summary.files_read += 1
         self.progress.files_done += 1
 
-    def _read(self, f: Any, cur: _Open) -> None:
-        """Import each complete line from `cur.offset` on; a truncated last line is left for the next run."""
+    def _read(self, f: Any, cur: _Open) -> bool:
+        """Import each complete line from `cur.offset` on; a truncated last line is left for the next run.
+
+        Returns False when it found one (the file is being written)."""
         readline = f.readline
         decode = decode_line
         feed = cur.reader.feed
@@ -462,12 +487,12 @@ class Importer:
         while True:
             raw = readline(LINE_MAX)
             if not raw:
-                return
+                return True
             size = len(raw)
             if raw[-1] != 10:  # no newline
                 if size < LINE_MAX:
                     self._note(cur.path, "truncated last line (left for the next run)")
-                    return
+                    return False
                 offset += self._skip_long(f, raw, cur.path)
                 cur.offset = offset
                 continue
@@ -508,7 +533,9 @@ class Importer:
     def _add(self, r: Record) -> None:
         """Extract one record as a live hook's payload would be, and encode it for the next batch."""
         ex = self._extract(r.payload, skip_tools=self.skip_tools)
-        event = ImportEvent(key=self._natural_key(ex) or r.key, ts=r.ts, extracted=ex, git_branch=r.git_branch)
+        key = self._natural_key(ex) or ex.natural_key or r.key
+        event = ImportEvent(key=key, ts=r.ts, extracted=ex, git_branch=r.git_branch)
+        self._sessions[ex.session_id] = None
         raw = _encode(event)
         self._events.append(raw)
         self._wire_bytes += len(raw)
@@ -525,7 +552,17 @@ class Importer:
         s.tool_calls += counts.tools
         s.errors += counts.errors
         s.compactions += counts.compactions
+        s.replies += counts.replies
         s.skipped_lines += counts.skipped
+
+    def _summarize(self) -> None:
+        """Give every session this run touched the summary a live Stop would have written (transcripts
+        have no Stop or SessionEnd), once everything is committed: summaries read what is stored."""
+        sessions = [s for s in self._sessions if s != "unknown"]
+        for start in range(0, len(sessions), SUMMARY_SESSIONS):
+            chunk = sessions[start : start + SUMMARY_SESSIONS]
+            reply = self.ask("import_summaries", {"sessions": chunk}, RPC_TIMEOUT_S)
+            self.summary.sessions_summarized += int(reply.get("summarized", 0))
 
     def _flush(self) -> None:
         files = self._done

@@ -9,7 +9,10 @@ stored exactly as live hooks would have stored it. What becomes a payload:
 * an assistant `tool_use` joined with the later `tool_result` of its id ->
   PostToolUse (`tool_response` = the line's `toolUseResult` when it has one,
   else the result text), or PostToolUseFailure when `is_error`;
-* `system/compact_boundary` -> PreCompact, the `isCompactSummary` line -> PostCompact.
+* `system/compact_boundary` -> PreCompact, the `isCompactSummary` line -> PostCompact;
+* the text of a turn's last assistant message with text, at the next real prompt or the end of
+  the file -> Stop (SubagentStop in a subagent's file) with it as `last_assistant_message`, as
+  the live hook sends it.
 
 Everything else (`progress`, snapshots, queue operations, titles, unknown
 types) is counted and skipped. Assistant lines carry one content block each and
@@ -18,7 +21,10 @@ between two of them): blocks are grouped by `message.id`, and tool calls wait
 for their result until the next prompt (a call never answered by then never
 will be). Each payload carries a natural key (`tool:<session>:<tool_use_id>`,
 `prompt:<session>:<promptId or uuid>`, `compact:<session>:<uuid>`) so an event
-seen live and imported again, or imported twice, is stored once.
+seen live and imported again, or imported twice, is stored once. A turn's final message is known
+by `reply:<session>:<hash of its text>` (`nmemd.model.reply_key`), which a live Stop computes too.
+A file read while its session runs ends mid-turn: its last text so far is that turn's reply, and
+the text that ends the turn, read by the next run, is another.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from typing import Any, Final, TypedDict
 
 import msgspec
 
-STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of any field; longer strings are cut before sending
+from nmemd.model import COMPACT_MAX, reply_key
+
+STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of most fields; longer strings are cut before sending
 OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message is never far from its next line)
 PENDING_MAX: Final = 10_000  # tool calls waiting for a result, per file
 _LOCAL_COMMAND: Final = ("<command-name>", "<local-command-", "<command-message>", "<bash-input>", "<bash-std")
@@ -116,6 +124,7 @@ class Counts:
     tools: int = 0
     errors: int = 0
     compactions: int = 0
+    replies: int = 0  # turns' final messages (Stop / SubagentStop records)
     messages: int = 0  # assistant messages (grouped by message.id), not lines
     skipped: int = 0  # lines that carry nothing nmem keeps (progress, snapshots, unknown types)
 
@@ -128,20 +137,21 @@ def _s(v: object) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def bound(value: Any) -> Any:
-    """`value` with every string longer than STRING_MAX cut to its head.
+def bound(value: Any, limit: int = STRING_MAX, tail: int = 0) -> Any:
+    """`value` with every string longer than `limit` (+ `tail`) cut to its head (and its last `tail` chars).
 
-    The cut-off tail is replaced by its newlines, so line counts that
+    The cut-off middle is replaced by its newlines, so line counts that
     extraction reports ("… (120 more lines)", "created, 300 lines") stay exact.
     """
     if isinstance(value, str):
-        if len(value) <= STRING_MAX:
+        if len(value) <= limit + tail:
             return value
-        return value[:STRING_MAX] + "\n" * value.count("\n", STRING_MAX)
+        end = len(value) - tail
+        return value[:limit] + "\n" * value.count("\n", limit, end) + value[end:]
     if isinstance(value, dict):
-        return {k: bound(v) for k, v in value.items()}
+        return {k: bound(v, limit, tail) for k, v in value.items()}
     if isinstance(value, list):
-        return [bound(v) for v in value]
+        return [bound(v, limit, tail) for v in value]
     return value
 
 
@@ -202,6 +212,9 @@ class TranscriptReader:
     _messages: OrderedDict[str, int] = field(default_factory=OrderedDict)  # message.id -> tool calls seen
     _last_ts: float = 0.0
     _trigger: str | None = None  # of the last compact boundary: its summary line comes next
+    _reply: list[str] = field(default_factory=list)  # the text blocks of the turn's last message with text
+    _reply_mid: str | None = None  # that message's id
+    _reply_line: dict[str, Any] | None = None  # its last line with text (session, time, cwd of the Stop)
     _big: bool = False  # the current line may hold a string over STRING_MAX (a string is never longer than its line)
     _raw: bytes | None = None  # the current line's bytes, when its decoded form is partial
 
@@ -210,6 +223,10 @@ class TranscriptReader:
         name = os.path.basename(path)
         agent = name[len("agent-") : -len(".jsonl")] if name.startswith("agent-") and name.endswith(".jsonl") else None
         return cls(path=path, agent_id=agent)
+
+    def finish(self) -> list[Record]:
+        """At the end of the file: the last turn's final message (the turns before ended at a prompt)."""
+        return self._turn_end()
 
     def safe_offset(self, end: int) -> int:
         """How far a later run may skip: before the oldest tool call still waiting for its result."""
@@ -259,8 +276,8 @@ class TranscriptReader:
             payload["agent_id"] = agent
         return payload, session, ts
 
-    def _bound(self, value: Any) -> Any:
-        return bound(value) if self._big else value
+    def _bound(self, value: Any, limit: int = STRING_MAX, tail: int = 0) -> Any:
+        return bound(value, limit, tail) if self._big else value
 
     def _record(self, line: dict[str, Any], key: str, payload: dict[str, Any], ts: float) -> Record:
         branch = _s(line.get("gitBranch"))
@@ -310,6 +327,38 @@ class TranscriptReader:
                 offset=offset,
             )
             self._messages[mid] += 1
+        if self.agent_id is not None or line.get("isSidechain") is not True:  # inline sidechains: their Task has it
+            self._note_text(line, mid, content)
+
+    def _note_text(self, line: dict[str, Any], mid: str, content: object) -> None:
+        """Remember the text of the turn's latest assistant message that has some: the turn's reply so far."""
+        if isinstance(content, str):
+            texts = [content] if content.strip() else []
+        elif isinstance(content, list):
+            texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+                     and isinstance(b.get("text"), str) and b["text"].strip()]  # fmt: skip
+        else:
+            texts = []
+        if not texts:
+            return
+        if mid != self._reply_mid:
+            self._reply, self._reply_mid = [], mid
+        self._reply += [t for t in texts if t not in self._reply]  # a repeated line adds nothing
+        self._reply_line = line
+
+    def _turn_end(self) -> list[Record]:
+        """The Stop (SubagentStop in a subagent's file) a live hook would have sent for the turn that ends."""
+        line, text = self._reply_line, "\n".join(self._reply)
+        self._reply, self._reply_mid, self._reply_line = [], None, None
+        if line is None or not text.strip():
+            return []
+        last_ts = self._last_ts
+        payload, session, ts = self._base(line, "Stop" if self.agent_id is None else "SubagentStop")
+        self._last_ts = max(last_ts, ts)
+        payload["stop_hook_active"] = False
+        payload["last_assistant_message"] = text  # whole: its hash is the key a live Stop computes too
+        self.counts.replies += 1
+        return [self._record(line, reply_key(session, text), payload, ts)]
 
     def _user(self, line: dict[str, Any]) -> list[Record]:
         message = line.get("message")
@@ -328,11 +377,13 @@ class TranscriptReader:
             self.counts.skipped += 1  # a subagent's first "prompt" is its task, stored with the Task/Agent call
             return []
         self._pending.clear()  # a new turn: calls of the last one that got no result never will
+        records = self._turn_end()
         payload, session, ts = self._base(line, "UserPromptSubmit")
         payload["prompt"] = self._bound(text)
         prompt_id = _s(line.get("promptId")) or self._line_id(line)
         self.counts.prompts += 1
-        return [self._record(line, f"prompt:{session}:{prompt_id}", payload, ts)]
+        records.append(self._record(line, f"prompt:{session}:{prompt_id}", payload, ts))
+        return records
 
     def _results(self, line: dict[str, Any], blocks: list[dict[str, Any]]) -> list[Record]:
         records = []
@@ -347,7 +398,7 @@ class TranscriptReader:
             payload, session, ts = self._base(line, "PostToolUseFailure" if failed else "PostToolUse")
             payload.update(tool_name=use.name, tool_input=use.input, tool_use_id=use_id)
             if failed:
-                payload["error"] = self._bound(_result_text(block))
+                payload["error"] = self._bound(_result_text(block), tail=STRING_MAX)  # its end is the verdict
                 self.counts.errors += 1
             else:
                 response = structured if structured is not None else _result_text(block)
@@ -370,6 +421,6 @@ class TranscriptReader:
         text = content if isinstance(content, str) else _prompt_text(content) or ""
         payload, session, ts = self._base(line, "PostCompact")
         payload["trigger"] = self._trigger or "auto"
-        payload["compact_summary"] = self._bound(text)
+        payload["compact_summary"] = self._bound(text, COMPACT_MAX)  # stored whole
         self.counts.compactions += 1
         return [self._record(line, f"compact:{session}:{self._line_id(line)}", payload, ts)]

@@ -88,18 +88,34 @@ async def after_commit(daemon: Host, extracted: Extracted) -> None:
     """
     if not has_after_commit_work(extracted):
         return
-    sid = extracted.session_id
+    await store_summaries(daemon, [extracted.session_id])
+
+
+def _summaries(conn: sqlite3.Connection, session_ids: list[str]) -> list[tuple[str, str, str]]:
+    out = []
+    for sid in session_ids:
+        text = summarize_session(conn, sid)
+        if text:
+            out.append((text, sid, text))
+    return out
+
+
+async def store_summaries(daemon: Host, session_ids: list[str]) -> int:
+    """Compute the sessions' summaries on a reader thread and store them in one write; return how many.
+
+    Live Stop/SessionEnd summarize their session; a transcript import (which has neither) all the
+    sessions it touched, with this same code.
+    """
     store = daemon.ingestor.store
     purges_before = store.purges
-    text = await readers.run(daemon.settings.db, summarize_session, sid)
-    if not text:
-        return
+    rows = await readers.run(daemon.settings.db, _summaries, session_ids)
+    if not rows:
+        return 0
     async with store.write() as conn:
         if store.purges != purges_before:
-            return  # a purge ran meanwhile: this summary may quote what it removed
-        await conn.execute(
-            "UPDATE sessions SET summary = ? WHERE session_id = ? AND summary IS NOT ?", (text, sid, text)
-        )
+            return 0  # a purge ran meanwhile: these summaries may quote what it removed
+        await conn.executemany("UPDATE sessions SET summary = ? WHERE session_id = ? AND summary IS NOT ?", rows)
+    return len(rows)
 
 
 # --- prompt-time recall ---------------------------------------------------------------------
