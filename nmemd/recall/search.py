@@ -2,26 +2,27 @@
 
 A query's terms (`terms.parse`) are looked up once all together and once each. Every
 lookup reads FTS5's matches newest first and stops after a fixed number, so a word in a
-third of a million rows costs what a rare word costs; FTS5's bm25 is summed per row over
-the terms that found it. Rows that hold more of the terms rank first (coverage), then
-BM25, weighted by what kind of observation it is, by the question's hints ("which file
-did we edit": edits) and by recency. Near-identical rows (the same command run again,
+third of a million rows costs what a rare word costs. The best candidates are scored here,
+BM25 over their title, content, path and command with each term's idf estimated from how
+densely its newest matches lie: rows that hold more of the terms rank first (coverage),
+weighted by what kind of observation it is, by the question's hints ("which file did we
+edit": edits) and by recency. Near-identical rows (the same command run again,
 successive todo snapshots) fold into the best of them, with a count.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nmemd.errors import QueryError
 from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where
 from nmemd.recall.summary import command_kind
-from nmemd.recall.terms import Query, Term, parse
+from nmemd.recall.terms import Query, Term, compiled, parse
 
 # How much an observation type matters when ranking equally relevant text. What changed the
 # code (edits, writes) and what went wrong (errors) answer most questions; reads and todo
@@ -30,7 +31,7 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
     "error": 1.3,
     "edit": 1.3,
     "write": 1.3,
-    "prompt": 1.0,  # the user's own words: they match the question more often than they answer it
+    "prompt": 1.1,
     "command": 1.15,
     "compact": 1.1,
     "stop": 1.1,
@@ -48,12 +49,19 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
 # A build, test or lint command answers "how do we run X"; `ls`, `cat`, `grep` only looked around.
 COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
-BM25_WEIGHTS: Final = (4.0, 1.0, 2.5, 2.5)  # title, content, file_path, command
+FIELD_WEIGHTS: Final = (4.0, 1.0, 2.5, 2.5)  # title, content, file_path, command
+K1: Final = 1.2  # BM25's term-frequency saturation
+B: Final = 0.5  # and its length normalisation (less than 0.75: long outputs hold answers too)
+AVERAGE_CHARS: Final = 1200.0  # a typical observation's text, for the length normalisation
 RECENCY_HALF_LIFE_DAYS: Final = 14.0
-PER_LOOKUP: Final = 200  # newest matches scored per lookup (all terms, then each term)
-SCAN_LIMIT: Final = 4000  # matches a filtered lookup reads at most before giving up on older ones
-RESCORE: Final = 120  # best candidates fetched and ranked in full
+PER_LOOKUP: Final = 200  # newest matches taken per lookup (all terms, then each term)
+SCAN_LIMIT: Final = 2000  # matches a filtered lookup reads at most before giving up on older ones
+RESCORE: Final = 100  # best candidates fetched and ranked in full
+SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
 SNIPPET_CHARS: Final = 160
+# Lookups still running after this are cut short and the rest is ranked: an FTS5 prefix query has to
+# merge every token under its prefix ("co*": seconds at a million rows), and a memory must answer.
+TIME_BUDGET_S: Final = 0.25
 
 _DIGITS: Final = re.compile(r"\d+")
 _SPACE: Final = re.compile(r"\s+")
@@ -61,8 +69,8 @@ _SPACE: Final = re.compile(r"\s+")
 
 @dataclass
 class _Candidate:
-    bm25: float = 0.0  # FTS5's bm25 summed over the lookups that found it: negative, lower is better
-    terms: set[int] = field(default_factory=set)
+    found_by: set[int] = field(default_factory=set)  # the lookups (term indexes) that returned it
+    all_terms: bool = False  # returned by the all-terms lookup
 
 
 def search(
@@ -73,47 +81,75 @@ def search(
     query = parse(text)
     limit = _limit(limit)
     now = time.time() if now is None else now
+    deadline = time.monotonic() + TIME_BUDGET_S
+    conn.set_progress_handler(lambda: int(time.monotonic() >= deadline), 1000)
     try:
-        found = _candidates(conn, query, filters)
-        hits = _rank(conn, query, found, now)
+        found, idf = _candidates(conn, query, filters)
+        conn.set_progress_handler(None, 0)  # the budget is for lookups; ranking what they found is bounded
+        hits = _rank(conn, query, found, idf, now)
     except sqlite3.OperationalError as exc:
         raise QueryError(f"search failed: {exc}") from exc
     except UnicodeEncodeError:
         raise QueryError("a filter is not valid Unicode text") from None
-    hits = _fold(hits)[:limit]
-    _add_snippets(conn, query, hits)
-    return hits
+    finally:
+        conn.set_progress_handler(None, 0)
+    return _fold(hits)[:limit]
 
 
-def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> dict[int, _Candidate]:
+def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tuple[dict[int, _Candidate], list[float]]:
+    """Rows found by any lookup, and each term's inverse document frequency (estimated, see `_idf`)."""
     found: dict[int, _Candidate] = {}
-    every = set(range(query.words))
+    top = conn.execute("SELECT max(rowid) FROM observations_fts").fetchone()[0] or 0
+    bottom = conn.execute("SELECT min(rowid) FROM observations_fts").fetchone()[0] or 0
+    total = max(top - bottom + 1, 1)
     if query.words > 1:
-        for rowid, score in _lookup(conn, query.all_of(), filters):
-            found[rowid] = _Candidate(score, set(every))
+        try:
+            for rowid in _lookup(conn, query.all_of(), filters):
+                found.setdefault(rowid, _Candidate()).all_terms = True
+        except sqlite3.OperationalError as exc:
+            if "interrupt" not in str(exc):
+                raise
+    idf: list[float] = []
     for i, term in enumerate(query.terms):
-        for rowid, score in _lookup(conn, term.fts, filters):
-            got = found.setdefault(rowid, _Candidate())
-            if got.terms != every:  # an all-terms match already has its whole score
-                got.bm25 += score
-                got.terms.update(term.covers or (i,))
-    return found
+        try:
+            idf.append(_idf(conn, term.fts, top, total))
+            for rowid in _lookup(conn, term.fts, filters):
+                found.setdefault(rowid, _Candidate()).found_by.add(i)
+        except sqlite3.OperationalError as exc:
+            if "interrupt" not in str(exc):
+                raise
+            idf.append(0.0)  # past the time budget (a two-letter prefix over a million rows): rank what was found
+    return found, idf
 
 
-def _lookup(conn: sqlite3.Connection, match: str, filters: Filters) -> list[tuple[int, float]]:
-    """The newest matches of one FTS5 expression with their bm25, filtered, bounded."""
-    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+def _idf(conn: sqlite3.Connection, match: str, top: int, total: int) -> float:
+    """BM25's idf from the newest PER_LOOKUP matches: all of them when fewer, else their density.
+
+    FTS5's own bm25() counts every row holding each term before it scores one, so its cost grows with
+    the matches (20 ms for a word in a fifth of a million rows); ids grow with time, so the span the
+    newest matches cover tells how common a term is without reading the rest."""
+    rows = conn.execute(
+        "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+        (match, PER_LOOKUP),
+    ).fetchall()
+    if len(rows) < PER_LOOKUP:
+        df = float(len(rows))
+    else:
+        df = min(float(total), PER_LOOKUP * total / max(top - rows[-1][0] + 1, 1))
+    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+
+
+def _lookup(conn: sqlite3.Connection, match: str, filters: Filters) -> list[int]:
+    """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first."""
     clauses, params = _filters_sql(filters)
     if not clauses:
-        sql = f"""SELECT rowid, bm25(observations_fts, {weights}) FROM observations_fts
-                  WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?"""
-        return conn.execute(sql, (match, PER_LOOKUP)).fetchall()
-    sql = f"""SELECT f.rowid, f.score FROM (
-                  SELECT rowid, bm25(observations_fts, {weights}) AS score FROM observations_fts
-                  WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?) f
+        sql = "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        return [r[0] for r in conn.execute(sql, (match, PER_LOOKUP))]
+    sql = f"""SELECT f.rowid FROM (
+                  SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?) f
               JOIN observations o ON o.id = f.rowid
               WHERE {" AND ".join(clauses)} LIMIT ?"""
-    return conn.execute(sql, (match, SCAN_LIMIT, *params, PER_LOOKUP)).fetchall()
+    return [r[0] for r in conn.execute(sql, (match, SCAN_LIMIT, *params, PER_LOOKUP))]
 
 
 def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:
@@ -131,31 +167,58 @@ def _as_dict(filters: Filters) -> dict[str, Any]:
     return {name: getattr(filters, name) for name in filters.__struct_fields__}
 
 
-def _rank(conn: sqlite3.Connection, query: Query, found: dict[int, _Candidate], now: float) -> list[Hit]:
+def _rank(
+    conn: sqlite3.Connection, query: Query, found: dict[int, _Candidate], idf: list[float], now: float
+) -> list[Hit]:
+    """BM25 over title, content, path and command, computed here on the best candidates' text."""
     if not found:
         return []
-    n = query.words
-    best = sorted(found.items(), key=lambda kv: (-len(kv[1].terms), kv[1].bm25, -kv[0]))[:RESCORE]
-    ids = [rowid for rowid, _ in best]
-    marks = ",".join("?" * len(ids))
+
+    def rough(kv: tuple[int, _Candidate]) -> tuple[float, int]:
+        cand = kv[1]
+        weight = sum(idf[i] for i in range(len(idf))) if cand.all_terms else sum(idf[i] for i in cand.found_by)
+        return (-weight, -kv[0])
+
+    best = [rowid for rowid, _ in sorted(found.items(), key=rough)[:RESCORE]]
+    marks = ",".join("?" * len(best))
     rows = conn.execute(
-        f"SELECT {_HIT_COLUMNS}, o.last_ts, o.command FROM observations o WHERE o.id IN ({marks})", ids
+        f"SELECT {_HIT_COLUMNS}, o.last_ts, o.command, o.content FROM observations o WHERE o.id IN ({marks})", best
     ).fetchall()
     hits: list[Hit] = []
+    n = query.words
     for r in rows:
         cand = found[r[0]]
-        coverage = len(cand.terms) / n
+        fields = [
+            (FIELD_WEIGHTS[0], r[5]),
+            (FIELD_WEIGHTS[1], r[10]),
+            (FIELD_WEIGHTS[2], r[6]),
+            (FIELD_WEIGHTS[3], r[9]),
+        ]
+        lowered = [(w, (text or "")[:SCORED_CHARS].lower()) for w, text in fields]
+        length = sum(len(text) for _, text in lowered) / AVERAGE_CHARS
+        relevance = 0.0
+        covered: set[int] = set()
+        for i, term in enumerate(query.terms):
+            tf = sum(w * min(term.count(text), 20) for w, text in lowered if text)
+            if not tf and (cand.all_terms or i in cand.found_by):
+                tf = FIELD_WEIGHTS[1]  # the index found it past the scored text (a long summary's end)
+            if tf:
+                relevance += idf[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
+                covered.update(term.covers or (i,))
+        if not relevance:
+            continue  # found through another term's lookup only, and holds none of the words
+        coverage = len(covered & set(range(n))) / n
         age_days = max(0.0, now - r[8]) / 86400.0
         recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
         weight = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
         if r[1] == "command" and r[9]:
             weight *= COMMAND_KIND_WEIGHT[command_kind(r[9])]
-        # bm25 is negative (lower is better); coverage counts most: all the words before some of them.
-        score = cand.bm25 * weight * recency * (0.15 + 0.85 * coverage**2)
+        # coverage counts most: all the words before some of them
+        score = relevance * weight * recency * (0.15 + 0.85 * coverage**2)
         hits.append(
             Hit(
                 id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6],
-                count=r[7], score=round(score, 4),
+                count=r[7], score=round(-score, 4), snippet=_snippet(query, r[5], r[10] or ""),
             )
         )  # fmt: skip
     hits.sort(key=lambda h: (h.score or 0.0, -h.id))
@@ -183,17 +246,26 @@ def _fold(hits: list[Hit]) -> list[Hit]:
     return list(kept.values())
 
 
-def _add_snippets(conn: sqlite3.Connection, query: Query, hits: Sequence[Hit]) -> None:
-    """The matched words in context, from the text that matched (FTS5's own snippet, one row at a time)."""
-    match = query.any_of()
-    for hit in hits:
-        row = conn.execute(
-            "SELECT snippet(observations_fts, -1, '[', ']', '…', 16) FROM observations_fts"
-            " WHERE observations_fts MATCH ? AND rowid = ?",
-            (match, hit.id),
-        ).fetchone()
-        if row and row[0] and "[" in row[0]:
-            hit.snippet = row[0][: SNIPPET_CHARS * 2]
+def _snippet(query: Query, title: str, content: str) -> str | None:
+    """The first matched word of the content in context, marked like FTS5's snippet(): `…before [word] after…`."""
+    if not content:
+        return None
+    low = content[: SCORED_CHARS * 4].lower()
+    first: tuple[int, int] | None = None
+    for term in query.terms:
+        for patterns in term.alternatives:
+            for pattern in patterns:
+                m = compiled(pattern).search(low)
+                if m and (first is None or m.start() < first[0]):
+                    first = (m.start(), m.end())
+    if first is None:
+        return None
+    start, end = first
+    lo = max(0, start - SNIPPET_CHARS // 2)
+    hi = min(len(content), end + SNIPPET_CHARS // 2)
+    text = content[lo:start] + "[" + content[start:end] + "]" + content[end:hi]
+    text = _SPACE.sub(" ", text).strip()
+    return ("…" if lo > 0 else "") + text + ("…" if hi < len(content) else "")
 
 
 __all__ = ["TYPE_WEIGHT", "Term", "search"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Final
 
 from nmemd.errors import QueryError
@@ -60,6 +61,8 @@ _CAMEL: Final = re.compile(r"[a-z][A-Z]")
 _IDENT: Final = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _CAMEL_PARTS: Final = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _JOINABLE: Final = re.compile(r"^[A-Za-z][a-z]{2,}$")  # "pane", "Creation": not identifiers, not numbers
+_TOKENS: Final = re.compile(r"[^\W_]+", re.UNICODE)  # what unicode61 keeps: letters and digits
+_INFLECTION: Final = re.compile(r"(?:ing|ed|es|s)$")
 _PLAIN_WORD: Final = re.compile(r"^[^\W_]+$", re.UNICODE)  # letters and digits only: a candidate stop word
 
 
@@ -72,6 +75,16 @@ class Term:
     prefix: bool = False
     phrase: bool = False
     covers: tuple[int, ...] = ()  # a joined pair ("pane creation" as "panecreation"): the terms it stands for
+    # How the term reads in stored text, for ranking: alternatives, each a set of patterns that must all
+    # occur (the index's porter stems, approximated: a word and its short endings).
+    alternatives: tuple[tuple[str, ...], ...] = ()
+
+    def count(self, text: str) -> int:
+        """Occurrences in `text` (lowercase): the best alternative's rarest part."""
+        best = 0
+        for patterns in self.alternatives:
+            best = max(best, min(len(compiled(p).findall(text)) for p in patterns))
+        return best
 
 
 @dataclass
@@ -102,7 +115,49 @@ def plain(text: str) -> str:
     return _CONTROL.sub(" ", text)
 
 
+@lru_cache(maxsize=512)
+def compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _word(word: str, ending: int = 4) -> str:
+    """A word as the tokenizer sees it, less an inflection, with up to `ending` more letters (tests: test)."""
+    low = word.lower()
+    base = _INFLECTION.sub("", low) if len(low) > 4 else low
+    return rf"(?<![^\W_]){re.escape(base)}[^\W_]{{0,{ending}}}(?![^\W_])"
+
+
+def _sequence(raw: str, prefix: bool = False) -> str:
+    """A phrase, identifier or path: its tokens in order, anything between them (save_hook, src/auth.ts)."""
+    tokens = [re.escape(t) for t in _TOKENS.findall(raw.lower())]
+    tail = r"[^\W_]*" if prefix else r"[^\W_]{0,4}(?![^\W_])"
+    return r"(?<![^\W_])" + r"[\W_]+".join(tokens) + tail
+
+
 def _term(raw: str, *, phrase: bool) -> Term | None:
+    term = _term_fts(raw, phrase=phrase)
+    if term is None:
+        return None
+    return Term(term.text, term.fts, term.prefix, term.phrase, term.covers, _alternatives(term))
+
+
+def _alternatives(term: Term) -> tuple[tuple[str, ...], ...]:
+    raw = term.text
+    if term.prefix or term.phrase or not _PLAIN_WORD.match(raw.replace("-", "")):
+        return ((_sequence(raw, term.prefix),),)
+    alts: list[tuple[str, ...]] = [(_word(raw),)]
+    root = _root(raw)
+    if root:
+        alts.append((_word(root, 6),))
+    if _CAMEL.search(raw) and _IDENT.match(raw):
+        alts.append(tuple(_word(p) for p in _CAMEL_PARTS.findall(raw)))
+    if _KEBAB.match(raw):
+        parts = raw.split("-")
+        alts = [tuple(_word(p) for p in parts), (_word("".join(parts)),)]
+    return tuple(alts)
+
+
+def _term_fts(raw: str, *, phrase: bool) -> Term | None:
     prefix = not phrase and raw.endswith("*") and len(raw.rstrip("*")) > 0
     raw = raw.rstrip("*") if prefix else raw
     raw = raw[:MAX_TERM_CHARS]
@@ -111,9 +166,12 @@ def _term(raw: str, *, phrase: bool) -> Term | None:
     quoted = '"' + raw.replace('"', '""') + '"'
     root = _root(raw) if not phrase and not prefix and _PLAIN_WORD.match(raw) else None
     if root:
-        # "resolution" also finds "resolving" and "resolve": the index holds porter stems
-        # (resolut, resolv), which a prefix of the word's root reaches.
-        return Term(text=raw, fts=f'({quoted} OR "{root}"*)')
+        # "resolution" also finds "resolve" and "resolving": other forms of its root, each an exact
+        # token (FTS5 stems them as it stems the index); a prefix would cost a scan of every token under it.
+        forms = dict.fromkeys([raw.lower(), *(root + end for end in _ENDINGS)])
+        if root.endswith("v"):  # resolving -> resolution
+            forms[root[:-1] + "ution"] = None
+        return Term(text=raw, fts="(" + " OR ".join(f'"{f}"' for f in forms) + ")")
     if not phrase and not prefix and _CAMEL.search(raw) and _IDENT.match(raw):
         # paneCreation also finds "pane creation" and pane_creation (the index splits on _ only)
         pieces = " AND ".join(f'"{p}"' for p in _CAMEL_PARTS.findall(raw))
@@ -133,6 +191,7 @@ _SUFFIXES: Final = sorted(
     reverse=True,
 )
 MIN_ROOT: Final = 4
+_ENDINGS: Final = ("", "e", "es", "ed", "ing", "ion", "ation", "ution", "er", "ment", "ve", "ving")
 
 
 def _root(word: str) -> str | None:
@@ -142,7 +201,7 @@ def _root(word: str) -> str | None:
         return None
     for suffix in _SUFFIXES:
         if low.endswith(suffix) and len(low) - len(suffix) >= MIN_ROOT:
-            return low[: len(low) - len(suffix)][:5]
+            return low[: len(low) - len(suffix)]
     return None
 
 
@@ -184,5 +243,5 @@ def _joined_pairs(terms: list[Term]) -> list[Term]:
         a, b = terms[i].text, terms[i + 1].text
         if _JOINABLE.match(a) and _JOINABLE.match(b) and not (terms[i].phrase or terms[i + 1].phrase):
             joined = (a + b).lower()
-            pairs.append(Term(text=a + b, fts=f'"{joined}"', covers=(i, i + 1)))
+            pairs.append(Term(text=a + b, fts=f'"{joined}"', covers=(i, i + 1), alternatives=((_word(joined),),)))
     return pairs[:MAX_PAIRS]
