@@ -23,6 +23,7 @@ import pytest
 from conftest import BIN, READY_TIMEOUT_S, REPO, run_send
 from helpers import connect, count, log_text, new_id, payload, ping, wait_until
 
+from nmemd.daemon import instance
 from nmemd.setup import service
 
 NMEMD = str(BIN / "nmemd")
@@ -235,7 +236,7 @@ def test_launchd_plist_parses_with_the_expected_keys() -> None:
 def test_launchd_listener_fd_is_none_off_macos() -> None:
     if sys.platform == "darwin":
         pytest.skip("on macOS outside launchd this returns None too, but through the real call")
-    assert service.launchd_listener_fd() is None
+    assert instance.launchd_listener_fd() is None  # moved beside systemd's inherited_socket
 
 
 # --- (d) the installer ----------------------------------------------------------------------------
