@@ -16,6 +16,7 @@ import math
 import re
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -56,7 +57,8 @@ AVERAGE_CHARS: Final = 1200.0  # a typical observation's text, for the length no
 RECENCY_HALF_LIFE_DAYS: Final = 14.0
 PER_LOOKUP: Final = 200  # newest matches taken per lookup (all terms, then each term)
 SCAN_LIMIT: Final = 2000  # matches a filtered lookup reads at most before giving up on older ones
-RESCORE: Final = 100  # best candidates fetched and ranked in full
+RESCORE: Final = 150  # best candidates ranked on their title, path and command
+WITH_CONTENT: Final = 40  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
 SNIPPET_CHARS: Final = 160
 # Lookups still running after this are cut short and the rest is ranked: an FTS5 prefix query has to
@@ -180,49 +182,69 @@ def _rank(
         return (-weight, -kv[0])
 
     best = [rowid for rowid, _ in sorted(found.items(), key=rough)[:RESCORE]]
-    marks = ",".join("?" * len(best))
-    rows = conn.execute(
-        f"SELECT {_HIT_COLUMNS}, o.last_ts, o.command, o.content FROM observations o WHERE o.id IN ({marks})", best
-    ).fetchall()
+    rows = {
+        r[0]: r
+        for r in conn.execute(
+            f"SELECT {_HIT_COLUMNS}, o.last_ts, o.command FROM observations o WHERE o.id IN ({_marks(best)})", best
+        )
+    }
+    # Two passes: title, path and command for every candidate, then the content of the best of them
+    # (content is most of the bytes a row holds, and reading it is most of a search's time).
+    first = {rowid: _score(query, found[rowid], idf, r, None, now) for rowid, r in rows.items()}
+    top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
+    top = top[:WITH_CONTENT]
+    contents = dict(
+        conn.execute(
+            f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({_marks(top)})", [SCORED_CHARS, *top]
+        ).fetchall()
+    )
     hits: list[Hit] = []
-    n = query.words
-    for r in rows:
-        cand = found[r[0]]
-        fields = [
-            (FIELD_WEIGHTS[0], r[5]),
-            (FIELD_WEIGHTS[1], r[10]),
-            (FIELD_WEIGHTS[2], r[6]),
-            (FIELD_WEIGHTS[3], r[9]),
-        ]
-        lowered = [(w, (text or "")[:SCORED_CHARS].lower()) for w, text in fields]
-        length = sum(len(text) for _, text in lowered) / AVERAGE_CHARS
-        relevance = 0.0
-        covered: set[int] = set()
-        for i, term in enumerate(query.terms):
-            tf = sum(w * min(term.count(text), 20) for w, text in lowered if text)
-            if not tf and (cand.all_terms or i in cand.found_by):
-                tf = FIELD_WEIGHTS[1]  # the index found it past the scored text (a long summary's end)
-            if tf:
-                relevance += idf[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
-                covered.update(term.covers or (i,))
-        if not relevance:
-            continue  # found through another term's lookup only, and holds none of the words
-        coverage = len(covered & set(range(n))) / n
-        age_days = max(0.0, now - r[8]) / 86400.0
-        recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
-        weight = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
-        if r[1] == "command" and r[9]:
-            weight *= COMMAND_KIND_WEIGHT[command_kind(r[9])]
-        # coverage counts most: all the words before some of them
-        score = relevance * weight * recency * (0.15 + 0.85 * coverage**2)
+    for rowid, r in rows.items():
+        content = contents.get(rowid)
+        score = _score(query, found[rowid], idf, r, content, now) if content is not None else first[rowid]
+        if score is None:
+            continue
         hits.append(
             Hit(
                 id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6],
-                count=r[7], score=round(-score, 4), snippet=_snippet(query, r[5], r[10] or ""),
+                count=r[7], score=round(score, 4), snippet=_snippet(query, r[5], content or ""),
             )
         )  # fmt: skip
     hits.sort(key=lambda h: (h.score or 0.0, -h.id))
     return hits
+
+
+def _marks(ids: list[int]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def _score(
+    query: Query, cand: _Candidate, idf: list[float], r: Sequence[Any], content: str | None, now: float
+) -> float | None:
+    """Negative (lower is better), as FTS5 ranks; None: it holds none of the words."""
+    fields = [(FIELD_WEIGHTS[0], r[5]), (FIELD_WEIGHTS[1], content), (FIELD_WEIGHTS[2], r[6]), (FIELD_WEIGHTS[3], r[9])]
+    lowered = [(w, text[:SCORED_CHARS].lower()) for w, text in fields if text]
+    length = sum(len(text) for _, text in lowered) / AVERAGE_CHARS
+    relevance = 0.0
+    covered: set[int] = set()
+    for i, term in enumerate(query.terms):
+        tf = sum(w * min(term.count(text), 20) for w, text in lowered)
+        if not tf and (cand.all_terms or i in cand.found_by):
+            tf = FIELD_WEIGHTS[1]  # the index found it in content not read yet, or past the scored part
+        if tf:
+            relevance += idf[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
+            covered.update(term.covers or (i,))
+    if not relevance:
+        return None  # found through another term's lookup only, and holds none of the words
+    n = query.words
+    coverage = len(covered & set(range(n))) / n
+    age_days = max(0.0, now - float(r[8])) / 86400.0
+    recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
+    weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
+    if r[1] == "command" and r[9]:
+        weight *= COMMAND_KIND_WEIGHT[command_kind(r[9])]
+    # coverage counts most: all the words before some of them
+    return -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
 
 
 def _fold_key(hit: Hit) -> tuple[str, ...]:
