@@ -343,6 +343,7 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("ошибку", {}, "w2.intl"),
     ("مرحبا", {}, "w2.intl"),
     ("東京", {}, "w2.intl"),
+    ("サーバ", {}, "w2.intl"),  # the start of an unspaced run (サーバー)
     # questions as an agent asks them: stop words dropped, a missing word empties nothing, hints rank
     ("which file did we edit to use decimal amounts?", {}, "w2.edit_invoice"),  # edit beats the prompt
     ("what did the payments tests fail with?", {}, "w1.pytest_fail"),

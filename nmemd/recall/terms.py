@@ -63,6 +63,7 @@ _CAMEL_PARTS: Final = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _JOINABLE: Final = re.compile(r"^[A-Za-z][a-z]{2,}$")  # "pane", "Creation": not identifiers, not numbers
 _TOKENS: Final = re.compile(r"[^\W_]+", re.UNICODE)  # what unicode61 keeps: letters and digits
 _INFLECTION: Final = re.compile(r"(?:ing|ed|es|s)$")
+_UNSPACED: Final = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _PLAIN_WORD: Final = re.compile(r"^[^\W_]+$", re.UNICODE)  # letters and digits only: a candidate stop word
 
 
@@ -138,6 +139,10 @@ def _term(raw: str, *, phrase: bool) -> Term | None:
     term = _term_fts(raw, phrase=phrase)
     if term is None:
         return None
+    if not phrase and not term.prefix and _UNSPACED.search(raw):
+        # Chinese, Japanese, Thai...: unicode61 keeps a whole unspaced run as one token, so a word
+        # is found where a run starts with it (東京 in 東京サーバー). Inside a run needs an n-gram index.
+        return Term(term.text, term.fts + "*", True, False, (), ((re.escape(raw.lower()),),))
     return Term(term.text, term.fts, term.prefix, term.phrase, term.covers, _alternatives(term))
 
 
