@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Daemon, db_rows, integrity_ok, run_send
+from fixtures import hook_bodies
 from helpers import (
     connect,
     count,
@@ -32,7 +33,6 @@ from helpers import (
 
 from nmem_client import protocol
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 CLIENT_TIMEOUT_MS = 500
 READ_TIMEOUT_S = 1
 MB = 1024 * 1024
@@ -73,15 +73,6 @@ BAD_PAYLOADS = [
 ]
 
 
-def _fixture_payloads() -> list[bytes]:
-    out = []
-    for name in ("hook-stdin-claude-code-2.1.3x-feb2026.jsonl", "hook-stdin-legacy-1.0.x-jul2025.jsonl"):
-        out += [line.encode() for line in (FIXTURES / name).read_text().splitlines() if line.strip()]
-    for name in ("hook-stdin-posttooluse-bash-2.1.2xx-effort.json", "hook-stdin-posttoolusefailure-bash-apr2026.json"):
-        out.append((FIXTURES / name).read_bytes())
-    return out
-
-
 TABLES = {
     "events": "SELECT * FROM events ORDER BY event_id",
     "observations": "SELECT * FROM observations ORDER BY id",
@@ -115,7 +106,7 @@ class Harness:
         self.events_before = 0
 
     def seed(self) -> None:
-        bodies = _fixture_payloads()
+        bodies = hook_bodies()
         with connect(self.daemon.socket) as s:  # one connection, many frames
             for body in bodies:
                 s.sendall(protocol.encode_request(protocol.KIND_HOOK, new_id().encode(), body))

@@ -1,34 +1,23 @@
-"""Acceptance: every real hook fixture goes through nmem-send into a running daemon."""
+"""Acceptance: every hook payload of tests/data goes through nmem-send into a running daemon."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conftest import Daemon, db_rows, integrity_ok, run_send
+from fixtures import hook_bodies
 
 from nmemd.capture.extract import extract
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-HOOK_FILES = sorted(FIXTURES.glob("hook-stdin-*.jsonl")) + sorted(FIXTURES.glob("hook-stdin-*.json"))
-PROJECT = "/Users/tomkwon/Documents/claude-agentic-framework"
-
-
-def _payloads() -> list[bytes]:
-    out: list[bytes] = []
-    for path in HOOK_FILES:
-        if path.suffix == ".jsonl":
-            out += [line.encode() for line in path.read_text().splitlines() if line.strip()]
-        else:
-            out.append(path.read_bytes())
-    return out
+PROJECT = "/Users/dev/work/lighthouse"
+_payloads = hook_bodies
 
 
 @pytest.mark.timeout(120)
 def test_every_hook_fixture_is_stored_as_its_observation(daemon: Daemon) -> None:
     payloads = _payloads()
-    assert len(payloads) == 36  # 29 + 5 legacy + 2 single-payload files
+    assert len(payloads) == 40  # 35 + 5 legacy
     daemon.start()
     for body in payloads:
         done = run_send(body)
@@ -74,11 +63,11 @@ def test_fixture_spot_checks(daemon: Daemon) -> None:
     ):
         by_type.setdefault(type_, []).append((title, path, command, project))
     read_title, read_path, _, read_project = by_type["read"][0]
-    assert read_path == f"{PROJECT}/data/model_tiers.yaml"
-    assert read_title == "Read data/model_tiers.yaml (168 lines)"
+    assert read_path == f"{PROJECT}/data/cost_tiers.yaml"
+    assert read_title == "Read data/cost_tiers.yaml (33 lines)"
     assert read_project == PROJECT
     assert any(cmd and cmd.startswith("wc -c ") for _, _, cmd, _ in by_type["command"])
-    assert any(path and path.endswith("templates/settings.json.template") for _, path, _, _ in by_type["edit"])
+    assert any(path and path.endswith("templates/hooks.json.template") for _, path, _, _ in by_type["edit"])
     assert any(title.startswith("Agent researcher") for title, _, _, _ in by_type["agent"])
     errors = [title for title, _, _, _ in by_type["error"]]
     assert any(t.startswith("Bash failed") for t in errors) and any(t.startswith("Read failed") for t in errors)

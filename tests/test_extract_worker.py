@@ -52,7 +52,12 @@ def worker_replies(bodies: list[bytes], skip: frozenset[str]) -> list[tuple[int,
 
 
 def test_the_worker_extracts_every_fixture_exactly_as_the_loop_does() -> None:
-    bodies = [json.dumps(p).encode() for _, p in hook_payloads()] + BAD_BODIES
+    check_worker_agrees([json.dumps(p).encode() for _, p in hook_payloads()])
+
+
+def check_worker_agrees(payloads: list[bytes]) -> None:
+    """The worker's reply to each body (and to BAD_BODIES after them) is byte for byte the loop's."""
+    bodies = payloads + BAD_BODIES
     replies = worker_replies(bodies, SKIP)
     assert replies[0] == (0, OK, b"")  # the hello
     assert [seq for seq, _, _ in replies[1:]] == list(range(1, len(bodies) + 1))  # in order, one each

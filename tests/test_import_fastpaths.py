@@ -1,8 +1,8 @@
 """The importer's fast paths give what the plain ones gave.
 
 `decode_line` (a typed decode that skips what the reader never reads) must
-make the reader produce the same records as a whole-line decode, for real
-lines and for lines of odd shapes; the redaction gate (a regex led by each
+make the reader produce the same records as a whole-line decode, for
+transcript lines and for lines of odd shapes; the redaction gate (a regex led by each
 needle's rarest character) must find exactly the strings that hold a needle
 (curl's `-u` / `--user` only where the password family can match them), and
 redacting through it must give what redacting without it gives.
@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from fixtures import FIXTURES
+from fixtures import TRANSCRIPTS as TRANSCRIPT_DIR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +25,7 @@ from nmemd.capture.extract import _f, _line, _nth_newline
 from nmemd.capture.redact import _CURL_USER, _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
 from nmemd.history.transcripts import Record, TranscriptReader, decode_line
 
-TRANSCRIPTS = sorted(FIXTURES.glob("*transcript*.jsonl"))
+TRANSCRIPTS = sorted(TRANSCRIPT_DIR.glob("*.jsonl"))
 _whole = msgspec.json.Decoder().decode
 
 
@@ -73,6 +73,11 @@ def _mutate(value: Any, rng: random.Random) -> Any:
 
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: p.name)
 def test_typed_line_decoding_gives_the_records_of_whole_lines(path: Any) -> None:
+    check_typed_decoding(path)
+
+
+def check_typed_decoding(path: Any) -> None:
+    """The file's records through `decode_line` and through whole-line decodes, as is and mutated 20 ways."""
     lines = path.read_bytes().splitlines(keepends=True)
     _same(str(path), lines)
     for seed in range(20):

@@ -1,4 +1,4 @@
-"""Export / import: real captures round-trip into an empty home, import is idempotent, bad lines change nothing."""
+"""Export / import: hook payloads round-trip into an empty home, import is idempotent, bad lines change nothing."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def nmem(
 
 
 def populate(daemon: Daemon) -> None:
-    """Every real hook payload of the shared fixtures, through the socket; plus a second project."""
+    """Every hook payload of tests/data, through the socket; plus a second project."""
     for _, body in hook_payloads():
         status, reply = send_hook(daemon.socket, new_id(), json.dumps(body).encode())
         assert status == b"OK", reply
