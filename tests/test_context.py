@@ -1,6 +1,6 @@
 """Recall: the SessionStart context, session summaries, prompt-time recall.
 
-End to end: real fixtures replayed as hooks through `nmem-send` into a real
+End to end: the transcripts and hook payloads of tests/data replayed as hooks through `nmem-send` into a real
 daemon, then a SessionStart through the same client. Unit level: the budget
 and ordering rules of `build_context` on a synthetic database built by the
 real extractor and store.
@@ -12,11 +12,11 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Daemon, db_rows, run_send
+from fixtures import HEAVY, hook_payloads
 from helpers import send_frame, wait_until
 from replay import session_event, transcript_payloads
 
@@ -28,20 +28,15 @@ from nmemd.recall.replies import keywords, prompt_context
 from nmemd.recall.summary import SUMMARY_MAX, summarize_session
 from nmemd.store.database import Incoming, open_store
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-SPOTTER = "/home/marco/projects/spotter"
-FRAMEWORK = "/Users/tomkwon/Documents/claude-agentic-framework"
+ORCHARD = "/home/dev/projects/orchard"  # the project of the transcripts
+LIGHTHOUSE = "/Users/dev/work/lighthouse"  # the project of the hook payloads
 NOW = 1_800_000_000.0
 
 # --- end to end through nmem-send and nmemd ----------------------------------------------------
 
 
 def _hook_fixtures() -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for path in sorted(FIXTURES.glob("hook-stdin-*")):
-        text = path.read_text(encoding="utf-8")
-        out += [json.loads(line) for line in (text.splitlines() if path.suffix == ".jsonl" else [text]) if line.strip()]
-    return out
+    return [payload for _, payload in hook_payloads()]
 
 
 def _send(payload: dict[str, Any]) -> bytes:
@@ -65,22 +60,22 @@ def _start(cwd: str, session_id: str, source: str = "startup") -> bytes:
 @pytest.mark.timeout(90)
 def test_replayed_work_comes_back_at_the_next_session_start(daemon: Daemon) -> None:
     daemon.start()
-    for payload in transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl") + _hook_fixtures():
+    for payload in transcript_payloads(HEAVY) + _hook_fixtures():
         _send(payload)
 
-    spotter = _context_of(_start(SPOTTER, "new-spotter-session"))
-    for fact in ("start phoenix in background", "mix phx.server", "assets/js/app.js"):
-        assert fact in spotter, fact
-    framework = _context_of(_start(FRAMEWORK, "new-framework-session"))
-    for fact in ("CLAUDE.md", "templates/settings.json.template", "ls -laO", "Evaluate prompt hooks",
-                 "Aggressively trim CLAUDE.md"):  # fmt: skip
-        assert fact in framework, fact
-    assert "[x]" not in framework  # completed todo items are not "open tasks"
+    orchard = _context_of(_start(ORCHARD, "new-orchard-session"))
+    for fact in ("start the dev server in background", "npm run dev", "web/src/panel.ts"):
+        assert fact in orchard, fact
+    lighthouse = _context_of(_start(LIGHTHOUSE, "new-lighthouse-session"))
+    for fact in ("NOTES.md", "templates/hooks.json.template", "stat -L", "Review the lint hooks",
+                 "Shorten NOTES.md"):  # fmt: skip
+        assert fact in lighthouse, fact
+    assert "[x]" not in lighthouse  # completed todo items are not "open tasks"
     # Another project's data never leaks in.
-    for fact in ("phoenix", "app.js", "spotter"):
-        assert fact not in framework.lower(), fact
-    for fact in ("CLAUDE.md", "tomkwon", "settings.json"):
-        assert fact not in spotter, fact
+    for fact in ("dev server", "panel.ts", "orchard"):
+        assert fact not in lighthouse.lower(), fact
+    for fact in ("NOTES.md", "lighthouse", "hooks.json"):
+        assert fact not in orchard, fact
     # A project with no history: nothing on stdout at all.
     assert _start("/tmp/nmem-no-such-project", "new-empty-session") == b""
 
@@ -88,21 +83,21 @@ def test_replayed_work_comes_back_at_the_next_session_start(daemon: Daemon) -> N
 @pytest.mark.timeout(60)
 def test_session_end_summary_is_shown_to_the_next_session(daemon: Daemon) -> None:
     daemon.start()
-    payloads = transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl")
+    payloads = transcript_payloads(HEAVY)
     sid = payloads[0]["session_id"]
     for payload in payloads:
         _send(payload)
-    _send(session_event("Stop", sid, SPOTTER, stop_hook_active=False,
-                        last_assistant_message="Phoenix is up on port 4000; scrolling fix is in app.js."))  # fmt: skip
-    _send(session_event("SessionEnd", sid, SPOTTER, reason="clear"))
+    _send(session_event("Stop", sid, ORCHARD, stop_hook_active=False,
+                        last_assistant_message="The dev server is up on 5173; the fix is in panel.ts."))  # fmt: skip
+    _send(session_event("SessionEnd", sid, ORCHARD, reason="clear"))
     summary = wait_until(
         lambda: (db_rows(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (sid,)) or [(None,)])[0][0],
         10, "the session summary to be stored",
     )  # fmt: skip
-    assert 'Prompt: "start phoenix in background"' in summary
-    assert "Commands: `mix phx.server` ok" in summary and "Last message: Phoenix is up" in summary
+    assert 'Prompt: "start the dev server in background"' in summary
+    assert "Commands: `npm run dev` ok" in summary and "Last message: The dev server is up" in summary
 
-    text = _context_of(_start(SPOTTER, "after-clear", source="clear"))
+    text = _context_of(_start(ORCHARD, "after-clear", source="clear"))
     assert f"session {sid[:8]} (ended: clear" in text
     for line in summary.splitlines()[1:]:
         assert "  " + line in text.splitlines(), line
@@ -110,16 +105,16 @@ def test_session_end_summary_is_shown_to_the_next_session(daemon: Daemon) -> Non
 
 def test_injected_context_sent_back_in_a_prompt_is_not_stored(daemon: Daemon) -> None:
     daemon.start()
-    for payload in transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl"):
+    for payload in transcript_payloads(HEAVY):
         _send(payload)
-    text = _context_of(_start(SPOTTER, "echo-session"))
+    text = _context_of(_start(ORCHARD, "echo-session"))
     prompt = f"{text}\nplease restart the server"
-    assert _send({**session_event("UserPromptSubmit", "echo-session", SPOTTER), "prompt": prompt}) == b""
+    assert _send({**session_event("UserPromptSubmit", "echo-session", ORCHARD), "prompt": prompt}) == b""
     stored = wait_until(
         lambda: db_rows(daemon.db, "SELECT title, content FROM observations WHERE session_id = 'echo-session'"
                         " AND type = 'prompt'"), 10, "the prompt to be stored")  # fmt: skip
     assert stored == [("please restart the server", "please restart the server")]
-    for marker in ("nmem-context", "Recent sessions", "mix phx.server"):
+    for marker in ("nmem-context", "Recent sessions", "npm run dev"):
         assert db_rows(daemon.db, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH ?"
                        " AND rowid IN (SELECT id FROM observations WHERE session_id = 'echo-session')",
                        (f'"{marker}"',)) == [(0,)], marker  # fmt: skip
@@ -128,21 +123,21 @@ def test_injected_context_sent_back_in_a_prompt_is_not_stored(daemon: Daemon) ->
 def test_context_rpc_and_prompt_recall(daemon: Daemon) -> None:
     daemon.env["NMEM_PROMPT_RECALL"] = "true"
     daemon.start()
-    for payload in transcript_payloads(FIXTURES / "transcript-2.1.38-tool-heavy.jsonl"):
+    for payload in transcript_payloads(HEAVY):
         _send(payload)
-    body = json.dumps({"method": "context", "params": {"project": SPOTTER}}).encode()
+    body = json.dumps({"method": "context", "params": {"project": ORCHARD}}).encode()
     status, reply = send_frame(daemon.socket, protocol.KIND_RPC, protocol.NO_EVENT_ID, body)
     assert status == b"OK"
     result = json.loads(reply)
-    assert result["project"] == SPOTTER and "mix phx.server" in result["context"]
+    assert result["project"] == ORCHARD and "npm run dev" in result["context"]
     status, reply = send_frame(daemon.socket, protocol.KIND_RPC, protocol.NO_EVENT_ID,
                                json.dumps({"method": "context", "params": {}}).encode())  # fmt: skip
     assert status == b"ERR" and reply.startswith(protocol.ERR_INVALID)
 
-    ask = {**session_event("UserPromptSubmit", "later", SPOTTER), "prompt": "is the xterm.js scroll fixed yet?"}
+    ask = {**session_event("UserPromptSubmit", "later", ORCHARD), "prompt": "is the scrollkit.js scroll fixed yet?"}
     recall = _context_of(_send(ask), "UserPromptSubmit")
-    assert "xterm.js" in recall and len(recall) <= 1500
-    unrelated = {**session_event("UserPromptSubmit", "later", SPOTTER), "prompt": "what is the weather today"}
+    assert "scrollkit.js" in recall and len(recall) <= 1500
+    unrelated = {**session_event("UserPromptSubmit", "later", ORCHARD), "prompt": "what is the weather today"}
     assert _send(unrelated) == b""
 
 
