@@ -22,7 +22,7 @@ LEGACY_CMD = (
     "python -c \"import ledgerkit as lk; print('ledgerkit imported'); import numpy as np;"
     " print('NumPy version:', np.__version__)\""
 )
-STAT_CMD = "stat -L /Users/dev/.claude/hooks/lint-on-edit.sh && ls -l /Users/dev/.claude/hooks/lint-on-edit.sh"
+STAT_CMD = "stat -L /Users/dev/.claude/hooks/notes-sync.sh && ls -l /Users/dev/.claude/hooks/notes-sync.sh"
 MEMORY_MD = "/Users/dev/.claude/projects/-Users-dev-work-lighthouse/memory/MEMORY.md"
 GATEWAY = (
     "Request to 'https://api.example.net/v2/session' from origin 'http://localhost:8080' was refused by the"
