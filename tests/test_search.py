@@ -1,4 +1,4 @@
-"""Acceptance for search: real fixtures + synthetic events through nmem-send into a daemon, then queries.
+"""Acceptance for search: tests/data hook payloads + synthetic events through nmem-send into a daemon, then queries.
 
 The corpus is built once per module (one daemon, ~60 events through the real hook
 client); each query is checked through `queries.search` on a read-only connection,
@@ -303,8 +303,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
 
 # --- the query table --------------------------------------------------------------------------
 
-FX = "fx:hook-stdin-claude-code-2.1.3x-feb2026.jsonl"
-LEGACY = "fx:hook-stdin-legacy-1.0.x-jul2025.jsonl"
+FX = "fx:hooks.jsonl"
+LEGACY = "fx:hooks-legacy.jsonl"
 
 # (query, filters, expected top result). Filters use placeholders resolved per corpus:
 # "WEB"/"CLI" projects, "MID" = the time between the fixtures and the synthetic events.
@@ -314,31 +314,31 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("useState", {}, "w1.edit_login"),
     ("stripe_connector", {}, "w1.pytest_fail"),
     ("load_token", {}, "c1.edit_auth"),
-    ("model_tiers", {}, f"{FX}:11"),
+    ("cost_tiers", {}, f"{FX}:11"),
     # paths
     ("src/auth.ts", {"project": "WEB"}, "w1.edit_auth"),
     ("auth.ts", {"project": "CLI"}, "c1.edit_auth"),
     ("src/billing/invoice.py", {}, "w2.edit_invoice"),
-    ("settings.json.template", {}, f"{FX}:13"),  # the edit beats the PreToolUse/PermissionRequest events
+    ("hooks.json.template", {}, f"{FX}:13"),  # the edit beats the PreToolUse/PermissionRequest events
     # error text
     ("ModuleNotFoundError", {}, "w1.pytest_fail"),
     ('"Cannot read properties of undefined"', {}, "w2.build_fail"),
-    ("context-bundle-logger", {}, f"{FX}:19"),
+    ("notes-sync", {}, f"{FX}:19"),
     ("does NOT exist", {}, f"{FX}:20"),  # operator words are plain words
     # prompts
     ("login redirect", {}, "w1.prompt"),
     ('"decimal amounts"', {}, "w2.prompt"),
     ("verbose flag", {}, "c1.prompt"),
-    ("prompt hooks", {}, f"{FX}:2"),  # the prompt beats the todo list and the edited hook template
+    ("lint hooks", {}, f"{FX}:2"),  # the prompt beats the todo list and the edited hook template
     # commands
     ("docker compose postgres", {}, "w2.docker"),
     ("cargo build", {}, "c1.cargo"),
     ("npm run build", {}, "w2.build_fail"),
-    ("quantstats", {}, f"{LEGACY}:4"),
+    ("ledgerkit", {}, f"{LEGACY}:4"),
     # prefix and phrase
     ("authentic*", {}, "w1.write_doc"),
     ("auth*", {"types": ["write"]}, "w1.write_doc"),
-    ('"skill and command overhead"', {}, f"{FX}:18"),
+    ('"measure hook overhead"', {}, f"{FX}:18"),
     # non-Latin scripts
     ("ошибку", {}, "w2.intl"),
     ("مرحبا", {}, "w2.intl"),
@@ -558,7 +558,7 @@ def _cli_checks(c: Corpus) -> None:
         "path": (["search", "src/auth.ts", "--json"], c.web),
         "other_project": (["search", "cargo", "--json"], c.web),
         "all": (["search", "cargo", "build", "--all", "--json"], None),
-        "type": (["search", "model_tiers", "--all", "--type", "read", "--json"], None),
+        "type": (["search", "cost_tiers", "--all", "--type", "read", "--json"], None),
         "session": (["search", "auth.ts", "--all", "--session", "sess-cli-1", "--json"], None),
         "phrase": (["search", '"decimal amounts"', "--project", c.web, "--json"], None),
         "file": (["search", "Edit", "--all", "--file", "invoice.py", "--json"], None),
