@@ -1,6 +1,6 @@
 """`nmem import-transcripts` against a real daemon, real SQLite files and the real hook client.
 
-Acceptance for issue #6: every fixture transcript gives the observations expected
+Acceptance for issue #6: every transcript of tests/data gives the observations expected
 of it and a second run adds nothing; a tool call seen live (nmem-send) and in its
 transcript is stored once, whichever comes first; bad files are reported, never
 fatal; a live hook is acked during an import; Ctrl-C leaves a state the next run
@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
+from fixtures import COMPACT, HEAVY, SHORT, SUBAGENT
 from helpers import count, new_id, payload, send_frame, send_hook, wait_until
 from replay import transcript_payloads
 
@@ -31,12 +32,7 @@ from nmemd.capture.ingest import Ingestor
 from nmemd.jobs.purge import PurgeFilter, purge
 from nmemd.store.database import Incoming, open_store
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-SHORT = "transcript-2.1.38-short.jsonl"
-HEAVY = "transcript-2.1.38-tool-heavy.jsonl"
-COMPACT = "transcript-2.1.39-excerpt-compaction-hooks-edits.jsonl"
-SUBAGENT = "subagent-transcript-2.1.39-agent-aac57f5.jsonl"
-PARENT_SID = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"  # the subagent's session (its sessionId)
+PARENT_SID = "7f277e19-066f-49a5-bf54-4aaa084bb6c5"  # the subagent's session (its sessionId)
 
 
 def session_of(path: Path) -> str:
@@ -44,15 +40,15 @@ def session_of(path: Path) -> str:
 
 
 def claude_projects(root: Path) -> Path:
-    """The fixtures laid out as Claude Code files them: <project>/<session>.jsonl and subagents/."""
+    """The transcripts of tests/data laid out as Claude Code files them: <project>/<session>.jsonl and subagents/."""
     projects = root / "projects"
-    for name in (SHORT, HEAVY, COMPACT):
-        folder = projects / "-home-marco-projects-spotter"
+    for path in (SHORT, HEAVY, COMPACT):
+        folder = projects / "-home-dev-projects-orchard"
         folder.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES / name, folder / f"{session_of(FIXTURES / name)}.jsonl")
-    sub = projects / "-home-USER-projects-spotter-worktrees-spotter-4te" / PARENT_SID / "subagents"
+        shutil.copy(path, folder / f"{session_of(path)}.jsonl")
+    sub = projects / "-home-dev-projects-orchard-worktrees-orchard-m2x" / PARENT_SID / "subagents"
     sub.mkdir(parents=True)
-    shutil.copy(FIXTURES / SUBAGENT, sub / "agent-aac57f5.jsonl")
+    shutil.copy(SUBAGENT, sub / SUBAGENT.name)
     return projects
 
 
@@ -80,7 +76,7 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
     daemon: Daemon, tmp_path: Path
 ) -> None:
     projects = claude_projects(tmp_path)
-    # The fixtures are from February 2026: the scheduled retention sweep would rightly drop their
+    # The transcripts are dated March 2026: the scheduled retention sweep would rightly drop their
     # reads (30 days) if it ran mid-test. What is asserted here is extraction, not retention.
     daemon.env["NMEM_MAINTENANCE_RETENTION_INTERVAL_S"] = "0"
     daemon.start()
@@ -103,36 +99,36 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
         "edit": 1, "tool": 1, "compact": 2, "stop": 2,
     }  # fmt: skip
     titles = [r[1] for r in rows]
-    assert "mix phx.server doesnt seem to start" in titles
+    assert "make serve fails right away" in titles
     # The rejected Bash and Glob calls of the short transcript are errors, with their tool.
     assert [(r[4], r[8]) for r in by_type["error"]] == [("Bash", "PostToolUseFailure"), ("Glob", "PostToolUseFailure")]
-    assert by_type["command"][0][3] == "mix phx.server" and by_type["command"][0][1] == "$ mix phx.server (background)"
-    assert by_type["read"][0][2] == "/home/marco/projects/spotter/assets/js/app.js"
-    assert by_type["read"][0][1] == "Read assets/js/app.js (83 lines)"
-    assert by_type["fetch"][0][1].startswith("Fetch https://github.com/xtermjs/xterm.js/issues/1343 (200 OK")
-    assert by_type["write"][0][1] == "Write lib/spotter_web/live/transcript_computers.ex (created, 42 lines)"
-    assert by_type["edit"][0][2].endswith("lib/spotter_web/live/transcript_computers.ex")
+    assert by_type["command"][0][3] == "npm run dev" and by_type["command"][0][1] == "$ npm run dev (background)"
+    assert by_type["read"][0][2] == "/home/dev/projects/orchard/web/src/panel.ts"
+    assert by_type["read"][0][1] == "Read web/src/panel.ts (83 lines)"
+    assert by_type["fetch"][0][1].startswith("Fetch https://example.org/scrollkit/issues/212 (200 OK")
+    assert by_type["write"][0][1] == "Write web/src/panel_state.ts (created, 42 lines)"
+    assert by_type["edit"][0][2].endswith("web/src/panel_state.ts")
     assert [r[1] for r in by_type["agent"] if r[8] == "PostToolUse"] == [
-        "Agent Explore: Explore transcript rendering codebase (completed)"
+        "Agent Explore: Explore the log panel rendering code (completed)"
     ]
     assert by_type["tool"][0][4] == "TaskOutput"
     assert [r[1] for r in by_type["compact"]] == ["Compacting (auto)", "Compacted (auto)"]
     assert [r[8] for r in by_type["compact"]] == ["PreCompact", "PostCompact"]
     # The subagent's six web searches: in its parent session, marked with its agent id.
-    sub = [r for r in rows if r[5] == "aac57f5"]
+    sub = [r for r in rows if r[5] == "c93e1a4"]
     assert len(sub) == 7 and all(r[0] == "search" and r[7] == PARENT_SID for r in sub[:6])
     assert sub[6][0] == "agent" and sub[6][8] == "SubagentStop"  # its last text
-    assert sub[0][1].startswith("Web search 'hex.pm opentelemetry_api elixir")
+    assert sub[0][1].startswith("Web search 'npm scrollkit latest version")
     assert all(r[6] for r in rows if r[8].startswith("PostToolUse"))  # every tool call keeps its tool_use_id
 
     sessions = {r[0]: r[1:] for r in db_rows(daemon.db, "SELECT session_id, cwd, git_branch, transcript_path,"
                                              " started_at FROM sessions")}  # fmt: skip
     assert len(sessions) == 4
-    heavy_sid = session_of(FIXTURES / HEAVY)
-    assert sessions[heavy_sid][:2] == ("/home/marco/projects/spotter", "master")
+    heavy_sid = session_of(HEAVY)
+    assert sessions[heavy_sid][:2] == ("/home/dev/projects/orchard", "main")
     assert sessions[heavy_sid][2].endswith(f"{heavy_sid}.jsonl")
-    assert sessions[PARENT_SID][1] == "spotter-4te"
-    assert abs(sessions[heavy_sid][3] - 1770764274.0) < 86400  # transcript time (2026-02-10), not now
+    assert sessions[PARENT_SID][1] == "orchard-m2x"
+    assert abs(sessions[heavy_sid][3] - 1773052304.0) < 86400  # transcript time (2026-03-09), not now
     prompts = db_rows(daemon.db, "SELECT prompt_number FROM prompts p JOIN observations o ON o.id = p.observation_id"
                                  " WHERE o.session_id = ? ORDER BY p.prompt_number", (heavy_sid,))  # fmt: skip
     assert prompts == [(1,), (2,)]
@@ -151,8 +147,8 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
 
 @pytest.mark.parametrize("order", ["live-then-import", "import-then-live"])
 def test_a_tool_call_seen_live_and_imported_is_stored_once(daemon: Daemon, tmp_path: Path, order: str) -> None:
-    transcript = tmp_path / f"{session_of(FIXTURES / HEAVY)}.jsonl"
-    shutil.copy(FIXTURES / HEAVY, transcript)
+    transcript = tmp_path / f"{session_of(HEAVY)}.jsonl"
+    shutil.copy(HEAVY, transcript)
     hooks = transcript_payloads(transcript)
     calls = [p["tool_use_id"] for p in hooks if p.get("tool_use_id")]
     assert len(calls) == 6
@@ -176,7 +172,7 @@ def test_a_tool_call_seen_live_and_imported_is_stored_once(daemon: Daemon, tmp_p
         assert imported() == 9
         live()
     assert count(daemon.db, "inbox") == 0  # every live event was acked by the daemon, not left to the fallback
-    sid = session_of(FIXTURES / HEAVY)
+    sid = session_of(HEAVY)
     for tool_use_id in calls:
         # The call's observation row is its record (migration m005): the ledger keeps no key for it.
         assert count(daemon.db, "events", "natural_key = ?", (f"tool:{sid}:{tool_use_id}",)) == 0, tool_use_id
@@ -256,8 +252,8 @@ def test_a_tool_call_stays_known_when_merged_purged_or_keyed_by_an_older_version
 
 def test_the_daemon_skip_list_governs_extraction_in_the_importer(daemon: Daemon, tmp_path: Path) -> None:
     """The importer extracts on its side, with the skip list the daemon names (not the CLI's own environment)."""
-    transcript = tmp_path / f"{session_of(FIXTURES / HEAVY)}.jsonl"
-    shutil.copy(FIXTURES / HEAVY, transcript)
+    transcript = tmp_path / f"{session_of(HEAVY)}.jsonl"
+    shutil.copy(HEAVY, transcript)
     daemon.env["NMEM_SKIP_TOOLS"] = "Bash,WebSearch"
     daemon.start()
     done = subprocess.run(
@@ -333,13 +329,13 @@ def test_batches_and_single_events_share_commits_and_each_entry_gets_its_new_cou
 def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon: Daemon, tmp_path: Path) -> None:
     root = tmp_path / "projects" / "p"
     root.mkdir(parents=True)
-    lines = (FIXTURES / HEAVY).read_text().splitlines(keepends=True)
+    lines = HEAVY.read_text().splitlines(keepends=True)
     good = root / "good.jsonl"
     # an invalid JSON line in the middle, and the last line cut in half (a session still being written)
     good.write_text("".join(lines[:20]) + "{not json\n" + "".join(lines[20:31]) + lines[31][:100])
     (root / "binary.jsonl").write_bytes(b"\x00\x01\x02" * 100)
     denied = root / "denied.jsonl"
-    shutil.copy(FIXTURES / SHORT, denied)
+    shutil.copy(SHORT, denied)
     denied.chmod(0)
     (root / "dangling.jsonl").symlink_to(root / "gone.jsonl")
     daemon.start()
@@ -353,7 +349,7 @@ def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon:
     if os.geteuid() != 0:  # root reads a mode-000 file
         assert "Permission denied" in bad["denied.jsonl"]
     assert summary["invalid_lines"] == 1
-    heavy_sid = session_of(FIXTURES / HEAVY)
+    heavy_sid = session_of(HEAVY)
     # Lines 0-30 hold 2 prompts, the results of 2 Bash calls and the first turn's final text (a Stop at the
     # second prompt); line 31 (a result) is cut: a file being written, so no reply is taken at its end.
     assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 5
@@ -374,7 +370,7 @@ def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon:
     code, summary, _ = nmem_import(str(good))
     # a prompt, a Bash call, and the text before the end of the file: the first turn's reply, known too
     assert code == 0 and summary["events_sent"] == 3 and summary["events_new"] == 0
-    shutil.copy(FIXTURES / COMPACT, good)
+    shutil.copy(COMPACT, good)
     with good.open("r+") as f:
         f.truncate(5000)
     code, summary, _ = nmem_import(str(good))
@@ -394,7 +390,7 @@ def test_a_missing_path_is_one_line_and_exit_2(daemon: Daemon, tmp_path: Path) -
 
 
 def synthetic_transcript(path: Path, session: str, calls: int) -> None:
-    """A transcript shaped like the fixtures: a prompt, then `calls` Bash tool_use/tool_result pairs.
+    """A transcript shaped like those of tests/data: a prompt, then `calls` Bash tool_use/tool_result pairs.
 
     Its times are of the last hour: older history may meet the daemon's retention sweep mid-test.
     """
@@ -573,7 +569,7 @@ def test_an_imported_session_without_a_stop_gets_a_summary(daemon: Daemon, tmp_p
     code, summary, _ = nmem_import(str(projects))
     assert code == 0 and summary["sessions_summarized"] == 4
     rows = dict(db_rows(daemon.db, "SELECT session_id, summary FROM sessions"))
-    heavy = str(rows[session_of(FIXTURES / HEAVY)])
-    assert heavy.startswith('Prompt: "') and "Activity: " in heavy and "Commands: `mix phx.server`" in heavy
+    heavy = str(rows[session_of(HEAVY)])
+    assert heavy.startswith('Prompt: "') and "Activity: " in heavy and "Commands: `npm run dev`" in heavy
     assert all(rows.values())
     daemon.stop()
