@@ -18,6 +18,11 @@ _payloads = hook_bodies
 def test_every_hook_fixture_is_stored_as_its_observation(daemon: Daemon) -> None:
     payloads = _payloads()
     assert len(payloads) == 40  # 35 + 5 legacy
+    check_stored_as_observations(daemon, payloads)
+
+
+def check_stored_as_observations(daemon: Daemon, payloads: list[bytes]) -> None:
+    """Each payload through nmem-send into a new daemon: one ledger row each, pointing at what extract() gives."""
     daemon.start()
     for body in payloads:
         done = run_send(body)
