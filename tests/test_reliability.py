@@ -910,6 +910,30 @@ def _interpreter_for(uid: int, gid: int) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _client_for(python: str, uid: int, gid: int) -> Iterator[str]:
+    """The hook client the other uid may read: ours, or a copy of it when the checkout sits in a private
+    directory (a clone under a 0700 home or mktemp -d)."""
+    readable = subprocess.run(
+        [python, "-I", "-S", "-c", f"open({str(SEND_SCRIPT)!r}).close()"],
+        user=uid, group=gid, extra_groups=[], capture_output=True, timeout=20,
+    )  # fmt: skip
+    if readable.returncode == 0:
+        yield str(SEND_SCRIPT)
+        return
+    copy = tempfile.mkdtemp(prefix="nm8", dir="/tmp")
+    try:
+        client = os.path.join(copy, "nmem_client")
+        shutil.copytree(SEND_SCRIPT.parent, client, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in (copy, client):
+            os.chmod(path, 0o755)
+        for name in os.listdir(client):
+            os.chmod(os.path.join(client, name), 0o644)
+        yield os.path.join(client, SEND_SCRIPT.name)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
 def scenario_8(daemon: Daemon, short_dir: str, scale: float = 1.0) -> Figures:
     fig = Figures(8, "another uid (nobody) connects", scale)
     uid, gid = _nobody()
@@ -935,16 +959,17 @@ def scenario_8(daemon: Daemon, short_dir: str, scale: float = 1.0) -> Figures:
     # c) The real hook client run as the other uid: refused, and it cannot use our inbox either.
     python = _interpreter_for(uid, gid)
     if python is not None:
-        done = subprocess.run(
-            [python, "-I", "-S", str(SEND_SCRIPT)],
-            input=payload("s8-intruder-c"),
-            env={**daemon.env, "NMEM_AUTOSTART": "0"},
-            user=uid,
-            group=gid,
-            extra_groups=[],
-            capture_output=True,
-            timeout=30,
-        )
+        with _client_for(python, uid, gid) as send_script:
+            done = subprocess.run(
+                [python, "-I", "-S", send_script],
+                input=payload("s8-intruder-c"),
+                env={**daemon.env, "NMEM_AUTOSTART": "0"},
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                capture_output=True,
+                timeout=30,
+            )
         fig.check(done.returncode == 0 and done.stderr == b"", f"the client did not fail open: {done}")
         fig.notes["real client as nobody"] = f"rc {done.returncode}, stderr {done.stderr!r}"
     else:
