@@ -79,8 +79,8 @@ class Extracted(msgspec.Struct, kw_only=True):
     agent_id: str | None = None
     tool_use_id: str | None = None
     prompt_id: str | None = None  # UserPromptSubmit, Claude Code 2.1.196+: the prompt's id in its transcript
-    # A natural key extraction names itself, for events that `store.database.natural_key` has no rule for:
-    # a turn's final message (Stop, SubagentStop), `reply_key`. The ingestor gives it to the ledger.
+    # A natural key extraction names itself, for events `store.database.natural_key` has no rule of its
+    # own for: a turn's final message (Stop, SubagentStop), `reply_key`; natural_key returns it.
     natural_key: str | None = None
 
 

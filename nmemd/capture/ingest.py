@@ -78,9 +78,6 @@ class Ingestor:
         """Queue events for the next batch; `done` runs after its commit. Raise ShuttingDown once closed."""
         if self._closed:
             raise ShuttingDown("the daemon is shutting down")
-        for item in items:  # a key extraction named (a turn's final message) joins the ledger on every path
-            if item.natural_key is None and item.extracted.natural_key is not None:
-                item.natural_key = item.extracted.natural_key
         self._queue.append(_Pending(items, done, import_files))
         self._queued += len(items)
         self._ready.set()

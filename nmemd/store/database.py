@@ -74,7 +74,8 @@ def natural_key(ex: Extracted) -> str | None:
     `tool:<session>:<tool_use_id>` for a finished tool call (PreToolUse and
     PermissionRequest carry the id too but are not the call's record, so they
     never claim its key); `prompt:<session>:<prompt_id>` for a prompt, where
-    Claude Code sends its id (2.1.196+; the transcript calls it `promptId`).
+    Claude Code sends its id (2.1.196+; the transcript calls it `promptId`); otherwise
+    the key extraction named (`reply:<session>:<hash>` for a turn's final message).
     """
     call = tool_call(ex)
     if call is not None:
@@ -83,7 +84,7 @@ def natural_key(ex: Extracted) -> str | None:
         return None
     if ex.prompt_id and ex.hook_event == "UserPromptSubmit":
         return f"prompt:{ex.session_id}:{ex.prompt_id}"
-    return None
+    return ex.natural_key
 
 
 def connection_pragmas(settings: Settings) -> list[str]:
