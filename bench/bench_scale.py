@@ -1,0 +1,772 @@
+"""Scale: search, SessionStart, size and ingest on a 1,000,000-observation store (issue #14).
+
+The store is generated from the real transcripts of the shared corpus: they are imported
+once into a seed store (`nmem import-transcripts`) and exported (`nmem export`), then the
+seed's observations are remixed into `--observations` rows over 50 projects of Zipf-like
+sizes (the largest ~15 %), sessions of tens to hundreds of rows (a lifecycle row at start
+and end, a stop row per turn, as live hooks store them) and timestamps over 12 months.
+Numbers, identifiers (snake_case, camelCase) and project roots are substituted per session
+or project, so the text is not the seed ten times over but keeps its word distribution. The
+rows go in through the daemon's `import` RPC (what `nmem import` sends, in its largest
+chunks); each session's summary is then computed by nmem's own `summarize_session` and
+stored as the daemon does at Stop. The built store is cached under `--store` (keyed by
+size), never analysed: every phase runs on a scratch copy.
+
+Phases, each on a fresh copy of the cached store with its own daemon:
+
+1. search: >= 200 queries through the daemon's RPC (in-process, `nmemd.daemon.control`):
+   words in ~30 % down to ~0.01 % of rows, real prompts as questions, identifiers, paths,
+   two-letter prefixes, each with and without `--project` (the largest project);
+2. SessionStart: the real hook client (`python -I -S nmem_client/send.py`) with a
+   SessionStart payload whose cwd is the largest project, on the store fresh from the
+   generator (no ANALYZE has ever run), and again after `nmem maintain` (searches too);
+3. bytes per observation: database file + WAL (checkpointed) / observations;
+4. ingest: bench_ingest's load generator, 32 connections, unique events, on a copy of
+   the store vs an empty store, alternating.
+
+    .venv/bin/python bench/bench_scale.py                         # 1,000,000 rows, cached in /tmp
+    .venv/bin/python bench/bench_scale.py --observations 100000   # while developing
+    .venv/bin/python bench/bench_scale.py --store DIR --rebuild --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import hashlib
+import json
+import math
+import os
+import queue
+import random
+import re
+import shutil
+import sqlite3
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import bench_ingest
+import common
+import msgspec
+from common import Daemon, Home, median, percentile
+
+from nmemd.daemon import control
+from nmemd.history import transfer
+from nmemd.history.transfer import ObservationRecord, SessionRecord
+
+NMEM = str(common.VENV_BIN / "nmem")
+CORPUS_UNPACK = Path("/work/shared/corpus/unpack.sh")
+DEFAULT_STORE = "/tmp/nmem-scale"
+PROJECTS = 50
+LARGEST_SHARE = 0.15
+DAYS = 365
+IMPORT_CHUNK = 4 * transfer.CHUNK  # the most records one `import` RPC accepts
+IMPORT_TIMEOUT_S = 300.0
+RPC_TIMEOUT_S = 60.0
+MAINTAIN_TIMEOUT_S = 3600.0
+READY_TIMEOUT_S = 300.0
+FORMAT = 2  # of the cache: a different generator builds a different store
+
+TARGETS = {
+    "search_p50_ms": 5.0,
+    "search_p99_ms": 25.0,
+    "sessionstart_p50_ms": 30.0,
+    "sessionstart_p99_ms": 100.0,
+    "sessionstart_delivered": 1.0,
+    "bytes_per_observation": 1500.0,
+    "ingest_ratio": 0.9,
+}
+
+
+# --- the seed: real observations ---------------------------------------------------------------
+
+
+def seed_export(store_dir: Path) -> Path:
+    """`nmem export` of the corpus imported by `nmem import-transcripts` (cached)."""
+    out = store_dir / "seed.jsonl"
+    if out.exists():
+        return out
+    corpus = store_dir / "corpus"
+    projects = subprocess.run([str(CORPUS_UNPACK), str(corpus)], capture_output=True, text=True, check=True,
+                              timeout=300).stdout.strip()  # fmt: skip
+    with Home() as home:
+        daemon = Daemon(home)
+        daemon.start()
+        try:
+            run = subprocess.run([NMEM, "import-transcripts", projects, "--json"], env=home.env(), capture_output=True,
+                                 text=True, timeout=600, check=True)  # fmt: skip
+            print(f"seed: import-transcripts {run.stdout.strip()}")
+            with open(out.with_suffix(".tmp"), "wb") as fh:
+                subprocess.run([NMEM, "export"], env=home.env(), stdout=fh, timeout=600, check=True)
+        finally:
+            daemon.stop()
+    out.with_suffix(".tmp").rename(out)
+    shutil.rmtree(corpus, ignore_errors=True)
+    return out
+
+
+@dataclass
+class Seed:
+    sessions: list[list[ObservationRecord]]  # each seed session's rows, in order
+    projects: dict[str, str]  # seed session id -> its project root
+    lifecycle: dict[str, ObservationRecord] = field(default_factory=dict)  # start, end, stop rows
+
+
+def lifecycle_rows() -> dict[str, ObservationRecord]:
+    """What nmem's extraction stores for SessionStart, Stop and SessionEnd (from the fixture's payloads)."""
+    from nmemd.capture.extract import extract_event
+
+    out: dict[str, ObservationRecord] = {}
+    names = {"SessionStart": "start", "Stop": "stop", "SessionEnd": "end"}
+    with common.FIXTURE.open("rb") as fh:
+        for line in fh:
+            event = json.loads(line) if line.strip() else {}
+            name = names.get(event.get("hook_event_name", ""))
+            if name is None or name in out:
+                continue
+            obs = extract_event(line, frozenset()).observations[0]
+            out[name] = ObservationRecord(event_id="-", session_id="-", ts=0.0, hook_event=event["hook_event_name"],
+                                          type=obs.type, title=obs.title, content=obs.content or "")  # fmt: skip
+    return out
+
+
+def load_seed(path: Path) -> Seed:
+    with path.open("rb") as fh:
+        parsed = transfer.parse_lines(iter(fh))
+    by_session: dict[str, list[ObservationRecord]] = {}
+    projects: dict[str, str] = {}
+    for r in parsed.records:
+        if isinstance(r, SessionRecord):
+            projects[r.session_id] = r.project or r.cwd or ""
+        else:
+            by_session.setdefault(r.session_id, []).append(r)
+    sessions = [rows for rows in by_session.values() if any(o.type == "prompt" for o in rows)]
+    for rows in sessions:
+        projects.setdefault(rows[0].session_id, rows[0].project or "")
+    return Seed(sessions, projects, lifecycle_rows())
+
+
+# --- the generator -----------------------------------------------------------------------------
+
+
+def zipf_sizes(total: int, n: int, largest_share: float) -> list[int]:
+    """n sizes summing to total, size_k ~ 1/k^s with s chosen so the largest holds `largest_share`."""
+    lo, hi = 0.0, 3.0
+    for _ in range(60):
+        s = (lo + hi) / 2
+        share = 1.0 / sum(k**-s for k in range(1, n + 1))
+        lo, hi = (s, hi) if share < largest_share else (lo, s)
+    weights = [k**-s for k in range(1, n + 1)]
+    sizes = [max(1, int(total * w / sum(weights))) for w in weights]
+    sizes[0] += total - sum(sizes)
+    return sizes
+
+
+_TOKEN = re.compile(r"\b(\d{2,6})\b|\b([A-Za-z][a-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*)\b")
+_SUFFIXES = ("V2", "Impl", "Handler", "Async", "Cache", "Util", "New", "Base")
+
+
+class Variant:
+    """Rewrites one seed row's text for a generated session of a project.
+
+    Digit runs are shifted by a per-session offset (line numbers, sizes, ports, ids differ);
+    identifiers get a per-project variant for about a third of them (projects name things
+    differently) while plain words stay as they are: the word distribution stays real.
+    """
+
+    def __init__(self, project: str, idents: dict[str, str], rng: random.Random) -> None:
+        self.project = project
+        self.idents = idents
+        self.offset = rng.randrange(1, 997)
+
+    def _sub(self, m: re.Match[str]) -> str:
+        digits = m.group(1)
+        if digits is not None:
+            return str((int(digits) + self.offset) % 10 ** len(digits)).zfill(len(digits) if digits[0] == "0" else 1)
+        ident = m.group(2)
+        out = self.idents.get(ident)
+        if out is None:
+            h = int.from_bytes(hashlib.blake2b(f"{self.project}\0{ident}".encode(), digest_size=4).digest(), "big")
+            if h % 3:
+                out = ident
+            else:
+                suffix = _SUFFIXES[(h >> 2) % len(_SUFFIXES)]
+                out = ident + ("_" + suffix.lower() if "_" in ident else suffix)
+            self.idents[ident] = out
+        return out
+
+    def text(self, value: str | None, seed_root: str) -> str | None:
+        if not value:
+            return value
+        rooted = bool(seed_root) and seed_root in value
+        if rooted:  # the project root is replaced whole, never varied
+            value = value.replace(seed_root, "\x00")
+        value = _TOKEN.sub(self._sub, value)
+        return value.replace("\x00", self.project) if rooted else value
+
+
+def _event_id(ts: float, rng: random.Random) -> str:
+    return f"{int(ts * 1000):012x}{rng.getrandbits(80):020x}"
+
+
+@dataclass
+class Plan:
+    project: str
+    start: float
+    length: int
+
+
+def project_roots(seed: Seed, n: int) -> list[str]:
+    """n project roots named after the seed's projects (real names, paths that exist nowhere here)."""
+    names: list[str] = []
+    for root in dict.fromkeys(seed.projects.values()):
+        name = re.sub(r"[^A-Za-z0-9_.-]", "-", root.rstrip("/").rsplit("/", 1)[-1]) or "project"
+        names.append(name)
+    out: list[str] = []
+    k = 0
+    while len(out) < n:
+        name = names[k % len(names)] + (f"-{k // len(names) + 1}" if k >= len(names) else "")
+        root = f"/home/dev/src/{name}"
+        if root not in out:
+            out.append(root)
+        k += 1
+    return out
+
+
+def plan_sessions(total: int, roots: list[str], now: float, rng: random.Random) -> list[Plan]:
+    """Sessions per project (lengths log-normal, median ~60 rows), started over DAYS, oldest first."""
+    plans: list[Plan] = []
+    for root, size in zip(roots, zipf_sizes(total, len(roots), LARGEST_SHARE), strict=True):
+        left = size
+        while left > 0:
+            length = min(left, max(10, min(600, int(rng.lognormvariate(math.log(60), 0.9)))))
+            if 0 < left - length < 10:  # no tiny tail session
+                length = left
+            plans.append(Plan(root, now - rng.uniform(3600.0, DAYS * 86400.0), length))
+            left -= length
+    plans.sort(key=lambda p: p.start)
+    return plans
+
+
+class _Session:
+    """The rows of one generated session, appended in time order."""
+
+    def __init__(self, plan: Plan, variant: Variant, rng: random.Random) -> None:
+        self.sid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        self.plan, self.variant, self.rng = plan, variant, rng
+        self.rows: list[ObservationRecord] = []
+        self.ts = plan.start
+        self.prompts = 0
+
+    def add(self, o: ObservationRecord, seed_root: str, gap: float) -> None:
+        self.ts += gap
+        if o.type == "prompt":
+            self.prompts += 1
+        text, rng = self.variant.text, self.rng
+        self.rows.append(
+            msgspec.structs.replace(
+                o, event_id=_event_id(self.ts, rng), session_id=self.sid, project=self.plan.project, ts=self.ts,
+                last_ts=self.ts + min(max((o.last_ts or o.ts) - o.ts, 0.0), 3600.0),
+                title=text(o.title, seed_root) or "-", content=text(o.content, seed_root) or "",
+                file_path=text(o.file_path, seed_root), command=text(o.command, seed_root),
+                tool_use_id=f"toolu_{rng.getrandbits(96):024x}" if o.tool_use_id else None,
+                prompt_number=self.prompts if o.type == "prompt" else None,
+            )
+        )  # fmt: skip
+
+
+class Summarizer:
+    """A session's summary by nmem's own `summarize_session`, as the daemon stores it after Stop.
+
+    Every query of the summary is about the one session, so it runs on a scratch in-memory
+    database with nmem's schema holding only that session's rows: the same text, without
+    the cost of the store's size (on an unanalysed store `_errors` scans every error row).
+    """
+
+    def __init__(self) -> None:
+        from nmemd.recall.summary import summarize_session
+        from nmemd.store.migrations import MIGRATIONS
+
+        self.summarize = summarize_session
+        self.conn = sqlite3.connect(":memory:")
+        for _, ddl in MIGRATIONS:
+            self.conn.executescript(ddl)
+
+    def __call__(self, s: _Session) -> str | None:
+        c = self.conn
+        c.execute("DELETE FROM observations")
+        c.execute("DELETE FROM prompts")
+        c.execute("DELETE FROM sessions")
+        c.execute("INSERT INTO sessions(session_id, project) VALUES (?, ?)", (s.sid, s.plan.project))
+        c.executemany(
+            "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, count, hook_event, type, title,"
+            " content, tool_name, file_path, command, tool_use_id, agent_id) VALUES"
+            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(n, o.event_id, o.session_id, o.project, o.ts, o.last_ts, o.count, o.hook_event, o.type, o.title,
+              o.content, o.tool_name, o.file_path, o.command, o.tool_use_id, o.agent_id)
+             for n, o in enumerate(s.rows, 1)],
+        )  # fmt: skip
+        c.executemany(
+            "INSERT INTO prompts(observation_id, session_id, prompt_number, ts) VALUES (?, ?, ?, ?)",
+            [(n, o.session_id, o.prompt_number, o.ts) for n, o in enumerate(s.rows, 1) if o.type == "prompt"],
+        )
+        return self.summarize(c, s.sid) or None
+
+
+def generate(seed: Seed, plans: list[Plan], rng: random.Random) -> Iterator[SessionRecord | ObservationRecord]:
+    """The records of every planned session, oldest session first (ids grow with time, as live)."""
+    starts = [[i for i, o in enumerate(rows) if o.type == "prompt"] for rows in seed.sessions]
+    cumulative: list[int] = []
+    for rows in seed.sessions:  # seed sessions drawn by their size
+        cumulative.append((cumulative[-1] if cumulative else 0) + len(rows))
+    idents: dict[str, dict[str, str]] = {}
+    reasons = ("clear", "logout", "prompt_input_exit", "other")
+    life = seed.lifecycle
+    summarize = Summarizer()
+    for plan in plans:
+        s = _Session(plan, Variant(plan.project, idents.setdefault(plan.project, {}), rng), rng)
+        ended = rng.random() < 0.85
+        s.add(life["start"], "", 0.0)
+        body = plan.length - 1 - (1 if ended else 0)
+        while body > 0:  # consecutive rows of a seed session from one of its prompts; then another session
+            k = bisect.bisect_left(cumulative, rng.uniform(0, cumulative[-1]))
+            seed_rows = seed.sessions[k]
+            i = rng.choice(starts[k])
+            seed_root = seed.projects.get(seed_rows[0].session_id, "")
+            while body > 0 and i < len(seed_rows):
+                o = seed_rows[i]
+                prev = seed_rows[i - 1].ts if i > 0 else o.ts
+                if o.type == "prompt" and s.rows[-1].type != "session" and body > 1:
+                    s.add(life["stop"], "", rng.uniform(2.0, 30.0))  # the turn before ended
+                    body -= 1
+                s.add(o, seed_root, min(max(o.ts - prev, 1.0), 900.0))
+                body -= 1
+                i += 1
+        reason = rng.choice(reasons)
+        if ended:
+            s.add(msgspec.structs.replace(life["end"], title=f"Session ended ({reason})"), "", rng.uniform(5.0, 120.0))
+        yield SessionRecord(session_id=s.sid, project=plan.project, cwd=plan.project, started_at=plan.start,
+                            ended_at=s.ts if ended else None, last_event_at=s.ts, source="startup",
+                            end_reason=reason if ended else None, event_count=len(s.rows),
+                            summary=summarize(s))  # fmt: skip
+        yield from s.rows
+
+
+# --- building the store ------------------------------------------------------------------------
+
+
+def _import_all(records: Iterator[SessionRecord | ObservationRecord], total: int) -> int:
+    """Send the records in `import` RPCs; generation (a thread) overlaps the daemon's commits."""
+    chunks: queue.Queue[list[dict[str, Any]] | None] = queue.Queue(maxsize=4)
+    failure: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            chunk: list[dict[str, Any]] = []
+            for r in records:
+                chunk.append(msgspec.to_builtins(r))
+                if len(chunk) >= IMPORT_CHUNK:
+                    chunks.put(chunk, timeout=IMPORT_TIMEOUT_S)
+                    chunk = []
+            if chunk:
+                chunks.put(chunk, timeout=IMPORT_TIMEOUT_S)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            failure.append(exc)
+        finally:
+            chunks.put(None, timeout=IMPORT_TIMEOUT_S)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    stored, started, shown = 0, time.perf_counter(), 0.0
+    while (chunk := chunks.get(timeout=IMPORT_TIMEOUT_S)) is not None:
+        reply = control.ask("import", {"records": chunk}, timeout=IMPORT_TIMEOUT_S)
+        stored += int(reply["observations"])
+        if time.perf_counter() - shown > 15:
+            shown = time.perf_counter()
+            rate = stored / (shown - started)
+            print(f"  build: {stored:,} / {total:,} observations, {rate:,.0f}/s", flush=True)
+    thread.join(IMPORT_TIMEOUT_S)
+    if failure:
+        raise failure[0]
+    return stored
+
+
+def checkpoint(db: str) -> None:
+    conn = sqlite3.connect(db, timeout=30.0)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def build(store_dir: Path, count: int) -> dict[str, Any]:
+    seed = load_seed(seed_export(store_dir))
+    rng = random.Random(14)
+    now = time.time()
+    roots = project_roots(seed, PROJECTS)
+    plans = plan_sessions(count, roots, now, rng)
+    target = store_dir / f"obs-{count}"
+    shutil.rmtree(target, ignore_errors=True)
+    print(f"build: {count:,} observations in {len(plans):,} sessions over {len(roots)} projects"
+          f" (largest {sum(p.length for p in plans if p.project == roots[0]):,}) from"
+          f" {sum(len(s) for s in seed.sessions):,} seed rows")  # fmt: skip
+    started = time.perf_counter()
+    with Home() as home:
+        daemon = Daemon(home)
+        daemon.start()
+        os.environ["NMEM_SOCKET"] = home.socket
+        try:
+            stored = _import_all(generate(seed, plans, rng), count)
+        finally:
+            daemon.stop()
+        imported_s = time.perf_counter() - started
+        checkpoint(home.db)
+        target.mkdir(parents=True)
+        shutil.move(home.db, target / "nmem.db")
+    seconds = time.perf_counter() - started
+    meta = {"format": FORMAT, "observations": stored, "sessions": len(plans), "projects": roots,
+            "largest": roots[0], "built_at": now, "build_seconds": round(seconds, 1),
+            "import_seconds": round(imported_s, 1),
+            "queries": pick_queries(seed, roots, rng)}  # fmt: skip
+    (target / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(f"build: {stored:,} observations in {seconds:.0f} s (import {imported_s:.0f} s), {target}")
+    return meta
+
+
+def cached(store_dir: Path, count: int, rebuild: bool) -> tuple[Path, dict[str, Any]]:
+    target = store_dir / f"obs-{count}"
+    meta_path = target / "meta.json"
+    if not rebuild and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") == FORMAT:
+            print(f"store: cached {target} ({meta['observations']:,} observations, built in"
+                  f" {meta['build_seconds']:.0f} s)")  # fmt: skip
+            return target / "nmem.db", meta
+    store_dir.mkdir(parents=True, exist_ok=True)
+    meta = build(store_dir, count)
+    return target / "nmem.db", meta
+
+
+# --- queries -----------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z][a-z]{2,}")
+_IDENT = re.compile(r"\b(?:[a-z]+_[a-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]+)\b")
+BANDS = (0.30, 0.10, 0.03, 0.01, 0.003, 0.001, 0.0003)
+PREFIXES = ("co", "re", "st", "in", "de", "pa", "fi", "te", "up", "ma")
+
+
+def pick_queries(seed: Seed, roots: list[str], rng: random.Random) -> list[dict[str, str]]:
+    """Queries from the seed's own text: words by document frequency, prompts, identifiers, paths."""
+    rows = [o for s in seed.sessions for o in s]
+    df: Counter[str] = Counter()
+    idents: Counter[str] = Counter()
+    paths: Counter[str] = Counter()
+    for o in rows:
+        text = " ".join(x for x in (o.title, o.content, o.file_path, o.command) if x)
+        df.update(set(_WORD.findall(text.lower())))
+        idents.update(set(_IDENT.findall(text)))
+        if o.file_path and "/" in o.file_path:
+            paths["/".join(o.file_path.rsplit("/", 2)[-2:])] += 1
+    n = len(rows)
+    out: list[dict[str, str]] = []
+    for band in BANDS:  # 6 words nearest to each share of rows
+        near = sorted(df, key=lambda w: (abs(math.log(df[w] / n / band)), w))[:6]
+        out += [{"kind": f"word ~{band:.2%}", "query": w} for w in near]
+    prompts = [o.title for o in rows if o.type == "prompt" and 20 <= len(o.title) <= 300]
+    for title in rng.sample(prompts, min(40, len(prompts))):
+        words = title.split()[: rng.randint(4, 9)]
+        out.append({"kind": "question", "query": " ".join(words)})
+    common_idents = [w for w, c in idents.most_common() if c >= 2]
+    out += [{"kind": "identifier", "query": w} for w in rng.sample(common_idents, min(25, len(common_idents)))]
+    common_paths = [p for p, c in paths.most_common(200)]
+    out += [{"kind": "path", "query": p} for p in rng.sample(common_paths, min(25, len(common_paths)))]
+    out += [{"kind": "prefix", "query": f"{p}*"} for p in PREFIXES]
+    return out
+
+
+# --- phases ------------------------------------------------------------------------------------
+
+
+class Scratch:
+    """A daemon on a fresh copy of the cached store (removed afterwards): the cache is never analysed."""
+
+    def __init__(self, db: Path | None, env: dict[str, str] | None = None) -> None:
+        self.source = db
+        self.home = Home()
+        self.daemon = Daemon(self.home, env=env)
+
+    def __enter__(self) -> Scratch:
+        try:
+            if self.source is not None:
+                shutil.copyfile(self.source, self.home.db)
+            self.daemon.start(READY_TIMEOUT_S)
+            os.environ["NMEM_SOCKET"] = self.home.socket
+        except BaseException:
+            self.home.cleanup()
+            raise
+        return self
+
+    def analysed(self) -> bool:
+        conn = sqlite3.connect(f"file:{self.home.db}?mode=ro", uri=True, timeout=10.0)
+        try:
+            return bool(conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone()[0])
+        finally:
+            conn.close()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.daemon.stop()
+        finally:
+            self.home.cleanup()
+
+
+NO_OPTIMIZE = {"NMEM_MAINTENANCE_OPTIMIZE_INTERVAL_S": "0"}
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    return {"n": len(values), "p50": median(values), "p95": percentile(values, 95), "p99": percentile(values, 99),
+            "max": max(values)}  # fmt: skip
+
+
+def run_searches(queries: list[dict[str, str]], project: str, rounds: int) -> dict[str, Any]:
+    """Each query with and without the project, `rounds` times in a shuffled order; RPC round trip in ms."""
+    runs = [(q, p) for q in queries for p in (None, project)]
+    times: dict[tuple[str, str | None], list[float]] = {}
+    hits: dict[tuple[str, str | None], int] = {}
+    rng = random.Random(7)
+    for _ in range(rounds):
+        rng.shuffle(runs)
+        for q, p in runs:
+            params: dict[str, Any] = {"query": q["query"], "limit": 20}
+            if p is not None:
+                params["project"] = p
+            start = time.perf_counter_ns()
+            reply = control.ask("search", params, timeout=RPC_TIMEOUT_S)
+            times.setdefault((q["query"], p), []).append((time.perf_counter_ns() - start) / 1e6)
+            hits[(q["query"], p)] = len(reply)
+    every = [t for ts in times.values() for t in ts]
+    kinds: dict[str, list[float]] = {}
+    for q in queries:
+        for p in (None, project):
+            kinds.setdefault(q["kind"].split(" ")[0] + ("+project" if p else ""), []).extend(times[(q["query"], p)])
+    slowest = sorted(times, key=lambda k: -median(times[k]))[:8]
+    return {"queries": len(runs), "rounds": rounds, **stats(every),
+            "by_kind": {k: {"p50": median(v), "p99": percentile(v, 99)} for k, v in sorted(kinds.items())},
+            "slowest": [{"query": q, "project": p is not None, "ms": round(median(times[(q, p)]), 1),
+                         "hits": hits[(q, p)]} for q, p in slowest]}  # fmt: skip
+
+
+def run_sessionstarts(home: Home, project: str, runs: int) -> dict[str, Any]:
+    """The hook client as Claude Code runs it, once per new session; wall ms and whether context came back."""
+    argv = [common.PYTHON, "-I", "-S", common.SEND_PY]
+    env = home.env()
+    walls: list[float] = []
+    delivered = 0
+    for n in range(runs):
+        payload = {"session_id": str(uuid.uuid4()), "transcript_path": f"/tmp/nmem-scale-{n}.jsonl", "cwd": project,
+                   "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
+        start = time.perf_counter_ns()
+        out = subprocess.run(argv, input=json.dumps(payload).encode(), capture_output=True, env=env,
+                             timeout=common.CHILD_TIMEOUT_S, check=True)  # fmt: skip
+        walls.append((time.perf_counter_ns() - start) / 1e6)
+        delivered += b"additionalContext" in out.stdout
+    return {**stats(walls), "first_ms": walls[0], "delivered": delivered / runs}
+
+
+MAINTAIN_JOBS = ("retention", "fts_merge", "vacuum", "optimize", "integrity", "checkpoint")  # `nmem maintain`'s order
+
+
+def maintain(home: Home, retention: bool) -> list[dict[str, Any]]:
+    """`nmem maintain`; without `retention`, job by job without the retention sweep (which would delete
+    what is older than its per-type windows, half the rows of a 12-month store, and take long)."""
+    argvs = [[]] if retention else [["--job", job] for job in MAINTAIN_JOBS if job != "retention"]
+    out: list[dict[str, Any]] = []
+    for extra in argvs:
+        run = subprocess.run([NMEM, "maintain", "--json", *extra], env=home.env(), capture_output=True, text=True,
+                             timeout=MAINTAIN_TIMEOUT_S, check=True)  # fmt: skip
+        out += [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    return out
+
+
+def size_facts(db: Path) -> dict[str, Any]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10.0)
+    try:
+        observations = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+        sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+        largest = conn.execute(
+            "SELECT project, count(*) FROM observations GROUP BY project ORDER BY 2 DESC LIMIT 1"
+        ).fetchone()
+        types = dict(conn.execute("SELECT type, count(*) FROM observations GROUP BY type ORDER BY 2 DESC"))
+        span = conn.execute("SELECT min(ts), max(ts) FROM observations").fetchone()
+    finally:
+        conn.close()
+    wal = Path(str(db) + "-wal")
+    total = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    return {"observations": observations, "sessions": sessions, "bytes": total,
+            "bytes_per_observation": total / max(observations, 1), "largest_project": list(largest),
+            "types": types, "days": (span[1] - span[0]) / 86400 if span[0] else 0}  # fmt: skip
+
+
+def ingest_round(db: Path | None, events: int, connections: int) -> float:
+    tag = os.urandom(3).hex()
+    frames = [common.frame(body) for body in bench_ingest.make_bodies(events, "unique", tag)]
+    with Scratch(db, env=NO_OPTIMIZE) as s:
+        before = common.ping_facts(s.home.socket).get("committed", 0)
+        elapsed, _ = asyncio.run(bench_ingest.load(s.home.socket, frames, connections))
+        committed = common.ping_facts(s.home.socket).get("committed", 0) - before
+    if committed != events:
+        print(f"  warning: {committed} of {events} events committed")
+    return events / (elapsed / 1e9)
+
+
+def run_ingest(db: Path, events: int, connections: int, rounds: int) -> dict[str, Any]:
+    big: list[float] = []
+    empty: list[float] = []
+    for r in range(rounds):
+        for label, source, out in (("store", db, big), ("empty", None, empty)):
+            out.append(ingest_round(source, events, connections))
+            print(f"  ingest round {r + 1}: {label} {out[-1]:,.0f} events/s", flush=True)
+    return {"store_eps": median(big), "empty_eps": median(empty), "ratio": median(big) / median(empty),
+            "store_runs": big, "empty_runs": empty}  # fmt: skip
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def row(name: str, value: str, target: str, ok: bool | None) -> str:
+    mark = "" if ok is None else common.verdict(ok)
+    return f"  {name:<40} {value:>14}   {target:<12} {mark}"
+
+
+def report(r: dict[str, Any]) -> None:
+    t = TARGETS
+    print(f"\nsummary ({r['size']['observations']:,} observations, {r['size']['sessions']:,} sessions,"
+          f" largest project {r['size']['largest_project'][1]:,}; build {r['build_seconds']:.0f} s)")  # fmt: skip
+    print(f"  {'figure':<40} {'value':>14}   {'target':<12}")
+    for label, key in (("search (fresh)", "search_fresh"), ("search (after maintain)", "search_maintained")):
+        s = r.get(key)
+        if s:
+            print(
+                row(
+                    f"{label} p50",
+                    f"{s['p50']:.1f} ms",
+                    f"<= {t['search_p50_ms']:.0f} ms",
+                    s["p50"] <= t["search_p50_ms"],
+                )
+            )
+            print(row(f"{label} p95", f"{s['p95']:.1f} ms", "", None))
+            print(
+                row(
+                    f"{label} p99",
+                    f"{s['p99']:.1f} ms",
+                    f"<= {t['search_p99_ms']:.0f} ms",
+                    s["p99"] <= t["search_p99_ms"],
+                )
+            )
+    for label, key in (("SessionStart (fresh)", "sessionstart_fresh"),
+                       ("SessionStart (after maintain)", "sessionstart_maintained")):  # fmt: skip
+        s = r.get(key)
+        if s:
+            print(row(f"{label} p50", f"{s['p50']:.1f} ms", f"<= {t['sessionstart_p50_ms']:.0f} ms",
+                      s["p50"] <= t["sessionstart_p50_ms"]))  # fmt: skip
+            print(row(f"{label} p99", f"{s['p99']:.1f} ms", f"<= {t['sessionstart_p99_ms']:.0f} ms",
+                      s["p99"] <= t["sessionstart_p99_ms"]))  # fmt: skip
+            print(row(f"{label} delivered", f"{s['delivered']:.0%}", "100 %", s["delivered"] >= 1.0))
+    size = r["size"]
+    print(row("bytes per observation", f"{size['bytes_per_observation']:,.0f}", f"<= {t['bytes_per_observation']:,.0f}",
+              size["bytes_per_observation"] <= t["bytes_per_observation"]))  # fmt: skip
+    ing = r.get("ingest")
+    if ing:
+        print(row("ingest store / empty", f"{ing['ratio']:.2f}x", f">= {t['ingest_ratio']}x",
+                  ing["ratio"] >= t["ingest_ratio"]))  # fmt: skip
+        print(row("  (events/s store, empty)", f"{ing['store_eps']:,.0f} / {ing['empty_eps']:,.0f}", "", None))
+    if "maintain_seconds" in r:
+        print(row("nmem maintain", f"{r['maintain_seconds']:.0f} s", "", None))
+
+
+def print_search(label: str, s: dict[str, Any]) -> None:
+    print(f"  {label}: {s['queries']} queries x {s['rounds']}: p50 {s['p50']:.1f} ms, p95 {s['p95']:.1f} ms,"
+          f" p99 {s['p99']:.1f} ms, max {s['max']:.0f} ms")  # fmt: skip
+    for kind, v in s["by_kind"].items():
+        print(f"    {kind:<22} p50 {v['p50']:8.1f} ms  p99 {v['p99']:8.1f} ms")
+    print("    slowest: " + "; ".join(f"{x['query']!r}{' +project' if x['project'] else ''} {x['ms']:.0f} ms"
+                                       for x in s["slowest"][:5]))  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default=DEFAULT_STORE, help="directory of the cached stores (and the seed)")
+    parser.add_argument("--observations", type=int, default=1_000_000, help="size of the generated store")
+    parser.add_argument("--rebuild", action="store_true", help="build the store again even if cached")
+    parser.add_argument("--build-only", action="store_true", help="build (or find) the store and stop")
+    parser.add_argument("--search-rounds", type=int, default=2, help="times each query runs")
+    parser.add_argument("--starts", type=int, default=50, help="SessionStart runs per phase")
+    parser.add_argument("--ingest-events", type=int, default=20_000)
+    parser.add_argument("--ingest-rounds", type=int, default=2, help="rounds each, store and empty, alternating")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--skip", action="append", default=[], choices=["search", "sessionstart", "maintain", "ingest"])
+    parser.add_argument("--retention", action="store_true", help="`nmem maintain` with its retention sweep too")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON object at the end")
+    common.add_quiet_arg(parser)
+    args = parser.parse_args()
+    common.wait_quiet(args.wait_quiet)
+    common.print_machine()
+
+    db, meta = cached(Path(args.store), args.observations, args.rebuild)
+    results: dict[str, Any] = {"store": str(db), "build_seconds": meta["build_seconds"], "size": size_facts(db)}
+    size = results["size"]
+    print(f"store: {size['observations']:,} observations, {size['sessions']:,} sessions, {size['days']:.0f} days,"
+          f" largest project {size['largest_project'][0]} ({size['largest_project'][1]:,}),"
+          f" {size['bytes'] / 1e6:,.0f} MB ({size['bytes_per_observation']:,.0f} B/observation)")  # fmt: skip
+    if args.build_only:
+        return
+    project = meta["largest"]
+    queries = meta["queries"]
+    if "search" not in args.skip:
+        with Scratch(db, env=NO_OPTIMIZE) as s:
+            results["search_fresh"] = run_searches(queries, project, args.search_rounds)
+            results["search_fresh"]["analysed"] = s.analysed()
+        print_search("search, fresh store", results["search_fresh"])
+    if "sessionstart" not in args.skip:
+        with Scratch(db, env=NO_OPTIMIZE) as s:
+            results["sessionstart_fresh"] = run_sessionstarts(s.home, project, args.starts)
+            results["sessionstart_fresh"]["analysed"] = s.analysed()
+        ss = results["sessionstart_fresh"]
+        print(f"  SessionStart, fresh store: p50 {ss['p50']:.1f} ms, p99 {ss['p99']:.1f} ms, first {ss['first_ms']:.0f}"
+              f" ms, delivered {ss['delivered']:.0%}")  # fmt: skip
+    if "maintain" not in args.skip:
+        with Scratch(db) as s:
+            start = time.perf_counter()
+            results["maintain"] = maintain(s.home, args.retention)
+            results["maintain_seconds"] = time.perf_counter() - start
+            results["maintained_size"] = size_facts(Path(s.home.db))
+            left = results["maintained_size"]["observations"]
+            print(f"  nmem maintain{'' if args.retention else ' (all jobs but retention)'}:"
+                  f" {results['maintain_seconds']:.0f} s, {left:,} observations")  # fmt: skip
+            for job in results["maintain"]:
+                print(f"    {job['name']}: {job['outcome']} ({job['duration_ms'] / 1000:.1f} s)")
+            if "sessionstart" not in args.skip:
+                results["sessionstart_maintained"] = run_sessionstarts(s.home, project, args.starts)
+                ss = results["sessionstart_maintained"]
+                print(f"  SessionStart, after maintain: p50 {ss['p50']:.1f} ms, p99 {ss['p99']:.1f} ms,"
+                      f" delivered {ss['delivered']:.0%}")  # fmt: skip
+            if "search" not in args.skip:
+                results["search_maintained"] = run_searches(queries, project, args.search_rounds)
+                print_search("search, after maintain", results["search_maintained"])
+    if "ingest" not in args.skip:
+        results["ingest"] = run_ingest(db, args.ingest_events, args.connections, args.ingest_rounds)
+    report(results)
+    if args.json:
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
