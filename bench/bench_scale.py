@@ -641,55 +641,41 @@ def run_ingest(db: Path, events: int, connections: int, rounds: int) -> dict[str
 # --- report ------------------------------------------------------------------------------------
 
 
-def row(name: str, value: str, target: str, ok: bool | None) -> str:
+def row(name: str, value: str, target: str = "", ok: bool | None = None) -> str:
     mark = "" if ok is None else common.verdict(ok)
-    return f"  {name:<40} {value:>14}   {target:<12} {mark}"
+    return f"  {name:<40} {value:>16}   {target:<12} {mark}"
+
+
+def ms_row(name: str, value: float, target: float) -> str:
+    return row(name, f"{value:,.1f} ms", f"<= {target:.0f} ms", value <= target)
 
 
 def report(r: dict[str, Any]) -> None:
-    t = TARGETS
-    print(f"\nsummary ({r['size']['observations']:,} observations, {r['size']['sessions']:,} sessions,"
-          f" largest project {r['size']['largest_project'][1]:,}; build {r['build_seconds']:.0f} s)")  # fmt: skip
-    print(f"  {'figure':<40} {'value':>14}   {'target':<12}")
-    for label, key in (("search (fresh)", "search_fresh"), ("search (after maintain)", "search_maintained")):
-        s = r.get(key)
-        if s:
-            print(
-                row(
-                    f"{label} p50",
-                    f"{s['p50']:.1f} ms",
-                    f"<= {t['search_p50_ms']:.0f} ms",
-                    s["p50"] <= t["search_p50_ms"],
-                )
-            )
-            print(row(f"{label} p95", f"{s['p95']:.1f} ms", "", None))
-            print(
-                row(
-                    f"{label} p99",
-                    f"{s['p99']:.1f} ms",
-                    f"<= {t['search_p99_ms']:.0f} ms",
-                    s["p99"] <= t["search_p99_ms"],
-                )
-            )
-    for label, key in (("SessionStart (fresh)", "sessionstart_fresh"),
-                       ("SessionStart (after maintain)", "sessionstart_maintained")):  # fmt: skip
-        s = r.get(key)
-        if s:
-            print(row(f"{label} p50", f"{s['p50']:.1f} ms", f"<= {t['sessionstart_p50_ms']:.0f} ms",
-                      s["p50"] <= t["sessionstart_p50_ms"]))  # fmt: skip
-            print(row(f"{label} p99", f"{s['p99']:.1f} ms", f"<= {t['sessionstart_p99_ms']:.0f} ms",
-                      s["p99"] <= t["sessionstart_p99_ms"]))  # fmt: skip
+    """The summary table: each figure beside its target."""
+    t, size = TARGETS, r["size"]
+    print(f"\nsummary: {size['observations']:,} observations, {size['sessions']:,} sessions, largest project"
+          f" {size['largest_project'][1]:,}; store built in {r['build_seconds']:.0f} s")  # fmt: skip
+    print(row("figure", "value", "target"))
+    for label, key in (("search, fresh", "search_fresh"), ("search, after maintain", "search_maintained")):
+        if s := r.get(key):
+            print(ms_row(f"{label} p50", s["p50"], t["search_p50_ms"]))
+            print(row(f"{label} p95", f"{s['p95']:,.1f} ms"))
+            print(ms_row(f"{label} p99", s["p99"], t["search_p99_ms"]))
+    for label, key in (("SessionStart, fresh", "sessionstart_fresh"), ("SessionStart, after maintain",
+                       "sessionstart_maintained")):  # fmt: skip
+        if s := r.get(key):
+            print(ms_row(f"{label} p50", s["p50"], t["sessionstart_p50_ms"]))
+            print(ms_row(f"{label} p99", s["p99"], t["sessionstart_p99_ms"]))
             print(row(f"{label} delivered", f"{s['delivered']:.0%}", "100 %", s["delivered"] >= 1.0))
-    size = r["size"]
-    print(row("bytes per observation", f"{size['bytes_per_observation']:,.0f}", f"<= {t['bytes_per_observation']:,.0f}",
-              size["bytes_per_observation"] <= t["bytes_per_observation"]))  # fmt: skip
-    ing = r.get("ingest")
-    if ing:
-        print(row("ingest store / empty", f"{ing['ratio']:.2f}x", f">= {t['ingest_ratio']}x",
+    bpo = size["bytes_per_observation"]
+    print(row("bytes per observation", f"{bpo:,.0f}", f"<= {t['bytes_per_observation']:,.0f}",
+              bpo <= t["bytes_per_observation"]))  # fmt: skip
+    if ing := r.get("ingest"):
+        print(row("ingest, store / empty", f"{ing['ratio']:.2f}x", f">= {t['ingest_ratio']}x",
                   ing["ratio"] >= t["ingest_ratio"]))  # fmt: skip
-        print(row("  (events/s store, empty)", f"{ing['store_eps']:,.0f} / {ing['empty_eps']:,.0f}", "", None))
+        print(row("  events/s, store / empty", f"{ing['store_eps']:,.0f} / {ing['empty_eps']:,.0f}"))
     if "maintain_seconds" in r:
-        print(row("nmem maintain", f"{r['maintain_seconds']:.0f} s", "", None))
+        print(row("nmem maintain", f"{r['maintain_seconds']:.0f} s"))
 
 
 def print_search(label: str, s: dict[str, Any]) -> None:
