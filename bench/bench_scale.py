@@ -564,11 +564,33 @@ def run_searches(queries: list[dict[str, str]], project: str, rounds: int) -> di
                          "hits": hits[(q, p)]} for q, p in slowest]}  # fmt: skip
 
 
+SETTLE_TIMEOUT_S = 60.0
+
+
+def settle(sock: str) -> float:
+    """Wait (bounded) until the daemon holds no connection but ours and nothing queued; return the ms waited.
+
+    A client that timed out has left, but the daemon still computes its context: sessions
+    start minutes apart, so each run starts on an idle daemon, and the wait is a figure of its own.
+    """
+    start = time.perf_counter()
+    deadline = start + SETTLE_TIMEOUT_S
+    while True:
+        facts = common.ping_facts(sock)
+        if facts.get("connections", 0) <= 1 and not facts.get("queued") and not facts.get("post_commit_pending"):
+            return (time.perf_counter() - start) * 1000
+        if time.perf_counter() > deadline:
+            print(f"  warning: daemon still busy after {SETTLE_TIMEOUT_S:.0f} s: {facts}")
+            return (time.perf_counter() - start) * 1000
+        time.sleep(0.01)
+
+
 def run_sessionstarts(home: Home, project: str, runs: int) -> dict[str, Any]:
     """The hook client as Claude Code runs it, once per new session; wall ms and whether context came back."""
     argv = [common.PYTHON, "-I", "-S", common.SEND_PY]
     env = home.env()
     walls: list[float] = []
+    busy: list[float] = []
     delivered = 0
     for n in range(runs):
         payload = {"session_id": str(uuid.uuid4()), "transcript_path": f"/tmp/nmem-scale-{n}.jsonl", "cwd": project,
@@ -578,7 +600,8 @@ def run_sessionstarts(home: Home, project: str, runs: int) -> dict[str, Any]:
                              timeout=common.CHILD_TIMEOUT_S, check=True)  # fmt: skip
         walls.append((time.perf_counter_ns() - start) / 1e6)
         delivered += b"additionalContext" in out.stdout
-    return {**stats(walls), "first_ms": walls[0], "delivered": delivered / runs}
+        busy.append(settle(home.socket))
+    return {**stats(walls), "first_ms": walls[0], "delivered": delivered / runs, "busy_after_p50_ms": median(busy)}
 
 
 MAINTAIN_JOBS = ("retention", "fts_merge", "vacuum", "optimize", "integrity", "checkpoint")  # `nmem maintain`'s order
@@ -727,23 +750,26 @@ def main() -> None:
             results["sessionstart_fresh"]["analysed"] = s.analysed()
         ss = results["sessionstart_fresh"]
         print(f"  SessionStart, fresh store: p50 {ss['p50']:.1f} ms, p99 {ss['p99']:.1f} ms, first {ss['first_ms']:.0f}"
-              f" ms, delivered {ss['delivered']:.0%}")  # fmt: skip
+              f" ms, delivered {ss['delivered']:.0%}; daemon busy after the client returned: p50"
+              f" {ss['busy_after_p50_ms']:.0f} ms")  # fmt: skip
     if "maintain" not in args.skip:
         with Scratch(db) as s:
             start = time.perf_counter()
             results["maintain"] = maintain(s.home, args.retention)
             results["maintain_seconds"] = time.perf_counter() - start
             results["maintained_size"] = size_facts(Path(s.home.db))
+            results["maintained_size"]["analysed"] = s.analysed()
             left = results["maintained_size"]["observations"]
             print(f"  nmem maintain{'' if args.retention else ' (all jobs but retention)'}:"
-                  f" {results['maintain_seconds']:.0f} s, {left:,} observations")  # fmt: skip
+                  f" {results['maintain_seconds']:.0f} s, {left:,} observations, sqlite_stat1"
+                  f" {'present' if results['maintained_size']['analysed'] else 'absent'}")  # fmt: skip
             for job in results["maintain"]:
                 print(f"    {job['name']}: {job['outcome']} ({job['duration_ms'] / 1000:.1f} s)")
             if "sessionstart" not in args.skip:
                 results["sessionstart_maintained"] = run_sessionstarts(s.home, project, args.starts)
                 ss = results["sessionstart_maintained"]
-                print(f"  SessionStart, after maintain: p50 {ss['p50']:.1f} ms, p99 {ss['p99']:.1f} ms,"
-                      f" delivered {ss['delivered']:.0%}")  # fmt: skip
+                print(f"  SessionStart, after maintain: p50 {ss['p50']:.1f} ms, p99 {ss['p99']:.1f} ms, delivered"
+                      f" {ss['delivered']:.0%}; daemon busy after: p50 {ss['busy_after_p50_ms']:.0f} ms")  # fmt: skip
             if "search" not in args.skip:
                 results["search_maintained"] = run_searches(queries, project, args.search_rounds)
                 print_search("search, after maintain", results["search_maintained"])
