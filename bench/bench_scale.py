@@ -15,11 +15,13 @@ size), never analysed: every phase runs on a scratch copy.
 Phases, each on a fresh copy of the cached store with its own daemon:
 
 1. search: >= 200 queries through the daemon's RPC (in-process, `nmemd.daemon.control`):
-   words in ~30 % down to ~0.01 % of rows, real prompts as questions, identifiers, paths,
+   words in ~30 % down to ~0.03 % of rows, real prompts as questions, identifiers, paths,
    two-letter prefixes, each with and without `--project` (the largest project);
 2. SessionStart: the real hook client (`python -I -S nmem_client/send.py`) with a
    SessionStart payload whose cwd is the largest project, on the store fresh from the
-   generator (no ANALYZE has ever run), and again after `nmem maintain` (searches too);
+   generator (no ANALYZE has ever run), and again after `nmem maintain` (all jobs but the
+   retention sweep, `--retention` for all; searches again too). Each run starts on an idle
+   daemon: a client that timed out has left, but the daemon still computes its context;
 3. bytes per observation: database file + WAL (checkpointed) / observations;
 4. ingest: bench_ingest's load generator, 32 connections, unique events, on a copy of
    the store vs an empty store, alternating.
