@@ -434,13 +434,20 @@ def build(store_dir: Path, count: int) -> dict[str, Any]:
         target.mkdir(parents=True)
         shutil.move(home.db, target / "nmem.db")
     seconds = time.perf_counter() - started
-    meta = {"format": FORMAT, "observations": stored, "sessions": len(plans), "projects": roots,
-            "largest": roots[0], "built_at": now, "build_seconds": round(seconds, 1),
+    meta = {"format": FORMAT, "nmem_commit": nmem_commit(), "observations": stored, "sessions": len(plans),
+            "projects": roots, "largest": roots[0], "built_at": now, "build_seconds": round(seconds, 1),
             "import_seconds": round(imported_s, 1),
             "queries": pick_queries(seed, roots, rng)}  # fmt: skip
     (target / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"build: {stored:,} observations in {seconds:.0f} s (import {imported_s:.0f} s), {target}")
     return meta
+
+
+def nmem_commit() -> str:
+    """The commit of the code that built the store (stores built by other code differ in what they hold)."""
+    run = subprocess.run(["git", "-C", str(common.REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, timeout=10, check=False)  # fmt: skip
+    return run.stdout.strip() or "unknown"
 
 
 def cached(store_dir: Path, count: int, rebuild: bool) -> tuple[Path, dict[str, Any]]:
@@ -450,9 +457,12 @@ def cached(store_dir: Path, count: int, rebuild: bool) -> tuple[Path, dict[str, 
         meta = json.loads(meta_path.read_text())
         if meta.get("format") == FORMAT:
             print(f"store: cached {target} ({meta['observations']:,} observations, built in"
-                  f" {meta['build_seconds']:.0f} s)")  # fmt: skip
+                  f" {meta['build_seconds']:.0f} s by nmem {meta.get('nmem_commit', 'unknown')}; --rebuild to"
+                  " build it with this code)")  # fmt: skip
             return target / "nmem.db", meta
     store_dir.mkdir(parents=True, exist_ok=True)
+    if rebuild:  # the seed too: what extraction keeps of the transcripts changes with nmem
+        (store_dir / "seed.jsonl").unlink(missing_ok=True)
     meta = build(store_dir, count)
     return target / "nmem.db", meta
 
@@ -528,6 +538,11 @@ class Scratch:
             self.daemon.stop()
         finally:
             self.home.cleanup()
+
+
+def analysed(phase: dict[str, Any]) -> str:
+    """Whether sqlite_stat1 existed after a fresh phase: the daemon may analyse a store itself."""
+    return "present (written by the daemon)" if phase.get("analysed") else "none"
 
 
 NO_OPTIMIZE = {"NMEM_MAINTENANCE_OPTIMIZE_INTERVAL_S": "0"}
@@ -746,6 +761,7 @@ def main() -> None:
             results["search_fresh"] = run_searches(queries, project, args.search_rounds)
             results["search_fresh"]["analysed"] = s.analysed()
         print_search("search, fresh store", results["search_fresh"])
+        print(f"    planner statistics after the phase: {analysed(results['search_fresh'])}")
     if "sessionstart" not in args.skip:
         with Scratch(db, env=NO_OPTIMIZE) as s:
             results["sessionstart_fresh"] = run_sessionstarts(s.home, project, args.starts)
@@ -753,7 +769,7 @@ def main() -> None:
         ss = results["sessionstart_fresh"]
         print(f"  SessionStart, fresh store: p50 {ss['p50']:.1f} ms, p99 {ss['p99']:.1f} ms, first {ss['first_ms']:.0f}"
               f" ms, delivered {ss['delivered']:.0%}; daemon busy after the client returned: p50"
-              f" {ss['busy_after_p50_ms']:.0f} ms")  # fmt: skip
+              f" {ss['busy_after_p50_ms']:.0f} ms; planner statistics after the phase: {analysed(ss)}")  # fmt: skip
     if "maintain" not in args.skip:
         with Scratch(db) as s:
             start = time.perf_counter()
