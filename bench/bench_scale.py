@@ -631,8 +631,12 @@ def maintain(home: Home, retention: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for extra in argvs:
         run = subprocess.run([NMEM, "maintain", "--json", *extra], env=home.env(), capture_output=True, text=True,
-                             timeout=MAINTAIN_TIMEOUT_S, check=True)  # fmt: skip
+                             timeout=MAINTAIN_TIMEOUT_S, check=False)  # fmt: skip
         out += [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+        if run.returncode != 0:  # a failed job is a finding, not the end of the run
+            reason = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:] or ["no output"]
+            print(f"  warning: nmem maintain {' '.join(extra)} exited with {run.returncode}: {reason[0]}")
+            out.append({"name": " ".join(extra) or "all", "ok": False, "outcome": reason[0], "duration_ms": 0.0})
     return out
 
 
