@@ -174,7 +174,7 @@ def prompt_context(
     hits: dict[int, Hit] = {}
     for word, weight in keywords(prompt):
         try:
-            found = search(conn, word, Filters(project=project), limit=PER_KEYWORD, now=now)
+            found = search(conn, word, Filters(project=project), limit=PER_KEYWORD, now=now, budget_s=0.1)
         except QueryError:
             continue
         for hit in found:

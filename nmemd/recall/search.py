@@ -62,8 +62,9 @@ WITH_CONTENT: Final = 40  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
 SNIPPET_CHARS: Final = 160
 # Lookups still running after this are cut short and the rest is ranked: an FTS5 prefix query has to
-# merge every token under its prefix ("co*": seconds at a million rows), and a memory must answer.
-TIME_BUDGET_S: Final = 0.25
+# merge every token under its prefix ("co*": ~0.25 s at a million rows), and a memory must answer.
+# A person or a tool call can wait that long for a two-letter prefix; a hook gets less (replies).
+TIME_BUDGET_S: Final = 1.0
 
 _DIGITS: Final = re.compile(r"\d+")
 _SPACE: Final = re.compile(r"\s+")
@@ -76,14 +77,21 @@ class _Candidate:
 
 
 def search(
-    conn: sqlite3.Connection, text: str, filters: Filters | None = None, limit: int = 20, now: float | None = None
+    conn: sqlite3.Connection,
+    text: str,
+    filters: Filters | None = None,
+    limit: int = 20,
+    now: float | None = None,
+    budget_s: float = TIME_BUDGET_S,
 ) -> list[Hit]:
-    """Ranked hits for `text` (words, phrases, `prefix*`, identifiers, paths), best first."""
+    """Ranked hits for `text` (words, phrases, `prefix*`, identifiers, paths), best first.
+
+    Lookups still running after `budget_s` are cut short and what they found is ranked."""
     filters = filters or Filters()
     query = parse(text)
     limit = _limit(limit)
     now = time.time() if now is None else now
-    deadline = time.monotonic() + TIME_BUDGET_S
+    deadline = time.monotonic() + budget_s
     conn.set_progress_handler(lambda: int(time.monotonic() >= deadline), 1000)
     try:
         found, idf = _candidates(conn, query, filters)
