@@ -185,7 +185,9 @@ def build_server() -> "MCPServer[Any]":
         query: Annotated[
             str,
             Field(
-                description='Words that must all appear; "quoted phrase"; trailing * for a prefix.', max_length=10_000
+                description='A question or keywords: rows holding more of the words rank first; "quoted phrase";'
+                " trailing * for a prefix.",
+                max_length=10_000,
             ),
         ],
         project: Project = None,

@@ -132,8 +132,8 @@ def _hit_line(hit: queries.Hit, now: float, mark: str = "", all_projects: bool =
     snippet = hit.snippet
     if snippet and snippet.replace("[", "").replace("]", "").strip("… ") not in hit.title:
         parts.append(clip(snippet, TEXT_TITLE))
-    line = " · ".join(parts)
-    return line + (f" (×{hit.count})" if hit.count > 1 else "")
+    line = " · ".join(parts) + (f" (×{hit.count})" if hit.count > 1 else "")
+    return line + (f" (+{hit.similar} similar)" if hit.similar else "")
 
 
 def _count(n: int, word: str) -> str:
