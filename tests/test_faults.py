@@ -504,6 +504,11 @@ def build_v5(home: Path) -> set[str]:
     return _build_at(home, "v5", 5)
 
 
+def build_v6(home: Path) -> set[str]:
+    """Version 6 (m001-m006_drop_file_index): no index of unspaced-script pairs."""
+    return _build_at(home, "v6", 6)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -530,6 +535,11 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
         "v5-m005_tool_calls_by_row",
         build_v5,
         ("m001_initial", "m002_fts_batch_index", "m003_natural_keys", "m004_fts_watermark", "m005_tool_calls_by_row"),
+    ),
+    (
+        "v6-m006_drop_file_index",
+        build_v6,
+        tuple(name for name, _ in MIGRATIONS[:6]),
     ),
 ]
 

@@ -306,6 +306,8 @@ async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
         resummarize = await _scrub_sessions(conn, set(plan.affected) - set(plan.emptied), stop_sessions, terms)
         if plan.ids or plan.emptied or resummarize:
             await conn.execute("INSERT INTO observations_fts(observations_fts) VALUES('rebuild')")
+            # Deleted rows left their pairs in the index's segments until a merge: rebuilt from what remains.
+            await conn.execute("INSERT INTO observations_grams(observations_grams) VALUES('rebuild')")
             await store.all_indexed(conn)
         await conn.execute("DELETE FROM temp.purge_ids")
     store.dedup.forget(set(plan.ids))

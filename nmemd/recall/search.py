@@ -125,6 +125,9 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
             idf.append(_idf(conn, term.fts, top, total))
             for rowid in _lookup(conn, term.fts, filters):
                 found.setdefault(rowid, _Candidate()).found_by.add(i)
+            if term.grams:  # inside an unspaced run: the pairs index
+                for rowid in _lookup(conn, term.grams, filters, table="observations_grams"):
+                    found.setdefault(rowid, _Candidate()).found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
                 raise
@@ -149,14 +152,14 @@ def _idf(conn: sqlite3.Connection, match: str, top: int, total: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
-def _lookup(conn: sqlite3.Connection, match: str, filters: Filters) -> list[int]:
+def _lookup(conn: sqlite3.Connection, match: str, filters: Filters, table: str = "observations_fts") -> list[int]:
     """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first."""
     clauses, params = _filters_sql(filters)
     if not clauses:
-        sql = "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?"
         return [r[0] for r in conn.execute(sql, (match, PER_LOOKUP))]
     sql = f"""SELECT f.rowid FROM (
-                  SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?) f
+                  SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?) f
               JOIN observations o ON o.id = f.rowid
               WHERE {" AND ".join(clauses)} LIMIT ?"""
     return [r[0] for r in conn.execute(sql, (match, SCAN_LIMIT, *params, PER_LOOKUP))]

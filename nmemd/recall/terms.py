@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Final
 
 from nmemd.errors import QueryError
+from nmemd.store import grams
 
 MAX_TERMS: Final = 12  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS: Final = 200
@@ -79,6 +80,7 @@ class Term:
     # How the term reads in stored text, for ranking: alternatives, each a set of patterns that must all
     # occur (the index's porter stems, approximated: a word and its short endings).
     alternatives: tuple[tuple[str, ...], ...] = ()
+    grams: str | None = None  # unspaced script (store/grams.py): the same word anywhere inside a run
 
     def count(self, text: str) -> int:
         """Occurrences in `text` (lowercase): the best alternative's rarest part."""
@@ -140,9 +142,9 @@ def _term(raw: str, *, phrase: bool) -> Term | None:
     if term is None:
         return None
     if not phrase and not term.prefix and _UNSPACED.search(raw):
-        # Chinese, Japanese, Thai...: unicode61 keeps a whole unspaced run as one token, so a word
-        # is found where a run starts with it (東京 in 東京サーバー). Inside a run needs an n-gram index.
-        return Term(term.text, term.fts + "*", True, False, (), ((re.escape(raw.lower()),),))
+        # Chinese, Japanese, Thai...: unicode61 keeps a whole unspaced run as one token, so the main
+        # index finds a word where a run starts with it (東京 in 東京サーバー); the pairs index inside.
+        return Term(term.text, term.fts + "*", True, False, (), ((re.escape(raw.lower()),),), grams.match(raw))
     return Term(term.text, term.fts, term.prefix, term.phrase, term.covers, _alternatives(term))
 
 

@@ -23,6 +23,7 @@ import msgspec
 from nmemd.config import Settings
 from nmemd.errors import StorageError, StorageFullError
 from nmemd.model import Extracted
+from nmemd.store import grams
 from nmemd.store.dedup import Deduper
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
@@ -190,6 +191,7 @@ class Store:
         start, end = self.indexed_below, self.next_observation_id if end is None else end
         if end > start:
             await conn.execute(_INDEX_RANGE, (start, end))
+            await conn.execute(grams.INDEX_RANGE, (start, end))
             await conn.execute(_SET_INDEXED, (end,))
             self._indexed_at_commit = end
 
@@ -327,7 +329,8 @@ _EVENTS = _RowsInsert(
     6,
     " ON CONFLICT DO NOTHING",
 )
-# One FTS5 insert for many rows (migrations m002, m004): the ids are ours and ascending.
+# One FTS5 insert for many rows (migrations m002, m004): the ids are ours and ascending. Each is
+# followed by grams.INDEX_RANGE, the same rows' unspaced-script pairs (m007).
 _INDEX_RANGE = (
     "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
     " SELECT id, title, content, file_path, command FROM observations WHERE id >= ? AND id < ?"
@@ -541,6 +544,7 @@ def _commit(
             _OBSERVATIONS.run(db, plan.observations)
             if plan.next_id - indexed_below >= FTS_CHUNK:
                 db.execute(_INDEX_RANGE, (indexed_below, plan.next_id))
+                db.execute(grams.INDEX_RANGE, (indexed_below, plan.next_id))
                 db.execute(_SET_INDEXED, (plan.next_id,))
                 plan.indexed_below = plan.next_id
         if plan.merges:
@@ -578,6 +582,33 @@ async def on_writer_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *a
     return await conn._execute(lambda: fn(conn._conn, *args))  # type: ignore[no-untyped-call,no-any-return]
 
 
+GRAMS_BACKFILL_CHUNK = 50_000  # ids per transaction: ~0.1-0.3 s of the write lock at start
+
+
+async def _backfill_grams(conn: aiosqlite.Connection) -> None:
+    """Index the unspaced-script pairs of rows stored before migration m007, a chunk per transaction.
+
+    Resumable: `grams_from` records how far it got, so a crash in the middle goes on from there."""
+    rows = await conn.execute_fetchall("SELECT grams_from, grams_below FROM fts_state")
+    start, end = (int(v) for v in list(rows)[0])
+    if start >= end:
+        return
+    LOG.info("indexing unspaced-script text (CJK, Thai) of observations below id %d", end)
+    began = time.monotonic()
+    while start < end:
+        stop = min(start + GRAMS_BACKFILL_CHUNK, end)
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.execute(grams.INDEX_RANGE, (start, stop))
+            await conn.execute("UPDATE fts_state SET grams_from = ?", (stop,))
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        start = stop
+        LOG.info("indexed unspaced-script text up to id %d of %d (%.1f s)", stop, end, time.monotonic() - began)
+
+
 async def _ensure_statistics(conn: aiosqlite.Connection) -> None:
     """Planner statistics from the first start: without them SQLite may read a whole type's index
     where a session's would do (a store built by an import had none until the first `optimize`).
@@ -603,6 +634,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         await conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective on a new, empty file only
         for pragma in connection_pragmas(settings):
             await conn.execute(pragma)
+        await conn.create_function(grams.SQL_FUNCTION, 2, grams.pairs, deterministic=True)
         applied = await migrate(conn)
         # A retention sweep turns FTS5 automerge off while it runs; a crash may have left it off.
         # (A read first: no write at every start for a setting that is almost always right.)
@@ -613,6 +645,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             )
         if applied:
             LOG.info("applied migrations: %s", ", ".join(applied))
+        await _backfill_grams(conn)
         await _ensure_statistics(conn)
         top = await conn.execute_fetchall(
             "SELECT max(coalesce((SELECT max(id) FROM observations), 0),"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from nmem_client.inbox import INBOX_DDL
+from nmemd.store import grams
 
 FTS_TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
@@ -174,6 +175,22 @@ DROP INDEX observations_session_ts;
 # a page per file touched (~7 of a 14-event commit's 66 WAL pages).
 M006_DROP_FILE_INDEX: Final = "DROP INDEX IF EXISTS observations_file;"
 
+# Substring search for unspaced scripts (store/grams.py): each row's character pairs, indexed for the
+# rows that hold such text, as they are indexed; rows older than the migration are indexed at start
+# (`grams_from` climbs to `grams_below`, a chunk per transaction, progress in the log).
+M007_UNSPACED_GRAMS: Final = f"""
+CREATE VIRTUAL TABLE observations_grams USING fts5(grams, tokenize="{grams.TOKENIZE}");
+CREATE TRIGGER observations_grams_ad AFTER DELETE ON observations BEGIN
+    DELETE FROM observations_grams WHERE rowid = old.id;
+END;
+CREATE TRIGGER observations_grams_au AFTER UPDATE OF title, content ON observations BEGIN
+    DELETE FROM observations_grams WHERE rowid = old.id;
+END;
+ALTER TABLE fts_state ADD COLUMN grams_from INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE fts_state ADD COLUMN grams_below INTEGER NOT NULL DEFAULT 0;
+UPDATE fts_state SET grams_below = indexed_below;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -181,6 +198,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m004_fts_watermark", M004_FTS_WATERMARK),
     ("m005_tool_calls_by_row", M005_TOOL_CALLS_BY_ROW),
     ("m006_drop_file_index", M006_DROP_FILE_INDEX),
+    ("m007_unspaced_grams", M007_UNSPACED_GRAMS),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
