@@ -78,10 +78,21 @@ class Extracted(msgspec.Struct, kw_only=True):
     last_assistant_message: str | None = None  # Stop / SubagentStop (redacted, bounded)
     agent_id: str | None = None
     tool_use_id: str | None = None
-    prompt_id: str | None = None  # UserPromptSubmit, Claude Code 2.1.196+: the prompt's id in its transcript
+    # Claude Code 2.1.196+: a prompt's id in its transcript (UserPromptSubmit), or the id of the compaction
+    # summary's line (PreCompact, PostCompact)
+    prompt_id: str | None = None
     # A natural key extraction names itself, for events `store.database.natural_key` has no rule of its
     # own for: a turn's final message (Stop, SubagentStop), `reply_key`; natural_key returns it.
     natural_key: str | None = None
+
+
+COMPACT_STEPS: Final = {"PreCompact": "start", "PostCompact": "summary"}
+
+
+def compact_key(session_id: str, prompt_id: str, hook_event: str) -> str:
+    """A compaction's step, named by its summary line's `promptId`: live (PreCompact and PostCompact carry
+    it as `prompt_id` from 2.1.196) and in the transcript (the summary line, and the boundary before it)."""
+    return f"compact:{session_id}:{prompt_id}:{COMPACT_STEPS[hook_event]}"
 
 
 def reply_key(session_id: str, text: str) -> str:

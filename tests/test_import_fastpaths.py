@@ -41,6 +41,7 @@ def _records(path: str, lines: list[bytes], *, fast: bool) -> tuple[list[Record]
         if line is not None:
             records += reader.feed(line, offset, len(raw), raw) if fast else reader.feed(line, offset, len(raw))
         offset += len(raw)
+    records += reader.finish()  # the file's end: a held compact boundary, the last turn's reply
     return records, vars(reader.counts), reader.safe_offset(offset)
 
 
@@ -100,7 +101,7 @@ def test_a_line_read_only_thanks_to_the_typed_decode_still_gets_a_key() -> None:
     with pytest.raises(UnicodeDecodeError):
         _whole(raw)
     reader = TranscriptReader.for_file("/p/s.jsonl")
-    [record] = reader.feed(decode_line(raw), 0, len(raw), raw)
+    [record] = reader.feed(decode_line(raw), 0, len(raw), raw) + reader.finish()
     assert record.key.startswith("compact:s:h")
 
 

@@ -757,12 +757,17 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         transcript_path=_f(p, "transcript_path", _PATH_MAX),
         agent_id=_f(p, "agent_id"),
         tool_use_id=_f(p, "tool_use_id"),
-        prompt_id=_f(p, "prompt_id") if event == "UserPromptSubmit" else None,
+        prompt_id=_f(p, "prompt_id") if event in _KEYED_BY_PROMPT_ID else None,
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
     ex.observations = _EVENTS.get(event, _generic_event)(p, ex, root)
     return ex
+
+
+# Events whose `prompt_id` (Claude Code 2.1.196+) names them in the transcript too: a prompt, and a
+# compaction (its PreCompact and PostCompact carry the id of the summary line, `promptId`).
+_KEYED_BY_PROMPT_ID: Final = frozenset({"UserPromptSubmit", "PreCompact", "PostCompact"})
 
 
 def extract(payload: object, *, skip_tools: frozenset[str] = frozenset()) -> Extracted:

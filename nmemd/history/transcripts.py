@@ -20,9 +20,10 @@ one message spans several lines, not always adjacent (a tool result can sit
 between two of them): blocks are grouped by `message.id`, and tool calls wait
 for their result until the next prompt (a call never answered by then never
 will be). Each payload carries a natural key (`tool:<session>:<tool_use_id>`,
-`prompt:<session>:<promptId or uuid>`, `compact:<session>:<uuid>`) so an event
-seen live and imported again, or imported twice, is stored once. A turn's final message is known
-by `reply:<session>:<hash of its text>` (`nmemd.model.reply_key`), which a live Stop computes too.
+`prompt:<session>:<promptId or uuid>`, `compact:<session>:<promptId>:start|summary` or
+`compact:<session>:<uuid>`) so an event seen live and imported again, or imported twice, is
+stored once. A turn's final message is known by `reply:<session>:<hash of its text>`
+(`nmemd.model.reply_key`), which a live Stop computes too.
 A file read while its session runs ends mid-turn: its last text so far is that turn's reply, and
 the text that ends the turn, read by the next run, is another.
 """
@@ -38,7 +39,7 @@ from typing import Any, Final, TypedDict
 
 import msgspec
 
-from nmemd.model import COMPACT_MAX, reply_key
+from nmemd.model import COMPACT_MAX, compact_key, reply_key
 
 STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of most fields; longer strings are cut before sending
 OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message is never far from its next line)
@@ -197,6 +198,18 @@ class _Use:
 
 
 @dataclass
+class _Held:
+    """A compact boundary's PreCompact, waiting to see whether its summary line names it."""
+
+    line: dict[str, Any]
+    offset: int  # where a later run reads again from, if this one stops before the next line
+    session: str
+    own_key: str  # its own line's id, when no summary with a promptId follows
+    payload: dict[str, Any]
+    ts: float
+
+
+@dataclass
 class TranscriptReader:
     """Turns the lines of one transcript, in order, into Records.
 
@@ -212,6 +225,9 @@ class TranscriptReader:
     _messages: OrderedDict[str, int] = field(default_factory=OrderedDict)  # message.id -> tool calls seen
     _last_ts: float = 0.0
     _trigger: str | None = None  # of the last compact boundary: its summary line comes next
+    # The last compact boundary's line, held until the next line: when that is its summary with a
+    # `promptId`, both are keyed by it, as the live PreCompact and PostCompact are.
+    _boundary: _Held | None = None
     _reply: list[str] = field(default_factory=list)  # the text blocks of the turn's last message with text
     _reply_mid: str | None = None  # that message's id
     _reply_line: dict[str, Any] | None = None  # its last line with text (session, time, cwd of the Stop)
@@ -225,14 +241,17 @@ class TranscriptReader:
         return cls(path=path, agent_id=agent)
 
     def finish(self) -> list[Record]:
-        """At the end of the file: the last turn's final message (the turns before ended at a prompt)."""
-        return self._turn_end()
+        """At the end of the file: a boundary still held, the last turn's final message (the turns
+        before ended at a prompt)."""
+        return self._held_boundary(None) + self._turn_end()
 
     def safe_offset(self, end: int) -> int:
-        """How far a later run may skip: before the oldest tool call still waiting for its result."""
-        if not self._pending:
-            return end
-        return min(end, min(u.offset for u in self._pending.values()))
+        """How far a later run may skip: before the oldest tool call still waiting for its result, or a
+        compact boundary still waiting for the line after it."""
+        waiting = [u.offset for u in self._pending.values()]
+        if self._boundary is not None:
+            waiting.append(self._boundary.offset)
+        return min(end, *waiting) if waiting else end
 
     def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
         """Records for one decoded line of `size` bytes starting at byte `offset`. Never raises on odd input.
@@ -246,6 +265,12 @@ class TranscriptReader:
         if not isinstance(line, dict):
             self.counts.skipped += 1
             return []
+        if self._boundary is not None:
+            held = self._held_boundary(line)
+            return held + self._line(line, offset) if held else self._line(line, offset)
+        return self._line(line, offset)
+
+    def _line(self, line: dict[str, Any], offset: int) -> list[Record]:
         kind = line.get("type")
         if kind == "assistant":
             self._assistant(line, offset)
@@ -253,7 +278,7 @@ class TranscriptReader:
         if kind == "user":
             return self._user(line)
         if kind == "system" and line.get("subtype") == "compact_boundary":
-            return self._compact_boundary(line)
+            return self._compact_boundary(line, offset)
         self.counts.skipped += 1
         return []
 
@@ -407,7 +432,7 @@ class TranscriptReader:
             records.append(self._record(line, f"tool:{session}:{use_id}", payload, ts))
         return records
 
-    def _compact_boundary(self, line: dict[str, Any]) -> list[Record]:
+    def _compact_boundary(self, line: dict[str, Any], offset: int) -> list[Record]:
         meta = line.get("compactMetadata")
         self._trigger = _s(meta.get("trigger")) if isinstance(meta, dict) else None
         self._pending.clear()
@@ -415,7 +440,19 @@ class TranscriptReader:
         payload["trigger"] = self._trigger or "auto"
         payload["custom_instructions"] = None
         self.counts.compactions += 1
-        return [self._record(line, f"compact:{session}:{self._line_id(line)}", payload, ts)]
+        # Recorded with the next line, which may be its summary.
+        self._boundary = _Held(line, offset, session, f"compact:{session}:{self._line_id(line)}", payload, ts)
+        return []
+
+    def _held_boundary(self, following: dict[str, Any] | None) -> list[Record]:
+        """The held boundary's PreCompact, keyed by the `promptId` of the summary that follows it, if one does."""
+        held, self._boundary = self._boundary, None
+        if held is None:
+            return []
+        summary = following is not None and following.get("isCompactSummary") is True
+        prompt_id = _s(following.get("promptId")) if summary and following is not None else None
+        key = compact_key(held.session, prompt_id, "PreCompact") if prompt_id else held.own_key
+        return [self._record(held.line, key, held.payload, held.ts)]
 
     def _compact_summary(self, line: dict[str, Any], content: object) -> list[Record]:
         text = content if isinstance(content, str) else _prompt_text(content) or ""
@@ -423,4 +460,8 @@ class TranscriptReader:
         payload["trigger"] = self._trigger or "auto"
         payload["compact_summary"] = self._bound(text, COMPACT_MAX)  # stored whole
         self.counts.compactions += 1
-        return [self._record(line, f"compact:{session}:{self._line_id(line)}", payload, ts)]
+        prompt_id = _s(line.get("promptId"))
+        key = (
+            compact_key(session, prompt_id, "PostCompact") if prompt_id else f"compact:{session}:{self._line_id(line)}"
+        )
+        return [self._record(line, key, payload, ts)]

@@ -22,7 +22,7 @@ import msgspec
 
 from nmemd.config import Settings
 from nmemd.errors import StorageError, StorageFullError
-from nmemd.model import Extracted
+from nmemd.model import COMPACT_STEPS, Extracted, compact_key
 from nmemd.store import grams
 from nmemd.store.dedup import Deduper
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
@@ -75,7 +75,8 @@ def natural_key(ex: Extracted) -> str | None:
     `tool:<session>:<tool_use_id>` for a finished tool call (PreToolUse and
     PermissionRequest carry the id too but are not the call's record, so they
     never claim its key); `prompt:<session>:<prompt_id>` for a prompt, where
-    Claude Code sends its id (2.1.196+; the transcript calls it `promptId`); otherwise
+    Claude Code sends its id (2.1.196+; the transcript calls it `promptId`);
+    `compact:<session>:<prompt_id>:start|summary` for a compaction's two steps; otherwise
     the key extraction named (`reply:<session>:<hash>` for a turn's final message).
     """
     call = tool_call(ex)
@@ -85,6 +86,8 @@ def natural_key(ex: Extracted) -> str | None:
         return None
     if ex.prompt_id and ex.hook_event == "UserPromptSubmit":
         return f"prompt:{ex.session_id}:{ex.prompt_id}"
+    if ex.prompt_id and ex.hook_event in COMPACT_STEPS:
+        return compact_key(ex.session_id, ex.prompt_id, ex.hook_event)
     return ex.natural_key
 
 
