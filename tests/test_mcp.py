@@ -34,6 +34,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from nmem_client import protocol
+from nmemd.mcp.transport import DRAIN_S
 from nmemd.recall.context import build_context
 
 BRIDGE = str(BIN / "nmem-mcp")
@@ -440,6 +441,43 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
         for f in (proc.stdin, proc.stdout, proc.stderr):
             if f is not None and not f.closed:
                 f.close()
+
+
+MODERN = {  # the 2026-07-28 per-request envelope Claude Code 2.1.330 sends
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def test_an_open_listen_request_does_not_keep_the_session_after_the_client_left(
+    daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`subscriptions/listen` is answered only when its stream ends: the bridge must not wait on it at EOF
+    (it did for the transport's whole 30 s drain, holding the session and the bridge process)."""
+    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
+    daemon.start()
+    script = (
+        _rpc(1, "server/discover", {"_meta": MODERN})
+        + _rpc(2, "subscriptions/listen", {"_meta": MODERN, "notifications": {"toolsListChanged": True}})
+        + _rpc(3, "tools/call", {"_meta": MODERN, "name": "sessions", "arguments": {}})
+    )
+    done = subprocess.run([BRIDGE], input=script, env=env, capture_output=True, timeout=DRAIN_S / 2)
+    assert done.returncode == 0 and done.stderr == b""
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    answered = {r["id"]: r for r in replies if "id" in r}
+    assert answered[1]["result"]["supportedVersions"] == ["2026-07-28"]
+    assert "No sessions recorded" in answered[3]["result"]["content"][0]["text"]  # work in flight is still answered
+
+
+def test_a_session_start_builds_the_mcp_server_before_the_first_connection(daemon: Daemon, tmp_path: Path) -> None:
+    """The first MCP connection after a daemon start waited for the mcp import (~1 s): an agent session's
+    start builds the server in the background, after its context went out."""
+    daemon.start()
+    body = {"session_id": "s-pre", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(tmp_path)}
+    assert run_send(json.dumps(body).encode()).returncode == 0
+    log = daemon.home / "logs" / "nmemd.log"
+    wait_until(lambda: log.exists() and "MCP server ready" in log.read_text(), STEP_S, "the MCP server built")
 
 
 def test_invalid_mcp_requests_are_refused(daemon: Daemon) -> None:

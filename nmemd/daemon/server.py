@@ -76,6 +76,7 @@ class Daemon:
 
     skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
     extractor: Extractor | None = None  # the extraction worker's handle; None: extract in the loop
+    mcp_preloaded: bool = False  # the MCP server is built, or being built
     deadlines: Deadlines = field(init=False)
 
     def __post_init__(self) -> None:
@@ -118,6 +119,10 @@ class Daemon:
         if replies.has_after_commit_work(extracted):  # a task per event would cost every event
             self.post_commit_pending += 1
             self.background.start_soon(_after_commit, self, extracted)
+        if extracted.hook_event == "SessionStart" and not self.mcp_preloaded:
+            # An agent session starts and will connect its MCP server next: build ours now, after the
+            # context went out, rather than make that first connection wait ~1 s for the mcp import.
+            self.mcp_preloaded = self.spawn(_preload_mcp)
 
     @property
     def connections(self) -> int:
@@ -145,6 +150,18 @@ class Daemon:
         for conn in list(self.open_connections):
             if conn.transport is not None:
                 conn.transport.abort()
+
+
+async def _preload_mcp() -> None:
+    from nmemd.mcp.server import get_server
+
+    began = time.monotonic()
+    try:
+        await get_server()
+    except Exception:  # the first MCP connection tries again and reports it
+        LOG.exception("building the MCP server failed")
+        return
+    LOG.info("MCP server ready in %.2f s", time.monotonic() - began)
 
 
 async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 MAX_LINE: Final = 8 * 1024 * 1024  # one JSON-RPC message; far above anything a client sends
 WRITER_FLUSH_S: Final = 5.0
 DRAIN_S: Final = 30.0  # after the client half-closes, how long its pending requests may take
+# Requests answered only when their stream ends (2026-07-28: the client's channel for change
+# notifications): after the client's EOF nobody is left to listen, so they are not waited for.
+OPEN_ENDED: Final = frozenset({"subscriptions/listen"})
 
 
 @asynccontextmanager
@@ -73,7 +76,7 @@ async def line_transport(
                 except Exception as exc:  # the session answers with a parse error and goes on
                     await read_tx.send(exc)
                     continue
-                if isinstance(message, JSONRPCRequest):
+                if isinstance(message, JSONRPCRequest) and message.method not in OPEN_ENDED:
                     in_flight.add(message.id)
                 elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
                     answered((message.params or {}).get("requestId"))  # a cancelled request gets no answer
