@@ -334,6 +334,33 @@ def test_read_range_and_relative_paths(tmp_path: Path) -> None:
     assert outside.title == "Read /etc/hosts (image)"
 
 
+def test_a_whole_read_counts_the_lines_of_the_file_not_the_empty_one_after_its_final_newline() -> None:
+    """Claude Code 2.1.330 reports numLines 4 for a 3-line file ending in a newline."""
+    file = {"filePath": "/p/a.txt", "content": "a\nb\nc\n", "numLines": 4, "startLine": 1, "totalLines": 4}
+    _, obs = _one(post("Read", {"file_path": "/p/a.txt"}, {"type": "text", "file": file}, cwd="/p"))
+    assert obs.title == "Read a.txt (3 lines)"
+    unterminated = {**file, "content": "a\nb\nc", "numLines": 3, "totalLines": 3}
+    _, obs = _one(post("Read", {"file_path": "/p/a.txt"}, {"type": "text", "file": unterminated}, cwd="/p"))
+    assert obs.title == "Read a.txt (3 lines)"
+
+
+def test_claude_codes_own_subagents_are_not_the_sessions_work() -> None:
+    """`/compact` fires SubagentStop with `agent_type: ""`: an event, not an agent the summary counts."""
+    base = {"session_id": "s", "cwd": "/p", "hook_event_name": "SubagentStop", "agent_id": "a1"}
+    internal = extract({**base, "agent_type": ""})
+    task = extract({**base, "agent_type": "general-purpose"})
+    old = extract(base)  # versions without agent_type
+    assert [e.observations[0].type for e in (internal, task, old)] == ["event", "agent", "agent"]
+
+
+def test_the_sessions_model_comes_from_any_main_session_event() -> None:
+    """The startup SessionStart may name no model; a later event of the session does."""
+    base = {"session_id": "s", "cwd": "/p"}
+    assert extract({**base, "hook_event_name": "UserPromptSubmit", "prompt": "hi", "model": "m-1"}).model == "m-1"
+    sub = {**base, "hook_event_name": "SubagentStop", "agent_id": "a1", "model": "m-small"}
+    assert extract(sub).model is None  # a subagent's model is not the session's
+
+
 def test_write_created_and_updated() -> None:
     created = post("Write", {"file_path": "/nonexistent/proj/new.py", "content": "a\nb\nc\n"}, {"type": "create"})
     _, obs = _one(created)

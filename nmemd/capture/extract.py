@@ -313,6 +313,11 @@ def _read(t: _Tool) -> Observation:
     kind = _s(resp.get("type")) or "text"
     offset, limit = _i(t.inp.get("offset")), _i(t.inp.get("limit"))
     num, start, total = _i(f.get("numLines")), _i(f.get("startLine")), _i(f.get("totalLines"))
+    content = f.get("content")
+    if num and isinstance(content, str) and content.endswith("\n") and content.count("\n") + 1 == num:
+        # Claude Code counts the empty "line" after a file's final newline: a 3-line file reads as 4.
+        total = total - 1 if total == num else total
+        num -= 1
     if kind == "text" and num is not None:
         first = start or 1
         whole = first == 1 and total in (None, num)
@@ -660,7 +665,11 @@ def _subagent(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observ
     kind, agent = _f(p, "agent_type", 100), _f(p, "agent_id")
     title = "Subagent" + (f" {kind}" if kind else "") + (" started" if started else " stopped")
     title += f" ({agent})" if agent else ""
-    return [_obs("agent", title + (f": {_short(msg, 120)}" if msg else ""), msg, limit=REPLY_MAX)]
+    # Claude Code's own helpers (`/compact` runs two) say `agent_type: ""`; a Task subagent names its type,
+    # and versions before agent_type send none: only the former is not the agent's work.
+    internal = p.get("agent_type") == ""
+    return [_obs("event" if internal else "agent", title + (f": {_short(msg, 120)}" if msg else ""), msg,
+                 limit=REPLY_MAX)]  # fmt: skip
 
 
 def _stop_failure(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
@@ -758,6 +767,9 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         agent_id=_f(p, "agent_id"),
         tool_use_id=_f(p, "tool_use_id"),
         prompt_id=_f(p, "prompt_id") if event in _KEYED_BY_PROMPT_ID else None,
+        # Not every version's startup SessionStart names the model; later events of the session may.
+        # A subagent's event names the subagent's model, not the session's.
+        model=_f(p, "model") if not p.get("agent_id") else None,
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
