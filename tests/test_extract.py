@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -515,6 +516,21 @@ def test_project_root(tmp_path: Path) -> None:
     assert project_root(None) is None and project_root("") is None
     assert short_name("/a/b/nmem/") == "nmem" and short_name("/") == "/" and short_name("C:\\x\\proj") == "proj"
     assert os.path.isabs(project_root(str(repo)) or "")
+
+
+def test_a_linked_worktree_belongs_to_its_repository(tmp_path: Path) -> None:
+    """`git worktree add` checkouts share their repository's memory (a real git, as users make them)."""
+    main, linked = tmp_path / "app", tmp_path / "app-feature"
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(main)], check=True, timeout=30)
+    subprocess.run([*git, "-C", str(main), "commit", "-q", "--allow-empty", "-m", "x"], check=True, timeout=30)
+    subprocess.run([*git, "-C", str(main), "worktree", "add", "-q", str(linked)], check=True, timeout=30)
+    (linked / "src").mkdir()
+    assert project_root(str(linked / "src")) == project_root(str(linked)) == project_root(str(main)) == str(main)
+    submodule = tmp_path / "sub"  # a submodule's .git file: its gitdir has no commondir, it stays its own project
+    submodule.mkdir()
+    (submodule / ".git").write_text(f"gitdir: {main}/.git/modules/sub\n")
+    assert project_root(str(submodule)) == str(submodule)
 
 
 # --- properties ------------------------------------------------------------------------

@@ -6,6 +6,10 @@ or file, no subprocess), else `cwd` itself. Paths that do not exist on this
 machine (replayed or imported events) and relative paths are returned as given.
 The user's home directory and `/` are never a project root on their own (a
 dotfiles repository in `$HOME` would otherwise swallow every unversioned project).
+
+A linked git worktree (`git worktree add`: its `.git` is a file naming a gitdir under
+the main repository's `.git/worktrees/`) belongs to its repository's project: one memory
+per repository, whichever checkout a session runs in. The session keeps its own `cwd`.
 """
 
 from __future__ import annotations
@@ -42,14 +46,36 @@ def _find_root(cwd: str) -> str:
             return cwd
         path = start
         while True:
-            if os.path.exists(os.path.join(path, ".git")):
-                return path if (path not in _NOT_ROOTS or path == start) else cwd
+            dot_git = os.path.join(path, ".git")
+            if os.path.exists(dot_git):
+                if path in _NOT_ROOTS and path != start:
+                    return cwd
+                return _main_worktree(dot_git) or path
             parent = os.path.dirname(path)
             if parent == path:
                 return start
             path = parent
     except (OSError, ValueError):
         return cwd
+
+
+def _main_worktree(dot_git: str) -> str | None:
+    """The main checkout of a linked worktree whose `.git` file is `dot_git`; None for anything else
+    (a `.git` directory, a submodule's `.git` file: its gitdir has no `commondir`)."""
+    if not os.path.isfile(dot_git):
+        return None
+    try:
+        with open(dot_git, encoding="utf-8", errors="replace") as fh:
+            first = fh.read(4096).strip()
+        if not first.startswith("gitdir:"):
+            return None
+        gitdir = os.path.join(os.path.dirname(dot_git), first[len("gitdir:") :].strip())
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8", errors="replace") as fh:
+            common = os.path.normpath(os.path.join(gitdir, fh.read(4096).strip()))
+    except (OSError, ValueError):
+        return None
+    # <main>/.git for a normal repository; a bare repository (`repo.git`) has no checkout: name it.
+    return os.path.dirname(common) if os.path.basename(common) == ".git" else common
 
 
 def short_name(project: str) -> str:
