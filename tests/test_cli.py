@@ -197,3 +197,30 @@ def test_context_command_prints_what_session_start_injects(daemon: Daemon) -> No
         assert out.stdout.startswith("<nmem-context>") and "mod0.py" in out.stdout
         if running:
             daemon.stop()
+
+
+def test_project_by_path_name_or_unique_suffix_everywhere(daemon: Daemon, tmp_path: Path) -> None:
+    """`--project` takes a path, a folder name or a unique path suffix, with or without a daemon; a name
+    that two projects share is refused with both paths, one line."""
+    roots = [tmp_path / "org" / "immunize", tmp_path / "org" / "ledger", tmp_path / "fork" / "ledger"]
+    daemon.start()
+    for i, root in enumerate(roots):
+        (root / ".git").mkdir(parents=True)
+        prompt = {"session_id": f"p{i}", "hook_event_name": "UserPromptSubmit", "cwd": str(root),
+                  "prompt": f"wombat check number {i}"}  # fmt: skip
+        assert run_send(json.dumps(prompt).encode()).returncode == 0
+    elsewhere = str(tmp_path)  # no project is named by the current directory's files
+    for running in (True, False):
+        for given, expected in [("immunize", roots[0]), ("org/ledger", roots[1]), (str(roots[2]), roots[2])]:
+            done = subprocess.run([NMEM, "search", "wombat", "--project", given, "--json"], capture_output=True,
+                                  text=True, timeout=TIMEOUT_S, cwd=elsewhere)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert {json.loads(line)["project"] for line in done.stdout.splitlines()} == {str(expected)}, given
+        sessions = subprocess.run([NMEM, "sessions", "--project", "immunize", "--json"], capture_output=True,
+                                  text=True, timeout=TIMEOUT_S, cwd=elsewhere)  # fmt: skip
+        assert [json.loads(line)["session_id"] for line in sessions.stdout.splitlines()] == ["p0"], sessions.stderr
+        line = one_error_line(nmem("search", "wombat", "--project", "ledger"))
+        assert str(roots[1]) in line and str(roots[2]) in line
+        assert "no project named 'nowhere'" in one_error_line(nmem("search", "wombat", "--project", "nowhere"))
+        if running:
+            assert daemon.stop() == 0

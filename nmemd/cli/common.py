@@ -27,7 +27,11 @@ from nmemd.store import readers
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
 ProjectOpt = Annotated[
     str | None,
-    typer.Option("--project", "-p", help="Project root (default: the git top-level of the current directory)."),
+    typer.Option(
+        "--project",
+        "-p",
+        help="A project's folder, name or path suffix (default: the git top-level of the current directory).",
+    ),
 ]
 AllOpt = Annotated[bool, typer.Option("--all", "-a", help="Every project, not only the current one.")]
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many results.")]
@@ -135,7 +139,12 @@ def resolve_scope(project: str | None, all_projects: bool) -> str | None:
         return ALL_PROJECTS
     if project:
         project = clean_arg(project)
-        return project_root(os.path.abspath(project)) if os.path.isdir(project) else project
+        if project.strip() == ALL_PROJECTS:
+            return ALL_PROJECTS
+        if os.path.isdir(project) or os.path.isabs(project):
+            return project_root(os.path.abspath(project))
+        found: dict[str, str] = read_as("project", {"name": project}, dict[str, str])  # a name, or a suffix
+        return found["project"]
     try:
         return project_root(os.getcwd())
     except OSError:  # the current directory was removed

@@ -130,6 +130,15 @@ def _context(conn: sqlite3.Connection, p: ContextParams) -> Any:
     return {"project": project, "context": text}
 
 
+class ProjectParams(msgspec.Struct, forbid_unknown_fields=True):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+def _project(conn: sqlite3.Connection, p: ProjectParams) -> Any:
+    """A project's path from its path, folder name or a unique suffix (`nmem ... --project NAME`)."""
+    return {"project": queries.resolve_project(conn, p.name)}
+
+
 class Query(NamedTuple):
     params: type[msgspec.Struct]
     run: Callable[[sqlite3.Connection, Any], Any]
@@ -143,6 +152,7 @@ QUERIES: dict[str, Query] = {
     "file_history": Query(FileHistoryParams, _file_history),
     "recent": Query(RecentParams, _recent),
     "context": Query(ContextParams, _context),
+    "project": Query(ProjectParams, _project),
 }
 
 

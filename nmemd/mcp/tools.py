@@ -13,12 +13,11 @@
 """
 
 import datetime as dt
-import os
 import re
 import sqlite3
 from typing import Final
 
-from nmemd.capture.project import project_root, short_name
+from nmemd.capture.project import short_name
 from nmemd.errors import ToolInputError
 from nmemd.recall import queries, search
 from nmemd.recall.context import build_context
@@ -66,23 +65,6 @@ def _iso(ts: float | None) -> str | None:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
-    """An absolute path is normalized like hooks do; a bare name must match one known project."""
-    if os.path.isabs(wanted):
-        return project_root(wanted) or wanted
-    name = wanted.strip().rstrip("/")
-    rows = conn.execute(
-        "SELECT DISTINCT project FROM sessions WHERE project = ? OR project LIKE ? ESCAPE '\\' LIMIT 10",
-        (name, "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")),
-    ).fetchall()
-    found = sorted({r[0] for r in rows if r[0] and (r[0] == name or short_name(r[0]) == name)})
-    if len(found) == 1:
-        return str(found[0])
-    if not found:
-        raise ToolInputError(f"no project named {wanted!r}; give its absolute path, or '*' for all projects")
-    raise ToolInputError(f"{wanted!r} names several projects ({', '.join(found)}); give the absolute path")
-
-
 def _resolve_session(conn: sqlite3.Connection, wanted: str) -> str:
     """A full session id, or a unique prefix of one (the compact lines show 8 characters)."""
     wanted = wanted.strip()
@@ -104,7 +86,7 @@ def _scope(conn: sqlite3.Connection, project: str | None, default: str | None) -
         return default or queries.ALL_PROJECTS
     if project.strip() == queries.ALL_PROJECTS:
         return queries.ALL_PROJECTS
-    return _resolve_project(conn, project.strip())
+    return queries.resolve_project(conn, project)
 
 
 def _scope_label(scope: str) -> str:

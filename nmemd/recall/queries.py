@@ -7,6 +7,7 @@ worker thread (`readers.run`) without touching its write connection.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from nmemd.capture.project import project_root
 from nmemd.errors import QueryError
 from nmemd.recall.terms import plain
 
@@ -86,6 +88,28 @@ class SessionRow(msgspec.Struct, kw_only=True):
     event_count: int
     summary: str | None
     first_prompt: str | None = None
+
+
+def resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
+    """A project given as a path (mapped to its git top-level, as hooks map cwd), its folder name or a
+    unique path suffix (`immunize`, `org/immunize`) among the projects that have sessions."""
+    wanted = wanted.strip()
+    if os.path.isabs(wanted):
+        return project_root(wanted) or wanted
+    name = wanted.rstrip("/")
+    if not name:
+        raise QueryError("the project is empty: give its path or name")
+    rows = conn.execute(
+        "SELECT DISTINCT project FROM sessions WHERE project = ? OR project LIKE ? ESCAPE '\\' LIMIT 50",
+        (name, "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")),
+    ).fetchall()
+    found = sorted({r[0] for r in rows if r[0] and (r[0] == name or r[0].endswith("/" + name))})
+    if len(found) == 1:
+        return str(found[0])
+    if not found:
+        raise QueryError(f"no project named {wanted!r}; give its path, or '*' for all projects")
+    names = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    raise QueryError(f"{wanted!r} names several projects ({names}); give more of its path")
 
 
 class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
