@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
@@ -16,7 +16,9 @@ from rich.markup import escape
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
 from nmemd.daemon import control
 from nmemd.errors import NmemError
-from nmemd.history.backfill import Importer, Progress, Summary, default_root
+
+if TYPE_CHECKING:  # the importer's modules load when a command runs, not with `nmem --help`
+    from nmemd.history.backfill import Progress, Summary
 
 PLAIN_EVERY_S = 5.0  # a progress line this often when stderr is not a terminal
 EXIT_INTERRUPTED = 130
@@ -110,6 +112,8 @@ def _report(summary: Summary, json_out: bool) -> None:
 
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
     """Import `paths` (default: Claude Code's projects folder); return the exit code."""
+    from nmemd.history.backfill import Importer, Progress, Summary, default_root
+
     settings = load_settings()
     if paths:
         missing = [p for p in paths if not os.path.lexists(p)]
@@ -177,6 +181,8 @@ def offer_import(wanted: bool | None) -> None:
     """After `nmem install`: import on --import, ask once on a terminal, else say how."""
     if wanted is False:
         return
+    from nmemd.history.backfill import default_root
+
     console = Console(soft_wrap=True, highlight=False)
     root = default_root()
     if not os.path.isdir(root):

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from nmemd import config
 from nmemd.capture.project import project_root
-from nmemd.daemon import control, rpc
+from nmemd.daemon import control
 from nmemd.errors import DaemonError, NmemError, StorageError
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT
 from nmemd.store import readers
@@ -86,7 +86,7 @@ def ago(ts: float | None, now: float) -> str:
 
 
 def query(method: str, params: dict[str, Any]) -> Any:
-    """Ask the daemon when one runs, else run the same `rpc.run_query` on a read-only connection.
+    """Ask the daemon when one runs, else run the same `recall.methods.run_query` on a read-only connection.
 
     A refusal also falls back to the local run: the hook client's wire reader
     keeps only the error code, and the local run raises the same error with its
@@ -105,7 +105,9 @@ def query(method: str, params: dict[str, Any]) -> Any:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations'").fetchone() is None:
                 fail(f"{settings.db} holds no memory yet: events wait in its inbox until the daemon runs"
                       " (nmem daemon start)")  # fmt: skip
-            return msgspec.to_builtins(rpc.run_query(conn, method, params))
+            from nmemd.recall.methods import run_query  # only without a daemon: search's imports cost ~10 ms
+
+            return msgspec.to_builtins(run_query(conn, method, params))
         finally:
             conn.close()
     except sqlite3.Error as exc:

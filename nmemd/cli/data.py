@@ -7,7 +7,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
@@ -18,9 +18,11 @@ from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, resolve_s
 from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.errors import AlreadyRunning, DaemonUnavailable, NmemError
-from nmemd.history import transfer
 from nmemd.recall.queries import ALL_PROJECTS
 from nmemd.store import readers
+
+if TYPE_CHECKING:  # export/import load the store's write path when they run, not with `nmem --help`
+    from nmemd.history import transfer
 
 IMPORT_TIMEOUT_S = 120.0  # one chunk; redaction and the FTS index make big chunks take a while
 
@@ -34,6 +36,8 @@ def export(project: ProjectOpt = None) -> None:
         nmem export > nmem-backup.jsonl
         nmem export --project ~/src/app > app.jsonl
     """
+    from nmemd.history import transfer
+
     settings = load_settings()
     scope = resolve_scope(project, False) if project else None
     if not os.path.exists(settings.db):
@@ -61,6 +65,7 @@ def _local_store(settings: Settings) -> Iterator[Callable[[list[transfer.Restora
     import anyio
 
     from nmemd.daemon.instance import InstanceLock, ensure_private_dir
+    from nmemd.history import transfer
     from nmemd.store.database import open_store
 
     lock = InstanceLock(settings.lock)
@@ -90,6 +95,8 @@ def _local_store(settings: Settings) -> Iterator[Callable[[list[transfer.Restora
 
 def _import_via_daemon(records: list[transfer.Restorable]) -> transfer.Imported | None:
     """Send the records chunk by chunk; None when no daemon answers the first one."""
+    from nmemd.history import transfer
+
     total = transfer.Imported()
     for n, start in enumerate(range(0, len(records), transfer.CHUNK)):
         chunk = records[start : start + transfer.CHUNK]
@@ -122,6 +129,8 @@ def import_(
     \b
         nmem import nmem-backup.jsonl
     """
+    from nmemd.history import transfer
+
     settings = load_settings()
     try:
         parsed = transfer.read_file(path)

@@ -1,179 +1,27 @@
 """RPC methods the CLI calls on a running daemon (`NMEM1 rpc` frames, JSON in and out).
 
-Read methods live in `QUERIES`: validated params plus a function of a read-only
-connection. The daemon runs them on a reader thread; the CLI runs the very same
-`run_query` itself when no daemon answers, so both transports give one answer.
+Read methods live in `recall.methods` (the CLI runs the same ones itself when no daemon
+answers); the rest act through the daemon: status, shutdown, drain, maintenance, purge,
+import.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import msgspec
 
 from nmemd.capture.drain import drain_once
 from nmemd.daemon.status import Status, database_facts
-from nmemd.errors import QueryError, StorageError, UnknownMethod
+from nmemd.errors import QueryError, UnknownMethod
 from nmemd.history import backfill, transfer
 from nmemd.jobs import purge
-from nmemd.model import OBSERVATION_TYPES
-from nmemd.recall import queries, search
-from nmemd.recall.queries import Filters
+from nmemd.recall.methods import QUERIES, execute, parse_params
 from nmemd.store import readers
 
 if TYPE_CHECKING:
     from nmemd.daemon.server import Daemon
-
-
-# --- read methods --------------------------------------------------------------------------------
-
-Limit = Annotated[int, msgspec.Meta(ge=1)]
-Count = Annotated[int, msgspec.Meta(ge=0)]
-RowId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]  # beyond SQLite's integer range is an error, not a crash
-
-
-class SearchParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    query: str
-    project: str | None = None
-    types: list[str] = []
-    session_id: str | None = None
-    file: str | None = None
-    since: float | None = None
-    until: float | None = None
-    limit: Limit = 20
-
-
-class ShowParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    ids: Annotated[list[RowId], msgspec.Meta(min_length=1, max_length=queries.MAX_LIMIT)]
-
-
-class TimelineParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    id: RowId
-    before: Count = 5
-    after: Count = 5
-
-
-class SessionsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    project: str | None = None
-    limit: Limit = 10
-
-
-class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    path: str
-    project: str | None = None
-    limit: Limit = 50
-
-
-class RecentParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    project: str | None = None
-    limit: Limit = 50
-
-
-class ContextParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    project: Annotated[str, msgspec.Meta(min_length=1)]
-    session_id: str | None = None
-    source: str = "startup"
-    budget: Count | None = None
-
-
-def _known_types(types: list[str]) -> list[str]:
-    unknown = [t for t in types if t not in OBSERVATION_TYPES]
-    if unknown:
-        raise QueryError(f"unknown type {unknown[0]!r} (known: {', '.join(OBSERVATION_TYPES)})")
-    return types
-
-
-def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
-    filters = Filters(
-        project=p.project,
-        types=_known_types(p.types),
-        session_id=p.session_id,
-        file=p.file,
-        since=p.since,
-        until=p.until,
-    )
-    return search.search(conn, p.query, filters, p.limit)
-
-
-def _show(conn: sqlite3.Connection, p: ShowParams) -> Any:
-    return queries.get_observations(conn, p.ids)
-
-
-def _timeline(conn: sqlite3.Connection, p: TimelineParams) -> Any:
-    return queries.timeline(conn, p.id, p.before, p.after)
-
-
-def _sessions(conn: sqlite3.Connection, p: SessionsParams) -> Any:
-    return queries.sessions(conn, p.project, p.limit)
-
-
-def _file_history(conn: sqlite3.Connection, p: FileHistoryParams) -> Any:
-    return queries.file_history(conn, p.path, Filters(project=p.project), p.limit)
-
-
-def _recent(conn: sqlite3.Connection, p: RecentParams) -> Any:
-    return queries.recent(conn, Filters(project=p.project), p.limit)
-
-
-def _context(conn: sqlite3.Connection, p: ContextParams) -> Any:
-    """What SessionStart would inject for a project (`nmem context`, MCP `recent_context`)."""
-    from nmemd.capture.project import project_root
-    from nmemd.recall.context import DEFAULT_BUDGET, build_context
-
-    project = project_root(p.project) or p.project
-    budget = DEFAULT_BUDGET if p.budget is None else p.budget
-    text = build_context(conn, project, session_id=p.session_id, source=p.source, budget=budget)
-    return {"project": project, "context": text}
-
-
-class ProjectParams(msgspec.Struct, forbid_unknown_fields=True):
-    name: Annotated[str, msgspec.Meta(min_length=1)]
-
-
-def _project(conn: sqlite3.Connection, p: ProjectParams) -> Any:
-    """A project's path from its path, folder name or a unique suffix (`nmem ... --project NAME`)."""
-    return {"project": queries.resolve_project(conn, p.name)}
-
-
-class Query(NamedTuple):
-    params: type[msgspec.Struct]
-    run: Callable[[sqlite3.Connection, Any], Any]
-
-
-QUERIES: dict[str, Query] = {
-    "search": Query(SearchParams, _search),
-    "show": Query(ShowParams, _show),
-    "timeline": Query(TimelineParams, _timeline),
-    "sessions": Query(SessionsParams, _sessions),
-    "file_history": Query(FileHistoryParams, _file_history),
-    "recent": Query(RecentParams, _recent),
-    "context": Query(ContextParams, _context),
-    "project": Query(ProjectParams, _project),
-}
-
-
-def parse_params(method: str, params: dict[str, Any]) -> msgspec.Struct:
-    """Validate params for a read method; a bad one is a QueryError naming it."""
-    query = QUERIES.get(method)
-    if query is None:
-        raise UnknownMethod(f"unknown method {method!r}")
-    return queries.convert_params(method, params, query.params)
-
-
-def _execute(conn: sqlite3.Connection, method: str, parsed: msgspec.Struct) -> Any:
-    try:
-        return QUERIES[method].run(conn, parsed)
-    except sqlite3.Error as exc:
-        raise StorageError(f"{method} failed: {exc}") from exc
-
-
-def run_query(conn: sqlite3.Connection, method: str, params: dict[str, Any]) -> Any:
-    """Validate and run one read method on `conn` (the CLI's path when no daemon runs)."""
-    return _execute(conn, method, parse_params(method, params))
 
 
 # --- dispatch ------------------------------------------------------------------------------------
@@ -187,7 +35,7 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
             params = {**params, "budget": settings.context_budget}
         parsed = parse_params(method, params)  # cheap; a bad param never costs a thread hop
         await daemon.ingestor.store.searchable()
-        return await readers.run(settings.db, _execute, method, parsed)
+        return await readers.run(settings.db, execute, method, parsed)
     if method == "status":
         db = await anyio.to_thread.run_sync(database_facts, settings.db, settings.spool)
         return Status(daemon=daemon.facts(), database=db)
