@@ -224,3 +224,29 @@ def test_project_by_path_name_or_unique_suffix_everywhere(daemon: Daemon, tmp_pa
         assert "no project named 'nowhere'" in one_error_line(nmem("search", "wombat", "--project", "nowhere"))
         if running:
             assert daemon.stop() == 0
+
+
+def test_daemon_stop_returns_once_the_process_is_gone(nmem_env: dict[str, str]) -> None:
+    started = subprocess.run([NMEM, "daemon", "start"], capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(nmem("status", "--json").stdout)["daemon"]["pid"]
+    stopped = subprocess.run([NMEM, "daemon", "stop"], capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert stopped.returncode == 0 and f"pid {pid}" in stopped.stdout
+    with pytest.raises(ProcessLookupError):  # not a moment later: already
+        os.kill(pid, 0)
+
+
+def test_a_search_right_after_a_hook_started_the_daemon_finds_its_event(nmem_env: dict[str, str]) -> None:
+    """The hook's event waits in the inbox while the daemon it started comes up: the search waits for it."""
+    env = {**os.environ, "NMEM_AUTOSTART": "1"}
+    try:
+        for i in range(3):
+            word = f"quokka{i}x"
+            body = {"session_id": f"s{i}", "hook_event_name": "UserPromptSubmit", "cwd": "/tmp", "prompt": word}
+            assert run_send(json.dumps(body).encode(), env=env).returncode == 0
+            found = subprocess.run([NMEM, "search", word, "--all", "--json"], capture_output=True, text=True,
+                                   timeout=TIMEOUT_S, env=env)  # fmt: skip
+            assert found.returncode == 0 and word in found.stdout, (i, found.stdout, found.stderr)
+            assert subprocess.run([NMEM, "daemon", "stop"], capture_output=True, timeout=TIMEOUT_S).returncode == 0
+    finally:
+        subprocess.run([NMEM, "daemon", "stop"], capture_output=True, timeout=TIMEOUT_S)

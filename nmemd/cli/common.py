@@ -92,11 +92,11 @@ def query(method: str, params: dict[str, Any]) -> Any:
     keeps only the error code, and the local run raises the same error with its
     message (an older daemon without the method simply answers locally).
     """
+    settings = load_settings()
     try:
-        return control.ask(method, params)
+        return control.ask_or_starting(settings, method, params)
     except (DaemonError, msgspec.DecodeError):  # DaemonUnavailable included
         pass
-    settings = load_settings()
     if not os.path.exists(settings.db):
         fail(f"no database yet at {settings.db}: nothing has been recorded (is the daemon or the hook set up?)")
     try:

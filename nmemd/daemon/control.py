@@ -43,6 +43,22 @@ def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
     return reply
 
 
+STARTING_WAIT_S = 3.0  # how long a read waits for a daemon that holds the lock but does not answer yet
+
+
+def ask_or_starting(settings: Settings, method: str, params: dict[str, Any]) -> Any:
+    """`ask`, waiting (bounded) for a daemon that is starting: one a hook just started has the events
+    of that hook in its inbox, and a read of the database beside it would not see them yet."""
+    deadline = time.monotonic() + STARTING_WAIT_S
+    while True:
+        try:
+            return ask(method, params)
+        except DaemonUnavailable:
+            if time.monotonic() >= deadline or lock_holder(settings.lock) is None:
+                raise
+            time.sleep(0.05)
+
+
 def ask(method: str, params: dict[str, Any] | None = None, timeout: float = RPC_TIMEOUT_S) -> Any:
     """Call one RPC method on the daemon; raise DaemonUnavailable when none answers."""
     body = msgspec.json.encode({"method": method, "params": params or {}})
@@ -94,7 +110,24 @@ def stop(settings: Settings, timeout: float = 15.0) -> int | None:
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if lock_holder(settings.lock) is None:
+        # The lock goes with the store's last checkpoint; the process ends a little later (its threads,
+        # its extraction worker): "stopped" means gone, so a start right after never meets it.
+        if lock_holder(settings.lock) is None and not _alive(pid):
             return pid
         time.sleep(0.02)
     raise DaemonError(f"nmemd (pid {pid}) did not stop within {timeout:.0f} s")
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that pid
+        return True
+    try:  # our own child (a test started it): a zombie has exited
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return True

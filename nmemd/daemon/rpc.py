@@ -23,6 +23,8 @@ from nmemd.store import readers
 if TYPE_CHECKING:
     from nmemd.daemon.server import Daemon
 
+INBOX_WAIT_S = 5.0  # a read right after start waits this long at most for the first inbox drain
+
 
 # --- dispatch ------------------------------------------------------------------------------------
 
@@ -34,6 +36,8 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         if method == "context" and params.get("budget") is None:
             params = {**params, "budget": settings.context_budget}
         parsed = parse_params(method, params)  # cheap; a bad param never costs a thread hop
+        with anyio.move_on_after(INBOX_WAIT_S):  # what hooks left in the inbox before we started
+            await daemon.inbox_drained.wait()
         await daemon.ingestor.store.searchable()
         return await readers.run(settings.db, execute, method, parsed)
     if method == "status":

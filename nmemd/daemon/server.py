@@ -77,6 +77,7 @@ class Daemon:
     skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
     extractor: Extractor | None = None  # the extraction worker's handle; None: extract in the loop
     mcp_preloaded: bool = False  # the MCP server is built, or being built
+    inbox_drained: anyio.Event = field(default_factory=anyio.Event)  # the drain at start is done (or failed)
     deadlines: Deadlines = field(init=False)
 
     def __post_init__(self) -> None:
@@ -261,6 +262,7 @@ async def _drain_periodically(daemon: Daemon) -> None:
                 daemon.last_activity = time.monotonic()
         except (StorageError, OSError) as exc:  # OSError: the spool unreadable, out of descriptors
             LOG.warning("inbox drain failed, will retry: %s", exc)
+        daemon.inbox_drained.set()
         await anyio.sleep(daemon.settings.inbox_drain_interval_s)
 
 
