@@ -250,3 +250,11 @@ def test_a_search_right_after_a_hook_started_the_daemon_finds_its_event(nmem_env
             assert subprocess.run([NMEM, "daemon", "stop"], capture_output=True, timeout=TIMEOUT_S).returncode == 0
     finally:
         subprocess.run([NMEM, "daemon", "stop"], capture_output=True, timeout=TIMEOUT_S)
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    for flag in ("--version", "-V"):
+        done = nmem(flag)
+        assert done.returncode == 0 and done.stdout == f"nmem {version('nmem')}\n" and done.stderr == ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from nmemd.cli import backfill, data, read, setup, write
@@ -9,6 +11,24 @@ from nmemd.cli import backfill, data, read, setup, write
 __all__ = ["app"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="nmem: local memory for coding agents.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from nmemd import __version__
+
+        typer.echo(f"nmem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """nmem: local memory for coding agents."""
+
 
 # Registration order is the order `nmem --help` lists the commands in.
 for command in (
