@@ -258,3 +258,31 @@ def test_version() -> None:
     for flag in ("--version", "-V"):
         done = nmem(flag)
         assert done.returncode == 0 and done.stdout == f"nmem {version('nmem')}\n" and done.stderr == ""
+
+
+def test_outside_a_terminal_lines_are_whole_and_ids_unambiguous(daemon: Daemon) -> None:
+    """In a pipe: plain lines, never wrapped or cut (a long path stays whole), full session ids, and a
+    command's details do not repeat it; on a terminal, ids are cut no shorter than tells them apart."""
+    from nmemd.cli.common import unique_prefixes
+
+    long_dir = "/home/someone/projects/some-really-long-project-name/src/components/deeply/nested"
+    daemon.start()
+    for sid in ("pipx-sess", "pipx-sess2", "pipx-sess3"):
+        body = {"session_id": sid, "hook_event_name": "UserPromptSubmit", "cwd": "/tmp", "prompt": f"wombat {sid}"}
+        assert run_send(json.dumps(body).encode()).returncode == 0
+    bash = {"session_id": "pipx-sess", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "t1",
+            "tool_input": {"command": f"ls -la {long_dir}/"}, "tool_response": {"stdout": "x", "stderr": ""},
+            "cwd": "/tmp"}  # fmt: skip
+    assert run_send(json.dumps(bash).encode()).returncode == 0
+    env = {**os.environ, "COLUMNS": "80"}
+    sessions = subprocess.run([NMEM, "sessions", "--all"], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    assert {line.split()[0] for line in sessions.stdout.splitlines()[1:]} == {"pipx-sess", "pipx-sess2", "pipx-sess3"}
+    hits = json.loads(nmem("search", "ls", "--all", "--json").stdout.splitlines()[0])
+    show = subprocess.run([NMEM, "show", str(hits["id"])], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    assert f"$ ls -la {long_dir}/\n" in show.stdout  # one line, whole
+    assert show.stdout.count(long_dir) == 1  # not again as a "command" fact
+    config = subprocess.run([NMEM, "config", "show"], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    assert any(line.split()[:2] == ["db", str(daemon.db)] for line in config.stdout.splitlines()), config.stdout
+    assert unique_prefixes(["pipx-sess", "pipx-sess2", "pipx-sess3", "0123456789abc"]) == {
+        "pipx-sess": "pipx-sess", "pipx-sess2": "pipx-sess2", "pipx-sess3": "pipx-sess3", "0123456789abc": "01234567",
+    }  # fmt: skip

@@ -15,6 +15,7 @@ import msgspec
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 
 from nmemd import config
@@ -183,6 +184,51 @@ def json_lines(items: Iterable[msgspec.Struct]) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def out() -> Console:
+    """Standard output: rich on a terminal; in a pipe or a file, lines are never wrapped (a path stays
+    whole) and carry no colour codes."""
+    console = Console()
+    return console if console.is_terminal else Console(soft_wrap=True, no_color=True, highlight=False)
+
+
+PLAIN_PAD_MAX = 40
+
+
+def print_table(table: Table, console: Console | None = None) -> None:
+    """A table on a terminal; elsewhere its rows as plain lines, every cell whole, columns aligned."""
+    console = console or out()
+    if console.is_terminal:
+        console.print(table)
+        return
+    columns = [[_plain(c) for c in column.cells] for column in table.columns]
+    rows = [list(r) for r in zip(*columns, strict=True)]
+    if table.show_header:
+        rows.insert(0, [_plain(column.header) for column in table.columns])
+    if not rows:
+        return
+    # Aligned up to a point: one long cell (a path, a list) must not push every other row far right.
+    widths = [min(max(len(r[i]) for r in rows), PLAIN_PAD_MAX) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        line = "  ".join([c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]])
+        console.out(line.rstrip(), highlight=False)
+
+
+def _plain(value: object) -> str:
+    text = value.plain if isinstance(value, Text) else Text.from_markup(value).plain if isinstance(value, str) else ""
+    return " · ".join(part.strip() for part in text.split("\n") if part.strip())
+
+
+def unique_prefixes(ids: list[str], shortest: int = 8) -> dict[str, str]:
+    """Each id cut to the fewest characters (at least `shortest`) that still tell it from the others."""
+    out: dict[str, str] = {}
+    for i in ids:
+        n = min(shortest, len(i))
+        while n < len(i) and any(o != i and o.startswith(i[:n]) for o in ids):
+            n += 1
+        out[i] = i[:n]
+    return out
 
 
 def cell(text: str, style: str = "") -> Text:

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, resolve_scope
+from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, out, resolve_scope
 from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.errors import AlreadyRunning, DaemonUnavailable, NmemError
@@ -153,7 +153,7 @@ def import_(
     if json_out:
         sys.stdout.write(msgspec.json.encode(summary).decode() + "\n")
     else:
-        Console(soft_wrap=True).print(
+        out().print(
             Text(
                 f"imported {total.observations} observations and {total.sessions} sessions;"
                 f" {total.present} already stored"

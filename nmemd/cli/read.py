@@ -26,9 +26,12 @@ from nmemd.cli.common import (
     human_bytes,
     json_lines,
     load_settings,
+    out,
+    print_table,
     read_as,
     resolve_scope,
     time_arg,
+    unique_prefixes,
     when,
 )
 from nmemd.daemon import control
@@ -69,7 +72,7 @@ def _print_status(st: Status) -> None:
     if db.jobs:
         lines = (f"{j.name}: {when(j.last_run)}, {escape(j.outcome or '-')}" for j in db.jobs)
         table.add_row("maintenance", "\n".join(lines))
-    Console().print(table)
+    print_table(table)
 
 
 def _check_types(values: list[str] | None) -> list[str] | None:
@@ -97,7 +100,9 @@ def _tail(text: str, width: int) -> str:
 
 def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> Table:
     now = time.time()
-    path_width = max(16, Console().width // 4)  # the title gets what is left
+    console = Console()
+    # On a terminal the title gets what the path leaves; elsewhere every cell is printed whole.
+    path_width = max(16, console.width // 4) if console.is_terminal else 100_000
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("id", justify="right", style="cyan", no_wrap=True)
     table.add_column("when", no_wrap=True)
@@ -136,13 +141,13 @@ def _print_detail(d: Detail, console: Console) -> None:
         ("event", d.hook_event),
         ("tool", d.tool_name),
         ("file", d.file_path),
-        ("command", d.command),
+        ("command", None if d.command and d.command in d.title else d.command),  # a command's title is `$ cmd`
         ("agent", d.agent_id),
         ("count", f"{d.count} (last {when(d.last_ts)})" if d.count > 1 else None),
     ):
         if value:
             facts.add_row(label, Text(value))
-    console.print(facts)
+    print_table(facts, console)
     if d.content:
         console.print(Text(d.content))
     console.print()
@@ -195,7 +200,7 @@ def search(
     if json_out:
         json_lines(hits)
     elif hits:
-        Console().print(_hits_table(hits, show_project=scope in (None, ALL_PROJECTS)))
+        print_table(_hits_table(hits, show_project=scope in (None, ALL_PROJECTS)))
     else:
         where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
         Console(stderr=True, soft_wrap=True).print(Text(f"nothing found in {where}"))
@@ -210,7 +215,7 @@ def show(
     if json_out:
         json_lines(details)
     else:
-        console = Console()
+        console = out()
         for d in details:
             _print_detail(d, console)
     missing = [i for i in dict.fromkeys(ids) if i not in {d.id for d in details}]
@@ -229,7 +234,7 @@ def timeline(
     if json_out:
         json_lines(hits)
     else:
-        Console().print(_hits_table(hits, show_project=False, anchor=anchor))
+        print_table(_hits_table(hits, show_project=False, anchor=anchor))
 
 
 def sessions(
@@ -249,14 +254,15 @@ def sessions(
         table.add_column("project", max_width=20)
     table.add_column("events", justify="right")
     table.add_column("about", min_width=20)
+    short = unique_prefixes([r.session_id for r in rows]) if Console().is_terminal else {}
     for r in rows:
-        row: list[Text | str] = [Text(r.session_id[:8]), ago(r.last_event_at, now)]
+        row: list[Text | str] = [Text(short.get(r.session_id, r.session_id)), ago(r.last_event_at, now)]
         if scope in (None, ALL_PROJECTS):
             row.append(cell(short_name(r.project) if r.project else "-"))
         about = r.first_prompt or (r.summary or "").strip().split("\n", 1)[0]
         row += [str(r.event_count), cell(about)]
         table.add_row(*row)
-    Console().print(table)
+    print_table(table)
 
 
 def context(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:

@@ -9,12 +9,11 @@ from typing import Annotated
 
 import msgspec
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from nmemd import config
 from nmemd.capture.project import project_root
-from nmemd.cli.common import JsonOpt, cell, fail, load_settings
+from nmemd.cli.common import JsonOpt, cell, fail, load_settings, out, print_table
 from nmemd.daemon import control
 from nmemd.errors import NmemError
 
@@ -76,7 +75,7 @@ def install(
             return "already up to date"
         return f"updated, backup {w.backup.name}" if w.backup else "created"
 
-    console = Console()
+    console = out()
     console.print(f"hooks: {target} ({outcome(hooks_written)})", highlight=False)
     if mcp_written is not None:
         console.print(f"MCP server '{inst.MCP_NAME}': {state_path} ({outcome(mcp_written)})", highlight=False)
@@ -97,7 +96,7 @@ def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) 
             inst.write(state_path, inst.without_mcp(inst.load(state_path), state_path))
     except NmemError as exc:
         fail(str(exc))
-    Console().print(f"hooks removed from {target}" if removed else f"no nmem hooks in {target}", highlight=False)
+    out().print(f"hooks removed from {target}" if removed else f"no nmem hooks in {target}", highlight=False)
 
 
 @config_app.command("show")
@@ -117,7 +116,7 @@ def config_show(json_out: JsonOpt = False) -> None:
         table.add_column(column)
     for key, value in values.items():
         table.add_row(key, cell(str(value)), sources.get(key, "default"))
-    Console().print(table)
+    print_table(table)
 
 
 @daemon_app.command("start")
@@ -128,7 +127,7 @@ def daemon_start() -> None:
         facts = control.start(settings)
     except NmemError as exc:
         fail(str(exc))
-    Console().print(f"nmemd running (pid {facts.pid}) on {facts.socket}", highlight=False)
+    out().print(f"nmemd running (pid {facts.pid}) on {facts.socket}", highlight=False)
 
 
 @daemon_app.command("stop")
@@ -139,7 +138,7 @@ def daemon_stop() -> None:
         pid = control.stop(settings)
     except NmemError as exc:
         fail(str(exc))
-    Console().print("nmemd was not running" if pid is None else f"nmemd (pid {pid}) stopped", highlight=False)
+    out().print("nmemd was not running" if pid is None else f"nmemd (pid {pid}) stopped", highlight=False)
 
 
 @daemon_app.command("restart")
@@ -151,7 +150,7 @@ def daemon_restart() -> None:
         facts = control.start(settings)
     except NmemError as exc:
         fail(str(exc))
-    Console().print(f"nmemd restarted (pid {facts.pid})", highlight=False)
+    out().print(f"nmemd restarted (pid {facts.pid})", highlight=False)
 
 
 @service_app.command("install")
@@ -163,7 +162,7 @@ def service_install() -> None:
         done = service.install()
     except NmemError as exc:
         fail(str(exc))
-    console = Console()
+    console = out()
     if done.stopped_pid is not None:
         console.print(f"stopped the hand-started nmemd (pid {done.stopped_pid})", highlight=False)
     for path in done.files:
@@ -180,7 +179,7 @@ def service_uninstall() -> None:
         done = service.uninstall()
     except NmemError as exc:
         fail(str(exc))
-    console = Console()
+    console = out()
     for path in done.removed:
         console.print(f"removed {path}", highlight=False)
     console.print(f"{done.manager}: nmem service uninstalled", highlight=False)
@@ -206,4 +205,4 @@ def service_status(json_out: JsonOpt = False) -> None:
     table.add_row("enabled", st.enabled)
     table.add_row("socket", f"{st.socket} ({st.socket_state})")
     table.add_row("daemon", st.daemon_state)
-    Console().print(table)
+    print_table(table)

@@ -20,6 +20,8 @@ from nmemd.cli.common import (
     fail,
     json_lines,
     load_settings,
+    out,
+    print_table,
     resolve_scope,
     time_arg,
 )
@@ -100,7 +102,7 @@ def maintain(
         for r in results:
             result = "[green]ok[/green]" if r.ok else "[red]failed[/red]"
             table.add_row(r.name, result, f"{r.duration_ms:.0f} ms", escape(r.outcome))
-        Console().print(table)
+        print_table(table)
     failed = [r.name for r in results if not r.ok]
     if failed:
         fail(f"maintenance failed: {', '.join(failed)}")
@@ -241,7 +243,7 @@ def purge(
         if json_out:
             sys.stdout.write(msgspec.json.encode(counts).decode() + "\n")
         else:
-            Console(soft_wrap=True).print(Text(f"would delete in {where}: {_counts_line(counts)}"))
+            out().print(Text(f"would delete in {where}: {_counts_line(counts)}"))
         if not total and not dry_run:
             err.print(Text("nothing matches; nothing changed"))
         return
@@ -255,7 +257,7 @@ def purge(
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
-        Console(soft_wrap=True).print(Text(f"deleted in {where}: {_counts_line(done)}"))
+        out().print(Text(f"deleted in {where}: {_counts_line(done)}"))
     if not done.get("checkpointed", True):
         fail("deleted, but a reader kept the WAL from being truncated: run the purge again to clear it")
 
@@ -270,7 +272,7 @@ def forget(
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
-        Console(soft_wrap=True).print(Text(f"forgot {_counts_line(done)}"))
+        out().print(Text(f"forgot {_counts_line(done)}"))
     if done["observations"] < len(id_list):
         fail(f"{len(id_list) - done['observations']} of the ids did not exist")
 
@@ -287,6 +289,6 @@ def pin(
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
         verb = "unpinned" if unpin else "pinned"
-        Console(soft_wrap=True).print(Text(f"{verb} {len(id_list) - len(done['missing'])} observations"))
+        out().print(Text(f"{verb} {len(id_list) - len(done['missing'])} observations"))
     if done["missing"]:
         fail(f"no observation with id {', '.join(map(str, done['missing']))}")
