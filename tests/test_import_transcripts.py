@@ -573,3 +573,21 @@ def test_an_imported_session_without_a_stop_gets_a_summary(daemon: Daemon, tmp_p
     assert heavy.startswith('Prompt: "') and "Activity: " in heavy and "Commands: `npm run dev`" in heavy
     assert all(rows.values())
     daemon.stop()
+
+
+def test_an_import_with_no_daemon_starts_one_that_exits_when_idle(nmem_env: dict[str, str], tmp_path: Path) -> None:
+    """The daemon an import starts is an on-demand one, like a hook's (it used to run forever)."""
+    from nmemd.daemon import control
+
+    settings = config.load()
+    try:
+        code, summary, _ = nmem_import(str(claude_projects(tmp_path)))
+        assert code == 0 and summary["events_new"] > 0
+        facts = control.ping()
+        assert facts is not None and facts.started_by == "client"
+        if not Path("/proc").is_dir():
+            pytest.skip("no /proc here to read the daemon's command line")
+        cmdline = Path(f"/proc/{facts.pid}/cmdline").read_bytes().split(b"\0")
+        assert cmdline[cmdline.index(b"--idle-timeout") + 1] == b"900"
+    finally:
+        control.stop(settings)

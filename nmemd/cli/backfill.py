@@ -132,7 +132,7 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
             return 0
         targets = [root]
     try:
-        control.start(settings)
+        control.start(settings, on_demand=True)
     except NmemError as exc:
         fail(str(exc))
     progress = Progress()

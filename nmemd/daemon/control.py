@@ -82,12 +82,15 @@ def status(settings: Settings) -> Status:
         return Status(daemon=facts, database=database_facts(settings.db, settings.spool))
 
 
-def start(settings: Settings, timeout: float = 10.0) -> DaemonFacts:
-    """Start a detached daemon unless one answers; wait until it accepts requests."""
+def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False) -> DaemonFacts:
+    """Start a detached daemon unless one answers; wait until it accepts requests.
+
+    `on_demand`: started for one job (an import), so it exits when idle like one a hook starts;
+    `nmem daemon start` asks for one that stays."""
     facts = ping()
     if facts is not None:
         return facts
-    inbox.start_daemon(("--started-by", "user"))
+    inbox.start_daemon(inbox.ON_FIRST_USE if on_demand else ("--started-by", "user"))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         facts = ping(0.5)
