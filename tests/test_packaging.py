@@ -1,7 +1,7 @@
 """nmem installed the way Python command-line tools are: `pipx install` and `uv tool install` from the checkout.
 
 Each installs into directories of the test's own, then `nmem --version`, `nmem install` into a
-fresh HOME, and the SessionStart hook it wrote, run as Claude Code runs it, with a daemon of that
+fresh HOME, and the SessionStart hook it wrote, run as Claude Code runs it (`sh -c`), with a daemon of that
 install. These download pipx, uv and the build backend from the package index, so they run where
 `NMEM_TEST_PACKAGING=1` says the index is reachable (`.ci/run` sets it) and are skipped otherwise.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -81,7 +80,7 @@ def _use(nmem: Path, env: dict[str, str]) -> None:
     command = group["hooks"][0]["command"]
     assert str(REPO) not in command  # the installed copy, not this checkout
     payload = {"session_id": "pkg", "hook_event_name": "SessionStart", "source": "startup", "cwd": env["HOME"]}
-    hook = subprocess.run(shlex.split(command), input=json.dumps(payload), env=env, capture_output=True, text=True,
+    hook = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload), env=env, capture_output=True, text=True,
                           timeout=STEP_TIMEOUT_S)  # fmt: skip
     assert hook.returncode == 0 and hook.stderr == ""
     found = subprocess.run([str(nmem), "sessions", "--all", "--json"], env=env, capture_output=True, text=True,
