@@ -80,8 +80,8 @@ def _use(nmem: Path, env: dict[str, str]) -> None:
     command = group["hooks"][0]["command"]
     assert str(REPO) not in command  # the installed copy, not this checkout
     payload = {"session_id": "pkg", "hook_event_name": "SessionStart", "source": "startup", "cwd": env["HOME"]}
-    hook = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload), env=env, capture_output=True, text=True,
-                          timeout=STEP_TIMEOUT_S)  # fmt: skip
+    hook = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload), env=env, capture_output=True,
+                          text=True, timeout=STEP_TIMEOUT_S)  # fmt: skip
     assert hook.returncode == 0 and hook.stderr == ""
     found = subprocess.run([str(nmem), "sessions", "--all", "--json"], env=env, capture_output=True, text=True,
                            timeout=STEP_TIMEOUT_S)  # fmt: skip
