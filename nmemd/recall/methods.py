@@ -25,14 +25,10 @@ Count = Annotated[int, msgspec.Meta(ge=0)]
 RowId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]  # beyond SQLite's integer range is an error, not a crash
 
 
-class SearchParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class SearchParams(Filters, kw_only=True, forbid_unknown_fields=True):
+    """The search's filters, its words and how many hits."""
+
     query: str
-    project: str | None = None
-    types: list[str] = []
-    session_id: str | None = None
-    file: str | None = None
-    since: float | None = None
-    until: float | None = None
     limit: Limit = 20
 
 
