@@ -203,7 +203,13 @@ def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filt
         check.add(rows)
         rest = [r[0] for r in rows if not check.holds(r[0])]
         if rest:
-            check.add(conn.execute(f"SELECT id, content FROM observations WHERE id IN ({_marks(rest)})", rest))
+            sql, args = relaxed.prefilter("content")
+            check.add(
+                conn.execute(
+                    f"SELECT id, content FROM observations WHERE id IN ({_marks(rest)}){' AND ' + sql if sql else ''}",
+                    [*rest, *args],
+                )
+            )
         out.extend(sorted((r[0] for r in rows if check.holds(r[0])), reverse=True))
         if len(ids) < PHRASE_PAGE:
             break

@@ -62,12 +62,23 @@ def words(text: str) -> tuple[tuple[str, str], ...]:
 class Phrase:
     fts: str  # the quoted string as the query had it (with its `*`), for FTS5 on spans
     pattern: re.Pattern[str]  # where it might stand, in folded text (a superset: see `_pattern`)
+    keys: tuple[str, ...]  # what each word starts with
 
 
 @dataclass(frozen=True)
 class Relaxed:
     match: str  # what the index can answer: every phrase as its words AND-ed
     phrases: tuple[Phrase, ...]  # each must stand somewhere in one field of a row
+
+    def prefilter(self, column: str) -> tuple[str, list[str]]:
+        """SQL that drops, in C, the rows whose `column` cannot hold any of the phrases: their keys in
+        order (LIKE ignores ASCII case), unless the text has letters with diacritics, which LIKE does
+        not fold. ("", []) when a key is not ASCII."""
+        if not all(k.isascii() for p in self.phrases for k in p.keys):
+            return "", []
+        likes = " OR ".join(f"{column} LIKE ?" for _ in self.phrases)
+        patterns = ["%" + "%".join(p.keys) + "%" for p in self.phrases]
+        return f"({likes} OR {column} GLOB ?)", [*patterns, _ACCENTED_GLOB]
 
 
 def relax(match: str) -> Relaxed | None:
@@ -81,7 +92,8 @@ def relax(match: str) -> Relaxed | None:
         toks = words(m.group(1).replace('""', '"'))
         if len(toks) < 2:
             return m.group(0)
-        phrases.append(Phrase(m.group(0), _pattern(toks)))
+        keys = tuple(_key(stem) for _, stem in toks)
+        phrases.append(Phrase(m.group(0), _pattern(keys), keys))
         # Juxtaposed strings: FTS5's implicit AND, which binds tighter than OR and, unlike a
         # parenthesised group, may stand beside another string (`"x" "a" "b"`).
         return " ".join(f'"{t}"' for t, _ in toks) + m.group(2)
@@ -90,16 +102,17 @@ def relax(match: str) -> Relaxed | None:
     return Relaxed(relaxed, tuple(phrases)) if phrases else None
 
 
-def _pattern(toks: Sequence[tuple[str, str]]) -> re.Pattern[str]:
-    """Consecutive words, each starting with its stem less what porter may have added (a superset).
-
-    A porter stem is the word's first letters plus at most an `e` (relational -> relate, hoping ->
-    hope), an `i` (happy -> happi) or the `l` of `ble` (possibility -> possibl): so a word with the
-    same stem starts with the stem less up to two trailing e, i or l."""
-    return re.compile(r"[^\W_]*[\W_]+".join(re.escape(_key(stem)) for _, stem in toks) + r"[^\W_]*")
+def _pattern(keys: Sequence[str]) -> re.Pattern[str]:
+    """Consecutive words starting with these keys (see `_key`): every place the phrase may stand."""
+    return re.compile(r"[^\W_]*[\W_]+".join(re.escape(k) for k in keys) + r"[^\W_]*")
 
 
 def _key(stem: str) -> str:
+    """The stem less what porter may have added: a word with the same stem starts with it.
+
+    A porter stem is the word's first letters plus at most an `e` (relational -> relate, hoping ->
+    hope), an `i` (happy -> happi) or the `l` of `ble` (possibility -> possibl), so: the stem less
+    up to two trailing e, i or l."""
     key = stem
     while len(key) > max(1, len(stem) - 2) and key[-1] in "eil":
         key = key[:-1]
@@ -171,5 +184,6 @@ def _spans(pattern: re.Pattern[str], low: str) -> list[str]:
 _TOKEN_CHAR: Final = re.compile(r"[^\W_]")
 # Letters NFD splits into a base and marks: Latin-1 and Latin Extended, Greek, Cyrillic, Vietnamese.
 _ACCENTED: Final = re.compile("[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1fff]")
+_ACCENTED_GLOB: Final = "*[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1fff]*"
 # The combining diacritical marks NFD separates from Latin, Greek and Cyrillic letters (café -> cafe).
 _COMBINING: Final = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
