@@ -148,7 +148,11 @@ def _idf(newest: list[int], top: int, total: int) -> float:
     the matches (20 ms for a word in a fifth of a million rows); ids grow with time, so the span the
     newest matches cover tells how common a term is without reading the rest. The same rows are the
     term's candidates when no filter applies: one lookup, not two."""
-    if len(newest) < PER_LOOKUP:
+    if (
+        isinstance(newest, _Capped) and newest.read_down_to and len(newest) < PER_LOOKUP
+    ):  # a phrase checked on its newest candidates
+        df = min(float(total), len(newest) * total / max(top - newest.read_down_to + 1, 1))
+    elif len(newest) < PER_LOOKUP:
         df = float(len(newest))
     else:
         df = min(float(total), PER_LOOKUP * total / max(top - newest[-1] + 1, 1))
@@ -180,10 +184,13 @@ def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filt
     clauses, params = _filters_sql(filters)
     where = "".join(f" AND {c}" for c in clauses)
     check = fts.PhraseCheck(relaxed)
-    out: list[int] = []
+    out = _Capped()
     below = None
     scanned = 0
-    while len(out) < PER_LOOKUP and scanned < PHRASE_SCAN:
+    while len(out) < PER_LOOKUP:
+        if scanned >= PHRASE_SCAN and below is not None:
+            out.read_down_to = below  # older candidates were not checked: `_idf` estimates from density
+            break
         bound = "" if below is None else " AND rowid < ?"
         ids = [
             r[0]
@@ -213,7 +220,14 @@ def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filt
         out.extend(sorted((r[0] for r in rows if check.holds(r[0])), reverse=True))
         if len(ids) < PHRASE_PAGE:
             break
-    return out[:PER_LOOKUP]
+    del out[PER_LOOKUP:]
+    return out
+
+
+class _Capped(list[int]):
+    """A phrase lookup's rows; `read_down_to` > 0 when it stopped at PHRASE_SCAN candidates, not at the last."""
+
+    read_down_to: int = 0
 
 
 def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:
