@@ -26,6 +26,7 @@ from nmemd.capture.extract import extract
 from nmemd.recall.context import CLOSE, FIRST_PASS, HARD_CAP, OPEN, build_context
 from nmemd.recall.replies import keywords, prompt_context
 from nmemd.recall.summary import SUMMARY_MAX, summarize_session
+from nmemd.store import fts
 from nmemd.store.database import Incoming, open_store
 
 ORCHARD = "/home/dev/projects/orchard"  # the project of the transcripts
@@ -115,9 +116,10 @@ def test_injected_context_sent_back_in_a_prompt_is_not_stored(daemon: Daemon) ->
                         " AND type = 'prompt'"), 10, "the prompt to be stored")  # fmt: skip
     assert stored == [("please restart the server", "please restart the server")]
     for marker in ("nmem-context", "Recent sessions", "npm run dev"):
+        relaxed = fts.relax(f'"{marker}"')  # the index holds no positions (m008): none of the rows holds the words
         assert db_rows(daemon.db, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH ?"
                        " AND rowid IN (SELECT id FROM observations WHERE session_id = 'echo-session')",
-                       (f'"{marker}"',)) == [(0,)], marker  # fmt: skip
+                       (relaxed.match if relaxed else f'"{marker}"',)) == [(0,)], marker  # fmt: skip
 
 
 def test_context_rpc_and_prompt_recall(daemon: Daemon) -> None:

@@ -509,6 +509,11 @@ def build_v6(home: Path) -> set[str]:
     return _build_at(home, "v6", 6)
 
 
+def build_v7(home: Path) -> set[str]:
+    """Version 7 (m001-m007_unspaced_grams): the main index with positions (detail=full)."""
+    return _build_at(home, "v7", 7)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -541,6 +546,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
         build_v6,
         tuple(name for name, _ in MIGRATIONS[:6]),
     ),
+    ("v7-m007_unspaced_grams", build_v7, tuple(name for name, _ in MIGRATIONS[:7])),
 ]
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+from pathlib import Path
+
 import pytest
 from conftest import db_rows, integrity_ok
 
 from nmemd import config
 from nmemd.model import Extracted, Observation
+from nmemd.recall import search
+from nmemd.store import database, fts, readers
 from nmemd.store.database import Incoming, open_store
+from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 pytestmark = pytest.mark.anyio
 
@@ -83,8 +90,8 @@ async def test_identifiers_and_paths_are_searchable() -> None:
     async with open_store(settings) as store:
         await store.commit_batch([_event("e1", obs)])
     for query in ('"save_hook"', '"useState"', '"src/auth.ts"', '"auth.ts"', "usestate"):
-        hits = db_rows(settings.db, "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?", (query,))
-        assert hits == [(1,)], query
+        assert _fts_hits(settings.db, query) == [1], query
+    assert _fts_hits(settings.db, '"auth.src"') == []  # the words, not in that order
 
 
 async def test_ids_continue_after_reopen() -> None:
@@ -99,8 +106,21 @@ async def test_ids_continue_after_reopen() -> None:
 # --- the FTS watermark (migration m004): indexing trails the commit, never loses a row -------------
 
 
-def _fts_hits(db: str, query: str) -> list[int]:
-    return [r[0] for r in db_rows(db, "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?", (query,))]
+def _fts_hits(db: str | Path, query: str) -> list[int]:
+    """What the index finds, a phrase checked on the rows holding its words as search does (m008)."""
+    relaxed = fts.relax(query)
+    sql = "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?"
+    ids = [int(str(r[0])) for r in db_rows(db, sql, (relaxed.match if relaxed else query,))]
+    if relaxed is None or not ids:
+        return ids
+    check = fts.PhraseCheck(relaxed)
+    marks = ",".join("?" * len(ids))
+    check.add(
+        db_rows(
+            db, f"SELECT id, title, content, file_path, command FROM observations WHERE id IN ({marks})", tuple(ids)
+        )
+    )
+    return [i for i in ids if check.holds(i)]
 
 
 def _watermark(db: str) -> int:
@@ -185,3 +205,76 @@ async def test_purge_by_query_reaches_rows_not_indexed_yet() -> None:
     assert db_rows(settings.db, "SELECT count(*) FROM observations WHERE content LIKE '%wombat%'") == [(0,)]
     assert db_rows(settings.db, "SELECT count(*) FROM observations") == [(1,)]
     integrity_ok(settings.db)
+
+
+# --- the index without positions (migration m008) ----------------------------------------------------
+
+
+def _store_at_m007(db: Path, rows: list[tuple[str, str, str | None]]) -> None:
+    """A database as version 7 left it: every row in the positional index (detail=full)."""
+    db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(MIGRATIONS_DDL)
+        record = ", ".join(f"('{name}', 0)" for name, _ in MIGRATIONS[:7])
+        ddl = "; ".join(sql for _, sql in MIGRATIONS[:7])
+        conn.executescript(f"BEGIN; {ddl}; INSERT INTO schema_migrations VALUES {record}; COMMIT;")
+        conn.execute("BEGIN")
+        for i, (title, content, path) in enumerate(rows):
+            conn.execute(
+                "INSERT INTO observations(event_id, session_id, project, ts, last_ts, hook_event, type, title, content,"
+                " file_path) VALUES (?, 's1', '/p', ?, ?, 'PostToolUse', 'edit', ?, ?, ?)",
+                (f"old{i}", 1000.0 + i, 1000.0 + i, title, content, path),
+            )
+        conn.execute(
+            "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
+            " SELECT id, title, content, file_path, command FROM observations"
+        )
+        conn.execute("UPDATE fts_state SET indexed_below = (SELECT max(id) + 1 FROM observations)")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+async def test_an_old_store_is_indexed_again_and_still_finds_phrases_identifiers_and_prefixes(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = config.load()
+    _store_at_m007(
+        Path(settings.db),
+        [
+            ("Edit src/auth.ts", "renamed save_hook to useState", "/p/src/auth.ts"),  # 1
+            ("Edit notes.md", "the hook to save, then auth src ts", "/p/notes.md"),  # 2: the words, not in order
+            ("Edit cache.py", "saving hooks in the connection pool", "/p/cache.py"),  # 3: stems of "save hook"
+            ("Edit hookah.py", "saved hookahs; src/authority.ts", "/p/hookah.py"),  # 4: longer words
+        ],
+    )
+    monkeypatch.setattr(database, "FTS_REINDEX_CHUNK", 2)  # several chunks, each logged
+    with caplog.at_level(logging.INFO, logger="nmemd.store"):
+        async with open_store(settings) as store:
+            await store.commit_batch([_event("new", Observation(type="edit", title="Edit x.py", content="save_hook"))])
+    assert "indexed observations up to id 5 of 5" in caplog.text
+    assert db_rows(settings.db, "SELECT reindex_from, reindex_below FROM fts_state") == [(5, 5)]
+    integrity_ok(settings.db)
+    conn = readers.open_readonly(str(settings.db))
+    try:
+
+        def ids(text: str) -> set[int]:
+            return {h.id for h in search.search(conn, text, limit=50)}
+
+        # FTS5's phrase, as with positions: each word by its stem (saving hooks), in order, adjacent
+        assert ids("save_hook") == ids('"save hook"') == {1, 3, 5}
+        assert ids("src/auth.ts") == ids('"src/auth.ts"') == {1}
+        assert ids("src/auth*") == {1, 4}
+        assert ids("co*") == {3}
+        assert ids("hoo*") == {1, 2, 3, 4, 5}
+        assert ids("useState") == {1}
+        assert _fts_hits(settings.db, '"auth src"') == [2]
+    finally:
+        conn.close()
+    async with open_store(settings) as store, store.write() as conn2:  # the triggers keep the index right
+        await conn2.execute("DELETE FROM observations WHERE id IN (1, 3)")
+        await conn2.execute("UPDATE observations SET content = 'nothing' WHERE id = 2")
+    integrity_ok(settings.db)
+    assert _fts_hits(settings.db, '"save_hook"') == [5]

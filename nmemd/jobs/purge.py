@@ -35,6 +35,7 @@ from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall import queries
 from nmemd.recall.queries import ALL_PROJECTS, Filters, convert_params
 from nmemd.recall.summary import summarize_session
+from nmemd.store import fts
 from nmemd.store.database import TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
 
 LOG = logging.getLogger("nmemd.purge")
@@ -107,6 +108,9 @@ def _has_terms(text: str | None, terms: list[str]) -> bool:
     return all(t in folded for t in terms)
 
 
+PHRASE_CHECK_ROWS = 500  # rows holding a phrase's words read and checked at a time
+
+
 async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -> None:
     """Put the matching observation ids in `temp.purge_ids` (memory: temp_store=MEMORY)."""
     await clear_listed(conn)
@@ -116,12 +120,24 @@ async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -
     if f.ids:
         clauses.append(f"o.id IN ({','.join('?' * len(f.ids))})")
         params.extend(f.ids)
+    relaxed = fts.relax(match) if match is not None else None
     if match is not None:
         source = "observations_fts JOIN observations o ON o.id = observations_fts.rowid"
         clauses.insert(0, "observations_fts MATCH ?")
-        params.insert(0, match)
+        params.insert(0, relaxed.match if relaxed else match)
     where = " AND ".join(clauses) or "1"
-    await conn.execute(f"INSERT OR IGNORE INTO temp.purge_ids(id) SELECT o.id FROM {source} WHERE {where}", params)
+    if relaxed is None:
+        await conn.execute(f"INSERT OR IGNORE INTO temp.purge_ids(id) SELECT o.id FROM {source} WHERE {where}", params)
+        return
+    # A phrase (`save_hook`): the index has rows holding its words; only those where they stand in order go.
+    async with conn.execute(
+        f"SELECT o.id, o.title, o.content, o.file_path, o.command FROM {source} WHERE {where}", params
+    ) as cursor:
+        while rows := list(await cursor.fetchmany(PHRASE_CHECK_ROWS)):
+            check = fts.PhraseCheck(relaxed)
+            check.add(rows)
+            held = [(r[0],) for r in rows if check.holds(r[0])]
+            await conn.executemany("INSERT OR IGNORE INTO temp.purge_ids(id) VALUES (?)", held)
 
 
 # --- the deletion itself, shared with retention (nmemd.jobs.retention) ---------------------------------

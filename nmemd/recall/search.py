@@ -24,6 +24,7 @@ from nmemd.errors import QueryError
 from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where
 from nmemd.recall.summary import command_kind
 from nmemd.recall.terms import Query, Term, compiled, parse
+from nmemd.store import fts
 
 # How much an observation type matters when ranking equally relevant text. What changed the
 # code (edits, writes) and what went wrong (errors) answer most questions; reads and todo
@@ -57,6 +58,9 @@ AVERAGE_CHARS: Final = 1200.0  # a typical observation's text, for the length no
 RECENCY_HALF_LIFE_DAYS: Final = 14.0
 PER_LOOKUP: Final = 200  # newest matches taken per lookup (all terms, then each term)
 SCAN_LIMIT: Final = 2000  # matches a filtered lookup reads at most before giving up on older ones
+PHRASE_PAGE: Final = 200  # rows holding a phrase's words, checked for the phrase at a time (store/fts.py)
+# Rows holding a phrase's words checked at most (their text is read: ~5-15 ms a page at a million rows).
+PHRASE_SCAN: Final = 600
 RESCORE: Final = 150  # best candidates ranked on their title, path and command
 WITH_CONTENT: Final = 40  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
@@ -112,6 +116,7 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     top = conn.execute("SELECT max(rowid) FROM observations_fts").fetchone()[0] or 0
     bottom = conn.execute("SELECT min(rowid) FROM observations_fts").fetchone()[0] or 0
     total = max(top - bottom + 1, 1)
+    filtered = bool(_filters_sql(filters)[0])
     if query.words > 1:
         try:
             for rowid in _lookup(conn, query.all_of(), filters):
@@ -122,8 +127,9 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     idf: list[float] = []
     for i, term in enumerate(query.terms):
         try:
-            idf.append(_idf(conn, term.fts, top, total))
-            for rowid in _lookup(conn, term.fts, filters):
+            newest = _lookup(conn, term.fts, Filters())
+            idf.append(_idf(newest, top, total))
+            for rowid in _lookup(conn, term.fts, filters) if filtered else newest:
                 found.setdefault(rowid, _Candidate()).found_by.add(i)
             if term.grams:  # inside an unspaced run: the pairs index
                 for rowid in _lookup(conn, term.grams, filters, table="observations_grams"):
@@ -131,29 +137,33 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
                 raise
-            idf.append(0.0)  # past the time budget (a two-letter prefix over a million rows): rank what was found
+            idf.append(0.0)  # past the time budget: rank what was found
     return found, idf
 
 
-def _idf(conn: sqlite3.Connection, match: str, top: int, total: int) -> float:
-    """BM25's idf from the newest PER_LOOKUP matches: all of them when fewer, else their density.
+def _idf(newest: list[int], top: int, total: int) -> float:
+    """BM25's idf from a term's newest PER_LOOKUP matches: all of them when fewer, else their density.
 
     FTS5's own bm25() counts every row holding each term before it scores one, so its cost grows with
     the matches (20 ms for a word in a fifth of a million rows); ids grow with time, so the span the
-    newest matches cover tells how common a term is without reading the rest."""
-    rows = conn.execute(
-        "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-        (match, PER_LOOKUP),
-    ).fetchall()
-    if len(rows) < PER_LOOKUP:
-        df = float(len(rows))
+    newest matches cover tells how common a term is without reading the rest. The same rows are the
+    term's candidates when no filter applies: one lookup, not two."""
+    if (
+        isinstance(newest, _Capped) and newest.read_down_to and len(newest) < PER_LOOKUP
+    ):  # a phrase checked on its newest candidates
+        df = min(float(total), len(newest) * total / max(top - newest.read_down_to + 1, 1))
+    elif len(newest) < PER_LOOKUP:
+        df = float(len(newest))
     else:
-        df = min(float(total), PER_LOOKUP * total / max(top - rows[-1][0] + 1, 1))
+        df = min(float(total), PER_LOOKUP * total / max(top - newest[-1] + 1, 1))
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
 def _lookup(conn: sqlite3.Connection, match: str, filters: Filters, table: str = "observations_fts") -> list[int]:
     """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first."""
+    relaxed = fts.relax(match) if table == "observations_fts" else None
+    if relaxed is not None:
+        return _phrase_lookup(conn, relaxed, filters)
     clauses, params = _filters_sql(filters)
     if not clauses:
         sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?"
@@ -163,6 +173,61 @@ def _lookup(conn: sqlite3.Connection, match: str, filters: Filters, table: str =
               JOIN observations o ON o.id = f.rowid
               WHERE {" AND ".join(clauses)} LIMIT ?"""
     return [r[0] for r in conn.execute(sql, (match, SCAN_LIMIT, *params, PER_LOOKUP))]
+
+
+def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filters) -> list[int]:
+    """The newest rows that hold each phrase (`save_hook`, `src/auth.ts`) in order (store/fts.py).
+
+    The index gives the newest rows holding all its words, a page at a time; each row's title, path
+    and command are checked first, its content only when they do not hold the phrase. Within the
+    PHRASE_SCAN newest such rows the answer is the positional index's; older ones are not looked at."""
+    clauses, params = _filters_sql(filters)
+    where = "".join(f" AND {c}" for c in clauses)
+    check = fts.PhraseCheck(relaxed)
+    out = _Capped()
+    below = None
+    scanned = 0
+    while len(out) < PER_LOOKUP:
+        if scanned >= PHRASE_SCAN and below is not None:
+            out.read_down_to = below  # older candidates were not checked: `_idf` estimates from density
+            break
+        bound = "" if below is None else " AND rowid < ?"
+        ids = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?{bound} ORDER BY rowid DESC LIMIT ?",
+                (relaxed.match, *(() if below is None else (below,)), PHRASE_PAGE),
+            )
+        ]
+        if not ids:
+            break
+        scanned += len(ids)
+        below = ids[-1]
+        rows = conn.execute(
+            f"SELECT o.id, o.title, o.file_path, o.command FROM observations o WHERE o.id IN ({_marks(ids)}){where}",
+            [*ids, *params],
+        ).fetchall()
+        check.add(rows)
+        rest = [r[0] for r in rows if not check.holds(r[0])]
+        if rest:
+            sql, args = relaxed.prefilter("content")
+            check.add(
+                conn.execute(
+                    f"SELECT id, content FROM observations WHERE id IN ({_marks(rest)}){' AND ' + sql if sql else ''}",
+                    [*rest, *args],
+                )
+            )
+        out.extend(sorted((r[0] for r in rows if check.holds(r[0])), reverse=True))
+        if len(ids) < PHRASE_PAGE:
+            break
+    del out[PER_LOOKUP:]
+    return out
+
+
+class _Capped(list[int]):
+    """A phrase lookup's rows; `read_down_to` > 0 when it stopped at PHRASE_SCAN candidates, not at the last."""
+
+    read_down_to: int = 0
 
 
 def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:

@@ -612,6 +612,35 @@ async def _backfill_grams(conn: aiosqlite.Connection) -> None:
         LOG.info("indexed unspaced-script text up to id %d of %d (%.1f s)", stop, end, time.monotonic() - began)
 
 
+FTS_REINDEX_CHUNK = 100_000  # ids per transaction when migration m008 indexes old rows again
+
+
+async def _reindex_fts(conn: aiosqlite.Connection) -> None:
+    """Index the rows stored before migration m008 into its new index, a chunk per transaction.
+
+    Resumable: `reindex_from` records how far it got, so a crash in the middle goes on from there."""
+    rows = await conn.execute_fetchall("SELECT reindex_from, reindex_below FROM fts_state")
+    start, end = (int(v) for v in list(rows)[0])
+    if start >= end:
+        return
+    LOG.info("indexing observations below id %d again for full-text search (migration m008)", end)
+    began = time.monotonic()
+    while start < end:
+        stop = min(start + FTS_REINDEX_CHUNK, end)
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.execute(_INDEX_RANGE, (start, stop))
+            await conn.execute("UPDATE fts_state SET reindex_from = ?", (stop,))
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        # The checkpointer does not run yet: without this the WAL held the whole new index (650 MB at 1M).
+        await conn.execute_fetchall("PRAGMA wal_checkpoint(RESTART)")
+        start = stop
+        LOG.info("indexed observations up to id %d of %d (%.1f s)", stop, end, time.monotonic() - began)
+
+
 async def _ensure_statistics(conn: aiosqlite.Connection) -> None:
     """Planner statistics from the first start: without them SQLite may read a whole type's index
     where a session's would do (a store built by an import had none until the first `optimize`).
@@ -648,6 +677,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             )
         if applied:
             LOG.info("applied migrations: %s", ", ".join(applied))
+        await _reindex_fts(conn)
         await _backfill_grams(conn)
         await _ensure_statistics(conn)
         top = await conn.execute_fetchall(

@@ -191,6 +191,39 @@ ALTER TABLE fts_state ADD COLUMN grams_below INTEGER NOT NULL DEFAULT 0;
 UPDATE fts_state SET grams_below = indexed_below;
 """
 
+# The main index without positions or row lengths, and with prefix indexes (store/fts.py): at a
+# million observations 117 instead of 296 bytes per observation, and a two-letter prefix in 0.5 ms
+# instead of 0.2-0.4 s. Search ranks with its own BM25 (no bm25(), no docsize) and checks phrases on
+# candidates. Rows stored before are indexed again at start (`reindex_from` climbs to
+# `reindex_below`, a chunk per transaction, progress in the log); the triggers leave that band alone.
+M008_POSITIONLESS_FTS: Final = f"""
+DROP TABLE observations_fts;
+CREATE VIRTUAL TABLE observations_fts USING fts5(
+    title, content, file_path, command,
+    content='observations', content_rowid='id', tokenize='{FTS_TOKENIZE}',
+    detail=none, columnsize=0, prefix='2 3'
+);
+ALTER TABLE fts_state ADD COLUMN reindex_from INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE fts_state ADD COLUMN reindex_below INTEGER NOT NULL DEFAULT 0;
+UPDATE fts_state SET reindex_from = (SELECT coalesce(min(id), 0) FROM observations), reindex_below = indexed_below;
+DROP TRIGGER observations_ad;
+CREATE TRIGGER observations_ad AFTER DELETE ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state)
+ AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)
+    VALUES ('delete', old.id, old.title, old.content, old.file_path, old.command);
+END;
+DROP TRIGGER observations_au;
+CREATE TRIGGER observations_au AFTER UPDATE OF title, content, file_path, command ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state)
+ AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)
+    VALUES ('delete', old.id, old.title, old.content, old.file_path, old.command);
+    INSERT INTO observations_fts(rowid, title, content, file_path, command)
+    VALUES (new.id, new.title, new.content, new.file_path, new.command);
+END;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -199,6 +232,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m005_tool_calls_by_row", M005_TOOL_CALLS_BY_ROW),
     ("m006_drop_file_index", M006_DROP_FILE_INDEX),
     ("m007_unspaced_grams", M007_UNSPACED_GRAMS),
+    ("m008_positionless_fts", M008_POSITIONLESS_FTS),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

@@ -1,0 +1,189 @@
+"""Phrases over a full-text index that holds no positions (migration m008).
+
+The main index records which rows hold each word, not where (`detail=none`): a fifth of the
+positional index's bytes, which pays for prefix indexes of 2 and 3 characters (`co*` in 0.5 ms
+instead of 0.2-0.4 s at a million rows). FTS5 refuses a phrase on such an index, and identifiers
+and paths are phrases (`save_hook`, `src/auth.ts`: unicode61 splits them). So a lookup asks the
+index for rows holding every word of the phrase (`relax`), and `PhraseCheck` keeps the rows
+where the words stand in order: a pattern finds each place they might (each word from its stem's
+first letters on, so every spelling FTS5 would accept is seen), and FTS5 itself, on a positional
+table in memory, decides on that short span exactly as it decided on the whole index before.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Final
+
+TOKENIZE: Final = "porter unicode61 remove_diacritics 2"  # the main index's (migrations.FTS_TOKENIZE)
+SPANS_PER_FIELD: Final = 256  # places a phrase might stand, checked per field, before the row is given up
+
+_QUOTED: Final = re.compile(r'"((?:[^"]|"")*)"(\*?)')
+_local = threading.local()
+
+
+def _memory() -> sqlite3.Connection:
+    """This thread's in-memory FTS5 tables: the tokenizer's words, and spans checked with positions."""
+    conn: sqlite3.Connection | None = getattr(_local, "conn", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.execute("CREATE VIRTUAL TABLE words USING fts5(x, tokenize='unicode61 remove_diacritics 2')")
+        conn.execute("CREATE VIRTUAL TABLE words_v USING fts5vocab(words, instance)")
+        conn.execute(f"CREATE VIRTUAL TABLE stems USING fts5(x, tokenize='{TOKENIZE}')")
+        conn.execute("CREATE VIRTUAL TABLE stems_v USING fts5vocab(stems, instance)")
+        conn.execute(f"CREATE VIRTUAL TABLE spans USING fts5(x, tokenize='{TOKENIZE}')")
+        _local.conn = conn
+    return conn
+
+
+@lru_cache(maxsize=1024)
+def words(text: str) -> tuple[tuple[str, str], ...]:
+    """The tokens FTS5 makes of `text`, in order: each as unicode61 folds it, and its porter stem."""
+    conn = _memory()
+    found: list[list[str]] = []
+    for table in ("words", "stems"):
+        conn.execute("BEGIN")
+        try:
+            conn.execute(f"DELETE FROM {table}")
+            conn.execute(f"INSERT INTO {table}(rowid, x) VALUES (1, ?)", (text,))
+            found.append([r[0] for r in conn.execute(f"SELECT term FROM {table}_v ORDER BY offset")])
+        finally:
+            conn.execute("ROLLBACK")
+    return tuple(zip(found[0], found[1], strict=False))
+
+
+@dataclass(frozen=True)
+class Phrase:
+    fts: str  # the quoted string as the query had it (with its `*`), for FTS5 on spans
+    pattern: re.Pattern[str]  # where it might stand, in folded text (a superset: see `_pattern`)
+    keys: tuple[str, ...]  # what each word starts with
+
+
+@dataclass(frozen=True)
+class Relaxed:
+    match: str  # what the index can answer: every phrase as its words AND-ed
+    phrases: tuple[Phrase, ...]  # each must stand somewhere in one field of a row
+
+    def prefilter(self, column: str) -> tuple[str, list[str]]:
+        """SQL that drops, in C, the rows whose `column` cannot hold any of the phrases: their keys in
+        order (LIKE ignores ASCII case), unless the text has letters with diacritics, which LIKE does
+        not fold. ("", []) when a key is not ASCII."""
+        if not all(k.isascii() for p in self.phrases for k in p.keys):
+            return "", []
+        likes = " OR ".join(f"{column} LIKE ?" for _ in self.phrases)
+        patterns = ["%" + "%".join(p.keys) + "%" for p in self.phrases]
+        return f"({likes} OR {column} GLOB ?)", [*patterns, _ACCENTED_GLOB]
+
+
+def relax(match: str) -> Relaxed | None:
+    """`match` for an index without positions, or None when it holds no phrase of several words.
+
+    Every phrase nmem builds is one of the expression's conjuncts (terms are AND-ed; a term's
+    alternatives, OR-ed, are single words), so a row must hold each phrase somewhere."""
+    phrases: list[Phrase] = []
+
+    def sub(m: re.Match[str]) -> str:
+        toks = words(m.group(1).replace('""', '"'))
+        if len(toks) < 2:
+            return m.group(0)
+        keys = tuple(_key(stem) for _, stem in toks)
+        phrases.append(Phrase(m.group(0), _pattern(keys), keys))
+        # Juxtaposed strings: FTS5's implicit AND, which binds tighter than OR and, unlike a
+        # parenthesised group, may stand beside another string (`"x" "a" "b"`).
+        return " ".join(f'"{t}"' for t, _ in toks) + m.group(2)
+
+    relaxed = _QUOTED.sub(sub, match)
+    return Relaxed(relaxed, tuple(phrases)) if phrases else None
+
+
+def _pattern(keys: Sequence[str]) -> re.Pattern[str]:
+    """Consecutive words starting with these keys (see `_key`): every place the phrase may stand."""
+    return re.compile(r"[^\W_]*[\W_]+".join(re.escape(k) for k in keys) + r"[^\W_]*")
+
+
+def _key(stem: str) -> str:
+    """The stem less what porter may have added: a word with the same stem starts with it.
+
+    A porter stem is the word's first letters plus at most an `e` (relational -> relate, hoping ->
+    hope), an `i` (happy -> happi) or the `l` of `ble` (possibility -> possibl), so: the stem less
+    up to two trailing e, i or l."""
+    key = stem
+    while len(key) > max(1, len(stem) - 2) and key[-1] in "eil":
+        key = key[:-1]
+    return key
+
+
+def fold(text: str) -> str:
+    """Lowercase, and without diacritics as unicode61 reads it (remove_diacritics 2)."""
+    low = text.lower()
+    if low.isascii() or not _ACCENTED.search(low):  # dashes, arrows, emoji: nothing to fold (NFD is costly)
+        return low
+    return _COMBINING.sub("", unicodedata.normalize("NFD", low))
+
+
+@dataclass
+class PhraseCheck:
+    """Which rows hold every phrase, field by field (title and paths first, content only if needed)."""
+
+    relaxed: Relaxed
+    held: dict[int, set[int]] = field(default_factory=dict)  # row id -> phrases found so far
+
+    def add(self, rows: Iterable[Sequence[object]]) -> None:
+        """Rows as (id, field, field...): look for the phrases still missing in these fields."""
+        spans: list[tuple[int, int, str]] = []  # row id, phrase index, text
+        for row in rows:
+            rowid = int(str(row[0]))
+            have = self.held.setdefault(rowid, set())
+            for text in row[1:]:
+                if not isinstance(text, str) or not text:
+                    continue
+                low = fold(text)
+                for i, phrase in enumerate(self.relaxed.phrases):
+                    if i not in have:
+                        spans.extend((rowid, i, s) for s in _spans(phrase.pattern, low))
+        if not spans:
+            return
+        conn = _memory()
+        conn.execute("BEGIN")
+        try:
+            conn.execute("DELETE FROM spans")
+            conn.executemany("INSERT INTO spans(rowid, x) VALUES (?, ?)", [(n, s[2]) for n, s in enumerate(spans)])
+            for i, phrase in enumerate(self.relaxed.phrases):
+                for (n,) in conn.execute("SELECT rowid FROM spans WHERE spans MATCH ?", (phrase.fts,)):
+                    rowid, j, _ = spans[n]
+                    if j == i:
+                        self.held[rowid].add(i)
+        finally:
+            conn.execute("ROLLBACK")
+
+    def holds(self, rowid: int) -> bool:
+        return len(self.held.get(rowid, ())) == len(self.relaxed.phrases)
+
+
+def _spans(pattern: re.Pattern[str], low: str) -> list[str]:
+    """Each place the pattern starts on a word's first character (overlapping ones too), bounded."""
+    out: list[str] = []
+    pos = 0
+    while len(out) < SPANS_PER_FIELD:
+        m = pattern.search(low, pos)
+        if m is None:
+            break
+        start = m.start()
+        if start == 0 or not _TOKEN_CHAR.match(low, start - 1):
+            out.append(m.group(0))
+        pos = start + 1
+    return out
+
+
+_TOKEN_CHAR: Final = re.compile(r"[^\W_]")
+# Letters NFD splits into a base and marks: Latin-1 and Latin Extended, Greek, Cyrillic, Vietnamese.
+_ACCENTED: Final = re.compile("[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1fff]")
+_ACCENTED_GLOB: Final = "*[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1fff]*"
+# The combining diacritical marks NFD separates from Latin, Greek and Cyrillic letters (café -> cafe).
+_COMBINING: Final = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
