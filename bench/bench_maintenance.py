@@ -17,8 +17,11 @@ Database file and WAL sizes (and the freelist) are read before and after. The
 verdict compares p50 and p99 during maintenance with the idle runs (both idle
 runs pooled), target <= 2x. `--delete purge` deletes the old half with
 `nmem purge --until` instead (a purge compacts by itself; shown for comparison).
+`--store DB` runs on a copy of an existing store instead of building one (bench_scale's
+million-observation store), `--job NAME` runs that one job instead of all of them.
 
     .venv/bin/python bench/bench_maintenance.py [--observations 100000] [--events 1000] [--wait-quiet 120]
+    .venv/bin/python bench/bench_maintenance.py --store /tmp/nmem-scale/obs-1000000/nmem.db --job fts_merge
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import threading
@@ -153,14 +157,23 @@ def main() -> None:
         default="retention",
         help="how the old half goes: the retention job (part of maintenance) or nmem purge first",
     )
+    parser.add_argument("--store", help="a copy of this database instead of a built one")
+    parser.add_argument("--job", help="only this job (nmem maintain --job)")
     common.add_quiet_arg(parser)
     args = parser.parse_args()
     common.wait_quiet(args.wait_quiet)
     common.print_machine()
     retention = ",".join(f"{t}={RETENTION_DAYS}" for t in OBSERVATION_TYPES)
     with Home() as home:
-        built = anyio.run(build, home, args.observations)
-        print(f"built {args.observations} observations in {built['seconds']:.1f} s (half {OLD_AGE_DAYS:.0f} days old)")
+        if args.store:
+            shutil.copyfile(args.store, home.db)
+            print(f"copied {args.store} ({sizes(home.db)['observations']:,} observations)")
+        else:
+            built = anyio.run(build, home, args.observations)
+            print(
+                f"built {args.observations} observations in {built['seconds']:.1f} s (half {OLD_AGE_DAYS:.0f} days old)"
+            )
+        events_before = common.db_counts(home.db)["events"]
         env = {
             "NMEM_RETENTION_DAYS": retention,
             **{
@@ -192,7 +205,8 @@ def main() -> None:
                 before = sizes(home.db)
                 show_sizes("after purge", before)
             result: dict[str, subprocess.CompletedProcess[str]] = {}
-            runner = threading.Thread(target=lambda: result.update(run=nmem(["maintain", "--json"], home)))
+            job = ["--job", args.job] if args.job else []
+            runner = threading.Thread(target=lambda: result.update(run=nmem(["maintain", "--json", *job], home)))
             started = time.perf_counter()
             runner.start()
             during = sender.while_alive(runner, "during")
@@ -201,7 +215,7 @@ def main() -> None:
             done = result["run"]
             if done.returncode != 0:
                 raise RuntimeError(f"maintain failed: {done.stderr}")
-            print(f"  maintenance (all jobs, through the daemon) took {took:.1f} s:")
+            print(f"  maintenance ({args.job or 'all jobs'}, through the daemon) took {took:.1f} s:")
             for line in done.stdout.splitlines():
                 job = json.loads(line)
                 print(f"    {job['name']:<11} {job['duration_ms']:>8.0f} ms  {job['outcome']}")
@@ -222,7 +236,7 @@ def main() -> None:
     idle = idle1 + idle2
     r50 = median(during) / median(idle)
     r99 = p99(during) / p99(idle)
-    expected = args.observations + sender.sent
+    expected = events_before + sender.sent
     print(
         f"sizes: file {mb(before['file'])} -> {mb(after['file'])}, WAL {mb(before['wal'])} -> {mb(after['wal'])},"
         f" free pages {before['free_pages']} -> {after['free_pages']}"

@@ -659,10 +659,15 @@ def size_facts(db: Path) -> dict[str, Any]:
             "types": types, "days": (span[1] - span[0]) / 86400 if span[0] else 0}  # fmt: skip
 
 
-def ingest_round(db: Path | None, events: int, connections: int) -> float:
+def ingest_round(db: Path | None, events: int, connections: int, merged: bool = False) -> float:
+    """events/s into a copy of `db` (None: an empty store); `merged`: after `nmem maintain --job fts_merge`
+    (untimed), as the daily full merge leaves a store, instead of with the merges its import left under way."""
     tag = os.urandom(3).hex()
     frames = [common.frame(body) for body in bench_ingest.make_bodies(events, "unique", tag)]
     with Scratch(db, env=NO_OPTIMIZE) as s:
+        if merged:
+            subprocess.run([NMEM, "maintain", "--job", "fts_merge", "--json"], env=s.home.env(), capture_output=True,
+                           timeout=MAINTAIN_TIMEOUT_S, check=True)  # fmt: skip
         before = common.ping_facts(s.home.socket).get("committed", 0)
         elapsed, _ = asyncio.run(bench_ingest.load(s.home.socket, frames, connections))
         committed = common.ping_facts(s.home.socket).get("committed", 0) - before
@@ -671,15 +676,23 @@ def ingest_round(db: Path | None, events: int, connections: int) -> float:
     return events / (elapsed / 1e9)
 
 
-def run_ingest(db: Path, events: int, connections: int, rounds: int) -> dict[str, Any]:
+def run_ingest(db: Path, events: int, connections: int, rounds: int, merged: bool = False) -> dict[str, Any]:
     big: list[float] = []
     empty: list[float] = []
+    merged_runs: list[float] = []
+    stores = [("store", db, big, False), ("empty", None, empty, False)]
+    if merged:
+        stores.insert(1, ("store after fts_merge", db, merged_runs, True))
     for r in range(rounds):
-        for label, source, out in (("store", db, big), ("empty", None, empty)):
-            out.append(ingest_round(source, events, connections))
+        for label, source, out, merge in stores:
+            out.append(ingest_round(source, events, connections, merge))
             print(f"  ingest round {r + 1}: {label} {out[-1]:,.0f} events/s", flush=True)
-    return {"store_eps": median(big), "empty_eps": median(empty), "ratio": median(big) / median(empty),
-            "store_runs": big, "empty_runs": empty}  # fmt: skip
+    out = {"store_eps": median(big), "empty_eps": median(empty), "ratio": median(big) / median(empty),
+           "store_runs": big, "empty_runs": empty}  # fmt: skip
+    if merged:
+        out.update(merged_eps=median(merged_runs), merged_ratio=median(merged_runs) / median(empty),
+                   merged_runs=merged_runs)  # fmt: skip
+    return out
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -718,6 +731,10 @@ def report(r: dict[str, Any]) -> None:
         print(row("ingest, store / empty", f"{ing['ratio']:.2f}x", f">= {t['ingest_ratio']}x",
                   ing["ratio"] >= t["ingest_ratio"]))  # fmt: skip
         print(row("  events/s, store / empty", f"{ing['store_eps']:,.0f} / {ing['empty_eps']:,.0f}"))
+        if "merged_ratio" in ing:
+            ratio = ing["merged_ratio"]
+            print(row("ingest, merged store / empty", f"{ratio:.2f}x", f">= {t['ingest_ratio']}x",
+                      ratio >= t["ingest_ratio"]))  # fmt: skip
     if "maintain_seconds" in r:
         print(row("nmem maintain", f"{r['maintain_seconds']:.0f} s"))
 
@@ -742,6 +759,9 @@ def main() -> None:
     parser.add_argument("--ingest-events", type=int, default=20_000)
     parser.add_argument("--ingest-rounds", type=int, default=2, help="rounds each, store and empty, alternating")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--ingest-merged", action="store_true",
+                        help="ingest also into the store after `nmem maintain --job fts_merge` (as the daily"
+                        " merge leaves it)")  # fmt: skip
     parser.add_argument("--skip", action="append", default=[], choices=["search", "sessionstart", "maintain", "ingest"])
     parser.add_argument("--retention", action="store_true", help="`nmem maintain` with its retention sweep too")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object at the end")
@@ -796,7 +816,7 @@ def main() -> None:
                 results["search_maintained"] = run_searches(queries, project, args.search_rounds)
                 print_search("search, after maintain", results["search_maintained"])
     if "ingest" not in args.skip:
-        results["ingest"] = run_ingest(db, args.ingest_events, args.connections, args.ingest_rounds)
+        results["ingest"] = run_ingest(db, args.ingest_events, args.connections, args.ingest_rounds, args.ingest_merged)
     report(results)
     if args.json:
         print(json.dumps(results))

@@ -74,7 +74,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     maintenance_idle_s: NonNegFloat = 5.0
     maintenance_wal_truncate_bytes: PositiveInt = 32 * 1024 * 1024
     maintenance_vacuum_pages: PositiveInt = 256  # pages per incremental_vacuum step
-    maintenance_fts_merge_pages: PositiveInt = 64  # pages per FTS5 merge step (~12 ms at 100,000 rows)
+    maintenance_fts_merge_pages: PositiveInt = 64  # pages of the first FTS5 merge step; the next ones follow:
+    maintenance_fts_step_ms: Annotated[float, msgspec.Meta(gt=0)] = 10.0  # what a merge step aims to take
     # Retention (nmemd.jobs.retention): per-type days, merged over RETENTION_DEFAULTS (a file or
     # NMEM_RETENTION_DAYS="read=7,search=7" names only the types it changes). Sweeps delete at
     # most maintenance_retention_batch rows per step, fewer when a step takes more than a few ms.

@@ -14,6 +14,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,7 +25,7 @@ from nmemd.errors import StorageError, UnknownJob
 from nmemd.jobs import retention
 from nmemd.store import readers
 from nmemd.store.checkpointer import keep_wal_short, side_checkpoint
-from nmemd.store.database import Store, translate
+from nmemd.store.database import Store, plan_fts_data_as_large, translate
 
 if TYPE_CHECKING:
     from nmemd.capture.host import Host
@@ -164,39 +165,95 @@ async def vacuum(store: Store, *, forced: bool = False) -> str:
     )
 
 
-async def _fts_step(store: Store, pages: int) -> int:
-    """One `merge` of about |pages| pages; returns how many rows it changed (< 2: nothing left)."""
+# A merge step holds the write lock about `maintenance_fts_step_ms` (10 ms): the next step's page
+# count follows the last step's time. FTS5 ends a step only between two terms, so a step that
+# reaches a common word's doclist takes longer whatever the count (up to ~60 ms at a million
+# observations); the steps after it are smaller, and grow back by at most twice per step.
+FTS_STEP_PAGES_MIN = 4
+FTS_STEP_PAGES_MAX = 4096
+# After a long step (over twice the target, and over FTS_LONG_STEP_MS) the job waits 50 times the
+# excess (at most FTS_PAUSE_MAX_S): the lock is then held that long in at most ~1/50 of the job's
+# time, so few hooks arrive during a long step (the p99 of acknowledgements during a full merge
+# at a million observations). The full merge takes longer there: 76 s instead of 48 s (a loaded machine).
+FTS_LONG_STEP_MS = 20.0
+FTS_LONG_STEP_PAUSE = 50.0
+FTS_PAUSE_MAX_S = 2.0
+
+
+@dataclass
+class FtsMergeRun:
+    """What one `merge_fts` did, step by step."""
+
+    full: bool
+    pages: list[int] = field(default_factory=list)  # the page count asked of each step
+    ms: list[float] = field(default_factory=list)  # how long each step held the write lock
+    changed: int = 0  # rows of the FTS5 tables written
+    paused_s: float = 0.0  # waited after long steps
+
+    def line(self) -> str:
+        kind = "full merge" if self.full else "merge"
+        if not self.ms:
+            return f"{kind}: no step"
+        ms = sorted(self.ms)
+        return (
+            f"{kind}: {len(ms)} steps of {min(self.pages)}-{max(self.pages)} pages, {self.changed} rows changed;"
+            f" step p50 {ms[len(ms) // 2]:.1f} ms, max {ms[-1]:.1f} ms, {sum(ms) / 1000:.1f} s in all"
+            f" (+{self.paused_s:.1f} s paused after long steps)"
+        )
+
+
+async def _fts_step(store: Store, pages: int) -> tuple[int, float]:
+    """One `merge` of about |pages| pages in its own transaction; returns the rows it changed
+    (< 2: nothing was left to merge) and the ms it held the write lock."""
     async with store.write() as conn:
+        started = time.perf_counter()
         rows = await conn.execute_fetchall("SELECT total_changes()")
         start = int(list(rows)[0][0])
         await conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('merge', ?)", (pages,))
         rows = await conn.execute_fetchall("SELECT total_changes()")
-        return int(list(rows)[0][0]) - start
+        changed = int(list(rows)[0][0]) - start
+    return changed, (time.perf_counter() - started) * 1000  # COMMIT included
+
+
+def _next_pages(pages: int, took_ms: float, target_ms: float) -> int:
+    scale = min(2.0, target_ms / max(took_ms, 0.01))
+    return max(FTS_STEP_PAGES_MIN, min(FTS_STEP_PAGES_MAX, int(pages * scale)))
+
+
+async def merge_fts(store: Store, *, full: bool) -> FtsMergeRun:
+    """Merge FTS5 segments in steps of about `maintenance_fts_step_ms` each, until FTS5 has nothing left to merge.
+
+    `full`: all segments into one (FTS5's 'optimize' is one long transaction; `('merge', -N)`
+    followed by `('merge', N)` until a step changes less than 2 rows does the same work in
+    steps). Otherwise only what FTS5 would merge itself: merges under way, levels of `usermerge`
+    (4) segments. Ingestion goes on between steps.
+    """
+    run = FtsMergeRun(full=full)
+    pages, target_ms = store.settings.maintenance_fts_merge_pages, store.settings.maintenance_fts_step_ms
+    sign = -1 if full else 1
+    while len(run.ms) < MAX_STEPS:
+        delta, took = await _fts_step(store, sign * pages)
+        run.pages.append(pages)
+        run.ms.append(took)
+        run.changed += delta
+        if delta < 2 and sign > 0:
+            break
+        sign = 1  # `-N` only starts a full merge (and does its first N pages)
+        pages = _next_pages(pages, took, target_ms)
+        await _between_steps(store)
+        long_ms = max(2 * target_ms, FTS_LONG_STEP_MS)
+        if took > long_ms:
+            pause = min(FTS_PAUSE_MAX_S, (took - long_ms) / 1000 * FTS_LONG_STEP_PAUSE)
+            run.paused_s += pause
+            await anyio.sleep(pause)
+    return run
 
 
 async def fts_merge(store: Store, *, forced: bool = False) -> str:
-    """Merge FTS5 segments in bounded steps; at most daily (or on demand) merge it down to one.
-
-    FTS5's own 'optimize' is one long transaction; `('merge', -N)` followed by
-    `('merge', N)` until it changes less than 2 rows does the same work in steps.
-    """
-    pages = store.settings.maintenance_fts_merge_pages
+    """Merge FTS5 segments in bounded steps; at most daily (or on demand) merge it down to one."""
     last = await _last_run(store, FTS_OPTIMIZE_ROW)
     full = forced or last is None or time.time() - last >= store.settings.maintenance_fts_optimize_interval_s
-    steps = 0
-    changed = 0
-    if full:
-        changed += await _fts_step(store, -pages)
-        steps += 1
-        await _between_steps(store)
-    while steps < MAX_STEPS:
-        delta = await _fts_step(store, pages)
-        steps += 1
-        changed += delta
-        if delta < 2:
-            break
-        await _between_steps(store)
-    outcome = f"{'full merge' if full else 'merge'}: {steps} steps of {pages} pages, {changed} rows changed"
+    outcome = (await merge_fts(store, full=full)).line()
     if full:
         await _record(store, FTS_OPTIMIZE_ROW, outcome)
     return outcome
@@ -274,11 +331,13 @@ async def integrity(store: Store, *, forced: bool = False) -> str:
 
 
 async def optimize(store: Store, *, forced: bool = False) -> str:
-    """`PRAGMA optimize` with a bounded ANALYZE, so query plans follow the data's shape."""
+    """`PRAGMA optimize` with a bounded ANALYZE, so query plans follow the data's shape (but FTS5's
+    data table is always planned as large: see `plan_fts_data_as_large`)."""
     async with store.write() as conn:
         await conn.execute("PRAGMA analysis_limit=400")
         await conn.execute("PRAGMA optimize")
-    return "PRAGMA optimize done"
+        fixed = await plan_fts_data_as_large(conn)
+    return "PRAGMA optimize done" + ("; observations_fts_data recorded as large again" if fixed else "")
 
 
 async def retention_job(store: Store, *, forced: bool = False) -> str:
