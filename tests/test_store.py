@@ -103,6 +103,24 @@ async def test_ids_continue_after_reopen() -> None:
     assert db_rows(settings.db, "SELECT id FROM observations ORDER BY id") == [(1,), (2,)]
 
 
+async def test_statistics_taken_on_a_young_store_are_taken_again_once_it_grew() -> None:
+    """The first start's ANALYZE sees an empty file; an import then brings thousands of rows: the next
+    start analyses again (it used to keep `observations` believed empty, and plans to match, for good)."""
+    settings = config.load()
+    async with open_store(settings):
+        pass  # the first start: statistics of an empty store
+    assert db_rows(settings.db, "SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'observations'") == [(0,)] or all(
+        int(str(r[0]).split()[0]) < 10 for r in db_rows(settings.db, "SELECT stat FROM sqlite_stat1")
+    )
+    async with open_store(settings) as store:
+        rows = [_event(f"g{i}", Observation(type="edit", title=f"e{i}"), session=f"s{i % 40}") for i in range(2500)]
+        await store.commit_batch(rows)
+    async with open_store(settings):
+        pass
+    recorded = db_rows(settings.db, "SELECT stat FROM sqlite_stat1 WHERE tbl = 'observations' LIMIT 1")
+    assert recorded and int(str(recorded[0][0]).split()[0]) >= 2500
+
+
 # --- the FTS watermark (migration m004): indexing trails the commit, never loses a row -------------
 
 

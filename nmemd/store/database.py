@@ -646,10 +646,23 @@ async def _ensure_statistics(conn: aiosqlite.Connection) -> None:
     where a session's would do (a store built by an import had none until the first `optimize`).
     `analysis_limit` keeps ANALYZE to a sample of each index, milliseconds even at a million rows."""
     has = await conn.execute_fetchall("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")
-    if has and await conn.execute_fetchall("SELECT 1 FROM sqlite_stat1 LIMIT 1"):
+    if has and not await _statistics_stale(conn):
         return
     await conn.execute("PRAGMA analysis_limit=400")
     await conn.execute("ANALYZE")
+
+
+async def _statistics_stale(conn: aiosqlite.Connection) -> bool:
+    """No statistics of observations, or ones taken when it held a tenth of its rows or fewer (the first
+    start's ANALYZE ran on an empty file; an import then brought a million rows)."""
+    rows = await conn.execute_fetchall("SELECT stat FROM sqlite_stat1 WHERE tbl = 'observations' LIMIT 1")
+    recorded = int(str(list(rows)[0][0]).split()[0]) if rows else 0
+    span = await conn.execute_fetchall("SELECT coalesce(max(id) - min(id) + 1, 0) FROM observations")
+    estimated = int(list(span)[0][0])  # two rowid lookups, not a count
+    return estimated >= STATS_MIN_ROWS and recorded * 10 < estimated
+
+
+STATS_MIN_ROWS = 1000  # below this any plan is fast: no ANALYZE at every start of a young store
 
 
 # FTS5 plans the statements it runs on its own tables from sqlite_stat1 like any other. The ANALYZE
