@@ -30,7 +30,7 @@ pytestmark = [
     pytest.mark.skipif(claude_bin() is None, reason=SKIP_REASON),
     pytest.mark.timeout(1800),
 ]
-STORE_WAIT_S = 60.0  # async hooks still in flight, or in the inbox until the daemon drains it (every 2 s)
+STORE_WAIT_S = 45.0  # async hooks still in flight, or in the inbox until the daemon drains it (every 2 s)
 MCP_TOOLS = ("search", "timeline", "get_observations", "recent_context", "sessions", "file_history")
 CONTEXT_OPEN = "<nmem-context>"
 
@@ -78,6 +78,14 @@ def _all_stored(world: World, runs: list[Run]) -> bool:
     return all(stored.get(e, 0) >= n for e, n in fired.items())
 
 
+def _settle(world: World, runs: list[Run]) -> None:
+    """Wait, bounded, until every hook the runs fired is stored; a loss is reported by the tests."""
+    try:
+        wait_until(lambda: _all_stored(world, runs), STORE_WAIT_S, "hooks stored")
+    except AssertionError:
+        pass
+
+
 @pytest.fixture(scope="module")
 def scenario() -> Iterator[Scenario]:
     binary = claude_bin()
@@ -117,12 +125,12 @@ def _play(s: Scenario) -> None:
     start = len(api.requests)
     s.tools = world.claude_run("E2E-tools exercise the tools on notes.txt, zebrafish check")
     s.requests["tools"] = _requests_since(api, start)
-    wait_until(lambda: _all_stored(world, [s.tools]), STORE_WAIT_S, "session 1's hooks stored")
+    _settle(world, [s.tools])
 
     start = len(api.requests)
     s.compact = world.claude_run("/compact", "--resume", s.tools.session_id)
     s.requests["compact"] = _requests_since(api, start)
-    wait_until(lambda: _all_stored(world, [s.tools, s.compact]), STORE_WAIT_S, "the compaction's hooks stored")
+    _settle(world, [s.tools, s.compact])
 
     world.stop_daemon()
     start = len(api.requests)
@@ -133,7 +141,7 @@ def _play(s: Scenario) -> None:
     s.with_daemon = world.claude_run("E2E-hello a new session with the daemon running")
     s.requests["with_daemon"] = _requests_since(api, start)
     runs = [s.tools, s.compact, s.after_stop, s.with_daemon]
-    wait_until(lambda: _all_stored(world, runs), STORE_WAIT_S, "every hook stored")
+    _settle(world, runs)
 
     s.events_live = _stored(world)
     s.compactions_live = world.rows(
