@@ -108,9 +108,9 @@ def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[
     (Terminated when SIGTERM ends the wait)."""
     global _waiting
     deadline = time.monotonic() + timeout
+    _waiting = True
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        _waiting = True
         sock.settimeout(timeout)
         sock.connect(paths.socket_path())
         try:
