@@ -8,8 +8,9 @@ fresh HOME by `nmem install`.
                 (bounded wait); lost per event, then `nmem import-transcripts` and what it added.
   --load        keep every core busy with a spinning process meanwhile (the issue's "busy machine").
   --before REF  the hooks and client of commit REF (e.g. main before the fix) instead of this tree's.
-  --timing N    N runs each with and without nmem, alternating: wall time of `claude -p` and the
-                time Claude Code waits for each hook (from its --debug-file).
+  --timing N    N runs each without nmem, with its hooks only, and with hooks and MCP server,
+                rotating: wall time of `claude -p`, the time Claude Code waits for each hook and
+                for the MCP server to connect (from its --debug-file).
 
     NMEM_CLAUDE_BIN=/path/to/claude .venv/bin/python bench/bench_claude_code.py --loss 20 --load
     NMEM_CLAUDE_BIN=/path/to/claude .venv/bin/python bench/bench_claude_code.py --timing 7
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -111,7 +113,8 @@ class Load:
 
 
 def bench_loss(binary: str, runs: int, load: bool, before: str | None) -> None:
-    label = f"{'hooks and client of ' + before if before else 'this tree'}, {'both cores busy' if load else 'no extra load'}"
+    tree = f"hooks and client of {before}" if before else "this tree"
+    label = f"{tree}, {'both cores busy' if load else 'no extra load'}"
     with FakeAPI() as api:
         world = World(binary, api.url)
         try:
@@ -139,7 +142,9 @@ def bench_loss(binary: str, runs: int, load: bool, before: str | None) -> None:
             added = {t: n for t, n in added.items() if n}
             dup = world.rows("SELECT count(*) - count(DISTINCT event_id) FROM events")[0][0]
             print(f"loss ({label}): {runs} runs, hooks run {sum(fired_total.values())} {json.dumps(fired_total)}")
-            print(f"  runs losing an event: {runs_losing}/{runs}; lost by event: {json.dumps(lost) if lost else 'none'}")
+            print(
+                f"  runs losing an event: {runs_losing}/{runs}; lost by event: {json.dumps(lost) if lost else 'none'}"
+            )
             print(f"  Stop lost in {lost.get('Stop', 0)}/{runs} runs; SessionEnd lost {lost.get('SessionEnd', 0)}")
             print(f"  import-transcripts: {imported.stdout.strip()[:200]}")
             print(f"  observations it added (stored twice or recovered): {json.dumps(added) if added else 'none'}")
@@ -152,46 +157,57 @@ def hook_waits(run: Run) -> dict[str, list[int]]:
     waits: dict[str, list[int]] = {}
     for m in HOOK_LINE.finditer(run.debug):
         if m["ms"] is not None:
-            waits.setdefault(m["event"] + (" (async)" if m["how"].startswith("moved") else ""), []).append(
-                int(m["ms"])
-            )
+            waits.setdefault(m["event"] + (" (async)" if m["how"].startswith("moved") else ""), []).append(int(m["ms"]))
     return waits
 
 
+MCP_CONNECTED = re.compile(r'MCP server "nmem": Successfully connected \(transport: stdio\) in (\d+)ms')
+
+
 def bench_timing(binary: str, runs: int, load: bool) -> None:
+    """Alternate three installs: none, nmem's hooks only (`--no-mcp`), nmem whole (hooks and MCP)."""
     with FakeAPI() as api:
-        plain, nmem = World(binary, api.url), World(binary, api.url)
+        worlds = {"without nmem": World(binary, api.url), "nmem hooks only": World(binary, api.url)}
+        worlds["nmem hooks + MCP"] = World(binary, api.url)
         try:
-            assert nmem.nmem("install", "--no-import").returncode == 0
-            api.scripts["bench"] = script(nmem)  # same absolute paths shape; each world writes its own file
-            api.scripts["plainbench"] = script(plain)
-            walls: dict[str, list[float]] = {"without nmem": [], "with nmem": []}
+            assert worlds["nmem hooks only"].nmem("install", "--no-import", "--no-mcp").returncode == 0
+            assert worlds["nmem hooks + MCP"].nmem("install", "--no-import").returncode == 0
+            prompts = {}
+            for n, (name, world) in enumerate(worlds.items()):
+                prompts[name] = f"E2E-bench{n}"
+                api.scripts[f"bench{n}"] = script(world)
+            walls: dict[str, list[float]] = {name: [] for name in worlds}
             waits: dict[str, list[int]] = {}
+            mcp: list[int] = []
             with Load(load):
-                for world, prompt in ((plain, "E2E-plainbench warm-up"), (nmem, "E2E-bench warm-up")):
-                    world.claude_run(prompt)  # page cache, the daemon started, .pyc files
+                for name, world in worlds.items():
+                    world.claude_run(f"{prompts[name]} warm-up")  # page cache, the daemon started, .pyc files
                 for i in range(runs):
-                    order = [("without nmem", plain, "E2E-plainbench"), ("with nmem", nmem, "E2E-bench")]
-                    if i % 2:
-                        order.reverse()
-                    for name, world, prompt in order:
+                    order = list(worlds.items())
+                    order = order[i % len(order) :] + order[: i % len(order)]  # rotate who goes first
+                    for name, world in order:
                         start = time.monotonic()
-                        run = world.claude_run(f"{prompt} run {i}")
+                        run = world.claude_run(f"{prompts[name]} run {i}")
                         walls[name].append(time.monotonic() - start)
-                        if world is nmem:
+                        if name != "without nmem":
                             for k, v in hook_waits(run).items():
                                 waits.setdefault(k, []).extend(v)
-            base, subj = median(walls["without nmem"]), median(walls["with nmem"])
-            print(f"timing: {runs} runs each, alternating, {'both cores busy' if load else 'no extra load'}")
+                        mcp += [int(m) for m in MCP_CONNECTED.findall(run.debug)]
+            base = median(walls["without nmem"])
+            print(f"timing: {runs} runs each, rotating, {'both cores busy' if load else 'no extra load'}")
             for name, values in walls.items():
-                print(f"  {name}: median {median(values) * 1000:.0f} ms, p90 {p90(values) * 1000:.0f} ms")
-            print(f"  nmem adds {(subj - base) * 1000:+.0f} ms per session ({(subj / base - 1) * 100:+.1f} %)")
+                extra = "" if name == "without nmem" else f" ({(median(values) / base - 1) * 100:+.1f} %)"
+                print(f"  {name}: median {median(values) * 1000:.0f} ms, p90 {p90(values) * 1000:.0f} ms{extra}")
             print("  Claude Code's wait per hook (its debug log; async: until it is moved to the background):")
             for k in sorted(waits):
                 print(f"    {k}: n={len(waits[k])} median {median(waits[k]):.0f} ms, p90 {p90(waits[k]):.0f} ms")
+            if mcp:
+                print(
+                    f"  MCP server 'nmem' connected in: n={len(mcp)} median {median(mcp):.0f} ms, p90 {p90(mcp):.0f} ms"
+                )
         finally:
-            plain.cleanup()
-            nmem.cleanup()
+            for world in worlds.values():
+                world.cleanup()
 
 
 def main() -> None:
