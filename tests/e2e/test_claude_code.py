@@ -33,6 +33,7 @@ pytestmark = [
 STORE_WAIT_S = 45.0  # async hooks still in flight, or in the inbox until the daemon drains it (every 2 s)
 MCP_TOOLS = ("search", "timeline", "get_observations", "recent_context", "sessions", "file_history")
 CONTEXT_OPEN = "<nmem-context>"
+END_EVENTS = ("Stop", "SubagentStop", "PreCompact", "PostCompact", "SessionEnd")
 
 
 @dataclass
@@ -170,6 +171,15 @@ def test_every_hook_claude_code_ran_is_stored_exactly_once(scenario: Scenario) -
     assert stored == fired, f"hooks run (Claude Code's debug log) {fired} != events stored {stored}"
     dup = scenario.world.rows("SELECT count(*) - count(DISTINCT event_id) FROM events")[0][0]
     assert dup == 0
+
+
+def test_no_end_of_session_hook_is_cancelled_at_exit(scenario: Scenario) -> None:
+    """`claude -p` cancels background hooks when it exits (`Hook Stop (Stop) cancelled`): nmem's
+    end-of-turn, subagent, compaction and session hooks are synchronous, so it never cancels them."""
+    for run in _runs(scenario):
+        cancelled = [line for line in run.debug.splitlines() if " cancelled" in line and "Hook " in line]
+        ours = [line for line in cancelled if any(f"Hook {e} " in line for e in END_EVENTS)]
+        assert not ours, ours
 
 
 def test_the_tools_session_is_stored_with_types_paths_and_commands(scenario: Scenario) -> None:
