@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -87,8 +88,11 @@ def test_sigterm_as_the_client_starts_loses_nothing(daemon: Daemon, round_: int)
     daemon.start()
     marker = f"term-start-{new_id()[:12]}"
     proc = _hook(payload(marker), {})
-    # (a quick client may be done already: then there is nothing left to terminate)
-    wait_until(lambda: _python_running(proc.pid) or proc.poll() is not None, 10, "the shell to exec the client")
+    # Spin (bounded, no sleep) so that the signal lands while Python starts, the window that matters.
+    deadline = time.monotonic() + 10
+    while not _python_running(proc.pid):
+        assert proc.poll() is None, "the client ended before the shell was seen to exec it"
+        assert time.monotonic() < deadline, "the shell never exec'd the client"
     proc.send_signal(signal.SIGTERM)
     code, err = _finish(proc)
     assert (code, err) == (0, b"")
