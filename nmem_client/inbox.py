@@ -99,6 +99,10 @@ def start_daemon(args: tuple[str, ...] = ON_FIRST_USE) -> None:
     pid = os.fork()
     if pid == 0:  # child
         try:
+            import _signal  # type: ignore[import-not-found]  # builtin, loaded at start
+
+            # A hook client that got SIGTERM ignores it from then on (send.py): the daemon must not inherit that.
+            _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
             os.setsid()
             if os.fork() != 0:
                 os._exit(0)

@@ -8,8 +8,22 @@ hooks call it as `python -I -S /abs/path/nmem_client/send.py`.
 Contract: always exit 0, never write to stderr, never wait past the timeout.
 When no acknowledgement arrives, the event goes to the SQLite inbox under
 the same `event_id`, so it is stored exactly once whichever path wins.
+
+Claude Code ends: `claude -p` cancels hooks still running when it exits and
+sends them SIGTERM. A SIGTERM while the client waits on the daemon stops the
+wait and puts the event in the inbox (same `event_id`: stored once whether or
+not the daemon had it), then the client exits 0; SIGTERM before or after the
+wait is ignored, since what is left is short and bounded. The installed hook
+command ignores SIGTERM before Python starts (`trap '' TERM; exec ...`), so
+no signal can kill the client before it has read its event.
+
+SessionStart with no daemon: the event goes to the inbox, the client starts
+the daemon and waits for it, bounded (`NMEM_START_WAIT_MS`), to answer the
+same event with the context, so a session that starts after an on-first-use
+daemon exited idle still gets its context.
 """
 
+import _signal  # type: ignore[import-not-found]  # builtin; `signal` imports enum
 import _socket
 import posix
 import sys
@@ -24,18 +38,40 @@ from nmem_client import paths, protocol  # noqa: E402
 DEFAULT_TIMEOUT_MS = 500
 # Why 500 ms: an idle daemon acknowledges in ~1-3 ms and under a 32-client
 # flood in tens of ms, so 500 ms only fires when the daemon is stuck; then the
-# fallback costs ~15 ms more. Capture hooks run async, so the agent never waits.
+# fallback costs ~15 ms more. Tool hooks run async, so the agent never waits for them; it
+# waits for SessionStart, UserPromptSubmit and the end-of-turn/session hooks.
 
 _ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
+# SessionStart's hook timeout is 10 s (nmemd.setup.install); a daemon starts in ~0.3-1 s,
+# several seconds on a machine kept busy.
+DEFAULT_START_WAIT_MS = 6000
+START_POLL_S = 0.01
+
+
+class Terminated(OSError):
+    """SIGTERM arrived while the client waited on the daemon."""
+
+
+_waiting = False  # a SIGTERM now ends the wait (Terminated); at any other time it is ignored
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)  # what remains is bounded: finish it
+    if _waiting:
+        raise Terminated("terminated while waiting on the daemon")
+
+
+def _ms_setting(name: str, default: int) -> float:
+    raw = paths.env(name) or ""
+    try:
+        ms = int(raw) if raw else default
+    except ValueError:
+        ms = default
+    return max(ms, 1) / 1000.0
 
 
 def _timeout_s() -> float:
-    raw = paths.env("NMEM_TIMEOUT_MS") or ""
-    try:
-        ms = int(raw) if raw else DEFAULT_TIMEOUT_MS
-    except ValueError:
-        ms = DEFAULT_TIMEOUT_MS
-    return max(ms, 1) / 1000.0
+    return _ms_setting("NMEM_TIMEOUT_MS", DEFAULT_TIMEOUT_MS)
 
 
 def read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes, bytes]:
@@ -69,8 +105,11 @@ def read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes, b
 
 
 def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[bytes, bytes]:
-    """Send one frame and wait for its reply. Raises OSError when the daemon is unreachable."""
+    """Send one frame and wait for its reply. Raises OSError when the daemon is unreachable
+    (Terminated when SIGTERM ends the wait)."""
+    global _waiting
     deadline = time.monotonic() + timeout
+    _waiting = True
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
@@ -83,7 +122,52 @@ def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[
         status, reply, _ = read_reply(sock, deadline)
         return status, reply
     finally:
+        _waiting = False
         sock.close()
+
+
+def hook_event(body: bytes) -> bytes:
+    """The payload's top-level `hook_event_name` without parsing JSON (b"" when not found).
+
+    Claude Code writes it before `tool_input`, so the first key of that name is the top-level one.
+    """
+    key = body.find(b'"hook_event_name"')
+    if key < 0:
+        return b""
+    rest = body[key + 17 : key + 80].lstrip(b" \t\r\n")
+    if not rest.startswith(b":"):
+        return b""
+    rest = rest[1:].lstrip(b" \t\r\n")
+    if not rest.startswith(b'"'):
+        return b""
+    return rest[1:].partition(b'"')[0]
+
+
+def answer_after_start(event_id: bytes, body: bytes) -> bytes:
+    """Wait, bounded, for a daemon just started to listen, then send it the same event again
+    (stored once: it is in the inbox under this id) for its reply; b"" when none comes in time."""
+    deadline = time.monotonic() + _ms_setting("NMEM_START_WAIT_MS", DEFAULT_START_WAIT_MS)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b""
+        try:
+            status, reply = deliver(protocol.KIND_HOOK, event_id, body, left)
+        except Terminated:
+            return b""
+        except OSError as exc:
+            if getattr(exc, "errno", None) not in _ABSENT_ERRNOS:
+                return b""  # listening but silent, or refused: the event waits in the inbox
+            time.sleep(min(START_POLL_S, max(left, 0.0)))  # the daemon is still starting
+            continue
+        return reply if status == b"OK" else b""
+
+
+def _print(reply: bytes) -> None:
+    out = sys.stdout
+    if reply and out is not None:
+        out.buffer.write(reply)
+        out.flush()
 
 
 def _read_stdin() -> bytes:
@@ -97,6 +181,7 @@ def _read_stdin() -> bytes:
 
 
 def run() -> int:
+    _signal.signal(_signal.SIGTERM, _on_sigterm)
     body = _read_stdin()
     if not body.strip():
         return 0  # nothing to remember; Claude Code always sends a payload
@@ -108,11 +193,7 @@ def run() -> int:
         status, reply = b"", b""
         daemon_absent = getattr(exc, "errno", None) in _ABSENT_ERRNOS
     if status == b"OK":
-        if reply:
-            out = sys.stdout
-            if out is not None:
-                out.buffer.write(reply)
-                out.flush()
+        _print(reply)
         return 0
     if status == b"ERR" and reply.split(b" ", 1)[0] not in protocol.RETRYABLE:
         return 0  # the daemon saw the event and refused it for good (and logged why)
@@ -121,6 +202,8 @@ def run() -> int:
     inbox.store(event_id.decode(), body)
     if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":
         inbox.start_daemon()
+        if hook_event(body) == b"SessionStart":  # its reply is the context the session starts with
+            _print(answer_after_start(event_id, body))
     return 0
 
 

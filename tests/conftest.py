@@ -206,6 +206,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Tests marked `shared` run over the real captures beside the repository, which a user's clone
     # has not: skipped there, with the reason. .ci/run sets NMEM_REQUIRE_SHARED where they exist,
     # so there they can never be skipped silently.
+    # Tests marked `claude_code` run the real Claude Code binary; .ci/run sets NMEM_REQUIRE_CLAUDE
+    # when it installed it, so there a missing binary is an error, never a skip.
+    if os.environ.get("NMEM_REQUIRE_CLAUDE") == "1" and not os.access(os.environ.get("NMEM_CLAUDE_BIN", ""), os.X_OK):
+        raise pytest.UsageError("NMEM_REQUIRE_CLAUDE=1 but NMEM_CLAUDE_BIN is not an executable Claude Code binary")
     if SHARED.is_dir():
         return
     if os.environ.get("NMEM_REQUIRE_SHARED") == "1":
@@ -218,6 +222,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Say why the `shared` tests were skipped, even under -q (which prints no skip reasons)."""
+    claude = [r for r in terminalreporter.stats.get("skipped", []) if "claude_code" in r.keywords]
+    if claude:
+        reason = str(claude[0].longrepr[-1]) if isinstance(claude[0].longrepr, tuple) else "see -rs"
+        terminalreporter.write_line(
+            f"{len(claude)} tests marked `claude_code` skipped: {reason.removeprefix('Skipped: ')}"
+        )
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if "shared" in r.keywords]
     if skipped and not SHARED.is_dir():
         terminalreporter.write_line(

@@ -1,0 +1,152 @@
+"""Run the real Claude Code binary against the fake Messages API, with nmem installed as a user does.
+
+A `World` is a fresh HOME (nmem's data then lives in its default place, `~/.local/share/nmem`),
+a project folder, and the environment Claude Code runs offline with: the fake API's URL, a
+fake key, nonessential traffic, the updater and telemetry off, `IS_SANDBOX=1` (so that
+`--dangerously-skip-permissions` runs as root). The binary is `NMEM_CLAUDE_BIN` (.ci/run
+installs the pinned version from npm and sets it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PINNED = "2.1.330"
+TOOLS = "Bash,Read,Write,Edit,Grep,Glob,Agent"
+RUN_TIMEOUT_S = 300.0  # a whole `claude -p` session on a 2-core machine others share
+# A hook's line in Claude Code's --debug-file: `Hooks: PostToolUse:Bash [<command>] moved to the
+# background (6ms)`, `Hooks: Stop [<command>] finished with status 0 (40ms)`,
+# `SessionEnd:other [<command>] completed with status 0`.
+HOOK_LINE = re.compile(
+    r"(?:Hooks: )?(?P<event>[A-Za-z]+)(?::[^ \[]*)? \[[^\]]*nmem_client/send\.py'?\] "
+    r"(?P<how>finished|moved to the background|completed)[^(\n]*(?:\((?P<ms>\d+)ms\))?"
+)
+
+
+def claude_bin() -> str | None:
+    """The Claude Code binary to test with, or None (the tests are then skipped, with the reason)."""
+    path = os.environ.get("NMEM_CLAUDE_BIN", "")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+SKIP_REASON = (
+    "the real Claude Code binary is not here: set NMEM_CLAUDE_BIN to a Claude Code "
+    f"{PINNED} binary (.ci/run installs it with npm when npm is available)"
+)
+
+
+@dataclass
+class Run:
+    proc: subprocess.CompletedProcess[str]
+    debug: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def session_id(self) -> str:
+        for m in self.messages:
+            if m.get("type") == "result" and m.get("session_id"):
+                return str(m["session_id"])
+        out, err = self.proc.stdout[-2000:], self.proc.stderr[-2000:]
+        raise AssertionError(f"no result line in claude's output:\n{out}\n{err}")
+
+    def hooks_fired(self) -> dict[str, int]:
+        """How many times each hook event ran nmem's client, from Claude Code's own debug log."""
+        counts: dict[str, int] = {}
+        for m in HOOK_LINE.finditer(self.debug):
+            counts[m["event"]] = counts.get(m["event"], 0) + 1
+        return counts
+
+
+class World:
+    def __init__(self, claude: str, api_url: str) -> None:
+        self.claude = claude
+        self.root = Path(tempfile.mkdtemp(prefix="cc", dir="/tmp"))
+        self.home = self.root / "h"
+        self.project = self.root / "proj"
+        self.home.mkdir()
+        self.project.mkdir()
+        self.runs = 0
+        keep = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
+        self.env = {k: v for k, v in os.environ.items() if k in keep}
+        self.env.update(
+            HOME=str(self.home),
+            ANTHROPIC_BASE_URL=api_url,
+            ANTHROPIC_API_KEY="sk-ant-e2e-fake",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_TELEMETRY="1",
+            DISABLE_ERROR_REPORTING="1",
+            IS_SANDBOX="1",
+        )
+
+    @property
+    def nmem_home(self) -> Path:
+        return self.home / ".local" / "share" / "nmem"
+
+    @property
+    def db(self) -> Path:
+        return self.nmem_home / "nmem.db"
+
+    @property
+    def socket(self) -> str:
+        return str(self.nmem_home / "run" / "nmemd.sock")
+
+    def nmem(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "nmem"), *args], env=self.env, cwd=self.project, capture_output=True, text=True, timeout=timeout
+        )
+
+    def claude_run(self, prompt: str, *args: str, timeout: float = RUN_TIMEOUT_S) -> Run:
+        self.runs += 1
+        debug = self.root / f"debug-{self.runs}.log"
+        argv = [
+            self.claude, "-p", prompt, "--output-format", "stream-json", "--verbose",
+            "--dangerously-skip-permissions", "--debug-file", str(debug), "--tools", TOOLS, *args,
+        ]  # fmt: skip
+        proc = subprocess.run(argv, cwd=self.project, env=self.env, capture_output=True, text=True, timeout=timeout)
+        messages = []
+        for line in proc.stdout.splitlines():
+            try:
+                messages.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+        run = Run(proc, debug.read_text(errors="replace") if debug.exists() else "", messages)
+        assert proc.returncode == 0, f"claude exited {proc.returncode}: {proc.stderr[-3000:]}"
+        return run
+
+    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        if not self.db.exists():
+            return []
+        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10.0)
+        try:
+            return list(conn.execute(sql, params))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+        finally:
+            conn.close()
+
+    def stop_daemon(self) -> None:
+        done = self.nmem("daemon", "stop")
+        assert done.returncode == 0, done.stderr
+
+    def cleanup(self) -> None:
+        """Stop the daemon; remove everything unless NMEM_E2E_KEEP=1 (then say where it is)."""
+        self.nmem("daemon", "stop")
+        if os.environ.get("NMEM_E2E_KEEP") == "1":
+            print(f"\nclaude_code e2e: kept {self.root}")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
