@@ -85,3 +85,30 @@ def test_repeated_commands_fold_into_one_hit_with_a_count(
     assert next(h for h in hits if h.type == "command").similar == RUNS - 1
     lines = text.splitlines()[1:]
     assert len(lines) == 2 and any(line.endswith(f"(+{RUNS - 1} similar)") for line in lines), text
+
+
+def test_a_commit_message_ranks_below_the_work_it_records(
+    tmp_path: Path, nmem_env: dict[str, str], short_dir: str
+) -> None:
+    """A commit's message restates the work (every word of it, often): the edit that did it ranks first."""
+    project = tmp_path / "zoo"
+    (project / ".git").mkdir(parents=True)
+    cwd = str(project)
+    path = f"{cwd}/src/wombat.py"
+    change = {"file_path": path, "old_string": "m = 1", "new_string": "m = 2"}
+    edit = {**_edit("sess-commit", cwd), "tool_input": change, "tool_response": {"filePath": path}}
+    message = 'git commit -m "Fix wombat feeding: wombat meals, wombat water, wombat bedding, wombat naps"'
+    commit = _bash("sess-commit", cwd, message, "[main 1a2b3c] Fix wombat feeding")
+    daemon = Daemon(nmem_env, short_dir)
+    daemon.start()
+    try:
+        for body in (edit, commit):
+            assert run_send(json.dumps(body).encode()).returncode == 0
+    finally:
+        assert daemon.stop() == 0
+    conn = readers.open_readonly(str(daemon.db))
+    try:
+        hits = search.search(conn, "wombat", Filters(project=cwd))
+    finally:
+        conn.close()
+    assert [h.type for h in hits] == ["edit", "command"], hits

@@ -71,6 +71,7 @@ SNIPPET_CHARS: Final = 160
 TIME_BUDGET_S: Final = 1.0
 
 _DIGITS: Final = re.compile(r"\d+")
+_COMMIT: Final = re.compile(r"\s*(?:cd\s+\S+\s*&&\s*)?git\s+commit\b")
 _SPACE: Final = re.compile(r"\s+")
 
 
@@ -318,7 +319,8 @@ def _score(
     recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
     weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
     if r[1] == "command" and r[9]:
-        weight *= COMMAND_KIND_WEIGHT[command_kind(r[9])]
+        # a commit's message restates the work it records: the rows that did the work answer better
+        weight *= COMMAND_KIND_WEIGHT[0 if _COMMIT.match(r[9]) else command_kind(r[9])]
     # coverage counts most: all the words before some of them
     return -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
 
