@@ -162,8 +162,22 @@ def run() -> int:
     return pump(sock, early)
 
 
+USAGE = """usage: nmem-mcp
+
+A stdio MCP server for any MCP client: a byte pump between stdin/stdout and nmemd's MCP
+server (starting nmemd when none runs). Tools: search, timeline, get_observations,
+recent_context, sessions, file_history, scoped to CLAUDE_PROJECT_DIR or the git top-level
+of the current directory. Register it with `nmem install`, or e.g.
+`claude mcp add nmem -- /abs/path/nmem-mcp`.
+"""
+
+
 def main() -> None:
     """Console-script entry point."""
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        sys.stdout.flush()
+        os._exit(0)
     try:
         code = run()
     except KeyboardInterrupt:

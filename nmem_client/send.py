@@ -207,8 +207,21 @@ def run() -> int:
     return 0
 
 
+USAGE = """usage: nmem-send < HOOK_PAYLOAD.json
+
+The Claude Code hook client: reads one hook payload (JSON) on stdin, hands it to nmemd
+(starting it when none runs; the inbox when it cannot answer), prints the hook's reply
+(SessionStart's context) on stdout, and always exits 0. Hooks run it as
+`python -I -S .../nmem_client/send.py`; `nmem install` writes them.
+"""
+
+
 def main() -> None:
     """Console-script entry point: fail open whatever happens."""
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):  # a person asking; hooks pass no arguments
+        sys.stdout.write(USAGE)
+        sys.stdout.flush()
+        posix._exit(0)
     try:
         run()
     except BaseException:  # noqa: B036 - a hook must never fail the agent

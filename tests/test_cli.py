@@ -68,6 +68,15 @@ def test_console_script_help() -> None:
         assert name in done.stdout
 
 
+@pytest.mark.parametrize("name", ["nmem-send", "nmem-mcp"])
+def test_the_stdlib_entry_points_print_usage_without_reading_stdin(name: str) -> None:
+    """`--help` prints a short usage and exits 0 (they printed nothing; hooks pass no arguments)."""
+    with subprocess.Popen([str(BIN / name), "--help"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 0 and out.startswith(f"usage: {name}") and err == ""
+
+
 def test_status_json_without_and_with_a_daemon(daemon: Daemon) -> None:
     before = nmem("status", "--json")
     assert before.returncode == 0, before.stderr
