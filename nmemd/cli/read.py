@@ -117,7 +117,7 @@ def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = Non
             title.append(f" (x{hit.count})", style="dim")
         if hit.similar:
             title.append(f" (+{hit.similar} similar)", style="dim")
-        if hit.snippet and hit.snippet not in hit.title:
+        if hit.snippet and hit.snippet.replace("[", "").replace("]", "").strip("… ") not in hit.title:
             title.append("\n" + " ".join(hit.snippet.split()), style="dim")
         row: list[Text | str] = [str(hit.id), ago(hit.ts, now), hit.type]
         if show_project:
