@@ -103,3 +103,38 @@ def test_installed_hook_command_runs_the_client(claude_dir: Path) -> None:
     command = json.loads((claude_dir / "settings.json").read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
     done = subprocess.run(command, shell=True, input=b"", capture_output=True, timeout=30)
     assert done.returncode == 0 and done.stderr == b""
+
+
+def test_a_project_install_goes_to_the_local_settings_a_team_does_not_commit(claude_dir: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".claude").mkdir()
+    shared = repo / ".claude" / "settings.json"
+    shared.write_text(json.dumps(OTHER))
+    run = lambda *a: subprocess.run([str(BIN / "nmem"), *a], capture_output=True, text=True, timeout=60, cwd=repo)  # noqa: E731
+    assert run("install", "--project", "--no-import").returncode == 0
+    local = json.loads((repo / ".claude" / "settings.local.json").read_text())
+    assert (
+        "SessionStart" in local["hooks"] and json.loads(shared.read_text()) == OTHER
+    )  # nothing machine-specific committed
+    done = run("uninstall", "--project")
+    assert done.returncode == 0 and "hooks removed from" in done.stdout
+    assert "SessionStart" not in json.loads((repo / ".claude" / "settings.local.json").read_text()).get("hooks", {})
+
+
+def test_backups_are_private_and_only_the_newest_is_kept(claude_dir: Path) -> None:
+    settings = claude_dir / "settings.json"
+    for n in range(3):  # each round changes the file, so each install backs it up again
+        settings.write_text(json.dumps({**OTHER, "model": f"m{n}"}))
+        assert nmem("install", "--no-mcp").returncode == 0
+        assert nmem("uninstall", "--no-mcp").returncode == 0
+    backups = list(claude_dir.glob("settings.json.nmem-backup-*"))
+    assert len(backups) == 1 and backups[0].stat().st_mode & 0o777 == 0o600
+
+
+def test_uninstall_says_what_went_and_where_the_memory_stays(claude_dir: Path) -> None:
+    assert nmem("install", "--no-import").returncode == 0
+    done = nmem("uninstall")
+    assert done.returncode == 0, done.stderr
+    assert "hooks removed from" in done.stdout and "MCP server 'nmem' removed from" in done.stdout
+    assert "your memory stays in" in done.stdout and "rm -r" in done.stdout

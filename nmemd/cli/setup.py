@@ -30,7 +30,7 @@ def _settings_target(project_scope: bool) -> Path:
     if not project_scope:
         return inst.user_settings_path()
     root = project_root(os.getcwd()) or os.getcwd()
-    return Path(root) / ".claude" / "settings.json"
+    return inst.project_settings_path(root)
 
 
 ProjectScopeOpt = Annotated[
@@ -89,14 +89,28 @@ def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) 
     from nmemd.setup import install as inst
 
     target = _settings_target(project_scope)
+    # A project installed by an earlier version has its hooks in .claude/settings.json: clean both.
+    targets = [target, target.with_name("settings.json")] if project_scope else [target]
+    mcp_removed = False
     try:
-        removed = target.exists() and inst.write(target, inst.without_hooks(inst.load(target), target)).changed
+        removed = [t for t in targets if t.exists() and inst.write(t, inst.without_hooks(inst.load(t), t)).changed]
         state_path = inst.user_state_path()
         if not no_mcp and state_path.exists():
-            inst.write(state_path, inst.without_mcp(inst.load(state_path), state_path))
+            mcp_removed = inst.write(state_path, inst.without_mcp(inst.load(state_path), state_path)).changed
     except NmemError as exc:
         fail(str(exc))
-    out().print(f"hooks removed from {target}" if removed else f"no nmem hooks in {target}", highlight=False)
+    console = out()
+    for t in removed:
+        console.print(f"hooks removed from {t}", highlight=False)
+    if not removed:
+        console.print(f"no nmem hooks in {target}", highlight=False)
+    if mcp_removed:
+        console.print(f"MCP server '{inst.MCP_NAME}' removed from {state_path}", highlight=False)
+    settings = load_settings()
+    console.print(
+        f"your memory stays in {settings.db}; delete it with: nmem daemon stop && rm -r {settings.home}",
+        highlight=False,
+    )
 
 
 @config_app.command("show")

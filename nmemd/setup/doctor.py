@@ -132,9 +132,9 @@ def _settings_files() -> list[tuple[Path, str]]:
         root = project_root(os.getcwd()) or os.getcwd()
     except OSError:
         return files
-    project = Path(root) / ".claude" / "settings.json"
-    if project.exists() and project != files[0][0]:
-        files.append((project, f"cd {shlex.quote(root)} && nmem install --project"))
+    for project in (install.project_settings_path(root), Path(root) / ".claude" / "settings.json"):
+        if project.exists() and project != files[0][0]:
+            files.append((project, f"cd {shlex.quote(root)} && nmem install --project"))
     return files
 
 
@@ -163,7 +163,9 @@ def check_hooks() -> Check:
                             fix = command
     user = _home_tilde(install.user_settings_path())
     if not found:
-        return _fail("hooks", f"no nmem hooks in {user} (nor in this project's .claude/settings.json)", "nmem install")
+        return _fail(
+            "hooks", f"no nmem hooks in {user} (nor in this project's .claude/settings.local.json)", "nmem install"
+        )
     missing = [e for e in wanted if e not in found]
     if missing:
         return _fail("hooks", f"{', '.join(where)} lacks nmem hooks for {', '.join(missing)}", fix)

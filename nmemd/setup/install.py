@@ -208,6 +208,26 @@ class Written(msgspec.Struct, frozen=True):
     backup: Path | None = None
 
 
+def _backup(path: Path, old: str) -> Path:
+    """A 0600 copy of `path`'s previous content (settings files hold tokens), the only one kept: older
+    copies nmem made of the same file are removed, so backups never pile up."""
+    backup = path.with_name(f"{path.name}.nmem-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+    fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)  # an existing file of that name keeps its mode otherwise
+        fh.write(old)
+    for older in path.parent.glob(f"{path.name}.nmem-backup-*"):
+        if older != backup:
+            older.unlink(missing_ok=True)
+    return backup
+
+
+def project_settings_path(root: str) -> Path:
+    """A project's install goes to `.claude/settings.local.json`: it names this machine's paths, and
+    `.claude/settings.json` is the file teams commit (Claude Code reads both)."""
+    return Path(root) / ".claude" / "settings.local.json"
+
+
 def write(path: Path, data: dict[str, Any]) -> Written:
     """Write atomically after backing up the old file; unchanged content is not rewritten."""
     text = render(data)
@@ -217,8 +237,7 @@ def write(path: Path, data: dict[str, Any]) -> Written:
             old = path.read_text(encoding="utf-8")
             if old.strip() and json.loads(old) == data:
                 return Written(changed=False)
-            backup = path.with_name(f"{path.name}.nmem-backup-{time.strftime('%Y%m%d-%H%M%S')}")
-            backup.write_text(old, encoding="utf-8")
+            backup = _backup(path, old)
             mode = path.stat().st_mode & 0o777
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
