@@ -39,6 +39,7 @@ from typing import Any, Final, TypedDict
 
 import msgspec
 
+from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
 from nmemd.model import COMPACT_MAX, compact_key, reply_key
 
 STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of most fields; longer strings are cut before sending
@@ -105,6 +106,13 @@ def decode_line(raw: bytes) -> object:
         return _decode_typed(raw)
     except msgspec.ValidationError:
         return _decode_any(raw)
+    except msgspec.DecodeError:
+        if not may_hold_surrogate(raw):
+            raise
+        try:  # a lone surrogate (a string cut inside an emoji): read the line, U+FFFD for the character
+            return loads_replacing_surrogates(raw)
+        except (ValueError, RecursionError):
+            raise msgspec.DecodeError("invalid JSON") from None
 
 
 class Record(msgspec.Struct, kw_only=True):

@@ -15,6 +15,8 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from nmemd.jsonsafe import scrub
+
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
@@ -28,25 +30,6 @@ PARSE_ERROR: Final = -32700  # JSON-RPC 2.0: not JSON; the reply's id is null
 INVALID_REQUEST: Final = -32600  # JSON, but not a request, response or notification
 ID_MIN: Final = -(2**63)  # ids must fit a signed 64-bit integer (pydantic and SQLite-bound code assume it)
 ID_MAX: Final = 2**63 - 1
-
-
-def scrub(value: object) -> object:
-    """Lone surrogates (a string cut inside an emoji) replaced with U+FFFD, in every string of a message."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _has_surrogate(value) else value
-    if isinstance(value, list):
-        return [scrub(v) for v in value]
-    if isinstance(value, dict):
-        return {scrub(k): scrub(v) for k, v in value.items()}
-    return value
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def refusal(raw: bytes) -> tuple[dict[str, object] | None, bytes | None]:
