@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from conftest import Daemon, db_rows, integrity_ok, run_send
-from helpers import count, log_text, prompt_event, wait_until
+from helpers import count, log_text, ping, prompt_event, wait_until
 
 from nmemd.history.transcripts import decode_line
 
@@ -52,3 +55,20 @@ def test_a_transcript_line_with_a_lone_surrogate_is_read() -> None:
     decoded = decode_line(line)
     assert isinstance(decoded, dict)
     assert "\ufffd" in json.dumps(decoded, ensure_ascii=False)
+
+
+def test_the_drain_removes_stale_spool_temp_files_only(daemon: Daemon, nmem_env: dict[str, str]) -> None:
+    """Finding 4: a `.tmp` left by a client that died mid-write (possibly holding an unredacted
+    secret) is removed by the drain; one a live client may still be writing is left alone."""
+    spool = Path(nmem_env["NMEM_HOME"], "spool")
+    spool.mkdir(parents=True, mode=0o700, exist_ok=True)
+    stale = spool / ("1" * 24 + ".event.tmp")
+    fresh = spool / ("2" * 24 + ".event.tmp")
+    stale.write_bytes(b'{"prompt": "AKIAIOSFODNN7EXAMPLE half writ')
+    fresh.write_bytes(b'{"prompt": "being written')
+    old = time.time() - 3600  # an hour: no live client writes that long
+    os.utime(stale, (old, old))
+    daemon.start()
+    wait_until(lambda: not stale.exists(), 15, "stale temp file removed")
+    assert fresh.exists()
+    assert ping(daemon.socket) is not None
