@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from conftest import Daemon, db_rows, integrity_ok, run_send
+from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
 from helpers import count, log_text, ping, prompt_event, wait_until
 
 from nmemd.history.transcripts import decode_line
@@ -72,3 +73,69 @@ def test_the_drain_removes_stale_spool_temp_files_only(daemon: Daemon, nmem_env:
     wait_until(lambda: not stale.exists(), 15, "stale temp file removed")
     assert fresh.exists()
     assert ping(daemon.socket) is not None
+
+
+def _transcript_line(ts: str, text: str, session: str, cwd: str, n: int) -> str:
+    return json.dumps(
+        {"type": "user", "message": {"role": "user", "content": text}, "timestamp": ts, "sessionId": session,
+         "cwd": cwd, "uuid": f"u{n}", "parentUuid": None, "isSidechain": False, "userType": "external"}
+    )  # fmt: skip
+
+
+def test_out_of_range_transcript_times_do_not_break_the_readers(daemon: Daemon, tmp_path: Path) -> None:
+    """Finding 10: lines dated year 1 and 9999 are imported with a usable time, and `nmem sessions`
+    and `nmem search` keep working (a year-1 row used to break both with a traceback, for good)."""
+    cwd = str(tmp_path / "proj")
+    Path(cwd).mkdir()
+    session = "yearone-session"
+    lines = [
+        _transcript_line("0001-01-01T00:00:00Z", "yearone prompt zebrafish", session, cwd, 1),
+        _transcript_line("9999-12-31T23:59:59Z", "yearnine prompt zebrafish", session, cwd, 2),
+        _transcript_line("2026-02-10T21:12:02.480Z", "normal prompt zebrafish", session, cwd, 3),
+    ]
+    transcript = tmp_path / f"{session}.jsonl"
+    transcript.write_text("\n".join(lines) + "\n")
+    daemon.start()
+    env = {**daemon.env}
+    done = subprocess.run(
+        [str(BIN / "nmem"), "import-transcripts", "--json", str(transcript)],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    wait_until(lambda: count(daemon.db, "observations", "content LIKE '%zebrafish%'") == 3, 15, "3 prompts")
+    times = [r[0] for r in db_rows(daemon.db, "SELECT received_at FROM events WHERE session_id = ?", (session,))]
+    assert times and all(946_684_800 <= t < 4_102_444_800 for t in times), times  # 2000 <= t < 2100
+    for args in (["sessions", "--project", cwd], ["search", "zebrafish", "--project", cwd]):
+        out = subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_readers_survive_rows_stored_with_impossible_times(daemon: Daemon, tmp_path: Path) -> None:
+    """Finding 10, readers: rows an older version stored with a year-1 time
+    are listed and searched (time shown as ?), never a traceback."""
+    cwd = str(tmp_path / "proj")
+    Path(cwd).mkdir()
+    daemon.start()
+    event = prompt_event("impossibletimes", cwd=cwd)
+    event["prompt"] = "impossible times narwhal"
+    assert run_send(json.dumps(event).encode(), env=daemon.env).returncode == 0
+    wait_until(lambda: count(daemon.db, "observations", "content LIKE '%narwhal%'") == 1, 15, "stored")
+    assert daemon.stop() == 0
+    conn = sqlite3.connect(daemon.db)
+    try:
+        for table in ("events", "sessions", "observations"):
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            for col, value in zip(
+                [c for c in cols if c.endswith(("_at", "_ts")) and c != "imported_at"],
+                [-62135596800.0] * 9,  # year 1 (in New York local time: year 0)
+                strict=False,
+            ):
+                conn.execute(f"UPDATE {table} SET {col} = ?", (value,))
+        conn.commit()
+    finally:
+        conn.close()
+    env = {**daemon.env, "NMEM_AUTOSTART": "0", "TZ": "America/New_York"}  # year 1 local: year 0
+    for args in (["sessions", "--project", cwd], ["search", "narwhal", "--project", cwd]):
+        out = subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60, env=env)
+        assert "Traceback" not in out.stderr, (args, out.stderr)
+        assert out.returncode == 0, (args, out.stdout, out.stderr)

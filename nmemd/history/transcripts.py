@@ -40,7 +40,7 @@ from typing import Any, Final, TypedDict
 import msgspec
 
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
-from nmemd.model import COMPACT_MAX, compact_key, reply_key
+from nmemd.model import COMPACT_MAX, compact_key, plausible_ts, reply_key
 
 STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of most fields; longer strings are cut before sending
 OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message is never far from its next line)
@@ -165,13 +165,15 @@ def bound(value: Any, limit: int = STRING_MAX, tail: int = 0) -> Any:
 
 
 def parse_ts(raw: object, default: float) -> float:
-    """Epoch seconds of an ISO-8601 timestamp ("2026-02-10T21:12:02.480Z"); `default` when unreadable."""
+    """Epoch seconds of an ISO-8601 timestamp ("2026-02-10T21:12:02.480Z"); `default` when unreadable
+    or implausible (year 1, year 9999: outside `TS_MIN`..`TS_MAX`)."""
     if not isinstance(raw, str):
         return default
     try:
-        return dt.datetime.fromisoformat(raw).timestamp()
-    except ValueError:
+        ts = dt.datetime.fromisoformat(raw).timestamp()
+    except (ValueError, OverflowError, OSError):
         return default
+    return ts if plausible_ts(ts) else default
 
 
 def _result_text(block: dict[str, Any]) -> str:
