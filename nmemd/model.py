@@ -114,3 +114,22 @@ class WorkerFacts(msgspec.Struct, kw_only=True):
     ready: bool = False  # False while it starts or restarts: the loop extracts meanwhile
     extracted: int = 0
     restarts: int = 0
+
+
+# Issue #16, finding 10: a time outside these bounds (year 1, year 9999, negative, NaN) is not a
+# time anything nmem stores could carry; datetime cannot even show some of them. Times that
+# reach the store from outside (transcript lines, import batches) are checked against them.
+TS_MIN: Final = 946_684_800.0  # 2000-01-01T00:00:00Z
+TS_MAX: Final = 4_102_444_800.0  # 2100-01-01T00:00:00Z
+
+
+def plausible_ts(ts: object) -> bool:
+    """True for an epoch time nmem may store (NaN and infinities are not)."""
+    return isinstance(ts, int | float) and not isinstance(ts, bool) and TS_MIN <= ts < TS_MAX
+
+
+def clamp_ts(ts: float) -> float:
+    """`ts` within `TS_MIN`..`TS_MAX` (NaN: `TS_MIN`), deterministic so a re-import names the same event."""
+    if ts != ts:  # NaN
+        return TS_MIN
+    return min(max(ts, TS_MIN), TS_MAX - 1.0)

@@ -129,8 +129,12 @@ def test_the_redaction_gate_finds_exactly_the_needles(parts: list[str]) -> None:
 
 
 _SECRETS = st.sampled_from(
-    [" -u admin:hunter2pass", "--user=bob:s3cretpw", "curl -u me:pw12345678", " --user 'a:b12345678'", "\\n", "-", "K"]
-)
+    [" -u admin:hunter2pass", "--user=bob:s3cretpw", "curl -u me:pw12345678", " --user 'a:b12345678'", "\\n", "-", "K",
+     # issue #16, finding 6: tools' own credential syntax
+     "PGPASSWORD=hunter2pg", ";AccountKey=abcdEFGH1234abcdEFGH12==", "mysql -u root -pS3cretPw", "sshpass -p Pa55wd ",
+     "machine h login bob password Zx9pw", '"auth": "Ym9iOnMzY3JldA=="', "hooks.slack.com/services/T0/B0/XXXXXXXX",
+     "client-key-data: LS0tLS1CRUdJTiBSU0E=", "db:5432:app:alice:pgS3cret", "\n"]
+)  # fmt: skip
 
 
 @settings(max_examples=1000, deadline=None, database=None)

@@ -415,6 +415,7 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
     done = subprocess.run([BRIDGE], input=script, env=env, capture_output=True, timeout=STEP_S)
     assert done.returncode == 0 and done.stderr == b""
     replies = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert replies.pop(None)["error"]["code"] == -32700  # the line that is not JSON
     assert sorted(replies) == [1, 2, 3]
     assert replies[1]["result"]["serverInfo"]["name"] == "nmem"
     assert replies[2]["result"]["content"] == [
@@ -441,6 +442,35 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
         for f in (proc.stdin, proc.stdout, proc.stderr):
             if f is not None and not f.closed:
                 f.close()
+
+
+def test_malformed_lines_get_json_rpc_errors(daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path) -> None:
+    """Not JSON: -32700 with id null; an id without a method: -32600; an id past 2^63: -32600, no traceback;
+    a lone surrogate in a request is replaced (U+FFFD) and the request answered (issue #16, finding 11)."""
+    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
+    daemon.start()
+    script = (
+        json.dumps(INIT).encode() + b"\n"
+        + b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+        + b"not json at all\n"
+        + b'{"jsonrpc": "2.0", "id": 5}\n'
+        + b'{"jsonrpc": "2.0", "id": 6, "method": "tools/call",'
+        + b' "params": {"name": "search", "arguments": {"query": "caf\\ud800 zebra"}}}\n'
+        + _rpc(2**63, "tools/call", {"name": "sessions", "arguments": {}})
+        + _rpc(7, "tools/call", {"name": "sessions", "arguments": {}})
+    )  # fmt: skip
+    done = subprocess.run([BRIDGE], input=script, env=env, capture_output=True, timeout=STEP_S)
+    assert done.returncode == 0 and done.stderr == b""
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    by_id = {r["id"]: r for r in replies}
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[5]["error"]["code"] == -32600
+    assert by_id[2**63]["error"]["code"] == -32600
+    assert "result" in by_id[6] and "content" in by_id[6]["result"]  # answered, not dropped
+    assert "No sessions recorded" in by_id[7]["result"]["content"][0]["text"]  # the session goes on
+    assert len(replies) == 6
+    logs = Path(nmem_env["NMEM_HOME"], "logs")
+    assert logs.is_dir() and not any("Traceback" in f.read_text(errors="replace") for f in logs.iterdir())
 
 
 MODERN = {  # the 2026-07-28 per-request envelope Claude Code 2.1.330 sends

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmemd.capture.redact import CONTEXT_TAG, MAX_CANDIDATES, redact, sensitive_key, strip_private
+from nmemd.capture.redact import CONTEXT_TAG, MAX_CANDIDATES, REDACTED, redact, sensitive_key, strip_private
 
 # Obviously fake values in each family's format.
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"
@@ -229,3 +229,47 @@ def test_planted_tokens_never_survive(before: str, token: str, after: str) -> No
 @given(st.text(max_size=500))
 def test_redact_never_raises(text: str) -> None:
     assert isinstance(redact(strip_private(text)), str)
+
+
+# Issue #16, finding 6: credentials in tools' own syntax, with no `key = value` keyword.
+TOOL_SECRETS = [
+    ("export PGPASSWORD=hunter2pg && psql -h db", "hunter2pg"),
+    ("MYSQL_PWD='Sq1pass99' mysql app", "Sq1pass99"),
+    ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=abcdEFGH1234abcdEFGH1234ab==;EndpointSuffix=x",
+     "abcdEFGH1234abcdEFGH1234ab=="),
+    ("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=QWERTYuiop1234567890asdf=",
+     "QWERTYuiop1234567890asdf="),
+    ("mysql -h db -u root -pS3cretPw app < dump.sql", "S3cretPw"),
+    ("mysqldump -uroot -pDumpPw77 app", "DumpPw77"),
+    ("machine api.example.com\n  login bob\n  password Zx9netrcpw\n", "Zx9netrcpw"),
+    ("default login anon password AnonPw42", "AnonPw42"),
+    ('{"auths": {"ghcr.io": {"auth": "Ym9iOnMzY3JldHB3"}}}', "Ym9iOnMzY3JldHB3"),
+    ('{\\"auths\\": {\\"r\\": {\\"auth\\": \\"Ym9iOnMzY3JldHB3\\"}}}', "Ym9iOnMzY3JldHB3"),
+    ("curl -d '{}' https://hooks.slack.com/services/T0001/B0001/AbCdEfGhIjKl", "T0001/B0001/AbCdEfGhIjKl"),
+    ("    client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVk=", "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVk="),
+    ("sshpass -p 'Pa55word!' ssh user@host", "Pa55word!"),
+    ("db.example.com:5432:app:alice:pgS3cretLine", "pgS3cretLine"),
+    ("*:*:*:postgres:wildPgPw", "wildPgPw"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "secret"), TOOL_SECRETS)
+def test_tool_specific_credentials_are_redacted(text: str, secret: str) -> None:
+    out = redact(text)
+    assert secret not in out and REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "please reset your password now",
+        "the mysql -p flag prompts for it",
+        "mysql -p",
+        "password must be at least 12 characters",
+        "auth is handled by the proxy",
+        "see hooks.slack.com for docs",
+        "host:5432:db is listening",
+    ],
+)
+def test_tool_specific_families_leave_prose_alone(text: str) -> None:
+    assert redact(text) == text

@@ -1099,6 +1099,16 @@ PLANTED: dict[str, str] = {
     "client-secret": "reliab1lity-client-secret-42",
     "api-key": "reliab1lity-api-key-k123",
     "token": "glpat-reliab1lity123456",
+    # issue #16, finding 6: tools' own credential syntax
+    "pgpassword": "reliab1lityPgPass77",
+    "azure-account-key": "RelAzureKey0123456789abcdefABCDEF==",
+    "mysql-p": "reliab1lityMysqlPw",
+    "netrc": "reliab1lityNetrcPw",
+    "docker-auth": "cmVsaWFiaWxpdHk6ZG9ja2VycHc=",
+    "slack-webhook": "T0RELIAB1/B0RELIAB1/reliab1lityWebhookXyz",
+    "kube-client-key": "LS0tLS1CRUdJTiByZWxpYWJpbGl0eSBrdWJlIGtleQ==",
+    "sshpass": "reliab1litySshPw",
+    "pgpass": "reliab1lityPgpassLine",
 }
 
 
@@ -1115,6 +1125,13 @@ def secret_events(session: str, cwd: str = "/tmp/nmem-rel-s10") -> list[bytes]:
         f"postgres://app:{p['url-password']}@db:5432/x password={p['password']}\n"
         f'{{"client_secret": "{p["client-secret"]}", "api_key": "{p["api-key"]}"}}'
         f" export GITLAB_TOKEN={p['token']}"
+        f"\nPGPASSWORD={p['pgpassword']} psql -h db\nDefaultEndpointsProtocol=https;AccountName=rel;"
+        f"AccountKey={p['azure-account-key']};EndpointSuffix=core.windows.net\nmysql -u root -p{p['mysql-p']} app\n"
+        f"machine api.example.com login rel password {p['netrc']}\n"
+        f'{{"auths": {{"ghcr.io": {{"auth": "{p["docker-auth"]}"}}}}}}\n'
+        f"curl -X POST https://hooks.slack.com/services/{p['slack-webhook']}\n"
+        f"    client-key-data: {p['kube-client-key']}\nsshpass -p {p['sshpass']} ssh rel@host\n"
+        f"db.example.com:5432:app:rel:{p['pgpass']}\n"
     )
     base = {"session_id": session, "cwd": cwd, "transcript_path": f"{cwd}/.claude/{session}.jsonl"}
     return [

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import time
 
 import anyio
 
@@ -23,12 +24,19 @@ from nmemd.store.database import Incoming
 LOG = logging.getLogger("nmemd.drain")
 DRAIN_BATCH = 256
 SPOOL_SUFFIX = ".event"
+TMP_SUFFIX = ".tmp"  # a spool file being written: `<event_id>.event.tmp`, renamed once complete
+# A client writes its spool file in one go under the hook's timeout (seconds; the longest
+# Claude Code hook timeout is 60 s by default). A temp file untouched for this long was left by a
+# client that died or failed mid-write (disk full): nobody will rename it, and it may hold an
+# unredacted payload, so the drain removes it. Ten times any live writer's lifetime.
+STALE_TMP_S = 600.0
 
 
 async def drain_once(ingestor: Ingestor, settings: Settings) -> int:
     """Drain everything waiting now; return how many events were handled."""
     handled = await _drain_inbox(ingestor, settings)
     handled += await _drain_spool(ingestor, settings)
+    _remove_stale_tmp(settings.spool)
     if handled:
         # The raw payloads (which may hold secrets) were deleted with secure_delete
         # on; truncating the WAL removes their last copies from disk.
@@ -76,6 +84,29 @@ async def _drain_inbox(ingestor: Ingestor, settings: Settings) -> int:
         if items:
             await ingestor.submit_many(items)
         handled += len(rows)
+
+
+def _remove_stale_tmp(spool: str, now: float | None = None) -> int:
+    """Unlink spool temp files no live client can still be writing (untouched for STALE_TMP_S)."""
+    now = time.time() if now is None else now
+    removed = 0
+    try:
+        names = [n for n in os.listdir(spool) if n.endswith(TMP_SUFFIX)]
+    except OSError:
+        return 0
+    for name in names:
+        path = os.path.join(spool, name)
+        try:
+            st = os.lstat(path)
+            if now - st.st_mtime < STALE_TMP_S:  # every write (and the O_TRUNC open) sets mtime
+                continue  # possibly being written right now
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            continue
+    if removed:
+        LOG.warning("removed %d stale spool temp file%s (a client died mid-write)", removed, "s" * (removed > 1))
+    return removed
 
 
 async def _drain_spool(ingestor: Ingestor, settings: Settings) -> int:

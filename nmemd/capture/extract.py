@@ -24,6 +24,7 @@ import msgspec
 from nmemd.capture.project import project_root
 from nmemd.capture.redact import redact, redact_tail, sensitive_key, strip_private
 from nmemd.errors import InvalidEvent
+from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
 from nmemd.model import (
     COMPACT_MAX,
     CONTENT_MAX,
@@ -812,7 +813,14 @@ def decode_event(body: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise InvalidEvent("payload is not valid UTF-8") from exc
     except msgspec.DecodeError as exc:
-        raise InvalidEvent(f"payload is not valid JSON: {exc}") from exc
+        if not may_hold_surrogate(body):
+            raise InvalidEvent(f"payload is not valid JSON: {exc}") from exc
+        try:  # a lone surrogate (a string cut inside an emoji): keep the event, U+FFFD for the character
+            payload = loads_replacing_surrogates(body)
+        except RecursionError as exc2:
+            raise InvalidEvent("payload nested too deeply") from exc2
+        except ValueError:
+            raise InvalidEvent(f"payload is not valid JSON: {exc}") from exc
     if not isinstance(payload, dict):
         raise InvalidEvent(f"payload is a JSON {type(payload).__name__}, not an object")
     return payload

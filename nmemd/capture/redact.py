@@ -375,7 +375,93 @@ _CONTEXT_FAMILIES: Final = (
     ),
 )
 
-_FAMILIES: Final = _TOKEN_FAMILIES + _CONTEXT_FAMILIES
+_NETRC_BEFORE: Final = re.compile(r"(?:^|\s)(?:(?:machine|login|account)[ \t]+\S{1,256}+|default)[ \t\r\n]+\Z", re.I)
+_UNQUOTED: Final = r"[\"']?(?P<v>[^\s\"'`;&|]{1,500}+)"
+
+
+def _netrc_ok(m: re.Match[str]) -> bool:
+    """`password X` counts only in a .netrc entry: after `machine H`, `login U`, `account A` or `default`."""
+    before = m.string[max(0, m.start() - 300) : m.start()]
+    return _NETRC_BEFORE.search(before) is not None and not is_placeholder(m.group("v"))
+
+
+def _value_ok(m: re.Match[str]) -> bool:
+    return not is_placeholder(m.group("v"))
+
+
+# Issue #16, finding 6: credentials in well-known tools' own syntax (no `key = value` keyword).
+_TOOL_FAMILIES: Final = (
+    _Family(  # PGPASSWORD=..., MYSQL_PWD=... (the keyword inside a longer word)
+        "password",
+        ("pgpassword", "mysql_pwd"),
+        r"(?i:pgpassword|mysql_pwd)[ \t]{0,20}+[:=][ \t]{0,20}+" + _UNQUOTED,
+        group="v",
+        lower=True,
+        accept=_value_ok,
+    ),
+    _Family(  # Azure storage / service bus connection strings
+        "access-key",
+        ("accountkey", "sharedaccesskey"),
+        r"(?i:accountkey|sharedaccesskey)[ \t]{0,20}+=[ \t]{0,20}+(?P<v>[A-Za-z0-9+/=]{16,1000}+)",
+        group="v",
+        lower=True,
+    ),
+    _Family(  # mysql -pPASS (the password glued to -p)
+        "password",
+        ("mysql",),
+        r"(?i:mysql(?:dump|admin|sh|import|check)?)(?=[ \t])[^\n|;&]{0,300}?(?<=[ \t])-p(?P<v>[^\s\"'`;&|]{1,200}+)",
+        group="v",
+        lower=True,
+        accept=_value_ok,
+    ),
+    _Family(  # sshpass -p PASS
+        "password",
+        ("sshpass",),
+        r"(?i:sshpass)[ \t]+-p[ \t]{0,20}+" + _UNQUOTED,
+        group="v",
+        lower=True,
+        accept=_value_ok,
+    ),
+    _Family(  # .netrc: machine H login U password P
+        "password",
+        ("passw",),
+        r"(?i:password)[ \t]+(?P<v>[^\s\"'`]{1,500}+)",
+        group="v",
+        lower=True,
+        accept=_netrc_ok,
+    ),
+    _Family(  # docker config.json: "auth": "base64(user:password)"
+        "auth-key",
+        ('auth"', 'auth\\"'),
+        r'(?i:auth)\\?"[ \t]{0,20}+:[ \t]{0,20}+\\?"(?P<v>[A-Za-z0-9+/=]{8,10000}+)',
+        group="v",
+        lower=True,
+    ),
+    _Family(  # Slack incoming webhooks: the path is the credential
+        "slack-webhook",
+        ("hooks.slack.com",),
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<v>[A-Za-z0-9/_-]{10,300}+)",
+        group="v",
+        lower=True,
+    ),
+    _Family(  # kubeconfig: the client's private key, base64
+        "private-key",
+        ("client-key-data",),
+        r"(?i:client-key-data)\\?[\"']?[ \t]{0,20}+:[ \t]{0,20}+\\?[\"']?(?P<v>[A-Za-z0-9+/=]{16,200000}+)",
+        group="v",
+        lower=True,
+    ),
+    _Family(  # .pgpass: host:port:database:user:password (default-port and wildcard lines)
+        "password",
+        (":5432:", ":*:"),
+        r":(?:5432|\*):[^\s:]{1,256}+:[^\s:]{1,256}+:(?P<v>[^\s]{1,500}+)",
+        group="v",
+        lower=True,
+        accept=_value_ok,
+    ),
+)
+
+_FAMILIES: Final = _TOKEN_FAMILIES + _CONTEXT_FAMILIES + _TOOL_FAMILIES
 
 # --- key = value assignments ------------------------------------------------------------
 

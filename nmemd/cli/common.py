@@ -61,10 +61,18 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _local(ts: float, fmt: str) -> str:
+    """`ts` as local time; a time datetime cannot show (year 1 or 10000, NaN) as `?`, never a traceback."""
+    try:
+        return dt.datetime.fromtimestamp(ts).strftime(fmt)
+    except (ValueError, OverflowError, OSError):
+        return "?"
+
+
 def when(ts: float | None) -> str:
     if not ts:
         return "never"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    return _local(ts, "%Y-%m-%d %H:%M:%S")
 
 
 def ago(ts: float | None, now: float) -> str:
@@ -72,6 +80,8 @@ def ago(ts: float | None, now: float) -> str:
     if not ts:
         return "-"
     age = now - ts
+    if age != age:  # NaN
+        return "?"
     if age < 60:
         return "just now"
     if age < 3600:
@@ -80,7 +90,7 @@ def ago(ts: float | None, now: float) -> str:
         return f"{int(age // 3600)}h ago"
     if age < 7 * 86400:
         return f"{int(age // 86400)}d ago"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
+    return _local(ts, "%Y-%m-%d")
 
 
 # --- reading: one path, two transports -------------------------------------------------------------

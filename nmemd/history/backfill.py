@@ -35,7 +35,7 @@ import msgspec
 
 from nmemd.errors import ImportParamsError
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
-from nmemd.model import Extracted
+from nmemd.model import Extracted, clamp_ts
 
 if TYPE_CHECKING:
     from nmemd.capture.host import Host
@@ -157,9 +157,10 @@ async def call(daemon: Host, method: str, params: dict[str, Any]) -> Any:
     incoming = []
     for e in batch.events:
         key = natural_key(e.extracted) or e.key
+        ts = clamp_ts(e.ts)  # year 1, year 9999, NaN from any client: a time the readers can show
         incoming.append(
             Incoming(
-                event_id=event_id_for(key, e.ts), received_at=e.ts, extracted=e.extracted, natural_key=key,
+                event_id=event_id_for(key, ts), received_at=ts, extracted=e.extracted, natural_key=key,
                 git_branch=e.git_branch,
             )
         )  # fmt: skip

@@ -39,7 +39,8 @@ from typing import Any, Final, TypedDict
 
 import msgspec
 
-from nmemd.model import COMPACT_MAX, compact_key, reply_key
+from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
+from nmemd.model import COMPACT_MAX, compact_key, plausible_ts, reply_key
 
 STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of most fields; longer strings are cut before sending
 OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message is never far from its next line)
@@ -105,6 +106,13 @@ def decode_line(raw: bytes) -> object:
         return _decode_typed(raw)
     except msgspec.ValidationError:
         return _decode_any(raw)
+    except msgspec.DecodeError:
+        if not may_hold_surrogate(raw):
+            raise
+        try:  # a lone surrogate (a string cut inside an emoji): read the line, U+FFFD for the character
+            return loads_replacing_surrogates(raw)
+        except (ValueError, RecursionError):
+            raise msgspec.DecodeError("invalid JSON") from None
 
 
 class Record(msgspec.Struct, kw_only=True):
@@ -157,13 +165,15 @@ def bound(value: Any, limit: int = STRING_MAX, tail: int = 0) -> Any:
 
 
 def parse_ts(raw: object, default: float) -> float:
-    """Epoch seconds of an ISO-8601 timestamp ("2026-02-10T21:12:02.480Z"); `default` when unreadable."""
+    """Epoch seconds of an ISO-8601 timestamp ("2026-02-10T21:12:02.480Z"); `default` when unreadable
+    or implausible (year 1, year 9999: outside `TS_MIN`..`TS_MAX`)."""
     if not isinstance(raw, str):
         return default
     try:
-        return dt.datetime.fromisoformat(raw).timestamp()
-    except ValueError:
+        ts = dt.datetime.fromisoformat(raw).timestamp()
+    except (ValueError, OverflowError, OSError):
         return default
+    return ts if plausible_ts(ts) else default
 
 
 def _result_text(block: dict[str, Any]) -> str:

@@ -62,7 +62,10 @@ def parse_time(text: str, now: float) -> float:
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError, OSError):  # year 1 or 10000, NaN: stored by an older version
+        return None
 
 
 def _resolve_session(conn: sqlite3.Connection, wanted: str) -> str:

@@ -5,6 +5,7 @@ One JSON-RPC message per line each way, exactly like mcp's stdio transport
 module is imported with the package, before the (slow) mcp import has run.
 """
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
@@ -13,6 +14,8 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from nmemd.jsonsafe import scrub
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -23,6 +26,32 @@ DRAIN_S: Final = 30.0  # after the client half-closes, how long its pending requ
 # Requests answered only when their stream ends (2026-07-28: the client's channel for change
 # notifications): after the client's EOF nobody is left to listen, so they are not waited for.
 OPEN_ENDED: Final = frozenset({"subscriptions/listen"})
+PARSE_ERROR: Final = -32700  # JSON-RPC 2.0: not JSON; the reply's id is null
+INVALID_REQUEST: Final = -32600  # JSON, but not a request, response or notification
+ID_MIN: Final = -(2**63)  # ids must fit a signed 64-bit integer (pydantic and SQLite-bound code assume it)
+ID_MAX: Final = 2**63 - 1
+
+
+def refusal(raw: bytes) -> tuple[dict[str, object] | None, bytes | None]:
+    """A line's message as Python values, or the JSON-RPC error line that answers it instead."""
+    try:
+        obj = json.loads(raw)
+    except ValueError:  # not UTF-8 or not JSON
+        return None, _error_line(None, PARSE_ERROR, "Parse error: the line is not JSON")
+    obj = scrub(obj)
+    if not isinstance(obj, dict):
+        return None, _error_line(None, INVALID_REQUEST, "Invalid Request: a message is a JSON object")
+    rid = obj.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, int | str | None):
+        return None, _error_line(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+    if isinstance(rid, int) and not ID_MIN <= rid <= ID_MAX:
+        return None, _error_line(rid, INVALID_REQUEST, "Invalid Request: id is outside the signed 64-bit range")
+    return obj, None
+
+
+def _error_line(rid: object, code: int, message: str) -> bytes:
+    body = {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+    return json.dumps(body).encode() + b"\n"
 
 
 @asynccontextmanager
@@ -43,6 +72,7 @@ async def line_transport(
     read_tx, read_rx = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_tx, write_rx = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()
+    send_lock = anyio.Lock()  # the writer's replies and the reader's refusals never interleave on the socket
     settled = anyio.Event()  # after EOF: every request answered (or the writer gave up)
     in_flight: set[object] = set()
     eof = False
@@ -71,10 +101,15 @@ async def line_transport(
                     return
                 if not line.strip():
                     continue
+                obj, refused = refusal(line)
+                if obj is None or refused is not None:
+                    await send_raw(refused or b"")
+                    continue
                 try:
-                    message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:  # the session answers with a parse error and goes on
-                    await read_tx.send(exc)
+                    message = jsonrpc_message_adapter.validate_python(obj, by_name=False)
+                except Exception:  # valid JSON, not a JSON-RPC message (e.g. an id without a method)
+                    rid = obj.get("id")
+                    await send_raw(_error_line(rid, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"))
                     continue
                 if isinstance(message, JSONRPCRequest) and message.method not in OPEN_ENDED:
                     in_flight.add(message.id)
@@ -82,12 +117,20 @@ async def line_transport(
                     answered((message.params or {}).get("requestId"))  # a cancelled request gets no answer
                 await read_tx.send(SessionMessage(message))
 
+    async def send_raw(data: bytes) -> None:
+        try:
+            async with send_lock:
+                await stream.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass  # the peer went away; the reader sees it next
+
     async def writer() -> None:
         try:
             async with write_rx:
                 async for sm in write_rx:
                     data = sm.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await stream.send(data.encode() + b"\n")
+                    async with send_lock:
+                        await stream.send(data.encode() + b"\n")
                     if isinstance(sm.message, JSONRPCResponse | JSONRPCError):
                         answered(sm.message.id)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):

@@ -1,0 +1,141 @@
+"""Issue #16: safe on a shared machine and under faults (findings 2, 4, 5, 9, 10)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
+from helpers import count, log_text, ping, prompt_event, wait_until
+
+from nmemd.history.transcripts import decode_line
+
+SPOOL_ONE = "import sys; from nmem_client import inbox; inbox.spool(sys.argv[1], sys.stdin.buffer.read())"
+
+# A prompt cut inside an emoji: Python's json writes the lone high surrogate as an escape.
+CUT = "cut here \ud83d end"
+
+
+def _cut_payload(marker: str) -> bytes:
+    event = prompt_event(marker)
+    event["prompt"] = f"{CUT} {marker}"
+    return json.dumps(event).encode()  # ensure_ascii: b'\\ud83d', what a hook could send
+
+
+def test_a_lone_surrogate_is_stored_replaced_on_every_path(daemon: Daemon, nmem_env: dict[str, str]) -> None:
+    """Finding 5: socket, inbox drain and spool drain each store the event with U+FFFD, none refuses it."""
+    no_start = {**nmem_env, "NMEM_AUTOSTART": "0"}
+    done = run_send(_cut_payload("surrinbox"), env=no_start)  # no daemon: the client writes the inbox
+    assert done.returncode == 0 and done.stderr == b""
+    spool = subprocess.run(  # the client's own spool writer, as it runs when the inbox is unavailable
+        [sys.executable, "-c", SPOOL_ONE, "0" * 24 + "surrspool"],
+        input=_cut_payload("surrspool"), env={**nmem_env}, capture_output=True, timeout=20, check=True,
+    )  # fmt: skip
+    assert spool.stderr == b""
+    daemon.start()
+    done = run_send(_cut_payload("surrsock"), env=nmem_env)
+    assert done.returncode == 0 and done.stderr == b""
+    markers = ("surrinbox", "surrspool", "surrsock")
+    wait_until(lambda: count(daemon.db, "events", "session_id IN (?, ?, ?)", markers) == 3, 15, "3 events stored")
+    wait_until(lambda: count(daemon.db, "inbox") == 0, 15, "inbox drained")
+    for marker in markers:
+        rows = db_rows(daemon.db, "SELECT content FROM observations WHERE content LIKE ?", (f"%{marker}%",))
+        assert rows and all("cut here \ufffd end" in str(r[0]) for r in rows), (marker, rows)
+    assert "refused event" not in log_text(daemon.home) and "dropping invalid" not in log_text(daemon.home)
+    integrity_ok(daemon.db)
+
+
+def test_a_transcript_line_with_a_lone_surrogate_is_read() -> None:
+    """Finding 5, import path: the line is read with U+FFFD, not skipped as invalid JSON."""
+    line = json.dumps({"type": "user", "message": {"role": "user", "content": CUT}}).encode()
+    decoded = decode_line(line)
+    assert isinstance(decoded, dict)
+    assert "\ufffd" in json.dumps(decoded, ensure_ascii=False)
+
+
+def test_the_drain_removes_stale_spool_temp_files_only(daemon: Daemon, nmem_env: dict[str, str]) -> None:
+    """Finding 4: a `.tmp` left by a client that died mid-write (possibly holding an unredacted
+    secret) is removed by the drain; one a live client may still be writing is left alone."""
+    spool = Path(nmem_env["NMEM_HOME"], "spool")
+    spool.mkdir(parents=True, mode=0o700, exist_ok=True)
+    stale = spool / ("1" * 24 + ".event.tmp")
+    fresh = spool / ("2" * 24 + ".event.tmp")
+    stale.write_bytes(b'{"prompt": "AKIAIOSFODNN7EXAMPLE half writ')
+    fresh.write_bytes(b'{"prompt": "being written')
+    old = time.time() - 3600  # an hour: no live client writes that long
+    os.utime(stale, (old, old))
+    daemon.start()
+    wait_until(lambda: not stale.exists(), 15, "stale temp file removed")
+    assert fresh.exists()
+    assert ping(daemon.socket) is not None
+
+
+def _transcript_line(ts: str, text: str, session: str, cwd: str, n: int) -> str:
+    return json.dumps(
+        {"type": "user", "message": {"role": "user", "content": text}, "timestamp": ts, "sessionId": session,
+         "cwd": cwd, "uuid": f"u{n}", "parentUuid": None, "isSidechain": False, "userType": "external"}
+    )  # fmt: skip
+
+
+def test_out_of_range_transcript_times_do_not_break_the_readers(daemon: Daemon, tmp_path: Path) -> None:
+    """Finding 10: lines dated year 1 and 9999 are imported with a usable time, and `nmem sessions`
+    and `nmem search` keep working (a year-1 row used to break both with a traceback, for good)."""
+    cwd = str(tmp_path / "proj")
+    Path(cwd).mkdir()
+    session = "yearone-session"
+    lines = [
+        _transcript_line("0001-01-01T00:00:00Z", "yearone prompt zebrafish", session, cwd, 1),
+        _transcript_line("9999-12-31T23:59:59Z", "yearnine prompt zebrafish", session, cwd, 2),
+        _transcript_line("2026-02-10T21:12:02.480Z", "normal prompt zebrafish", session, cwd, 3),
+    ]
+    transcript = tmp_path / f"{session}.jsonl"
+    transcript.write_text("\n".join(lines) + "\n")
+    daemon.start()
+    env = {**daemon.env}
+    done = subprocess.run(
+        [str(BIN / "nmem"), "import-transcripts", "--json", str(transcript)],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    wait_until(lambda: count(daemon.db, "observations", "content LIKE '%zebrafish%'") == 3, 15, "3 prompts")
+    times = [r[0] for r in db_rows(daemon.db, "SELECT received_at FROM events WHERE session_id = ?", (session,))]
+    assert times and all(946_684_800 <= t < 4_102_444_800 for t in times), times  # 2000 <= t < 2100
+    for args in (["sessions", "--project", cwd], ["search", "zebrafish", "--project", cwd]):
+        out = subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_readers_survive_rows_stored_with_impossible_times(daemon: Daemon, tmp_path: Path) -> None:
+    """Finding 10, readers: rows an older version stored with a year-1 time
+    are listed and searched (time shown as ?), never a traceback."""
+    cwd = str(tmp_path / "proj")
+    Path(cwd).mkdir()
+    daemon.start()
+    event = prompt_event("impossibletimes", cwd=cwd)
+    event["prompt"] = "impossible times narwhal"
+    assert run_send(json.dumps(event).encode(), env=daemon.env).returncode == 0
+    wait_until(lambda: count(daemon.db, "observations", "content LIKE '%narwhal%'") == 1, 15, "stored")
+    assert daemon.stop() == 0
+    conn = sqlite3.connect(daemon.db)
+    try:
+        for table in ("events", "sessions", "observations"):
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            for col, value in zip(
+                [c for c in cols if c.endswith(("_at", "_ts")) and c != "imported_at"],
+                [-62135596800.0] * 9,  # year 1 (in New York local time: year 0)
+                strict=False,
+            ):
+                conn.execute(f"UPDATE {table} SET {col} = ?", (value,))
+        conn.commit()
+    finally:
+        conn.close()
+    env = {**daemon.env, "NMEM_AUTOSTART": "0", "TZ": "America/New_York"}  # year 1 local: year 0
+    for args in (["sessions", "--project", cwd], ["search", "narwhal", "--project", cwd]):
+        out = subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60, env=env)
+        assert "Traceback" not in out.stderr, (args, out.stderr)
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
