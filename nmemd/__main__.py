@@ -29,11 +29,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    import os
 
     from nmemd import config
     from nmemd.daemon import logs
-    from nmemd.daemon.instance import InstanceLock, ensure_private_dir
+    from nmemd.daemon.instance import InstanceLock, ensure_private_dir, ensure_socket_dir
     from nmemd.errors import AlreadyRunning, NmemError
 
     overrides: dict[str, object] = {}
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     lock = InstanceLock(settings.lock)
     try:
         ensure_private_dir(settings.home)
-        ensure_private_dir(os.path.dirname(settings.socket))
+        ensure_socket_dir(settings.socket, settings.home)
         lock.acquire()
     except AlreadyRunning as exc:
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201

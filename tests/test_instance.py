@@ -106,9 +106,7 @@ def test_stale_socket_and_lock_after_kill9_are_recovered(daemon: Daemon) -> None
 
 
 def test_socket_is_0600_and_its_directory_0700(daemon: Daemon) -> None:
-    run_dir = os.path.dirname(daemon.socket)
-    os.makedirs(run_dir)
-    os.chmod(run_dir, 0o755)  # too open: the daemon must tighten it
+    run_dir = os.path.dirname(daemon.socket)  # nmem creates it: 0700
     old_umask = os.umask(0)  # and it must not depend on the umask it inherits
     try:
         daemon.start()
@@ -122,6 +120,24 @@ def test_socket_is_0600_and_its_directory_0700(daemon: Daemon) -> None:
     assert _mode(daemon.db) == 0o600
     assert _mode(daemon.home / "logs" / "nmemd.log") == 0o600
     assert daemon.stop() == 0
+
+
+def test_a_socket_directory_nmem_is_given_is_used_as_it_is(daemon: Daemon, short_dir: str) -> None:
+    """NMEM_SOCKET=/tmp/x.sock must not chmod /tmp (it did: 0700, everyone else locked out): a folder
+    nmem did not create is left as it is when safe, and refused when others could replace the socket."""
+    shared = os.path.join(short_dir, "shared")
+    os.makedirs(shared)
+    for mode in (0o755, 0o1777):  # an ordinary folder; a /tmp-like one (others write, sticky bit)
+        os.chmod(shared, mode)
+        daemon.socket = daemon.env["NMEM_SOCKET"] = os.path.join(shared, "nmemd.sock")
+        daemon.start()
+        assert _mode(daemon.socket) == 0o600
+        assert daemon.stop() == 0
+        assert stat.S_IMODE(os.lstat(shared).st_mode) == mode  # untouched
+    os.chmod(shared, 0o777)  # others may write and no sticky bit: they could swap the socket
+    proc = daemon.start(wait=False)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3 and b"no sticky bit" in err, err
 
 
 def test_symlinked_socket_directory_is_refused(daemon: Daemon, short_dir: str) -> None:

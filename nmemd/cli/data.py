@@ -64,13 +64,13 @@ def _local_store(settings: Settings) -> Iterator[Callable[[list[transfer.Restora
     """No daemon: hold its instance lock (so none starts beside us) and import into the store ourselves."""
     import anyio
 
-    from nmemd.daemon.instance import InstanceLock, ensure_private_dir
+    from nmemd.daemon.instance import InstanceLock, ensure_socket_dir
     from nmemd.history import transfer
     from nmemd.store.database import open_store
 
     lock = InstanceLock(settings.lock)
     try:
-        ensure_private_dir(os.path.dirname(settings.lock))
+        ensure_socket_dir(settings.socket, settings.home)
         lock.acquire()
     except AlreadyRunning:
         fail("nmemd is running but did not answer; try again (nmem status)")

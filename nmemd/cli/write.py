@@ -37,7 +37,7 @@ def _maintain_locally(job: str | None) -> Any:
     """No daemon: open the store ourselves, holding the daemon's lock so none starts meanwhile."""
     import anyio
 
-    from nmemd.daemon.instance import InstanceLock, ensure_private_dir, lock_holder
+    from nmemd.daemon.instance import InstanceLock, ensure_socket_dir, lock_holder
     from nmemd.jobs import maintenance
     from nmemd.store.database import open_store
 
@@ -50,7 +50,7 @@ def _maintain_locally(job: str | None) -> Any:
         fail(f"no database yet at {settings.db}: nothing to maintain")
     lock = InstanceLock(settings.lock)
     try:
-        ensure_private_dir(os.path.dirname(settings.socket))
+        ensure_socket_dir(settings.socket, settings.home)
         lock.acquire()
     except (NmemError, OSError) as exc:
         fail(str(exc))
@@ -139,7 +139,7 @@ def _write(method: str, params: dict[str, Any]) -> Any:
         fail(f"no database yet at {settings.db}: nothing has been recorded")
     import anyio
 
-    from nmemd.daemon.instance import InstanceLock, ensure_private_dir
+    from nmemd.daemon.instance import InstanceLock, ensure_socket_dir
     from nmemd.store.database import open_store
 
     async def run() -> Any:
@@ -147,7 +147,7 @@ def _write(method: str, params: dict[str, Any]) -> Any:
             return await purge.call(store, method, params)
 
     try:
-        ensure_private_dir(os.path.dirname(settings.lock))
+        ensure_socket_dir(settings.socket, settings.home)
         lock = InstanceLock(settings.lock)
         lock.acquire()
     except AlreadyRunning:

@@ -23,16 +23,39 @@ LAUNCHD_SOCKET_NAME = "Listener"  # the plist's Sockets entry (nmemd.setup.servi
 SD_LISTEN_FDS_START = 3
 
 
-def ensure_private_dir(path: str) -> None:
-    """Create `path` 0700 if needed; refuse a symlink, another owner or group/other access."""
+def ensure_private_dir(path: str, *, ours: bool = True) -> None:
+    """Make sure `path` is a directory nmem may keep private things in.
+
+    The rule (README: Configuration): a directory nmem creates, or one it names itself (NMEM_HOME,
+    `$XDG_RUNTIME_DIR/nmem`, `$NMEM_HOME/run`), must be a plain directory of ours and is made
+    0700. A directory it is given (`ours=False`: the folder of an NMEM_SOCKET the user chose, such
+    as /tmp) is used as it is, never chmod-ed (that would lock everyone else out of /tmp or a home
+    directory): the socket in it is 0600 and every peer's uid is checked. It is refused when it is
+    a symlink, belongs to another user (root aside), or others may write to it without the sticky
+    bit (they could replace our socket)."""
+    created = not os.path.lexists(path)
     os.makedirs(path, mode=0o700, exist_ok=True)
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise UnsafePathError(f"{path} is not a plain directory")
-    if st.st_uid != os.geteuid():
-        raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by us ({os.geteuid()})")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)  # we own it: tighten rather than refuse
+    if created or ours:
+        if st.st_uid != os.geteuid():
+            raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by us ({os.geteuid()})")
+        if st.st_mode & 0o077:
+            os.chmod(path, 0o700)  # ours: tighten rather than refuse
+        return
+    if st.st_uid not in (os.geteuid(), 0):
+        raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by us ({os.geteuid()}) or root")
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise UnsafePathError(f"{path} may be written by others and has no sticky bit: choose another NMEM_SOCKET")
+
+
+def ensure_socket_dir(socket_path: str, home: str) -> None:
+    """The socket's directory: nmem's own when it is one of the default places, else a given one."""
+    folder = os.path.dirname(socket_path) or "."
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    own = {os.path.join(home, "run")} | ({os.path.join(runtime, "nmem")} if runtime else set())
+    ensure_private_dir(folder, ours=os.path.normpath(folder) in {os.path.normpath(p) for p in own})
 
 
 # Locks this process already holds, by path: `nmemd` takes its lock before importing the

@@ -32,7 +32,14 @@ from nmemd.config import Settings
 from nmemd.daemon import rpc
 from nmemd.daemon.connection import FrameConnection
 from nmemd.daemon.deadlines import Deadlines
-from nmemd.daemon.instance import InstanceLock, bind_socket, ensure_private_dir, inherited_socket, sd_notify
+from nmemd.daemon.instance import (
+    InstanceLock,
+    bind_socket,
+    ensure_private_dir,
+    ensure_socket_dir,
+    inherited_socket,
+    sd_notify,
+)
 from nmemd.daemon.status import DaemonFacts
 from nmemd.errors import NmemError, StorageError
 from nmemd.jobs import maintenance
@@ -295,7 +302,7 @@ async def serve(
     """Run the daemon until SIGTERM/SIGINT, a shutdown request, or idleness."""
     _raise_fd_limit()
     ensure_private_dir(settings.home)
-    ensure_private_dir(os.path.dirname(settings.socket))
+    ensure_socket_dir(settings.socket, settings.home)
     lock = InstanceLock(settings.lock)
     lock.acquire()
     try:
