@@ -656,3 +656,21 @@ def test_rpc_validates_params_and_names_the_bad_one(corpus: Corpus) -> None:
             assert status == b"ERR" and reply.startswith(b"invalid ") and needle in reply, (method, params, reply)
     finally:
         assert daemon.stop() == 0
+
+
+def test_an_identifier_or_path_is_found_as_typed_between_word_edges() -> None:
+    """`fts.literal`: SQLite's LIKE finds the rows, the edges are checked after (not `ctypes/`, not `.tsx`)."""
+    relaxed = fts.relax('"types/index.ts" "50%_off"')
+    assert relaxed is not None
+    path, odd = (fts.literal(p) for p in relaxed.phrases)
+    assert path is not None and odd is not None
+    assert path.like == "%types/index.ts%" and odd.like == "%50\\%\\_off%"  # LIKE's wildcards escaped
+    assert path.holds("see src/types/index.ts:3") and path.holds("SRC/Types/Index.TS")
+    assert not path.holds("ctypes/index.ts") and not path.holds("types/index.tsx") and not path.holds(None)
+    assert odd.holds("now 50%_off!") and not odd.holds("50 off")
+    prefix = fts.relax('"src/auth"*')
+    assert prefix is not None
+    lit = fts.literal(prefix.phrases[0])
+    assert lit is not None and lit.holds("src/authority.ts") and not lit.holds("xsrc/authority.ts")
+    café = fts.relax('"café_bar"')
+    assert café is not None and fts.literal(café.phrases[0]) is None  # LIKE folds ASCII only: the general check

@@ -12,6 +12,7 @@ successive todo snapshots) fold into the best of them, with a count.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -61,8 +62,10 @@ SCAN_LIMIT: Final = 2000  # matches a filtered lookup reads at most before givin
 PHRASE_PAGE: Final = 200  # rows holding a phrase's words, checked for the phrase at a time (store/fts.py)
 # Rows holding a phrase's words checked at most (their text is read: ~5-15 ms a page at a million rows).
 PHRASE_SCAN: Final = 600
-RESCORE: Final = 150  # best candidates ranked on their title, path and command
-WITH_CONTENT: Final = 40  # the best of those ranked again with their content
+LITERAL_SCAN: Final = 1000  # rows holding an identifier's or path's words checked for it as typed (in C)
+LITERAL_CONTENT_SCAN: Final = 300  # of which the content is read, when titles, paths and commands fall short
+RESCORE: Final = 80  # best candidates ranked on their title, path and command
+WITH_CONTENT: Final = 25  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
 SNIPPET_CHARS: Final = 160
 # Lookups still running after this are cut short and the rest is ranked: an FTS5 prefix query has to
@@ -101,14 +104,17 @@ def search(
     try:
         found, idf = _candidates(conn, query, filters)
         conn.set_progress_handler(None, 0)  # the budget is for lookups; ranking what they found is bounded
-        hits = _rank(conn, query, found, idf, now)
+        hits, contents = _rank(conn, query, found, idf, now)
     except sqlite3.OperationalError as exc:
         raise QueryError(f"search failed: {exc}") from exc
     except UnicodeEncodeError:
         raise QueryError("a filter is not valid Unicode text") from None
     finally:
         conn.set_progress_handler(None, 0)
-    return _fold(hits)[:limit]
+    best = _fold(hits)[:limit]
+    for hit in best:  # only for what is shown: a snippet costs a regex per word over the content
+        hit.snippet = _snippet(query, hit.title, contents.get(hit.id) or "")
+    return best
 
 
 def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tuple[dict[int, _Candidate], list[float]]:
@@ -120,7 +126,8 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     filtered = bool(_filters_sql(filters)[0])
     if query.words > 1:
         try:
-            for rowid in _lookup(conn, query.all_of(), filters):
+            literal = not any(t.phrase for t in query.terms)
+            for rowid in _lookup(conn, query.all_of(), filters, literal=literal):
                 found.setdefault(rowid, _Candidate()).all_terms = True
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
@@ -128,9 +135,9 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     idf: list[float] = []
     for i, term in enumerate(query.terms):
         try:
-            newest = _lookup(conn, term.fts, Filters())
+            newest = _lookup(conn, term.fts, Filters(), literal=not term.phrase)
             idf.append(_idf(newest, top, total))
-            for rowid in _lookup(conn, term.fts, filters) if filtered else newest:
+            for rowid in _lookup(conn, term.fts, filters, literal=not term.phrase) if filtered else newest:
                 found.setdefault(rowid, _Candidate()).found_by.add(i)
             if term.grams:  # inside an unspaced run: the pairs index
                 for rowid in _lookup(conn, term.grams, filters, table="observations_grams"):
@@ -160,10 +167,17 @@ def _idf(newest: list[int], top: int, total: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
-def _lookup(conn: sqlite3.Connection, match: str, filters: Filters, table: str = "observations_fts") -> list[int]:
-    """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first."""
+def _lookup(
+    conn: sqlite3.Connection, match: str, filters: Filters, table: str = "observations_fts", literal: bool = False
+) -> list[int]:
+    """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first.
+
+    `literal`: its phrases are identifiers and paths, looked for as typed (`_literal_lookup`)."""
     relaxed = fts.relax(match) if table == "observations_fts" else None
     if relaxed is not None:
+        literals = [fts.literal(p) for p in relaxed.phrases] if literal else []
+        if literals and all(literals):
+            return _literal_lookup(conn, relaxed.match, [x for x in literals if x], filters)
         return _phrase_lookup(conn, relaxed, filters)
     clauses, params = _filters_sql(filters)
     if not clauses:
@@ -225,6 +239,43 @@ def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filt
     return out
 
 
+def _literal_lookup(conn: sqlite3.Connection, match: str, literals: list[fts.Literal], filters: Filters) -> list[int]:
+    """The newest rows where each identifier or path stands as typed in one field (`fts.Literal`).
+
+    Rows holding every word come from the index, LITERAL_SCAN newest at most. SQLite keeps those whose
+    title, path or command hold each literal; when they are not PER_LOOKUP yet, the content of the newest
+    LITERAL_CONTENT_SCAN too (the rows holding common words are long: 5 KB on average for `types index
+    ts`). Python checks word edges on the few SQLite kept."""
+    clauses, params = _filters_sql(filters)
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (match, LITERAL_SCAN),
+        )
+    ]
+    out = _Capped()
+    if len(ids) == LITERAL_SCAN:
+        out.read_down_to = ids[-1]  # older rows were not looked at: `_idf` estimates from density
+    if not ids:
+        return out
+    short = ("o.title", "o.file_path", "o.command")
+    where = "".join(f" AND {c}" for c in clauses)
+    held: set[int] = set()
+    for fields, scope in ((short, ids), (("o.content",), ids[:LITERAL_CONTENT_SCAN])):
+        likes = " AND ".join("(" + " OR ".join(f"{f} LIKE ? ESCAPE '\\'" for f in fields) + ")" for _ in literals)
+        rows = conn.execute(
+            f"SELECT o.id, {', '.join(fields)} FROM observations o WHERE o.id IN (SELECT value FROM json_each(?))"
+            f"{where} AND {likes}",
+            (json.dumps(scope), *params, *(lit.like for lit in literals for _ in fields)),
+        ).fetchall()
+        held.update(r[0] for r in rows if all(any(lit.holds(t) for t in r[1:]) for lit in literals))
+        if len(held) >= PER_LOOKUP:
+            break
+    out.extend(sorted(held, reverse=True)[:PER_LOOKUP])
+    return out
+
+
 class _Capped(list[int]):
     """A phrase lookup's rows; `read_down_to` > 0 when it stopped at PHRASE_SCAN candidates, not at the last."""
 
@@ -248,10 +299,11 @@ def _as_dict(filters: Filters) -> dict[str, Any]:
 
 def _rank(
     conn: sqlite3.Connection, query: Query, found: dict[int, _Candidate], idf: list[float], now: float
-) -> list[Hit]:
-    """BM25 over title, content, path and command, computed here on the best candidates' text."""
+) -> tuple[list[Hit], dict[int, str]]:
+    """BM25 over title, content, path and command, computed here on the best candidates' text; and the
+    content read (its first SCORED_CHARS) of the best of them, by id."""
     if not found:
-        return []
+        return [], {}
 
     def rough(kv: tuple[int, _Candidate]) -> tuple[float, int]:
         cand = kv[1]
@@ -284,11 +336,11 @@ def _rank(
         hits.append(
             Hit(
                 id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6],
-                count=r[7], score=round(score, 4), snippet=_snippet(query, r[5], content or ""),
+                count=r[7], score=round(score, 4),
             )
         )  # fmt: skip
     hits.sort(key=lambda h: (h.score or 0.0, -h.id))
-    return hits
+    return hits, contents
 
 
 def _marks(ids: list[int]) -> str:

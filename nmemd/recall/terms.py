@@ -86,7 +86,14 @@ class Term:
         """Occurrences in `text` (lowercase): the best alternative's rarest part."""
         best = 0
         for patterns in self.alternatives:
-            best = max(best, min(len(compiled(p).findall(text)) for p in patterns))
+            fewest = None
+            for p in patterns:
+                key, regex = matcher(p)
+                n = len(regex.findall(text)) if key in text else 0  # the substring test is ~50x cheaper
+                fewest = n if fewest is None else min(fewest, n)
+                if not n:
+                    break
+            best = max(best, fewest or 0)
         return best
 
 
@@ -121,6 +128,29 @@ def plain(text: str) -> str:
 @lru_cache(maxsize=512)
 def compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
+
+
+@lru_cache(maxsize=512)
+def matcher(pattern: str) -> tuple[str, re.Pattern[str]]:
+    """The pattern compiled, and the literal text every match starts with (after its word-edge look-behind):
+    a text without it holds no match."""
+    body = pattern.removeprefix(_EDGE)
+    key = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body) and not body[i + 1].isalnum():
+            key.append(body[i + 1])  # re.escape escapes only punctuation and spaces
+            i += 2
+        elif c.isalnum() or c in " _-/'\"":
+            key.append(c)
+            i += 1
+        else:
+            break
+    return "".join(key), re.compile(pattern)
+
+
+_EDGE: Final = r"(?<![^\W_])"
 
 
 def _word(word: str, ending: int = 4) -> str:

@@ -81,6 +81,33 @@ class Relaxed:
         return f"({likes} OR {column} GLOB ?)", [*patterns, _ACCENTED_GLOB]
 
 
+@dataclass(frozen=True)
+class Literal:
+    """An identifier or a path as typed (`target_width`, `next.config.ts`), matched as a substring.
+
+    SQLite finds the rows holding it (`like`, in C, ASCII case aside); `holds` then asks that it stand
+    between word edges, as the tokenizer would see it (`ctypes/index.tsx` does not hold `types/index.ts`)."""
+
+    like: str  # for `LIKE ? ESCAPE '\\'`
+    edged: re.Pattern[str]
+
+    def holds(self, text: str | None) -> bool:
+        return bool(text) and self.edged.search(text.lower()) is not None  # type: ignore[union-attr]
+
+
+def literal(phrase: Phrase) -> Literal | None:
+    """The phrase as a `Literal`; None when it has letters SQLite's LIKE does not fold."""
+    m = _QUOTED.fullmatch(phrase.fts)
+    if m is None:
+        return None
+    text = _EDGES.sub("", m.group(1).replace('""', '"').lower())
+    if not text or not text.isascii():
+        return None
+    like = "%" + re.sub(r"([%_\\])", r"\\\1", text) + "%"
+    tail = "" if m.group(2) else r"(?![a-z0-9])"
+    return Literal(like, re.compile(rf"(?<![a-z0-9]){re.escape(text)}{tail}"))
+
+
 def relax(match: str) -> Relaxed | None:
     """`match` for an index without positions, or None when it holds no phrase of several words.
 
@@ -182,6 +209,7 @@ def _spans(pattern: re.Pattern[str], low: str) -> list[str]:
 
 
 _TOKEN_CHAR: Final = re.compile(r"[^\W_]")
+_EDGES: Final = re.compile(r"^[^a-z0-9]+|[^a-z0-9]+$")
 # Letters NFD splits into a base and marks: Latin-1 and Latin Extended, Greek, Cyrillic, Vietnamese.
 _ACCENTED: Final = re.compile("[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1fff]")
 _ACCENTED_GLOB: Final = "*[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1fff]*"
