@@ -124,10 +124,11 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     bottom = conn.execute("SELECT min(rowid) FROM observations_fts").fetchone()[0] or 0
     total = max(top - bottom + 1, 1)
     filtered = bool(_filters_sql(filters)[0])
+    newest_of = _Newest(conn)
     if query.words > 1:
         try:
             literal = not any(t.phrase for t in query.terms)
-            for rowid in _lookup(conn, query.all_of(), filters, literal=literal):
+            for rowid in _lookup(newest_of, query.all_of(), filters, literal=literal):
                 found.setdefault(rowid, _Candidate()).all_terms = True
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
@@ -135,12 +136,14 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     idf: list[float] = []
     for i, term in enumerate(query.terms):
         try:
-            newest = _lookup(conn, term.fts, Filters(), literal=not term.phrase)
+            # the filtered lookup reads the most of the index: first, so that the other may take its rows
+            mine = _lookup(newest_of, term.fts, filters, literal=not term.phrase) if filtered else None
+            newest = _lookup(newest_of, term.fts, Filters(), literal=not term.phrase)
             idf.append(_idf(newest, top, total))
-            for rowid in _lookup(conn, term.fts, filters, literal=not term.phrase) if filtered else newest:
+            for rowid in newest if mine is None else mine:
                 found.setdefault(rowid, _Candidate()).found_by.add(i)
             if term.grams:  # inside an unspaced run: the pairs index
-                for rowid in _lookup(conn, term.grams, filters, table="observations_grams"):
+                for rowid in _lookup(newest_of, term.grams, filters, table="observations_grams"):
                     found.setdefault(rowid, _Candidate()).found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
@@ -167,8 +170,26 @@ def _idf(newest: list[int], top: int, total: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
+class _Newest:
+    """The newest rowids of each FTS5 expression, read from the index once per search: a term's
+    filtered lookup and its idf take the same rows."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._read: dict[tuple[str, str], tuple[list[int], int]] = {}  # (table, match) -> (rowids, limit)
+
+    def __call__(self, match: str, limit: int, table: str = "observations_fts") -> list[int]:
+        have = self._read.get((table, match))
+        if have is not None and (have[1] >= limit or len(have[0]) < have[1]):  # enough, or all there is
+            return have[0][:limit]
+        sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?"
+        ids = [r[0] for r in self.conn.execute(sql, (match, limit))]
+        self._read[(table, match)] = (ids, limit)
+        return ids
+
+
 def _lookup(
-    conn: sqlite3.Connection, match: str, filters: Filters, table: str = "observations_fts", literal: bool = False
+    newest_of: _Newest, match: str, filters: Filters, table: str = "observations_fts", literal: bool = False
 ) -> list[int]:
     """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first.
 
@@ -177,17 +198,16 @@ def _lookup(
     if relaxed is not None:
         literals = [fts.literal(p) for p in relaxed.phrases] if literal else []
         if literals and all(literals):
-            return _literal_lookup(conn, relaxed.match, [x for x in literals if x], filters)
-        return _phrase_lookup(conn, relaxed, filters)
+            return _literal_lookup(newest_of, relaxed.match, [x for x in literals if x], filters)
+        return _phrase_lookup(newest_of.conn, relaxed, filters)
     clauses, params = _filters_sql(filters)
     if not clauses:
-        sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?"
-        return [r[0] for r in conn.execute(sql, (match, PER_LOOKUP))]
+        return newest_of(match, PER_LOOKUP, table)
     sql = f"""SELECT f.rowid FROM (
                   SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?) f
               JOIN observations o ON o.id = f.rowid
               WHERE {" AND ".join(clauses)} LIMIT ?"""
-    return [r[0] for r in conn.execute(sql, (match, SCAN_LIMIT, *params, PER_LOOKUP))]
+    return [r[0] for r in newest_of.conn.execute(sql, (match, SCAN_LIMIT, *params, PER_LOOKUP))]
 
 
 def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filters) -> list[int]:
@@ -239,7 +259,7 @@ def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filt
     return out
 
 
-def _literal_lookup(conn: sqlite3.Connection, match: str, literals: list[fts.Literal], filters: Filters) -> list[int]:
+def _literal_lookup(newest_of: _Newest, match: str, literals: list[fts.Literal], filters: Filters) -> list[int]:
     """The newest rows where each identifier or path stands as typed in one field (`fts.Literal`).
 
     Rows holding every word come from the index, LITERAL_SCAN newest at most. SQLite keeps those whose
@@ -247,13 +267,7 @@ def _literal_lookup(conn: sqlite3.Connection, match: str, literals: list[fts.Lit
     LITERAL_CONTENT_SCAN too (the rows holding common words are long: 5 KB on average for `types index
     ts`). Python checks word edges on the few SQLite kept."""
     clauses, params = _filters_sql(filters)
-    ids = [
-        r[0]
-        for r in conn.execute(
-            "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-            (match, LITERAL_SCAN),
-        )
-    ]
+    ids = newest_of(match, LITERAL_SCAN)
     out = _Capped()
     if len(ids) == LITERAL_SCAN:
         out.read_down_to = ids[-1]  # older rows were not looked at: `_idf` estimates from density
@@ -264,8 +278,9 @@ def _literal_lookup(conn: sqlite3.Connection, match: str, literals: list[fts.Lit
     held: set[int] = set()
     for fields, scope in ((short, ids), (("o.content",), ids[:LITERAL_CONTENT_SCAN])):
         likes = " AND ".join("(" + " OR ".join(f"{f} LIKE ? ESCAPE '\\'" for f in fields) + ")" for _ in literals)
-        rows = conn.execute(
-            f"SELECT o.id, {', '.join(fields)} FROM observations o WHERE o.id IN (SELECT value FROM json_each(?))"
+        rows = newest_of.conn.execute(
+            f"SELECT o.id, {', '.join(f'lower({f})' for f in fields)} FROM observations o"
+            " WHERE o.id IN (SELECT value FROM json_each(?))"
             f"{where} AND {likes}",
             (json.dumps(scope), *params, *(lit.like for lit in literals for _ in fields)),
         ).fetchall()

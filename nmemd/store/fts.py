@@ -88,15 +88,27 @@ class Literal:
     SQLite finds the rows holding it (`like`, in C, ASCII case aside); `holds` then asks that it stand
     between word edges, as the tokenizer would see it (`ctypes/index.tsx` does not hold `types/index.ts`)."""
 
+    text: str  # lowercase, without punctuation at its ends
     like: str  # for `LIKE ? ESCAPE '\\'`
-    edged: re.Pattern[str]
+    prefix: bool  # `"src/auth"*`: anything may follow
 
     def holds(self, text: str | None) -> bool:
-        return bool(text) and self.edged.search(text.lower()) is not None  # type: ignore[union-attr]
+        """Whether `text` (lowercase: SQLite's lower() is cheaper than Python's) holds it between word edges."""
+        if not text:
+            return False
+        end = len(self.text)
+        at = text.find(self.text)
+        while at >= 0:  # str.find, not a regex with a look-behind: contents run to tens of kilobytes
+            if (at == 0 or not text[at - 1].isalnum()) and (
+                self.prefix or at + end == len(text) or not text[at + end].isalnum()
+            ):
+                return True
+            at = text.find(self.text, at + 1)
+        return False
 
 
 def literal(phrase: Phrase) -> Literal | None:
-    """The phrase as a `Literal`; None when it has letters SQLite's LIKE does not fold."""
+    """The phrase as a `Literal`; None when it has letters SQLite's LIKE and lower() do not fold."""
     m = _QUOTED.fullmatch(phrase.fts)
     if m is None:
         return None
@@ -104,8 +116,7 @@ def literal(phrase: Phrase) -> Literal | None:
     if not text or not text.isascii():
         return None
     like = "%" + re.sub(r"([%_\\])", r"\\\1", text) + "%"
-    tail = "" if m.group(2) else r"(?![a-z0-9])"
-    return Literal(like, re.compile(rf"(?<![a-z0-9]){re.escape(text)}{tail}"))
+    return Literal(text, like, bool(m.group(2)))
 
 
 def relax(match: str) -> Relaxed | None:
