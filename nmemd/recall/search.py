@@ -65,6 +65,7 @@ PHRASE_SCAN: Final = 600
 LITERAL_SCAN: Final = 1000  # rows holding an identifier's or path's words checked for it as typed (in C)
 LITERAL_CONTENT_SCAN: Final = 300  # of which the content is read, when titles, paths and commands fall short
 RESCORE: Final = 80  # best candidates ranked on their title, path and command
+ENOUGH_CANDIDATES: Final = 200  # a filtered search stops looking up its common words with this many
 WITH_CONTENT: Final = 25  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
 SNIPPET_CHARS: Final = 160
@@ -136,19 +137,29 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     idf: list[float] = []
     for i, term in enumerate(query.terms):
         try:
-            # the filtered lookup reads the most of the index: first, so that the other may take its rows
-            mine = _lookup(newest_of, term.fts, filters, literal=not term.phrase) if filtered else None
             newest = _lookup(newest_of, term.fts, Filters(), literal=not term.phrase)
             idf.append(_idf(newest, top, total))
-            for rowid in newest if mine is None else mine:
-                found.setdefault(rowid, _Candidate()).found_by.add(i)
+            if not filtered:
+                for rowid in newest:
+                    found.setdefault(rowid, _Candidate()).found_by.add(i)
+        except sqlite3.OperationalError as exc:
+            if "interrupt" not in str(exc):
+                raise
+            idf.append(0.0)  # past the time budget: rank what was found
+    # Filtered, each word's lookup reads up to SCAN_LIMIT rows: the rarest words first, and the common
+    # ones only while candidates are short of what ranking takes (their rows weigh least in `_rank`).
+    for i in sorted(range(len(query.terms)), key=lambda i: -idf[i]):
+        term = query.terms[i]
+        try:
+            if filtered and len(found) < ENOUGH_CANDIDATES:
+                for rowid in _lookup(newest_of, term.fts, filters, literal=not term.phrase):
+                    found.setdefault(rowid, _Candidate()).found_by.add(i)
             if term.grams:  # inside an unspaced run: the pairs index
                 for rowid in _lookup(newest_of, term.grams, filters, table="observations_grams"):
                     found.setdefault(rowid, _Candidate()).found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
                 raise
-            idf.append(0.0)  # past the time budget: rank what was found
     return found, idf
 
 
