@@ -589,12 +589,15 @@ def settle(sock: str) -> float:
 
     A client that timed out has left, but the daemon still computes its context: sessions
     start minutes apart, so each run starts on an idle daemon, and the wait is a figure of its own.
+    The first SessionStart also has the daemon build its MCP server (~1 s of imports, for the
+    agent's MCP connection that follows): that too is over before the next session starts.
     """
     start = time.perf_counter()
     deadline = start + SETTLE_TIMEOUT_S
     while True:
         facts = common.ping_facts(sock)
-        if facts.get("connections", 0) <= 1 and not facts.get("queued") and not facts.get("post_commit_pending"):
+        idle = not (facts.get("queued") or facts.get("post_commit_pending") or facts.get("mcp_building"))
+        if facts.get("connections", 0) <= 1 and idle:
             return (time.perf_counter() - start) * 1000
         if time.perf_counter() > deadline:
             print(f"  warning: daemon still busy after {SETTLE_TIMEOUT_S:.0f} s: {facts}")

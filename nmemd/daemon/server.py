@@ -84,6 +84,7 @@ class Daemon:
     skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
     extractor: Extractor | None = None  # the extraction worker's handle; None: extract in the loop
     mcp_preloaded: bool = False  # the MCP server is built, or being built
+    mcp_building: bool = False  # being built
     inbox_drained: anyio.Event = field(default_factory=anyio.Event)  # the drain at start is done (or failed)
     deadlines: Deadlines = field(init=False)
 
@@ -108,6 +109,7 @@ class Daemon:
             last_error=self.ingestor.last_error,
             version=__version__,
             post_commit_pending=self.post_commit_pending,
+            mcp_building=self.mcp_building,
             worker=self.extractor.facts() if self.extractor is not None else None,
         )
 
@@ -130,7 +132,7 @@ class Daemon:
         if extracted.hook_event == "SessionStart" and not self.mcp_preloaded:
             # An agent session starts and will connect its MCP server next: build ours now, after the
             # context went out, rather than make that first connection wait ~1 s for the mcp import.
-            self.mcp_preloaded = self.spawn(_preload_mcp)
+            self.mcp_preloaded = self.mcp_building = self.spawn(_preload_mcp, self)
 
     @property
     def connections(self) -> int:
@@ -160,7 +162,7 @@ class Daemon:
                 conn.transport.abort()
 
 
-async def _preload_mcp() -> None:
+async def _preload_mcp(daemon: Daemon) -> None:
     from nmemd.mcp.server import get_server
 
     began = time.monotonic()
@@ -169,6 +171,8 @@ async def _preload_mcp() -> None:
     except Exception:  # the first MCP connection tries again and reports it
         LOG.exception("building the MCP server failed")
         return
+    finally:
+        daemon.mcp_building = False
     LOG.info("MCP server ready in %.2f s", time.monotonic() - began)
 
 

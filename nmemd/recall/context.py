@@ -251,11 +251,12 @@ def _commands(conn: sqlite3.Connection, project: str, ids: list[str], focus: str
     for command, runs, last, top, own in rows:
         kind = command_kind(command)
         if kind and failed.get(command, -1) < top:
-            ranked.append((own > 0, kind, top, command_line(command, 160), runs, last))
+            ranked.append((own > 0, kind, top, command, runs, last))
     ranked.sort(key=lambda r: (not r[0], -r[1], -r[2]))
     items: list[str] = []
     seen: set[str] = set()
-    for _own, _kind, _top, line, runs, last in ranked:
+    for _own, _kind, _top, command, runs, last in ranked:
+        line = command_line(command, 160)  # only for the commands shown: hundreds may qualify
         if line in seen:
             continue
         seen.add(line)

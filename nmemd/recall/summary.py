@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from functools import lru_cache
 from typing import Final
 
 SUMMARY_MAX: Final = 1500
@@ -94,8 +95,11 @@ _TRIVIAL_RE: Final = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)
 def command_kind(command: str) -> int:
-    """2: build/test/lint/install, 1: other work, 0: trivial looking around."""
+    """2: build/test/lint/install, 1: other work, 0: trivial looking around.
+
+    Cached: a project's commands come back in every context and every search that ranks them."""
     first = command_line(command, 400)
     if not first:
         return 0
