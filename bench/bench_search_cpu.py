@@ -1,0 +1,100 @@
+"""Where a search's time goes at scale: in-process, per kind of query, lookups vs ranking (issue #14).
+
+`bench_scale.py` times searches through the daemon; this runs the same 284 queries of a cached
+scale store (its `meta.json`) straight on a read-only connection, so the cost splits into the
+index lookups (`_candidates`) and the ranking in Python (`_rank`), and compares two trees in
+turn: this checkout and `--tree DIR` (a worktree of another commit), alternating rounds, medians.
+
+    .venv/bin/python bench/bench_search_cpu.py --store /tmp/nmem-scale-s/obs-1000000 --tree /work/wt-base
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The child: one tree on sys.path, each query with and without the largest project, `rounds` times.
+CHILD = r"""
+import json, sqlite3, sys, time
+sys.path.insert(0, sys.argv[1])
+from nmemd.recall import search as S
+from nmemd.recall.queries import Filters
+meta = json.load(open(sys.argv[2] + "/meta.json"))
+conn = sqlite3.connect(f"file:{sys.argv[2]}/nmem.db?mode=ro", uri=True)
+spent = {}
+def timed(name, fn):
+    def run(*a):
+        t = time.perf_counter(); r = fn(*a); spent[name] = time.perf_counter() - t; return r
+    return run
+S._candidates, S._rank = timed("lookups", S._candidates), timed("rank", S._rank)
+out = []
+for rnd in range(int(sys.argv[3]) + 1):
+    for q in meta["queries"]:
+        for p in (None, meta["largest"]):
+            t = time.perf_counter()
+            S.search(conn, q["query"], Filters(project=p) if p else Filters())
+            total = time.perf_counter() - t
+            if rnd:  # the first round warms the page cache and the regex caches
+                out.append([q["kind"].split()[0] + ("+project" if p else ""), q["query"],
+                            total * 1e3, spent["lookups"] * 1e3, spent["rank"] * 1e3])
+print(json.dumps(out))
+"""
+
+
+def run_tree(tree: Path, store: Path, rounds: int) -> list[list[Any]]:
+    done = subprocess.run([common.PYTHON, "-c", CHILD, str(tree), str(store), str(rounds)],
+                          capture_output=True, text=True, check=True, timeout=1800)  # fmt: skip
+    return list(json.loads(done.stdout))
+
+
+def report(label: str, rows: list[list[Any]]) -> None:
+    every = sorted(r[2] for r in rows)
+    print(f"{label}: {len(rows)} searches, p50 {common.percentile(every, 50):.1f} ms, "
+          f"p90 {common.percentile(every, 90):.1f} ms, p99 {common.percentile(every, 99):.1f} ms")  # fmt: skip
+    for kind in dict.fromkeys(r[0] for r in rows):
+        sel = [r for r in rows if r[0] == kind]
+        total, lookups, rank = (statistics.median(r[i] for r in sel) for i in (2, 3, 4))
+        print(f"    {kind:20} p50 {total:6.1f} ms   max {max(r[2] for r in sel):6.1f}"
+              f"   lookups p50 {lookups:5.1f}   rank p50 {rank:5.1f}")  # fmt: skip
+    slow = sorted(rows, key=lambda r: -r[2])[:5]
+    print("    slowest: " + "; ".join(f"{r[1][:50]!r} {r[0]} {r[2]:.0f} ms" for r in slow))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, default=Path("/tmp/nmem-scale/obs-1000000"),
+                        help="a store bench_scale.py built (the folder with nmem.db and meta.json)")  # fmt: skip
+    parser.add_argument("--tree", type=Path, help="another checkout to compare, run in turn with this one")
+    parser.add_argument("--rounds", type=int, default=2, help="alternations (each runs every query twice)")
+    args = parser.parse_args()
+    if not (args.store / "meta.json").is_file():
+        sys.exit(f"no scale store at {args.store}: build one with bench/bench_scale.py --build-only")
+    common.print_machine()
+    trees = [("this tree", ROOT)] + ([("--tree " + str(args.tree), args.tree.resolve())] if args.tree else [])
+    results: dict[str, list[list[Any]]] = {label: [] for label, _ in trees}
+    for _ in range(args.rounds):
+        for label, tree in trees:
+            started = time.perf_counter()
+            results[label] += run_tree(tree, args.store, 2)
+            print(f"  {label}: a round in {time.perf_counter() - started:.0f} s")
+    for label, rows in results.items():
+        report(label, rows)
+    if args.tree:
+        a, b = (sorted(r[2] for r in results[label]) for label, _ in trees)
+        for pct in (50, 90, 99):
+            ratio = common.percentile(b, pct) / common.percentile(a, pct)
+            print(f"p{pct}: --tree / this tree = {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
