@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from nmemd.cli import ui
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
 from nmemd.daemon import control
 from nmemd.errors import NmemError
@@ -73,7 +72,7 @@ class _Display:
             TextColumn("{task.fields[files]} files, {task.fields[events]} events, {task.fields[rate]}"),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        with Progress(*columns, console=ui.Console(stderr=True), transient=True) as bar:
             task = bar.add_task("import", total=max(p.bytes_total, 1), files="", events=0, rate="")
             while True:
                 stop = self.done.wait(0.2)
@@ -96,7 +95,7 @@ def _report(summary: Summary, json_out: bool) -> None:
         return
     s = summary
     rate = s.bytes / max(s.seconds, 1e-6) / 1e6
-    console = Console(soft_wrap=True, highlight=False)
+    console = ui.Console(soft_wrap=True, highlight=False)
     head = "interrupted: " if s.interrupted else ""
     console.print(
         f"{head}{s.events_new:,} new events ({s.events_sent:,} sent: {s.prompts:,} prompts, {s.tool_calls:,} tool"
@@ -105,7 +104,7 @@ def _report(summary: Summary, json_out: bool) -> None:
         f" ({s.files_unchanged} unchanged), {human_bytes(s.bytes)} in {s.seconds:.1f} s ({rate:.1f} MB/s)"
     )
     for bad in s.bad_files:
-        console.print(f"  {escape(bad['path'])}: {escape(bad['reason'])}")
+        console.print(f"  {ui.escape(bad['path'])}: {ui.escape(bad['reason'])}")
     if s.interrupted:
         console.print("what was committed is recorded; run the command again to resume")
 
@@ -126,8 +125,8 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
             if json_out:
                 _report(Summary(), json_out)
             else:
-                Console(stderr=True, highlight=False).print(
-                    f"no Claude Code history at {escape(root)}: nothing to import"
+                ui.Console(stderr=True, highlight=False).print(
+                    f"no Claude Code history at {ui.escape(root)}: nothing to import"
                 )
             return 0
         targets = [root]
@@ -183,11 +182,11 @@ def offer_import(wanted: bool | None) -> None:
         return
     from nmemd.history.backfill import default_root
 
-    console = Console(soft_wrap=True, highlight=False)
+    console = ui.Console(soft_wrap=True, highlight=False)
     root = default_root()
     if not os.path.isdir(root):
         if wanted:
-            console.print(f"no Claude Code history at {escape(root)}: nothing to import")
+            console.print(f"no Claude Code history at {ui.escape(root)}: nothing to import")
         return
     if wanted is None:
         marker = os.path.join(load_settings().home, OFFERED_MARKER)

@@ -13,17 +13,13 @@ from typing import Annotated, Any, NoReturn
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from nmemd import config
 from nmemd.capture.project import project_root
+from nmemd.cli import ui
 from nmemd.daemon import control
 from nmemd.errors import DaemonError, NmemError, StorageError
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT
-from nmemd.store import readers
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
 ProjectOpt = Annotated[
@@ -48,7 +44,7 @@ def load_settings() -> config.Settings:
 def fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr (never wrapped, never read as markup), then exit."""
     line = " ".join(message.split())
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(line)}", highlight=False)
+    ui.Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {ui.escape(line)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -110,6 +106,8 @@ def query(method: str, params: dict[str, Any]) -> Any:
         pass
     if not os.path.exists(settings.db):
         fail(f"no database yet at {settings.db}: nothing has been recorded (is the daemon or the hook set up?)")
+    from nmemd.store import readers  # only without a daemon (it brings anyio's threads)
+
     try:
         conn = readers.open_readonly(settings.db)
         try:
@@ -196,17 +194,17 @@ def json_lines(items: Iterable[msgspec.Struct]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def out() -> Console:
+def out() -> ui.Console:
     """Standard output: rich on a terminal; in a pipe or a file, lines are never wrapped (a path stays
     whole) and carry no colour codes."""
-    console = Console()
-    return console if console.is_terminal else Console(soft_wrap=True, no_color=True, highlight=False)
+    console = ui.Console()
+    return console if console.is_terminal else ui.Console(soft_wrap=True, no_color=True, highlight=False)
 
 
 PLAIN_PAD_MAX = 40
 
 
-def print_table(table: Table, console: Console | None = None) -> None:
+def print_table(table: ui.Table, console: ui.Console | None = None) -> None:
     """A table on a terminal; elsewhere its rows as plain lines, every cell whole, columns aligned."""
     console = console or out()
     if console.is_terminal:
@@ -226,7 +224,13 @@ def print_table(table: Table, console: Console | None = None) -> None:
 
 
 def _plain(value: object) -> str:
-    text = value.plain if isinstance(value, Text) else Text.from_markup(value).plain if isinstance(value, str) else ""
+    text = (
+        value.plain
+        if isinstance(value, ui.Text)
+        else ui.Text.from_markup(value).plain
+        if isinstance(value, str)
+        else ""
+    )
     return " · ".join(part.strip() for part in text.split("\n") if part.strip())
 
 
@@ -241,6 +245,6 @@ def unique_prefixes(ids: list[str], shortest: int = 8) -> dict[str, str]:
     return out
 
 
-def cell(text: str, style: str = "") -> Text:
+def cell(text: str, style: str = "") -> ui.Text:
     """A table cell that stays on one line and ends in … when the column is narrower."""
-    return Text(" ".join(text.split()), style=style, no_wrap=True, overflow="ellipsis")
+    return ui.Text(" ".join(text.split()), style=style, no_wrap=True, overflow="ellipsis")

@@ -11,15 +11,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.text import Text
 
+from nmemd.cli import ui
 from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, out, resolve_scope
 from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.errors import AlreadyRunning, DaemonUnavailable, NmemError
 from nmemd.recall.queries import ALL_PROJECTS
-from nmemd.store import readers
 
 if TYPE_CHECKING:  # export/import load the store's write path when they run, not with `nmem --help`
     from nmemd.history import transfer
@@ -44,6 +42,8 @@ def export(project: ProjectOpt = None) -> None:
         fail(f"no database yet at {settings.db}: nothing to export")
     out = sys.stdout.buffer
     try:
+        from nmemd.store import readers  # the CLI's start does not pay for anyio's threads
+
         conn = readers.open_readonly(settings.db)
         try:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations'").fetchone() is None:
@@ -136,11 +136,11 @@ def import_(
         parsed = transfer.read_file(path)
     except NmemError as exc:
         fail(str(exc))
-    err = Console(stderr=True, soft_wrap=True)
+    err = ui.Console(stderr=True, soft_wrap=True)
     if parsed.bad:
         if not skip_bad:
             fail(f"{path}: {transfer.describe_bad(parsed.bad)}; nothing imported (--skip-bad imports the rest)")
-        err.print(Text(f"skipped {transfer.describe_bad(parsed.bad)}"))
+        err.print(ui.Text(f"skipped {transfer.describe_bad(parsed.bad)}"))
     records = parsed.records
     total = _import_via_daemon(records) if records else transfer.Imported()
     if total is None:
@@ -154,7 +154,7 @@ def import_(
         sys.stdout.write(msgspec.json.encode(summary).decode() + "\n")
     else:
         out().print(
-            Text(
+            ui.Text(
                 f"imported {total.observations} observations and {total.sessions} sessions;"
                 f" {total.present} already stored"
             )
@@ -166,7 +166,6 @@ def doctor(json_out: JsonOpt = False) -> None:
 
     Exit status 1 when a check failed (warnings alone exit 0).
     """
-    from rich.markup import escape
 
     from nmemd.setup import doctor as doc
 
@@ -174,13 +173,13 @@ def doctor(json_out: JsonOpt = False) -> None:
     if json_out:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
-        console = Console(soft_wrap=True, highlight=False)
+        console = ui.Console(soft_wrap=True, highlight=False)
         marks = {"ok": "[green]ok  [/green]", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
         width = max(len(c.name) for c in report.checks)
         for c in report.checks:
-            console.print(f"{marks[c.status]}  {c.name:<{width}}  {escape(c.detail)}")
+            console.print(f"{marks[c.status]}  {c.name:<{width}}  {ui.escape(c.detail)}")
             if c.fix and c.status != "ok":
-                console.print(f"      {'':<{width}}  fix: [bold]{escape(c.fix)}[/bold]")
+                console.print(f"      {'':<{width}}  fix: [bold]{ui.escape(c.fix)}[/bold]")
     failed = [c.name for c in report.checks if c.status == "fail"]
     if failed:
         fail(f"{len(failed)} check{'s' if len(failed) > 1 else ''} failed: {', '.join(failed)}")

@@ -8,12 +8,9 @@ from typing import Annotated
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from nmemd.capture.project import short_name
+from nmemd.cli import ui
 from nmemd.cli.common import (
     AllOpt,
     JsonOpt,
@@ -42,7 +39,7 @@ from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRo
 
 def _print_status(st: Status) -> None:
     d, db = st.daemon, st.database
-    table = Table(show_header=False, box=None, pad_edge=False)
+    table = ui.Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     state = "[red]not running[/red]"
@@ -70,7 +67,7 @@ def _print_status(st: Status) -> None:
     table.add_row("last event", when(db.last_event_at))
     table.add_row("backlog", f"{db.inbox_backlog} in inbox, {db.spool_backlog} spooled")
     if db.jobs:
-        lines = (f"{j.name}: {when(j.last_run)}, {escape(j.outcome or '-')}" for j in db.jobs)
+        lines = (f"{j.name}: {when(j.last_run)}, {ui.escape(j.outcome or '-')}" for j in db.jobs)
         table.add_row("maintenance", "\n".join(lines))
     print_table(table)
 
@@ -98,12 +95,12 @@ def _tail(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
-def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> Table:
+def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> ui.Table:
     now = time.time()
-    console = Console()
+    console = ui.Console()
     # On a terminal the title gets what the path leaves; elsewhere every cell is printed whole.
     path_width = max(16, console.width // 4) if console.is_terminal else 100_000
-    table = Table(box=None, pad_edge=False, header_style="bold")
+    table = ui.Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("id", justify="right", style="cyan", no_wrap=True)
     table.add_column("when", no_wrap=True)
     table.add_column("type", no_wrap=True)
@@ -119,7 +116,7 @@ def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = Non
             title.append(f" (+{hit.similar} similar)", style="dim")
         if hit.snippet and hit.snippet.replace("[", "").replace("]", "").strip("… ") not in hit.title:
             title.append("\n" + " ".join(hit.snippet.split()), style="dim")
-        row: list[Text | str] = [str(hit.id), ago(hit.ts, now), hit.type]
+        row: list[ui.Text | str] = [str(hit.id), ago(hit.ts, now), hit.type]
         if show_project:
             row.append(cell(short_name(hit.project) if hit.project else "-"))
         row += [title, cell(_tail(_rel(hit.file_path, hit.project), path_width))]
@@ -127,12 +124,12 @@ def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = Non
     return table
 
 
-def _print_detail(d: Detail, console: Console) -> None:
-    head = Text(f"#{d.id} ", style="bold cyan")
+def _print_detail(d: Detail, console: ui.Console) -> None:
+    head = ui.Text(f"#{d.id} ", style="bold cyan")
     head.append(f"{d.type}  {when(d.ts)} ({ago(d.ts, time.time())})", style="dim")
     console.print(head)
-    console.print(Text(d.title, style="bold"))
-    facts = Table(show_header=False, box=None, pad_edge=False)
+    console.print(ui.Text(d.title, style="bold"))
+    facts = ui.Table(show_header=False, box=None, pad_edge=False)
     facts.add_column(style="dim", no_wrap=True)
     facts.add_column(overflow="fold")
     for label, value in (
@@ -146,10 +143,10 @@ def _print_detail(d: Detail, console: Console) -> None:
         ("count", f"{d.count} (last {when(d.last_ts)})" if d.count > 1 else None),
     ):
         if value:
-            facts.add_row(label, Text(value))
+            facts.add_row(label, ui.Text(value))
     print_table(facts, console)
     if d.content:
-        console.print(Text(d.content))
+        console.print(ui.Text(d.content))
     console.print()
 
 
@@ -203,7 +200,7 @@ def search(
         print_table(_hits_table(hits, show_project=scope in (None, ALL_PROJECTS)))
     else:
         where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
-        Console(stderr=True, soft_wrap=True).print(Text(f"nothing found in {where}"))
+        ui.Console(stderr=True, soft_wrap=True).print(ui.Text(f"nothing found in {where}"))
 
 
 def show(
@@ -247,16 +244,16 @@ def sessions(
         json_lines(rows)
         return
     now = time.time()
-    table = Table(box=None, pad_edge=False, header_style="bold")
+    table = ui.Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("session", style="cyan", no_wrap=True)
     table.add_column("last", no_wrap=True)
     if scope in (None, ALL_PROJECTS):
         table.add_column("project", max_width=20)
     table.add_column("events", justify="right")
     table.add_column("about", min_width=20)
-    short = unique_prefixes([r.session_id for r in rows]) if Console().is_terminal else {}
+    short = unique_prefixes([r.session_id for r in rows]) if ui.Console().is_terminal else {}
     for r in rows:
-        row: list[Text | str] = [Text(short.get(r.session_id, r.session_id)), ago(r.last_event_at, now)]
+        row: list[ui.Text | str] = [ui.Text(short.get(r.session_id, r.session_id)), ago(r.last_event_at, now)]
         if scope in (None, ALL_PROJECTS):
             row.append(cell(short_name(r.project) if r.project else "-"))
         about = r.first_prompt or (r.summary or "").strip().split("\n", 1)[0]
@@ -277,4 +274,4 @@ def context(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
     elif reply["context"]:
         sys.stdout.write(reply["context"] + "\n")
     else:
-        Console(stderr=True).print(f"nothing recorded yet for {reply['project']}", highlight=False)
+        ui.Console(stderr=True).print(f"nothing recorded yet for {reply['project']}", highlight=False)

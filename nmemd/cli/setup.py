@@ -9,19 +9,21 @@ from typing import Annotated
 
 import msgspec
 import typer
-from rich.table import Table
 
 from nmemd import config
 from nmemd.capture.project import project_root
+from nmemd.cli import ui
 from nmemd.cli.common import JsonOpt, cell, fail, load_settings, out, print_table
 from nmemd.daemon import control
 from nmemd.errors import NmemError
 
-daemon_app = typer.Typer(no_args_is_help=True, help="Start, stop or restart the nmemd daemon.")
+daemon_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Start, stop or restart the nmemd daemon.")
 service_app = typer.Typer(
-    no_args_is_help=True, help="Run nmemd under systemd (Linux) or launchd (macOS), socket-activated."
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Run nmemd under systemd (Linux) or launchd (macOS), socket-activated.",
 )
-config_app = typer.Typer(no_args_is_help=True, help="Inspect nmem's configuration.")
+config_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Inspect nmem's configuration.")
 
 
 def _settings_target(project_scope: bool) -> Path:
@@ -125,7 +127,7 @@ def config_show(json_out: JsonOpt = False) -> None:
         rows = {k: {"value": v, "source": sources.get(k, "default")} for k, v in values.items()}
         sys.stdout.write(msgspec.json.encode(rows).decode() + "\n")
         return
-    table = Table(box=None, pad_edge=False, header_style="bold")
+    table = ui.Table(box=None, pad_edge=False, header_style="bold")
     for column in ("setting", "value", "source"):
         table.add_column(column)
     for key, value in values.items():
@@ -211,7 +213,7 @@ def service_status(json_out: JsonOpt = False) -> None:
     if json_out:
         sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
         return
-    table = Table(show_header=False, box=None, pad_edge=False)
+    table = ui.Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("manager", st.manager)

@@ -8,11 +8,8 @@ from typing import Annotated, Any
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
+from nmemd.cli import ui
 from nmemd.cli.common import (
     JsonOpt,
     ProjectOpt,
@@ -96,12 +93,12 @@ def maintain(
     if json_out:
         json_lines(results)
     else:
-        table = Table(box=None, pad_edge=False, header_style="bold")
+        table = ui.Table(box=None, pad_edge=False, header_style="bold")
         for column in ("job", "result", "took", "what it did"):
             table.add_column(column)
         for r in results:
             result = "[green]ok[/green]" if r.ok else "[red]failed[/red]"
-            table.add_row(r.name, result, f"{r.duration_ms:.0f} ms", escape(r.outcome))
+            table.add_row(r.name, result, f"{r.duration_ms:.0f} ms", ui.escape(r.outcome))
         print_table(table)
     failed = [r.name for r in results if not r.ok]
     if failed:
@@ -237,18 +234,18 @@ def purge(
     }
     counts = _write("purge", {"filter": flt, "dry_run": True})
     where = "every project" if scope in (None, ALL_PROJECTS) else scope
-    err = Console(stderr=True, soft_wrap=True)
+    err = ui.Console(stderr=True, soft_wrap=True)
     total = counts["observations"] + counts["sessions"] + counts["inbox"]
     if dry_run or not total:
         if json_out:
             sys.stdout.write(msgspec.json.encode(counts).decode() + "\n")
         else:
-            out().print(Text(f"would delete in {where}: {_counts_line(counts)}"))
+            out().print(ui.Text(f"would delete in {where}: {_counts_line(counts)}"))
         if not total and not dry_run:
-            err.print(Text("nothing matches; nothing changed"))
+            err.print(ui.Text("nothing matches; nothing changed"))
         return
     if not yes:
-        err.print(Text(f"will delete in {where}: {_counts_line(counts)}"))
+        err.print(ui.Text(f"will delete in {where}: {_counts_line(counts)}"))
         if not sys.stdin.isatty():
             fail("not confirmed (no terminal): pass --yes to purge; nothing changed")
         if not typer.confirm("Delete them for good?", default=False):
@@ -257,7 +254,7 @@ def purge(
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
-        out().print(Text(f"deleted in {where}: {_counts_line(done)}"))
+        out().print(ui.Text(f"deleted in {where}: {_counts_line(done)}"))
     if not done.get("checkpointed", True):
         fail("deleted, but a reader kept the WAL from being truncated: run the purge again to clear it")
 
@@ -272,7 +269,7 @@ def forget(
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
-        out().print(Text(f"forgot {_counts_line(done)}"))
+        out().print(ui.Text(f"forgot {_counts_line(done)}"))
     if done["observations"] < len(id_list):
         fail(f"{len(id_list) - done['observations']} of the ids did not exist")
 
@@ -289,6 +286,6 @@ def pin(
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
         verb = "unpinned" if unpin else "pinned"
-        out().print(Text(f"{verb} {len(id_list) - len(done['missing'])} observations"))
+        out().print(ui.Text(f"{verb} {len(id_list) - len(done['missing'])} observations"))
     if done["missing"]:
         fail(f"no observation with id {', '.join(map(str, done['missing']))}")

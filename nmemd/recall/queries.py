@@ -17,7 +17,6 @@ import msgspec
 
 from nmemd.capture.project import project_root
 from nmemd.errors import QueryError
-from nmemd.recall.terms import plain
 
 MAX_TERMS = 32  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS = 200
@@ -134,6 +133,8 @@ def fts_query(text: str) -> str:
     every FTS5 operator character is inert inside quotes. Raises QueryError
     when nothing searchable is left.
     """
+    from nmemd.recall.terms import plain  # its regexes and word lists cost the CLI's start ~10 ms
+
     parts: list[str] = []
     for match in _TERM.finditer(plain(text)):
         phrase, word = match.group(1), match.group(2)
