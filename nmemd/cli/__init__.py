@@ -1,19 +1,49 @@
-"""`nmem`: the command line for people (rich tables) and programs (--json)."""
+"""`nmem`: the command line for people (rich tables) and programs (--json).
+
+A command's module is imported when that command runs: `nmem search` loads `read` and
+`common`, not the import, setup and maintenance commands (~5 ms each), and typer turns only
+its parameters into click options (~50 ms for all of them). `nmem --help` builds the whole app.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
-from nmemd.cli import backfill, data, read, setup, write
+if TYPE_CHECKING:
+    app: typer.Typer
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
-    no_args_is_help=True, add_completion=False, rich_markup_mode=None, help="nmem: local memory for coding agents."
+HELP: Final = "nmem: local memory for coding agents."
+# (command, module in nmemd.cli, attribute), in the order `nmem --help` lists them.
+COMMANDS: Final = (
+    ("status", "read", "status"),
+    ("search", "read", "search"),
+    ("show", "read", "show"),
+    ("timeline", "read", "timeline"),
+    ("sessions", "read", "sessions"),
+    ("context", "read", "context"),
+    ("maintain", "write", "maintain"),
+    ("purge", "write", "purge"),
+    ("forget", "write", "forget"),
+    ("pin", "write", "pin"),
+    ("export", "data", "export"),
+    ("import-transcripts", "backfill", "import_transcripts"),
+    ("install", "setup", "install"),
+    ("uninstall", "setup", "uninstall"),
+    ("doctor", "data", "doctor"),
+    ("import", "data", "import_"),  # `import` is a keyword: named explicitly
 )
+GROUPS: Final = (
+    ("daemon", "setup", "daemon_app"),
+    ("service", "setup", "service_app"),
+    ("config", "setup", "config_app"),
+)
+NAMES: Final = frozenset(name for name, _, _ in (*COMMANDS, *GROUPS))
 
 
 def _version(value: bool) -> None:
@@ -24,7 +54,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _main(
     version: Annotated[
         bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -33,57 +62,33 @@ def _main(
     """nmem: local memory for coding agents."""
 
 
-# Registration order is the order `nmem --help` lists the commands in.
-COMMANDS: Final = (
-    read.status,
-    read.search,
-    read.show,
-    read.timeline,
-    read.sessions,
-    read.context,
-    write.maintain,
-    write.purge,
-    write.forget,
-    write.pin,
-    data.export,
-    backfill.import_transcripts,
-    setup.install,
-    setup.uninstall,
-    data.doctor,
-)
-GROUPS: Final = {"daemon": setup.daemon_app, "service": setup.service_app, "config": setup.config_app}
+def _attr(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(f"nmemd.cli.{module}"), name)
 
 
-def _register(target: typer.Typer, only: str | None = None) -> typer.Typer:
-    """Put the commands (all, or the one named `only`) on `target`."""
-    for command in COMMANDS:
-        if only in (None, _name(command.__name__)):
-            target.command()(command)
-    if only in (None, "import"):
-        target.command(name="import")(data.import_)  # `import` is a keyword: named explicitly
-    for name, group in GROUPS.items():
+def build(only: str | None = None) -> typer.Typer:
+    """The `nmem` app with every command, or with the one named `only`."""
+    app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None, help=HELP)
+    app.callback()(_main)
+    for name, module, attr in COMMANDS:
         if only in (None, name):
-            target.add_typer(group, name=name)
-    return target
-
-
-def _name(function: str) -> str:
-    return function.replace("_", "-")  # typer's own naming: import_transcripts -> import-transcripts
-
-
-_register(app)
-NAMES: Final = frozenset({*(_name(c.__name__) for c in COMMANDS), "import", *GROUPS})
+            app.command(name=name)(_attr(module, attr))
+    for name, module, attr in GROUPS:
+        if only in (None, name):
+            app.add_typer(_attr(module, attr), name=name)
+    return app
 
 
 def main() -> None:
-    """The `nmem` entry point. Typer turns the parameters of every command it holds into click
-    options before it runs one (~50 ms for all of them): a command line that names its command
-    gets an app holding that command only. Anything else (`nmem`, `--help`, `--version`, a
-    mistyped name) gets the whole app, with its list and its suggestions."""
+    """The `nmem` entry point: a command line that names its command gets an app holding that
+    command only. Anything else (`nmem`, `--help`, `--version`, a mistyped name) gets the whole
+    app, with its list and its suggestions."""
     first = sys.argv[1] if len(sys.argv) > 1 else ""
-    if first not in NAMES:
-        app()
-        return
-    only = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None, help=app.info.help)
-    only.callback()(_main)
-    _register(only, first)()
+    build(first if first in NAMES else None)()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole app, for tests and `python -c 'from nmemd.cli import app'`
+        app = globals()["app"] = build()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
