@@ -295,3 +295,28 @@ def test_outside_a_terminal_lines_are_whole_and_ids_unambiguous(daemon: Daemon) 
     assert unique_prefixes(["pipx-sess", "pipx-sess2", "pipx-sess3", "0123456789abc"]) == {
         "pipx-sess": "pipx-sess", "pipx-sess2": "pipx-sess2", "pipx-sess3": "pipx-sess3", "0123456789abc": "01234567",
     }  # fmt: skip
+
+
+def test_a_grid_prints_outside_a_terminal_what_rich_prints_there(capsys: pytest.CaptureFixture[str]) -> None:
+    """`Grid` skips rich in a pipe (issue #17, item 10): its lines are those `print_table` makes of the
+    same rows drawn as a rich table, header, alignment, multi-line cells and brackets included."""
+    import io
+
+    from rich.console import Console
+
+    from nmemd.cli.common import Cell, Grid, one_line, print_table
+
+    grid = Grid(header_style="bold")
+    for name in ("id", "when", "title", "path"):
+        grid.add_column(name)
+    title = one_line("Edit   src/[x]/auth.ts", style="bold")
+    title.append(" (x3)", style="dim")
+    title.append("\nthe [matched] words in context", style="dim")
+    grid.add_row("12", "3 h ago", title, one_line("/a/" + "very-long-folder/" * 5 + "auth.ts"))
+    grid.add_row("7", "just now", Cell([("running", "green"), (" (pid 4)", "")], one_line=False), "")
+    grid.print()
+    plain = capsys.readouterr().out
+    drawn = io.StringIO()
+    print_table(grid.table(), Console(file=drawn, soft_wrap=True, no_color=True, highlight=False))
+    assert plain == drawn.getvalue()
+    assert "src/[x]/auth.ts (x3) · the [matched] words in context" in plain

@@ -13,6 +13,8 @@ from nmemd.capture.project import short_name
 from nmemd.cli import ui
 from nmemd.cli.common import (
     AllOpt,
+    Cell,
+    Grid,
     JsonOpt,
     LimitOpt,
     ProjectOpt,
@@ -23,6 +25,7 @@ from nmemd.cli.common import (
     human_bytes,
     json_lines,
     load_settings,
+    one_line,
     out,
     print_table,
     read_as,
@@ -39,37 +42,36 @@ from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRo
 
 def _print_status(st: Status) -> None:
     d, db = st.daemon, st.database
-    table = ui.Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
-    state = "[red]not running[/red]"
+    grid = Grid(show_header=False)
+    grid.add_column(style="bold")
+    grid.add_column()
+    state = Cell([("not running", "red")], one_line=False)
     if d.running:
-        state = f"[green]running[/green] (pid {d.pid}, started by {d.started_by})"
-    table.add_row("daemon", state)
-    table.add_row("socket", d.socket)
+        state = Cell([("running", "green"), (f" (pid {d.pid}, started by {d.started_by})", "")], one_line=False)
+    grid.add_row("daemon", state)
+    grid.add_row("socket", d.socket)
     if d.running:
-        table.add_row("since", when(d.started_at))
-        table.add_row("queue", f"{d.queued} queued, {d.connections} connections, {d.committed} stored since start")
+        grid.add_row("since", when(d.started_at))
+        grid.add_row("queue", f"{d.queued} queued, {d.connections} connections, {d.committed} stored since start")
         if d.worker is not None:
             w = d.worker
-            table.add_row(
+            grid.add_row(
                 "extraction",
                 f"worker pid {w.pid}, {w.extracted} events, {w.restarts} restarts"
                 if w.ready
-                else "[yellow]in the event loop[/yellow] (the worker is starting)",
+                else Cell([("in the event loop", "yellow"), (" (the worker is starting)", "")], one_line=False),
             )
         if d.last_error:
-            table.add_row("last error", f"[red]{d.last_error}[/red]")
-    table.add_row("database", db.path if db.exists else f"{db.path} (not created yet)")
-    table.add_row("size", f"{human_bytes(db.size_bytes)} + WAL {human_bytes(db.wal_bytes)}")
-    table.add_row("stored", f"{db.observations} observations from {db.events} events in {db.sessions} sessions")
-    table.add_row("by type", ", ".join(f"{k} {v}" for k, v in db.by_type.items()) or "-")
-    table.add_row("last event", when(db.last_event_at))
-    table.add_row("backlog", f"{db.inbox_backlog} in inbox, {db.spool_backlog} spooled")
+            grid.add_row("last error", Cell([(d.last_error, "red")], one_line=False))
+    grid.add_row("database", db.path if db.exists else f"{db.path} (not created yet)")
+    grid.add_row("size", f"{human_bytes(db.size_bytes)} + WAL {human_bytes(db.wal_bytes)}")
+    grid.add_row("stored", f"{db.observations} observations from {db.events} events in {db.sessions} sessions")
+    grid.add_row("by type", ", ".join(f"{k} {v}" for k, v in db.by_type.items()) or "-")
+    grid.add_row("last event", when(db.last_event_at))
+    grid.add_row("backlog", f"{db.inbox_backlog} in inbox, {db.spool_backlog} spooled")
     if db.jobs:
-        lines = (f"{j.name}: {when(j.last_run)}, {ui.escape(j.outcome or '-')}" for j in db.jobs)
-        table.add_row("maintenance", "\n".join(lines))
-    print_table(table)
+        grid.add_row("maintenance", "\n".join(f"{j.name}: {when(j.last_run)}, {j.outcome or '-'}" for j in db.jobs))
+    grid.print()
 
 
 def _check_types(values: list[str] | None) -> list[str] | None:
@@ -95,33 +97,32 @@ def _tail(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
-def _hits_table(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> ui.Table:
+def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> Grid:
     now = time.time()
-    console = ui.Console()
     # On a terminal the title gets what the path leaves; elsewhere every cell is printed whole.
-    path_width = max(16, console.width // 4) if console.is_terminal else 100_000
-    table = ui.Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("id", justify="right", style="cyan", no_wrap=True)
-    table.add_column("when", no_wrap=True)
-    table.add_column("type", no_wrap=True)
+    path_width = max(16, ui.Console().width // 4) if sys.stdout.isatty() else 100_000
+    grid = Grid(header_style="bold")
+    grid.add_column("id", justify="right", style="cyan", no_wrap=True)
+    grid.add_column("when", no_wrap=True)
+    grid.add_column("type", no_wrap=True)
     if show_project:
-        table.add_column("project", max_width=max(12, path_width // 2))
-    table.add_column("title", min_width=20)  # cells are one-line Texts: the column shrinks, text ends in …
-    table.add_column("path", max_width=path_width)
+        grid.add_column("project", max_width=max(12, path_width // 2))
+    grid.add_column("title", min_width=20)  # cells are one-line Texts: the column shrinks, text ends in …
+    grid.add_column("path", max_width=path_width)
     for hit in hits:
-        title = cell(hit.title, style="bold" if hit.id == anchor else "")
+        title = one_line(hit.title, style="bold" if hit.id == anchor else "")
         if hit.count > 1:
             title.append(f" (x{hit.count})", style="dim")
         if hit.similar:
             title.append(f" (+{hit.similar} similar)", style="dim")
         if hit.snippet and hit.snippet.replace("[", "").replace("]", "").strip("… ") not in hit.title:
             title.append("\n" + " ".join(hit.snippet.split()), style="dim")
-        row: list[ui.Text | str] = [str(hit.id), ago(hit.ts, now), hit.type]
+        row: list[str | Cell] = [str(hit.id), ago(hit.ts, now), hit.type]
         if show_project:
-            row.append(cell(short_name(hit.project) if hit.project else "-"))
-        row += [title, cell(_tail(_rel(hit.file_path, hit.project), path_width))]
-        table.add_row(*row)
-    return table
+            row.append(one_line(short_name(hit.project) if hit.project else "-"))
+        row += [title, one_line(_tail(_rel(hit.file_path, hit.project), path_width))]
+        grid.add_row(*row)
+    return grid
 
 
 def _print_detail(d: Detail, console: ui.Console) -> None:
@@ -197,10 +198,10 @@ def search(
     if json_out:
         json_lines(hits)
     elif hits:
-        print_table(_hits_table(hits, show_project=scope in (None, ALL_PROJECTS)))
+        _hits_grid(hits, show_project=scope in (None, ALL_PROJECTS)).print()
     else:
         where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
-        ui.Console(stderr=True, soft_wrap=True).print(ui.Text(f"nothing found in {where}"))
+        sys.stderr.write(f"nothing found in {where}\n")
 
 
 def show(
@@ -231,7 +232,7 @@ def timeline(
     if json_out:
         json_lines(hits)
     else:
-        print_table(_hits_table(hits, show_project=False, anchor=anchor))
+        _hits_grid(hits, show_project=False, anchor=anchor).print()
 
 
 def sessions(

@@ -44,19 +44,38 @@ def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
 
 
 STARTING_WAIT_S = 3.0  # how long a read waits for a daemon that holds the lock but does not answer yet
+FRESH_INBOX_S = 10.0  # an inbox event this recent was put there by a client that also started a daemon
 
 
 def ask_or_starting(settings: Settings, method: str, params: dict[str, Any]) -> Any:
     """`ask`, waiting (bounded) for a daemon that is starting: one a hook just started has the events
-    of that hook in its inbox, and a read of the database beside it would not see them yet."""
+    of that hook in its inbox, and a read of the database beside it would not see them yet. It is
+    starting when it holds the lock, or, before it got that far, when the inbox holds an event a
+    client put there moments ago (that client started it)."""
     deadline = time.monotonic() + STARTING_WAIT_S
     while True:
         try:
             return ask(method, params)
         except DaemonUnavailable:
-            if time.monotonic() >= deadline or lock_holder(settings.lock) is None:
+            starting = lock_holder(settings.lock) is not None or _fresh_inbox(settings.db)
+            if time.monotonic() >= deadline or not starting:
                 raise
             time.sleep(0.05)
+
+
+def _fresh_inbox(db: str) -> bool:
+    """Whether a client put an event in the inbox within FRESH_INBOX_S (a stale one waits for nobody)."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)
+        try:
+            row = conn.execute("SELECT max(received_at) FROM inbox").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return bool(row and row[0] and time.time() - float(row[0]) < FRESH_INBOX_S)
 
 
 def ask(method: str, params: dict[str, Any] | None = None, timeout: float = RPC_TIMEOUT_S) -> Any:
