@@ -320,3 +320,22 @@ def test_a_grid_prints_outside_a_terminal_what_rich_prints_there(capsys: pytest.
     print_table(grid.table(), Console(file=drawn, soft_wrap=True, no_color=True, highlight=False))
     assert plain == drawn.getvalue()
     assert "src/[x]/auth.ts (x3) · the [matched] words in context" in plain
+
+
+def test_the_command_list_is_drawn_from_summaries_that_are_the_commands_own() -> None:
+    """`nmem --help` lists the commands without importing them (`nmemd.cli.listing`, issue #17,
+    item 10): each summary is the first paragraph of its command's help, and the list is the one
+    the whole app prints."""
+    import importlib
+    import inspect
+
+    from nmemd import cli
+
+    for name, module, attr, summary in cli.COMMANDS:
+        doc = inspect.getdoc(getattr(importlib.import_module(f"nmemd.cli.{module}"), attr)) or ""
+        assert summary == doc.split("\n\n")[0].replace("\n", " "), name
+    for name, module, attr, summary in cli.GROUPS:
+        assert summary == getattr(importlib.import_module(f"nmemd.cli.{module}"), attr).info.help, name
+    listed = CliRunner().invoke(cli.listing(), ["--help"], prog_name="nmem")
+    whole = CliRunner().invoke(cli.build(), ["--help"], prog_name="nmem")
+    assert listed.exit_code == whole.exit_code == 0 and listed.output == whole.output

@@ -1,7 +1,5 @@
 """`nmem import-transcripts`: backfill memory from Claude Code's transcripts, with progress people can watch."""
 
-from __future__ import annotations
-
 import os
 import sys
 import threading
@@ -27,7 +25,7 @@ def _ask(method: str, params: dict[str, Any], timeout: float) -> Any:
     return control.ask(method, params, timeout=timeout)
 
 
-def _rate(p: Progress) -> str:
+def _rate(p: "Progress") -> str:
     elapsed = max(time.monotonic() - p.started, 1e-6)
     return f"{p.bytes_done / elapsed / 1e6:.1f} MB/s"
 
@@ -35,13 +33,13 @@ def _rate(p: Progress) -> str:
 class _Display:
     """A rich progress bar on a terminal, a plain line every few seconds otherwise; both on stderr."""
 
-    def __init__(self, progress: Progress, tty: bool):
+    def __init__(self, progress: "Progress", tty: bool):
         self.progress = progress
         self.tty = tty
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="nmem-import-progress", daemon=True)
 
-    def __enter__(self) -> _Display:
+    def __enter__(self) -> "_Display":
         self.thread.start()
         return self
 
@@ -88,7 +86,7 @@ class _Display:
                     return
 
 
-def _report(summary: Summary, json_out: bool) -> None:
+def _report(summary: "Summary", json_out: bool) -> None:
     if json_out:
         sys.stdout.write(msgspec.json.encode(summary).decode() + "\n")
         sys.stdout.flush()

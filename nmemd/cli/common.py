@@ -1,7 +1,5 @@
 """What every `nmem` command shares: settings, errors, options, formatting and the read transport."""
 
-from __future__ import annotations
-
 import datetime as dt
 import os
 import re
@@ -195,7 +193,7 @@ def json_lines(items: Iterable[msgspec.Struct]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def out() -> ui.Console:
+def out() -> "ui.Console":
     """Standard output: rich on a terminal; in a pipe or a file, lines are never wrapped (a path stays
     whole) and carry no colour codes."""
     console = ui.Console()
@@ -205,7 +203,7 @@ def out() -> ui.Console:
 PLAIN_PAD_MAX = 40
 
 
-def print_table(table: ui.Table, console: ui.Console | None = None) -> None:
+def print_table(table: "ui.Table", console: "ui.Console | None" = None) -> None:
     """A table on a terminal; elsewhere its rows as plain lines, every cell whole, columns aligned."""
     console = console or out()
     if console.is_terminal:
@@ -275,7 +273,7 @@ class Grid:
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
-    def table(self) -> ui.Table:
+    def table(self) -> "ui.Table":
         table = ui.Table(show_header=self.show_header, box=None, pad_edge=False, header_style=self.header_style)
         for header, options in self.columns:
             table.add_column(header, **options)
@@ -294,7 +292,7 @@ def _plain_cell(value: str | Cell) -> str:
     return " · ".join(part.strip() for part in text.split("\n") if part.strip())
 
 
-def _rich_cell(value: str | Cell) -> ui.Text:
+def _rich_cell(value: str | Cell) -> "ui.Text":
     if isinstance(value, str):
         return ui.Text(value)
     text = ui.Text(no_wrap=value.one_line, overflow="ellipsis" if value.one_line else "fold")
@@ -325,6 +323,6 @@ def unique_prefixes(ids: list[str], shortest: int = 8) -> dict[str, str]:
     return out
 
 
-def cell(text: str, style: str = "") -> ui.Text:
+def cell(text: str, style: str = "") -> "ui.Text":
     """A table cell that stays on one line and ends in … when the column is narrower."""
     return ui.Text(" ".join(text.split()), style=style, no_wrap=True, overflow="ellipsis")

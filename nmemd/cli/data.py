@@ -1,7 +1,5 @@
 """Data commands: export and import (JSON lines), and doctor."""
 
-from __future__ import annotations
-
 import os
 import sqlite3
 import sys
@@ -60,7 +58,7 @@ def export(project: ProjectOpt = None) -> None:
 
 
 @contextmanager
-def _local_store(settings: Settings) -> Iterator[Callable[[list[transfer.Restorable]], transfer.Imported]]:
+def _local_store(settings: Settings) -> "Iterator[Callable[[list[transfer.Restorable]], transfer.Imported]]":
     """No daemon: hold its instance lock (so none starts beside us) and import into the store ourselves."""
     import anyio
 
@@ -77,7 +75,7 @@ def _local_store(settings: Settings) -> Iterator[Callable[[list[transfer.Restora
     except (NmemError, OSError) as exc:
         fail(str(exc))
 
-    def run_all(chunks: list[list[transfer.Restorable]]) -> transfer.Imported:
+    def run_all(chunks: "list[list[transfer.Restorable]]") -> "transfer.Imported":
         async def go() -> transfer.Imported:
             total = transfer.Imported()
             async with open_store(settings) as store:
@@ -93,7 +91,7 @@ def _local_store(settings: Settings) -> Iterator[Callable[[list[transfer.Restora
         lock.release()
 
 
-def _import_via_daemon(records: list[transfer.Restorable]) -> transfer.Imported | None:
+def _import_via_daemon(records: "list[transfer.Restorable]") -> "transfer.Imported | None":
     """Send the records chunk by chunk; None when no daemon answers the first one."""
     from nmemd.history import transfer
 

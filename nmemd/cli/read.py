@@ -1,7 +1,5 @@
 """Reading commands: status, search, show, timeline, sessions and context."""
 
-from __future__ import annotations
-
 import sys
 import time
 from typing import Annotated
@@ -125,7 +123,7 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
     return grid
 
 
-def _print_detail(d: Detail, console: ui.Console) -> None:
+def _print_detail(d: Detail, console: "ui.Console") -> None:
     head = ui.Text(f"#{d.id} ", style="bold cyan")
     head.append(f"{d.type}  {when(d.ts)} ({ago(d.ts, time.time())})", style="dim")
     console.print(head)

@@ -1,7 +1,5 @@
 """Setup commands: install, uninstall, and the daemon, service and config groups."""
 
-from __future__ import annotations
-
 import os
 import sys
 from pathlib import Path

@@ -1,7 +1,5 @@
 """Writing commands: maintain, purge, forget and pin."""
 
-from __future__ import annotations
-
 import os
 import sys
 from typing import Annotated, Any
