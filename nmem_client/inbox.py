@@ -28,7 +28,7 @@ BUSY_TIMEOUT_MS = 1000
 
 def connect(db_path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open the database with the same pragmas the daemon uses."""
-    os.makedirs(os.path.dirname(db_path), mode=0o700, exist_ok=True)
+    paths.make_dirs(os.path.dirname(db_path))
     conn = sqlite3.connect(db_path, timeout=busy_timeout_ms / 1000.0, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # only takes effect on a new file
@@ -67,7 +67,7 @@ def store(event_id: str, payload: bytes) -> str:
 def spool(event_id: str, payload: bytes) -> None:
     """Write `spool/<event_id>.event` atomically (temp name, then rename)."""
     directory = paths.spool_dir()
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    paths.make_dirs(directory)
     final = os.path.join(directory, f"{event_id}.event")
     tmp = final + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)

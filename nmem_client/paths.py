@@ -70,3 +70,24 @@ def db_path() -> str:
 def spool_dir() -> str:
     """Last-resort files for events that could reach neither the daemon nor SQLite."""
     return join(home(), "spool")
+
+
+def make_dirs(path: str, mode: int = 0o700) -> None:
+    """`os.makedirs(path, mode, exist_ok=True)`, except that a missing parent (`~/.local`,
+    `~/.local/share`) is made 0755 at most: makedirs gives parents 0777 less the umask, and under
+    umask 000 that is a folder anyone may write to. Folders that exist are left as they are."""
+    import os
+
+    missing = []
+    head = os.path.abspath(path)
+    while not os.path.lexists(head):
+        missing.append(head)
+        parent = os.path.dirname(head)
+        if parent == head:
+            break
+        head = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, mode if folder == missing[0] else 0o755)  # the umask may only take more away
+        except FileExistsError:
+            pass

@@ -139,3 +139,30 @@ def test_readers_survive_rows_stored_with_impossible_times(daemon: Daemon, tmp_p
         out = subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60, env=env)
         assert "Traceback" not in out.stderr, (args, out.stderr)
         assert out.returncode == 0, (args, out.stdout, out.stderr)
+
+
+def test_under_umask_000_the_folders_nmem_creates_are_not_writable_by_others() -> None:
+    """Finding 9: `os.makedirs` gave the parents it made (`~/.local`, `~/.local/share`) 0777 less
+    the umask: 0777 under umask 000. Parents nmem creates are 0755 at most, its own folders 0700;
+    folders that already exist are left as they are."""
+    import shutil
+    import tempfile
+
+    home = tempfile.mkdtemp(dir="/tmp", prefix="nmu")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NMEM_", "XDG_"))}
+    env["HOME"] = home
+    nmem = [str(BIN / "nmem")]
+    try:
+        done = subprocess.run([*nmem, "daemon", "start"], env=env, umask=0, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        modes = {
+            p.relative_to(home).as_posix(): p.stat().st_mode & 0o777
+            for p in [Path(home, ".local"), *Path(home, ".local").rglob("*")]
+            if p.is_dir()
+        }
+        assert modes[".local"] == modes[".local/share"] == 0o755, modes
+        assert modes[".local/share/nmem"] == modes[".local/share/nmem/run"] == 0o700, modes
+        assert not any(mode & 0o022 for mode in modes.values()), modes
+    finally:
+        subprocess.run([*nmem, "daemon", "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(home, ignore_errors=True)

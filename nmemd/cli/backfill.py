@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import typer
 
+from nmem_client import paths
 from nmemd.cli import ui
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
 from nmemd.daemon import control
@@ -193,7 +194,7 @@ def offer_import(wanted: bool | None) -> None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             console.print("import your existing Claude Code history with: nmem import-transcripts")
             return
-        os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
+        paths.make_dirs(os.path.dirname(marker))
         with open(marker, "w"):
             pass
         if not typer.confirm(f"Import your existing Claude Code history ({root}) now?", default=True):

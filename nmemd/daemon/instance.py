@@ -16,6 +16,7 @@ import stat
 import struct
 import sys
 
+from nmem_client import paths
 from nmemd.errors import AlreadyRunning, DaemonError, UnsafePathError
 
 LOG = logging.getLogger("nmemd.instance")
@@ -34,7 +35,7 @@ def ensure_private_dir(path: str, *, ours: bool = True) -> None:
     a symlink, belongs to another user (root aside), or others may write to it without the sticky
     bit (they could replace our socket)."""
     created = not os.path.lexists(path)
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    paths.make_dirs(path)
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise UnsafePathError(f"{path} is not a plain directory")

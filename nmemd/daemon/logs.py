@@ -7,6 +7,8 @@ import logging.handlers
 import os
 import sys
 
+from nmem_client import paths
+
 LOG_FILE = "nmemd.log"
 
 
@@ -16,7 +18,7 @@ def setup(log_dir: str, level: str = "INFO", *, stderr: bool = False) -> str:
     Done before anything imports mcp, whose server constructor would otherwise
     install its own rich handler on the root logger.
     """
-    os.makedirs(log_dir, mode=0o700, exist_ok=True)
+    paths.make_dirs(log_dir)
     path = os.path.join(log_dir, LOG_FILE)
     handler: logging.Handler = logging.handlers.RotatingFileHandler(
         path, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8"

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from nmem_client import paths
 from nmemd.errors import SettingsError
 
 CLIENT_MARKER = "nmem_client/send.py"
@@ -240,7 +241,7 @@ def write(path: Path, data: dict[str, Any]) -> Written:
             backup = _backup(path, old)
             mode = path.stat().st_mode & 0o777
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            paths.make_dirs(str(path.parent))
             mode = 0o600
         tmp = path.with_name(f".{path.name}.nmem-tmp")
         tmp.write_text(text, encoding="utf-8")

@@ -19,6 +19,7 @@ from typing import Literal
 
 import msgspec
 
+from nmem_client import paths
 from nmemd.daemon.instance import LAUNCHD_SOCKET_NAME
 from nmemd.errors import ServiceError
 
@@ -192,7 +193,7 @@ def _run(args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[
 
 def _write(path: Path, text: str) -> None:
     """Replace atomically so a manager never reads half a unit."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.make_dirs(str(path.parent), 0o755)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.chmod(tmp, 0o644)
@@ -251,7 +252,7 @@ def install() -> Installed:
 
     ensure_private_dir(os.path.dirname(sock))  # launchd binds the socket but creates no directory
     log_dir = launchd_log_dir()
-    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    paths.make_dirs(str(log_dir))
     plist = launchd_plist_path()
     target = f"gui/{os.getuid()}"
     if _run(["launchctl", "print", f"{target}/{LAUNCHD_LABEL}"], check=False).returncode == 0:

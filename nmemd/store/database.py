@@ -20,6 +20,7 @@ import aiosqlite
 import anyio
 import msgspec
 
+from nmem_client import paths
 from nmemd.config import Settings
 from nmemd.errors import StorageError, StorageFullError
 from nmemd.model import COMPACT_STEPS, Extracted, compact_key
@@ -694,7 +695,7 @@ async def plan_fts_data_as_large(conn: aiosqlite.Connection) -> bool:
 @asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[Store]:
     """Open (creating and migrating if needed) the database; checkpoint on close."""
-    os.makedirs(os.path.dirname(settings.db) or ".", mode=0o700, exist_ok=True)
+    paths.make_dirs(os.path.dirname(settings.db) or ".")
     old_umask = os.umask(0o077)
     try:
         # Room for the batch statements of every row count (store._RowsInsert) beside the others.
