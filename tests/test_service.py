@@ -7,6 +7,7 @@ systemd tools are used in addition when the machine has them.
 
 from __future__ import annotations
 
+import json
 import os
 import plistlib
 import shutil
@@ -274,6 +275,7 @@ def test_service_install_writes_units_and_runs_systemctl(short_dir: str, tmp_pat
     assert f"ExecStart={NMEMD} " in (unit_dir / "nmemd.service").read_text()
     assert (unit_dir / "nmemd.socket").read_text() == service.render_systemd(NMEMD)["nmemd.socket"]
     assert calls.read_text().splitlines() == [
+        "--user show-environment",
         "--user daemon-reload",
         "--user enable --now nmemd.socket",
         "--user try-restart nmemd.service",
@@ -289,3 +291,39 @@ def test_service_install_writes_units_and_runs_systemctl(short_dir: str, tmp_pat
         "--user stop nmemd.service",
         "--user daemon-reload",
     ]
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the fake systemctl stands in for systemd only")
+@pytest.mark.parametrize("fails", ["show-environment", "enable"])
+def test_a_failed_service_install_changes_nothing_and_leaves_the_daemon_running(
+    short_dir: str, tmp_path: Path, fails: str
+) -> None:
+    """Issue #16, finding 15: without a user bus (`systemctl --user` answers nothing), install stopped
+    the running daemon first, then failed and left its unit files. Now the bus is asked first; a step
+    that fails later takes back the files it added and starts again the daemon it stopped."""
+    fake_bin = Path(short_dir) / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "systemctl").write_text(
+        f'#!/bin/sh\ncase "$*" in *{fails}*) echo "Failed to connect to bus: No medium found" >&2; exit 1;; esac\n'
+    )
+    (fake_bin / "systemctl").chmod(0o755)
+    config = tmp_path / "config"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NMEM_")}
+    env.update(PATH=f"{fake_bin}:{os.environ['PATH']}", XDG_CONFIG_HOME=str(config),
+               XDG_RUNTIME_DIR=str(Path(short_dir) / "rt"), NMEM_HOME=str(tmp_path / "home"))  # fmt: skip
+    nmem = str(BIN / "nmem")
+    assert subprocess.run([nmem, "daemon", "start"], env=env, capture_output=True, timeout=60).returncode == 0
+    try:
+        done = subprocess.run([nmem, "service", "install"], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1 and done.stdout == "", done
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+        if fails == "show-environment":
+            assert "cannot reach your user service manager" in lines[0] and "nothing was changed" in lines[0]
+        else:
+            assert "unit files it added were removed" in lines[0] and "was started again" in lines[0], lines[0]
+        assert not list((config / "systemd" / "user").glob("nmemd.*")) if (config / "systemd").exists() else True
+        status = subprocess.run([nmem, "status", "--json"], env=env, capture_output=True, text=True, timeout=60)
+        assert json.loads(status.stdout)["daemon"]["running"] is True, status
+    finally:
+        subprocess.run([nmem, "daemon", "stop"], env=env, capture_output=True, timeout=60)

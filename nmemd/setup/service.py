@@ -233,17 +233,22 @@ def install() -> Installed:
     manager = detect()
     exe = nmemd_path()
     if manager == "systemd":
+        _user_manager_answers()  # before anything changes: without a user bus every step below fails
         sock = _systemd_socket_path()
-        stopped = _stop_hand_started(sock)
         unit_dir = systemd_user_dir()
-        files = []
-        for name, text in render_systemd(exe).items():
-            _write(unit_dir / name, text)
-            files.append(str(unit_dir / name))
-        _run(["systemctl", "--user", "daemon-reload"])
-        _run(["systemctl", "--user", "enable", "--now", SOCKET_UNIT])
-        _run(["systemctl", "--user", "try-restart", SERVICE_UNIT])  # a reinstall picks up the new ExecStart
-        return Installed(manager=manager, nmemd=exe, socket=sock, files=files, stopped_pid=stopped)
+        written = [unit_dir / name for name in render_systemd(exe)]
+        existed = {path for path in written if path.exists()}
+        stopped = None
+        try:
+            for path, text in zip(written, render_systemd(exe).values(), strict=True):
+                _write(path, text)
+            _run(["systemctl", "--user", "daemon-reload"])
+            stopped = _stop_hand_started(sock)  # only now: the manager is there to take over
+            _run(["systemctl", "--user", "enable", "--now", SOCKET_UNIT])
+            _run(["systemctl", "--user", "try-restart", SERVICE_UNIT])  # a reinstall picks up the new ExecStart
+        except ServiceError as exc:
+            raise ServiceError(f"{exc}. {_undo(written, existed, stopped)}") from None
+        return Installed(manager=manager, nmemd=exe, socket=sock, files=[str(p) for p in written], stopped_pid=stopped)
     sock = _launchd_socket_path()
     if len(sock.encode()) >= 104:
         raise ServiceError(f"socket path {sock} is longer than macOS allows (103 bytes); set NMEM_SOCKET")
@@ -260,6 +265,38 @@ def install() -> Installed:
     _write(plist, render_launchd(exe, sock, str(log_dir)))
     _run(["launchctl", "bootstrap", target, str(plist)])
     return Installed(manager=manager, nmemd=exe, socket=sock, files=[str(plist)], stopped_pid=stopped)
+
+
+def _user_manager_answers() -> None:
+    """`systemctl --user` needs the user's service manager over its bus (a login session, or lingering)."""
+    done = _run(["systemctl", "--user", "show-environment"], check=False)
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout).strip().splitlines()
+        raise ServiceError(
+            f"`systemctl --user` cannot reach your user service manager ({why[0] if why else 'no answer'}); "
+            "nothing was changed, and a running daemon keeps running. Log in with a session that starts one, "
+            "or have root run `loginctl enable-linger $USER`; or go on without a service: hooks start the "
+            "daemon when they need it (`nmem daemon start` starts it now)"
+        )
+
+
+def _undo(written: list[Path], existed: set[Path], stopped: int | None) -> str:
+    """Take back a failed install: the unit files it added, and the daemon it stopped; say what was done."""
+    for path in written:
+        if path not in existed:
+            path.unlink(missing_ok=True)
+    _run(["systemctl", "--user", "daemon-reload"], check=False)
+    said = "The unit files it added were removed"
+    if stopped is not None:
+        from nmemd import config
+        from nmemd.daemon import control
+
+        try:
+            control.start(config.load())
+            said += f"; the daemon it had stopped (pid {stopped}) was started again"
+        except Exception as exc:  # the message must still go out
+            said += f"; the daemon it had stopped (pid {stopped}) did not start again ({exc}): run `nmem daemon start`"
+    return said
 
 
 def uninstall() -> Uninstalled:
