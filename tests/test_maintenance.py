@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import threading
 import time
@@ -198,3 +199,27 @@ def test_ingestion_keeps_working_while_a_big_vacuum_runs(daemon: Daemon) -> None
           f" {len(acks)} events stored meanwhile")  # fmt: skip
     assert daemon.stop() == 0
     integrity_ok(Path(settings.db))
+
+
+def test_a_last_run_recorded_in_the_future_does_not_postpone_a_job(daemon: Daemon) -> None:
+    """Issue #16, finding 12: a job that ran while the wall clock was 400 days ahead recorded that
+    time, and once the clock came back the daily job waited 400 days. A last run in the future
+    counts as now: the job is due again one interval later."""
+    daemon.env.update({"NMEM_MAINTENANCE_IDLE_S": "0.1", "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": "0.5"})
+    daemon.start()
+    assert run_send(payload("before the clock jump")).returncode == 0
+    assert daemon.stop() == 0
+    ahead = time.time() + 400 * 86400
+    conn = sqlite3.connect(daemon.db)
+    try:
+        conn.execute("INSERT OR REPLACE INTO jobs(name, last_run, outcome) VALUES ('checkpoint', ?, 'ok')", (ahead,))
+        conn.commit()
+    finally:
+        conn.close()
+    daemon.start()
+
+    def ran_again() -> bool:
+        return float(db_rows(daemon.db, "SELECT last_run FROM jobs WHERE name = 'checkpoint'")[0][0]) < ahead  # type: ignore[arg-type]
+
+    wait_until(ran_again, timeout=15.0, message="the checkpoint job ran although its last run was 400 days ahead")
+    assert daemon.stop() == 0

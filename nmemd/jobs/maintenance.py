@@ -462,7 +462,13 @@ class Scheduler:
         for name, interval in self.intervals.items():
             if interval <= 0:
                 continue  # 0 turns a job off
-            age = now - self.last_run.get(name, self.started)
+            last = self.last_run.get(name, self.started)
+            if last > now:
+                # A last run in the future (the wall clock ran ahead, a job ran, the clock came
+                # back) counts from now: otherwise a daily job would wait as long as the jump.
+                LOG.warning("%s last ran %.0f s in the future: the clock went back; from now on", name, last - now)
+                last = self.last_run[name] = now
+            age = now - last
             if age >= interval and (idle or age >= 2 * interval):
                 out.append(name)
         return out
