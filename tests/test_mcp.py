@@ -537,3 +537,34 @@ def test_mcp_server_private_entry_point_is_still_there() -> None:
     server = lowlevel(build_server())
     assert isinstance(server, Server)
     assert callable(server.run) and server.create_initialization_options().server_name == "nmem"
+
+
+def test_the_daemon_side_of_a_session_ends_when_the_client_leaves(
+    daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue #15: the MCP session closes once the client has gone (stdin closed, as Claude Code does at
+    exit): the bridge exits and the daemon drops the session's connection, with `subscriptions/listen`
+    still open. The time it takes is a figure in BENCHMARKS.md (bench/bench_mcp_close.py), not asserted."""
+    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
+    daemon.start()
+    baseline = ping(daemon.socket)["connections"]
+    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(_rpc(1, "server/discover", {"_meta": MODERN}))
+        proc.stdin.flush()
+        assert json.loads(_read_line(proc, time.monotonic() + STEP_S))["id"] == 1
+        listen = {"_meta": MODERN, "notifications": {"toolsListChanged": True}}
+        proc.stdin.write(_rpc(2, "subscriptions/listen", listen))
+        proc.stdin.flush()
+        wait_until(lambda: ping(daemon.socket)["connections"] > baseline, timeout=STEP_S, message="the session open")
+        proc.stdin.close()  # the client leaves
+        assert proc.wait(timeout=STEP_S) == 0
+        wait_until(lambda: ping(daemon.socket)["connections"] == baseline, timeout=5.0, message="the session closed")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in (proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
