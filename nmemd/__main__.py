@@ -50,11 +50,14 @@ def main(argv: list[str] | None = None) -> None:
     # autostarting after a crash), losers exit before paying for them (20 at once on 2 cores: ~0.7 s
     # instead of ~3.8 s). serve() adopts the lock.
     lock = InstanceLock(settings.lock)
+    store_lock = InstanceLock(settings.store_lock, note=settings.socket)
     try:
         ensure_private_dir(settings.home)
         ensure_socket_dir(settings.socket, settings.home)
         lock.acquire()
+        store_lock.acquire()  # another socket may serve this store already (another environment)
     except AlreadyRunning as exc:
+        lock.release()
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
         sys.exit(EXIT_ALREADY_RUNNING)
     except (NmemError, OSError) as exc:
@@ -83,7 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        lock.release()  # serve() released it already unless it failed before adopting it
+        store_lock.release()  # serve() released them already unless it failed before adopting them
+        lock.release()
     sys.exit(EXIT_OK)
 
 

@@ -92,6 +92,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         return paths.lock_path(self.socket)
 
     @property
+    def store_lock(self) -> str:
+        """One daemon per store, whatever socket it was told to serve (issue #16, finding 1)."""
+        return os.path.join(self.home, "store.lock")
+
+    @property
     def spool(self) -> str:
         return os.path.join(self.home, "spool")
 

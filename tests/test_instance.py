@@ -277,3 +277,37 @@ def test_twenty_daemons_started_at_once_one_serves(nmem_env: dict[str, str], sho
                 p.wait(timeout=10)
             if p.stderr is not None:
                 p.stderr.close()
+
+
+def test_one_store_has_one_daemon_whatever_socket_its_starter_names(daemon: Daemon, short_dir: str) -> None:
+    """Issue #16, finding 1: the lock beside the socket let a daemon started with another socket (a
+    terminal without XDG_RUNTIME_DIR, an MCP client that passes few variables) run on the same store;
+    it failed every event on UNIQUE constraints and its events stranded. The store has its own lock
+    now: the second daemon exits 4 naming the first one's socket, `nmem daemon start` says so, and an
+    event a hook sends to the other socket waits in the inbox for the running daemon's drain."""
+    daemon.start()
+    other_dir = os.path.join(short_dir, "elsewhere")
+    os.makedirs(other_dir, mode=0o700)
+    other = {**daemon.env, "NMEM_SOCKET": os.path.join(other_dir, "nmemd.sock"), "NMEM_AUTOSTART": "1"}
+    second = subprocess.run([str(BIN / "nmemd")], env=other, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 4, second
+    assert f"already serves this store on {daemon.socket}" in second.stderr, second.stderr
+    started = subprocess.run([str(BIN / "nmem"), "daemon", "start"], env=other, capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+    assert started.returncode == 1 and f"NMEM_SOCKET={daemon.socket}" in started.stderr, started
+    assert len(started.stderr.splitlines()) == 1, started.stderr
+    body = b'{"session_id": "s-other", "hook_event_name": "UserPromptSubmit", "prompt": "wombat elsewhere",'
+    body += b' "cwd": "/tmp"}'
+    sent = subprocess.run([str(BIN / "nmem-send")], input=body, env=other, capture_output=True, timeout=60)
+    assert sent.returncode == 0 and sent.stderr == b""
+
+    def found() -> bool:
+        done = subprocess.run([str(BIN / "nmem"), "search", "wombat", "--all", "--json"], env=daemon.env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        return "wombat elsewhere" in done.stdout
+
+    wait_until(found, timeout=15.0, message="the event sent to the other socket, drained by the running daemon")
+    assert daemon.stop() == 0
+    integrity_ok(daemon.db)
+    log = (daemon.home / "logs" / "nmemd.log").read_text(errors="replace")
+    assert "UNIQUE constraint" not in log

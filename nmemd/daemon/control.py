@@ -109,6 +109,9 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
     facts = ping()
     if facts is not None:
         return facts
+    elsewhere = serving_elsewhere(settings)
+    if elsewhere:  # the daemon would exit at once: one store, one daemon (issue #16, finding 1)
+        raise DaemonError(elsewhere)
     inbox.start_daemon(inbox.ON_FIRST_USE if on_demand else ("--started-by", "user"))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,6 +120,22 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
             return facts
         time.sleep(0.02)
     raise DaemonError(f"nmemd did not start within {timeout:.0f} s; see {settings.log_dir}/nmemd.log")
+
+
+def serving_elsewhere(settings: Settings) -> str | None:
+    """Why no daemon can start for this socket: one already serves this store on another socket
+    (started from another environment: a terminal without XDG_RUNTIME_DIR, an MCP client that passes
+    few variables). Events sent meanwhile wait in the inbox; that daemon drains it every 2 s."""
+    from nmemd.daemon.instance import store_holder
+
+    holder = store_holder(settings.store_lock)
+    if holder is None or not holder[1] or holder[1] == settings.socket:
+        return None
+    pid, socket = holder
+    return (
+        f"nmemd already serves this store ({settings.home}) on {socket} (pid {pid}); this environment"
+        f" points at {settings.socket}: set NMEM_SOCKET={socket}, or stop that daemon first"
+    )
 
 
 def stop(settings: Settings, timeout: float = 15.0) -> int | None:

@@ -67,10 +67,13 @@ _held: dict[str, int] = {}
 
 
 class InstanceLock:
-    """An exclusive, non-blocking flock on a lock file beside the socket."""
+    """An exclusive, non-blocking flock on a lock file: beside the socket (one daemon per socket),
+    and in NMEM_HOME (one daemon per store). The file holds the pid, then `note` (the socket a
+    store's daemon serves, for the message a second one prints)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, note: str = ""):
         self.path = path
+        self.note = note
         self.fd: int | None = None
 
     def acquire(self) -> None:
@@ -82,12 +85,17 @@ class InstanceLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read_pid(fd)
+            holder, note = _read_holder(fd)
             os.close(fd)
             who = f" (pid {holder})" if holder else ""
+            if note:
+                raise AlreadyRunning(
+                    f"nmemd already serves this store on {note}{who}; lock {self.path}: point NMEM_SOCKET there,"
+                    " or stop that daemon first"
+                ) from None
             raise AlreadyRunning(f"nmemd is already running{who}; lock {self.path}") from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()}\n{self.note}\n".encode() if self.note else f"{os.getpid()}\n".encode())
         self.fd = fd
         _held[self.path] = fd
 
@@ -99,12 +107,36 @@ class InstanceLock:
         self.fd = None
 
 
-def _read_pid(fd: int) -> int | None:
+def _read_holder(fd: int) -> tuple[int | None, str]:
+    """The pid in a lock file and its note (empty when none)."""
     try:
-        raw = os.pread(fd, 32, 0).strip()
-        return int(raw) if raw else None
+        lines = os.pread(fd, 4096, 0).decode("utf-8", "replace").split("\n")
+        pid = int(lines[0]) if lines[0].strip() else None
     except (OSError, ValueError):
+        return None, ""
+    return pid, lines[1].strip() if len(lines) > 1 else ""
+
+
+def _read_pid(fd: int) -> int | None:
+    return _read_holder(fd)[0]
+
+
+def store_holder(path: str) -> tuple[int, str] | None:
+    """The pid and socket of the daemon holding a store's lock, or None when nobody holds it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
         return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, note = _read_holder(fd)
+            return (pid or -1, note)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def lock_holder(path: str) -> int | None:

@@ -41,7 +41,7 @@ from nmemd.daemon.instance import (
     sd_notify,
 )
 from nmemd.daemon.status import DaemonFacts
-from nmemd.errors import NmemError, StorageError
+from nmemd.errors import AlreadyRunning, NmemError, StorageError
 from nmemd.jobs import maintenance
 from nmemd.model import Extracted
 from nmemd.recall import replies
@@ -309,6 +309,12 @@ async def serve(
     ensure_socket_dir(settings.socket, settings.home)
     lock = InstanceLock(settings.lock)
     lock.acquire()
+    store_lock = InstanceLock(settings.store_lock, note=settings.socket)
+    try:
+        store_lock.acquire()
+    except AlreadyRunning:
+        lock.release()
+        raise
     try:
         sock = inherited_socket()
         activated = sock is not None
@@ -333,6 +339,7 @@ async def serve(
             if not activated:  # never unlink a socket systemd handed us
                 _unlink_quietly(settings.socket)
     finally:
+        store_lock.release()
         lock.release()
         LOG.info("stopped")
 
