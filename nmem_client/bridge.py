@@ -81,6 +81,14 @@ def connect(deadline: float) -> socket.socket:
             return sock
         except OSError as exc:
             sock.close()
+            other = paths.store_socket() if exc.errno in _ABSENT_ERRNOS else None
+            if other and other != path:  # the store's daemon serves another socket (another environment)
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(other)
+                    return sock
+                except OSError:
+                    sock.close()
             if exc.errno not in _ABSENT_ERRNOS:
                 raise BridgeError(f"cannot connect to nmemd at {path}: {exc}") from None
             if not autostart:

@@ -63,6 +63,19 @@ def lock_path(sock: str) -> str:
     return join(dirname(sock), "nmemd.lock")
 
 
+def store_socket() -> str | None:
+    """The socket of the daemon that locked this store (`$NMEM_HOME/store.lock`: pid, then socket),
+    for a client whose environment names another socket (issue #16, finding 1); None without one.
+    The file is the daemon's own, in the user's private NMEM_HOME."""
+    try:
+        with open(join(home(), "store.lock"), "rb") as f:
+            lines = f.read(4096).split(b"\n")
+    except OSError:
+        return None
+    socket = lines[1].decode("utf-8", "surrogateescape").strip() if len(lines) > 1 else ""
+    return socket if socket.startswith("/") else None
+
+
 def db_path() -> str:
     return join(home(), "nmem.db")
 

@@ -104,16 +104,16 @@ def read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes, b
     return b"OK", rest[:size], rest[size:]
 
 
-def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[bytes, bytes]:
-    """Send one frame and wait for its reply. Raises OSError when the daemon is unreachable
-    (Terminated when SIGTERM ends the wait)."""
+def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float, path: str | None = None) -> tuple[bytes, bytes]:
+    """Send one frame and wait for its reply (to `path`, else the configured socket). Raises OSError
+    when the daemon is unreachable (Terminated when SIGTERM ends the wait)."""
     global _waiting
     deadline = time.monotonic() + timeout
     _waiting = True
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        sock.connect(paths.socket_path())
+        sock.connect(path or paths.socket_path())
         try:
             sock.sendall(protocol.encode_request(kind, event_id, body))
         except OSError as exc:
@@ -192,6 +192,14 @@ def run() -> int:
     except OSError as exc:
         status, reply = b"", b""
         daemon_absent = getattr(exc, "errno", None) in _ABSENT_ERRNOS
+    if daemon_absent:  # the store's daemon may serve another socket (started from another environment)
+        other = paths.store_socket()
+        if other and other != paths.socket_path():
+            try:
+                status, reply = deliver(protocol.KIND_HOOK, event_id, body, _timeout_s(), other)
+                daemon_absent = False
+            except OSError:
+                pass
     if status == b"OK":
         _print(reply)
         return 0

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from nmem_client import inbox, protocol
+from nmem_client import inbox, paths, protocol
 from nmem_client.send import deliver
 from nmemd.config import Settings
 from nmemd.daemon.instance import lock_holder
@@ -36,7 +36,16 @@ def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
                 raise DaemonUnavailable(f"the daemon accepts no connection (its queue is full): {exc}") from exc
             time.sleep(BUSY_RETRY_S)
         except OSError as exc:
-            raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
+            other = paths.store_socket()  # the store's daemon may serve another socket (another environment)
+            if not other or other == paths.socket_path():
+                raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
+            try:
+                status, reply = deliver(
+                    kind, protocol.NO_EVENT_ID, body, max(deadline - time.monotonic(), 0.001), other
+                )
+            except OSError:
+                raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
+            break
     if status != b"OK":
         code, _, message = reply.decode(errors="replace").partition(" ")
         raise DaemonError(message or f"the daemon refused the request ({code})")
