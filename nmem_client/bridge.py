@@ -74,6 +74,8 @@ def connect(deadline: float) -> socket.socket:
     path = paths.socket_path()
     autostart = os.environ.get("NMEM_AUTOSTART", "1") != "0"
     started = False
+    if not paths.trusted_socket(path):
+        raise BridgeError(f"refusing {path}: not a socket of this user's in a folder only this user controls")
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

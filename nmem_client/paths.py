@@ -63,6 +63,47 @@ def lock_path(sock: str) -> str:
     return join(dirname(sock), "nmemd.lock")
 
 
+def trusted_socket(path: str) -> bool:
+    """Whether a listener at `path` may be our daemon: a socket we own, in a folder we own (or root
+    owns) that others cannot write to (unless sticky, like /tmp). Another user's listener at our
+    path would get the raw, unredacted payload and could answer into the agent's context (issue
+    #16, finding 8). Nothing there is not a reason to refuse: the connect reports it."""
+    uid = posix.geteuid()
+    try:
+        st = posix.lstat(path)
+    except OSError:
+        return True
+    return st.st_uid == uid and _safe_folder(dirname(path) or ".", uid)
+
+
+def trusted_home() -> bool:
+    """Whether the inbox may be written: NMEM_HOME (when it exists) and its database are ours and
+    not writable by others. A folder another user made first would get our events."""
+    uid = posix.geteuid()
+    folder = home()
+    try:
+        posix.lstat(folder)
+    except OSError:
+        return True  # nmem creates it, 0700
+    if not _safe_folder(folder, uid, owner_only=True):
+        return False
+    try:
+        db = posix.lstat(db_path())
+    except OSError:
+        return True
+    return db.st_uid == uid and not db.st_mode & 0o022
+
+
+def _safe_folder(folder: str, uid: int, *, owner_only: bool = False) -> bool:
+    try:
+        st = posix.stat(folder)
+    except OSError:
+        return False
+    if st.st_uid != uid and (owner_only or st.st_uid != 0):
+        return False
+    return not (st.st_mode & 0o022 and not st.st_mode & 0o1000)
+
+
 def store_socket() -> str | None:
     """The socket of the daemon that locked this store (`$NMEM_HOME/store.lock`: pid, then socket),
     for a client whose environment names another socket (issue #16, finding 1); None without one.

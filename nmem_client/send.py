@@ -113,7 +113,10 @@ def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float, path: str
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        sock.connect(path or paths.socket_path())
+        target = path or paths.socket_path()
+        if not paths.trusted_socket(target):
+            raise PermissionError(13, "not our daemon's socket", target)
+        sock.connect(target)
         try:
             sock.sendall(protocol.encode_request(kind, event_id, body))
         except OSError as exc:
@@ -205,6 +208,8 @@ def run() -> int:
         return 0
     if status == b"ERR" and reply.split(b" ", 1)[0] not in protocol.RETRYABLE:
         return 0  # the daemon saw the event and refused it for good (and logged why)
+    if not paths.trusted_home():
+        return 0  # another user's NMEM_HOME: nothing of ours goes there (issue #16, finding 8)
     from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
 
     inbox.store(event_id.decode(), body)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
 from helpers import count, log_text, ping, prompt_event, wait_until
 
@@ -166,3 +167,63 @@ def test_under_umask_000_the_folders_nmem_creates_are_not_writable_by_others() -
     finally:
         subprocess.run([*nmem, "daemon", "stop"], env=env, capture_output=True, timeout=60)
         shutil.rmtree(home, ignore_errors=True)
+
+
+LISTENER = """
+import os, socket, sys
+path, record = sys.argv[1], sys.argv[2]
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(path)
+srv.listen(8)
+while True:
+    conn, _ = srv.accept()
+    data = conn.recv(65536)
+    with open(record, "ab") as f:
+        f.write(data)
+    conn.sendall(b"OK 0\\n")
+    conn.close()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a listener as another user (uid 65534)")
+def test_the_client_talks_only_to_a_socket_and_a_home_of_its_own_user(nmem_env: dict[str, str]) -> None:
+    """Finding 8: with a socket folder (or NMEM_HOME) another user made first, nmem-send sent the raw
+    payload, secret included, to that user's listener and wrote into that user's database. Now the
+    client refuses a socket it does not own in a folder it does not control, and a home of another
+    user's: it exits 0, silent, and sends and writes nothing there."""
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(dir="/tmp", prefix="nm8")
+    os.chmod(base, 0o755)
+    theirs = os.path.join(base, "theirs")
+    os.mkdir(theirs)
+    os.chown(theirs, 65534, 65534)
+    record = os.path.join(theirs, "got")
+    sock = os.path.join(theirs, "nmemd.sock")
+    python = "/usr/bin/python3"  # one the other user may run (this venv may live under /root)
+    if not os.access(python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 to run the other user's listener with")
+    listener = subprocess.Popen([python, "-c", LISTENER, sock, record], user=65534, group=65534)
+    secret = "AKIA" + "Z" * 16
+    body = json.dumps({**prompt_event(f"deploy with {secret}"), "cwd": "/tmp"}).encode()
+    try:
+        wait_until(lambda: os.path.exists(sock), timeout=15.0, message="the other user's listener")
+        env = {**os.environ, **nmem_env, "NMEM_SOCKET": sock, "NMEM_AUTOSTART": "0"}
+        done = subprocess.run([str(BIN / "nmem-send")], input=body, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0 and done.stdout == b"" and done.stderr == b"", done
+        assert not os.path.exists(record), "the payload went to another user's listener"
+        assert count(Path(nmem_env["NMEM_HOME"]) / "nmem.db", "inbox") == 1  # kept in our own inbox
+
+        their_home = os.path.join(theirs, "home")
+        os.mkdir(their_home, 0o777)
+        os.chmod(their_home, 0o777)
+        os.chown(their_home, 65534, 65534)
+        env = {**env, "NMEM_HOME": their_home, "NMEM_SOCKET": os.path.join(base, "none.sock")}
+        done = subprocess.run([str(BIN / "nmem-send")], input=body, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0 and done.stdout == b"" and done.stderr == b"", done
+        assert os.listdir(their_home) == [], "wrote into another user's NMEM_HOME"
+    finally:
+        listener.kill()
+        listener.wait()
+        shutil.rmtree(base, ignore_errors=True)
