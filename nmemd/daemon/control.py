@@ -135,12 +135,12 @@ def serving_elsewhere(settings: Settings) -> str | None:
     """Why no daemon can start for this socket: one already serves this store on another socket
     (started from another environment: a terminal without XDG_RUNTIME_DIR, an MCP client that passes
     few variables). Events sent meanwhile wait in the inbox; that daemon drains it every 2 s."""
-    from nmemd.daemon.instance import store_holder
+    from nmemd.daemon.instance import holder
 
-    holder = store_holder(settings.store_lock)
-    if holder is None or not holder[1] or holder[1] == settings.socket:
+    held = holder(settings.store_lock)
+    if held is None or not held[1] or held[1] == settings.socket:
         return None
-    pid, socket = holder
+    pid, socket = held
     return (
         f"nmemd already serves this store ({settings.home}) on {socket} (pid {pid}); this environment"
         f" points at {settings.socket}: set NMEM_SOCKET={socket}, or stop that daemon first"

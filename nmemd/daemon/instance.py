@@ -117,12 +117,9 @@ def _read_holder(fd: int) -> tuple[int | None, str]:
     return pid, lines[1].strip() if len(lines) > 1 else ""
 
 
-def _read_pid(fd: int) -> int | None:
-    return _read_holder(fd)[0]
-
-
-def store_holder(path: str) -> tuple[int, str] | None:
-    """The pid and socket of the daemon holding a store's lock, or None when nobody holds it."""
+def holder(path: str) -> tuple[int, str] | None:
+    """The pid (-1 when unreadable) and note of the daemon holding the lock at `path`; None when
+    nobody holds it. The note is the socket a store's daemon serves (empty for a socket's lock)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
@@ -141,19 +138,8 @@ def store_holder(path: str) -> tuple[int, str] | None:
 
 def lock_holder(path: str) -> int | None:
     """The pid written by the daemon holding `path`, or None when nobody holds it."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_pid(fd) or -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+    held = holder(path)
+    return None if held is None else held[0]
 
 
 def inherited_socket() -> socket.socket | None:
