@@ -295,20 +295,27 @@ def test_stalled_header_times_out(harness: Harness) -> None:
     harness.check_intact()
 
 
-def test_many_stalled_connections_do_not_block_others(harness: Harness) -> None:
-    socks = [connect(harness.daemon.socket, timeout=READ_TIMEOUT_S + 5) for _ in range(50)]
+def test_many_stalled_connections_do_not_block_others(daemon: Daemon) -> None:
+    """While 50 peers stall mid-frame, a hook is acknowledged before the daemon has given up on any
+    of them: it did not wait behind their read timeouts (long here, so a loaded machine cannot make
+    the ack look late)."""
+    daemon.env["NMEM_READ_TIMEOUT_S"] = "60"
+    daemon.start()
+    socks = [connect(daemon.socket, timeout=5) for _ in range(50)]
     try:
         for i, s in enumerate(socks):
             s.sendall(b"NMEM1 hook %s 1000\n" % new_id().encode() if i % 2 else b"NMEM1 ho")
         marker = f"valid-{new_id()[:12]}"
-        started = time.monotonic()  # while 50 peers stall, a hook is still acknowledged at once
-        assert send_hook(harness.daemon.socket, new_id(), payload(marker), timeout=5)[0] == b"OK"
-        assert time.monotonic() - started < READ_TIMEOUT_S / 2
-        harness.valid.add(marker)
+        assert send_hook(daemon.socket, new_id(), payload(marker), timeout=30)[0] == b"OK"
+        for s in socks:  # each still waits for the rest of its frame: no reply, not closed
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)
+        assert count(daemon.db, "events", "session_id = ?", (marker,)) == 1
     finally:
         for s in socks:
             s.close()
-    harness.check_intact()
+    integrity_ok(daemon.db)
 
 
 def test_peer_that_leaves_mid_frame_stores_nothing(harness: Harness) -> None:
