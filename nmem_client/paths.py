@@ -47,12 +47,29 @@ def home() -> str:
     return join(data, "nmem")
 
 
+def runtime_dir() -> str | None:
+    """`XDG_RUNTIME_DIR` when it is a folder of ours, as the XDG spec requires of it. One of another
+    user's (an `su` shell, a copied environment) would name a socket folder the daemon may not
+    create: every hook would start a daemon that exits at once (issue #16, finding 7). Without
+    one, the socket goes under NMEM_HOME, for the client and the daemon alike."""
+    runtime = env("XDG_RUNTIME_DIR")
+    if not runtime:
+        return None
+    try:
+        st = posix.stat(runtime)
+    except FileNotFoundError:
+        return runtime  # not made yet: the daemon makes it, as its own
+    except OSError:
+        return None
+    return runtime if st.st_uid == posix.geteuid() else None
+
+
 def socket_path() -> str:
-    """`NMEM_SOCKET`, else `$XDG_RUNTIME_DIR/nmem/nmemd.sock`, else `$NMEM_HOME/run/nmemd.sock`."""
+    """`NMEM_SOCKET`, else `$XDG_RUNTIME_DIR/nmem/nmemd.sock` (`runtime_dir`), else `$NMEM_HOME/run/nmemd.sock`."""
     configured = env("NMEM_SOCKET")
     if configured:
         return configured
-    runtime = env("XDG_RUNTIME_DIR")
+    runtime = runtime_dir()
     if runtime:
         return join(runtime, "nmem", "nmemd.sock")
     return join(home(), "run", "nmemd.sock")
@@ -73,35 +90,71 @@ def trusted_socket(path: str) -> bool:
         st = posix.lstat(path)
     except OSError:
         return True
-    return st.st_uid == uid and _safe_folder(dirname(path) or ".", uid)
+    return st.st_uid == uid and given_folder_problem(dirname(path) or ".") is None  # it exists: the socket is there
+
+
+# The folder rules the hook client, the daemon and `nmem doctor` all apply, so that none accepts
+# what another refuses (issue #16, finding 7: a client that wrote the inbox and started, hook after
+# hook, a daemon that refused the same folder and exited). README: Configuration, "Paths".
+
+
+def own_folder_problem(folder: str) -> str | None:
+    """Why `folder` may not be one nmem names itself (NMEM_HOME, its `run/`, `$XDG_RUNTIME_DIR/nmem`);
+    None: it may, or it does not exist yet. A folder of ours, or a symlink of ours (or root's) to
+    one. Its mode is not the question: the daemon tightens a folder of ours to 0700 at start."""
+    uid = posix.geteuid()
+    st, why = _followed(folder, uid)
+    if st is None:
+        return why
+    if st.st_uid != uid:
+        return f"{folder} is owned by uid {st.st_uid}, not by us ({uid})"
+    return None
+
+
+def given_folder_problem(folder: str) -> str | None:
+    """Why the folder of a socket the user chose (`NMEM_SOCKET=/tmp/x.sock`) may not hold ours;
+    None: it may, or it does not exist yet (then nmem creates it, 0700). Ours or root's, and others
+    may not write to it unless it is sticky like /tmp (they could replace our socket)."""
+    uid = posix.geteuid()
+    st, why = _followed(folder, uid)
+    if st is None:
+        return why
+    if st.st_uid not in (uid, 0):
+        return f"{folder} is owned by uid {st.st_uid}, not by us ({uid}) or root"
+    if st.st_mode & 0o022 and not st.st_mode & 0o1000:
+        return f"{folder} may be written by others and has no sticky bit"
+    return None
+
+
+def _followed(folder: str, uid: int) -> tuple[posix.stat_result | None, str | None]:
+    """The folder's stat through a symlink of ours or root's (another user's could be re-pointed
+    anywhere); (None, None) when it does not exist, (None, why) when it may not be used."""
+    try:
+        st = posix.lstat(folder)
+    except OSError:
+        return None, None
+    if st.st_mode & 0o170000 == 0o120000:  # S_IFLNK
+        if st.st_uid not in (uid, 0):
+            return None, f"{folder} is a symlink owned by uid {st.st_uid}, not by us ({uid})"
+        try:
+            st = posix.stat(folder)
+        except OSError:
+            return None, f"{folder} is a symlink to nothing"
+    if st.st_mode & 0o170000 != 0o040000:  # S_IFDIR
+        return None, f"{folder} is not a directory"
+    return st, None
 
 
 def trusted_home() -> bool:
-    """Whether the inbox may be written: NMEM_HOME (when it exists) and its database are ours and
-    not writable by others. A folder another user made first would get our events."""
-    uid = posix.geteuid()
-    folder = home()
-    try:
-        posix.lstat(folder)
-    except OSError:
-        return True  # nmem creates it, 0700
-    if not _safe_folder(folder, uid, owner_only=True):
+    """Whether the inbox may be written: NMEM_HOME is ours (`own_folder_problem`) and so is its database,
+    which others may not write. A folder another user made first would get our events."""
+    if own_folder_problem(home()) is not None:
         return False
     try:
         db = posix.lstat(db_path())
     except OSError:
         return True
-    return db.st_uid == uid and not db.st_mode & 0o022
-
-
-def _safe_folder(folder: str, uid: int, *, owner_only: bool = False) -> bool:
-    try:
-        st = posix.stat(folder)
-    except OSError:
-        return False
-    if st.st_uid != uid and (owner_only or st.st_uid != 0):
-        return False
-    return not (st.st_mode & 0o022 and not st.st_mode & 0o1000)
+    return db.st_uid == posix.geteuid() and not db.st_mode & 0o022
 
 
 def store_socket() -> str | None:

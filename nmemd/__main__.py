@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
         sys.exit(EXIT_ALREADY_RUNNING)
     except (NmemError, OSError) as exc:
+        import logging
+
+        # Started by a hook or `nmem daemon start`, stderr is /dev/null: the log is where it is read.
+        logging.getLogger("nmemd").error("startup failed: %s", exc)
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
         sys.exit(EXIT_STARTUP_FAILURE)
     import anyio

@@ -227,3 +227,66 @@ def test_the_client_talks_only_to_a_socket_and_a_home_of_its_own_user(nmem_env: 
         listener.kill()
         listener.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _stored_by_a_started_daemon(env: dict[str, str], marker: str, db: Path) -> None:
+    """A hook with no daemon running: the client starts one, which stores the event from the inbox."""
+    body = json.dumps({**prompt_event(marker), "cwd": "/tmp"}).encode()
+    try:
+        done = subprocess.run([str(BIN / "nmem-send")], input=body, env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0 and done.stderr == b"", done
+        wait_until(lambda: count(db, "observations", "content LIKE ?", (f"%{marker}%",)) == 1, 30, "event stored")
+        wait_until(lambda: count(db, "inbox") == 0, 30, "inbox drained")
+    finally:
+        subprocess.run([str(BIN / "nmem"), "daemon", "stop"], env=env, capture_output=True, timeout=60)
+
+
+def test_a_symlinked_home_is_used_by_the_client_and_the_daemon_alike(short_dir: str) -> None:
+    """Finding 7: the client followed a symlinked NMEM_HOME, the daemon refused it and exited: every
+    hook wrote the raw event to the inbox and started a daemon that exited, and nothing drained. Both
+    now apply one rule (a symlink of ours to a folder of ours is fine), so the event is stored."""
+    real = Path(short_dir, "real")
+    real.mkdir(mode=0o700)
+    link = Path(short_dir, "home")
+    link.symlink_to(real)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NMEM_", "XDG_"))}
+    env |= {"NMEM_HOME": str(link), "NMEM_SOCKET": os.path.join(short_dir, "s.sock")}
+    _stored_by_a_started_daemon(env, "viasymlinkedhome", real / "nmem.db")
+    assert "startup failed" not in log_text(real)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a folder of another user (uid 65534)")
+def test_an_xdg_runtime_dir_of_another_user_is_not_where_the_socket_goes(short_dir: str) -> None:
+    """Finding 7: with XDG_RUNTIME_DIR of another user (an `su` shell), the client aimed at a socket
+    folder the daemon could not create. Both now skip a runtime folder that is not ours, as the XDG
+    spec asks, and use `$NMEM_HOME/run`."""
+    runtime = Path(short_dir, "rt")
+    runtime.mkdir(mode=0o700)
+    os.chown(runtime, 65534, 65534)
+    home = Path(short_dir, "home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NMEM_", "XDG_"))}
+    env |= {"NMEM_HOME": str(home), "XDG_RUNTIME_DIR": str(runtime)}
+    _stored_by_a_started_daemon(env, "besidetheirruntime", home / "nmem.db")
+    assert (home / "run" / "nmemd.lock").exists()
+
+
+def test_a_daemon_that_cannot_start_says_why(short_dir: str) -> None:
+    """Finding 7: `nmem daemon start` waited 10 s and pointed at an empty log, and `nmem doctor` said
+    ok, while every hook started a daemon that refused NMEM_HOME. Both now name the path and why."""
+    home = Path(short_dir, "home")
+    home.write_text("a file, not a folder\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NMEM_", "XDG_"))}
+    env |= {"NMEM_HOME": str(home), "NMEM_SOCKET": os.path.join(short_dir, "s.sock")}
+    started = time.monotonic()
+    done = subprocess.run([str(BIN / "nmem"), "daemon", "start"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"cannot start: {home} is not a directory" in done.stderr, done.stderr
+    assert time.monotonic() - started < 10, "it waited for a daemon that could not start"
+    doctor = subprocess.run([str(BIN / "nmem"), "doctor"], env=env, capture_output=True, text=True, timeout=60)
+    assert doctor.returncode != 0 and "Traceback" not in doctor.stderr
+    line = next(x for x in doctor.stdout.splitlines() if " daemon " in x)
+    assert line.startswith("FAIL") and "is not a directory" in line, doctor.stdout
+    body = json.dumps({**prompt_event("nowhere"), "cwd": "/tmp"}).encode()
+    sent = subprocess.run([str(BIN / "nmem-send")], input=body, env=env, capture_output=True, timeout=60)
+    assert sent.returncode == 0 and sent.stdout == b"" and sent.stderr == b""  # the agent sees nothing
+    assert home.read_text() == "a file, not a folder\n"

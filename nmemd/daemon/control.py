@@ -15,7 +15,7 @@ import msgspec
 from nmem_client import inbox, paths, protocol
 from nmem_client.send import deliver
 from nmemd.config import Settings
-from nmemd.daemon.instance import lock_holder
+from nmemd.daemon.instance import lock_holder, startup_problem
 from nmemd.daemon.status import DaemonFacts, Status, database_facts
 from nmemd.errors import DaemonError, DaemonUnavailable
 
@@ -121,6 +121,9 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
     elsewhere = serving_elsewhere(settings)
     if elsewhere:  # the daemon would exit at once: one store, one daemon (issue #16, finding 1)
         raise DaemonError(elsewhere)
+    refused = startup_problem(settings.home, settings.socket)
+    if refused:  # and so would it here, in the background (issue #16, finding 7)
+        raise DaemonError(f"nmemd cannot start: {refused}")
     inbox.start_daemon(inbox.ON_FIRST_USE if on_demand else ("--started-by", "user"))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -128,7 +131,21 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
         if facts is not None:
             return facts
         time.sleep(0.02)
-    raise DaemonError(f"nmemd did not start within {timeout:.0f} s; see {settings.log_dir}/nmemd.log")
+    failed = _startup_failure(settings)
+    why = f": {failed}" if failed else ""
+    raise DaemonError(f"nmemd did not start within {timeout:.0f} s{why}; see {settings.log_dir}/nmemd.log")
+
+
+def _startup_failure(settings: Settings) -> str | None:
+    """The last "startup failed" line of the daemon's log (its stderr went to /dev/null)."""
+    try:
+        with open(os.path.join(settings.log_dir, "nmemd.log"), "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+            tail = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    last = tail[-1] if tail else ""
+    return last.split("startup failed: ", 1)[1] if "startup failed: " in last else None
 
 
 def serving_elsewhere(settings: Settings) -> str | None:

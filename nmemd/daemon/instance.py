@@ -12,7 +12,6 @@ import fcntl
 import logging
 import os
 import socket
-import stat
 import struct
 import sys
 
@@ -25,38 +24,48 @@ SD_LISTEN_FDS_START = 3
 
 
 def ensure_private_dir(path: str, *, ours: bool = True) -> None:
-    """Make sure `path` is a directory nmem may keep private things in.
+    """Make sure `path` is a directory nmem may keep private things in, by the rules the hook client
+    and `nmem doctor` apply too (`paths.own_folder_problem`, `paths.given_folder_problem`).
 
-    The rule (README: Configuration): a directory nmem creates, or one it names itself (NMEM_HOME,
-    `$XDG_RUNTIME_DIR/nmem`, `$NMEM_HOME/run`), must be a plain directory of ours and is made
-    0700. A directory it is given (`ours=False`: the folder of an NMEM_SOCKET the user chose, such
-    as /tmp) is used as it is, never chmod-ed (that would lock everyone else out of /tmp or a home
-    directory): the socket in it is 0600 and every peer's uid is checked. It is refused when it is
-    a symlink, belongs to another user (root aside), or others may write to it without the sticky
-    bit (they could replace our socket)."""
+    A directory nmem creates, or one it names itself (NMEM_HOME, `$XDG_RUNTIME_DIR/nmem`,
+    `$NMEM_HOME/run`), must be ours (a symlink of ours to one is fine) and is made 0700. A directory
+    it is given (`ours=False`: the folder of an NMEM_SOCKET the user chose, such as /tmp) is used as
+    it is, never chmod-ed (that would lock everyone else out of /tmp or a home directory): the socket
+    in it is 0600 and every peer's uid is checked."""
     created = not os.path.lexists(path)
     paths.make_dirs(path)
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise UnsafePathError(f"{path} is not a plain directory")
     if created or ours:
-        if st.st_uid != os.geteuid():
-            raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by us ({os.geteuid()})")
-        if st.st_mode & 0o077:
+        why = paths.own_folder_problem(path)
+        if why:
+            raise UnsafePathError(why)
+        if os.stat(path).st_mode & 0o077:
             os.chmod(path, 0o700)  # ours: tighten rather than refuse
         return
-    if st.st_uid not in (os.geteuid(), 0):
-        raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by us ({os.geteuid()}) or root")
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        raise UnsafePathError(f"{path} may be written by others and has no sticky bit: choose another NMEM_SOCKET")
+    why = paths.given_folder_problem(path)
+    if why:
+        raise UnsafePathError(f"{why}: choose another NMEM_SOCKET")
+
+
+def socket_dir_is_ours(socket_path: str, home: str) -> bool:
+    """Whether the socket's folder is one nmem names itself (made 0700) rather than one it is given."""
+    folder = os.path.dirname(socket_path) or "."
+    runtime = paths.runtime_dir()
+    own = {os.path.join(home, "run")} | ({os.path.join(runtime, "nmem")} if runtime else set())
+    return os.path.normpath(folder) in {os.path.normpath(p) for p in own}
 
 
 def ensure_socket_dir(socket_path: str, home: str) -> None:
     """The socket's directory: nmem's own when it is one of the default places, else a given one."""
+    ensure_private_dir(os.path.dirname(socket_path) or ".", ours=socket_dir_is_ours(socket_path, home))
+
+
+def startup_problem(home: str, socket_path: str) -> str | None:
+    """Why a daemon would refuse these paths at start (None: it would not), without creating anything:
+    `nmem daemon start` and `nmem doctor` say it instead of a start that fails in the background."""
     folder = os.path.dirname(socket_path) or "."
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    own = {os.path.join(home, "run")} | ({os.path.join(runtime, "nmem")} if runtime else set())
-    ensure_private_dir(folder, ours=os.path.normpath(folder) in {os.path.normpath(p) for p in own})
+    if socket_dir_is_ours(socket_path, home) or not os.path.lexists(folder):
+        return paths.own_folder_problem(home) or paths.own_folder_problem(folder)
+    return paths.own_folder_problem(home) or paths.given_folder_problem(folder)
 
 
 # Locks this process already holds, by path: `nmemd` takes its lock before importing the

@@ -26,7 +26,7 @@ from nmem_client import paths
 from nmemd import __version__, config
 from nmemd.config import Settings
 from nmemd.daemon import control
-from nmemd.daemon.instance import lock_holder
+from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
 from nmemd.setup import install
 from nmemd.store import readers
@@ -49,6 +49,9 @@ class Check(msgspec.Struct, kw_only=True):
 class Report(msgspec.Struct, kw_only=True):
     ok: bool  # no check failed
     checks: list[Check]
+
+
+OWN_SOCKET = "/tmp/nmem-$(id -u)/nmemd.sock"
 
 
 def _ok(name: str, detail: str) -> Check:
@@ -201,12 +204,15 @@ def check_socket(settings: Settings) -> Check:
     directory = os.path.dirname(sock)
     if len(os.fsencode(sock)) >= SUN_PATH_MAX:
         return _fail("socket", f"{sock} is longer than a Unix socket path may be ({SUN_PATH_MAX - 1} bytes)",
-                     "export NMEM_SOCKET=/tmp/nmem-$(id -u)/nmemd.sock  # or another short path")  # fmt: skip
+                     f"export NMEM_SOCKET={OWN_SOCKET}  # or another short path")  # fmt: skip
     if not os.path.lexists(directory):
         return _ok("socket", f"{directory} does not exist yet: the daemon creates it 0700")
-    why = _private(directory)
-    if why:
-        return _fail("socket", why, f"chmod 700 {shlex.quote(directory)}")
+    ours = socket_dir_is_ours(sock, settings.home)
+    why = paths.own_folder_problem(directory) if ours else paths.given_folder_problem(directory)
+    if why:  # the rule the daemon and the hook client apply (issue #16, finding 7)
+        mine = os.stat(directory).st_uid == os.geteuid() if os.path.isdir(directory) else False
+        fix = f"chmod 700 {shlex.quote(directory)}" if mine else f"export NMEM_SOCKET={OWN_SOCKET}  # a folder of yours"
+        return _fail("socket", why, fix)
     if os.path.lexists(sock):
         st = os.lstat(sock)
         if not stat.S_ISSOCK(st.st_mode):
@@ -214,7 +220,8 @@ def check_socket(settings: Settings) -> Check:
         why = _private(sock)
         if why:
             return _fail("socket", why, f"chmod 600 {shlex.quote(sock)}")
-    return _ok("socket", f"{sock} (directory 0700{', socket 0600' if os.path.exists(sock) else ''})")
+    mode = f"directory {stat.S_IMODE(os.stat(directory).st_mode):o}"
+    return _ok("socket", f"{sock} ({mode}{', socket 0600' if os.path.exists(sock) else ''})")
 
 
 def check_daemon(settings: Settings) -> Check:
@@ -231,6 +238,10 @@ def check_daemon(settings: Settings) -> Check:
         who = f"pid {holder}" if holder > 0 else "a process"
         return _fail("daemon", f"{who} holds {settings.lock} but does not answer on {settings.socket}",
                      "nmem daemon restart")  # fmt: skip
+    refused = startup_problem(settings.home, settings.socket)
+    if refused:  # every hook would start one that exits at once (issue #16, finding 7)
+        return _fail("daemon", f"not running, and cannot start: {refused}",
+                     "fix that path, or point NMEM_HOME / NMEM_SOCKET elsewhere")  # fmt: skip
     return _warn("daemon", "not running (the first hook event starts it)",
                  "nmem daemon start  # or: nmem service install")  # fmt: skip
 
