@@ -514,6 +514,11 @@ def build_v7(home: Path) -> set[str]:
     return _build_at(home, "v7", 7)
 
 
+def build_v8(home: Path) -> set[str]:
+    """Version 8 (m001-m008_positionless_fts): no retention notice yet."""
+    return _build_at(home, "v8", 8)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -547,6 +552,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
         tuple(name for name, _ in MIGRATIONS[:6]),
     ),
     ("v7-m007_unspaced_grams", build_v7, tuple(name for name, _ in MIGRATIONS[:7])),
+    ("v8-m008_positionless_fts", build_v8, tuple(name for name, _ in MIGRATIONS[:8])),
 ]
 
 

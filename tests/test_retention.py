@@ -193,3 +193,88 @@ async def test_automerge_left_off_by_an_interrupted_sweep_is_restored_on_open() 
     async with open_store(settings):
         pass
     assert db_rows(settings.db, "SELECT v FROM observations_fts_config WHERE k = 'automerge'") == [(4,)]
+
+
+# --- issue #16, findings 12 and 16: the daemon's sweeps give a day's notice ---------------------------
+
+
+async def _import_old(settings: config.Settings, start: int) -> None:
+    """History brought in later (an import): 10 reads 200 days old."""
+    async with open_store(settings) as store:
+        await store.commit_batch([_event(n, "read", 200.0, session="imp") for n in range(start, start + 10)])
+
+
+@pytest.mark.anyio
+async def test_the_daemons_sweep_announces_a_day_before_it_removes_and_spares_what_came_later() -> None:
+    """Finding 16: one sweep over a year-old store deleted half of it at once, history imported that
+    day included, with no word before. Now the first sweep removes nothing and says what has expired;
+    the first sweep a day later removes exactly that; what was stored after the notice waits for one."""
+    settings = config.load()
+    await _fill(settings)
+    day = retention.NOTICE_S
+    async with open_store(settings) as store:
+        first = await retention.sweep(store, now=NOW, notice_s=day)
+        assert first.removed == {} and first.notice is not None
+        assert first.notice.expiring == {"read": 40, "search": 40, "command": 40}
+        assert "120 expired observations" in first.line() and "go after" in first.line(), first.line()
+        early = await retention.sweep(store, now=NOW + day / 2, notice_s=day)
+        assert early.removed == {} and early.notice == first.notice  # not due yet: said again
+    await _import_old(settings, 100)  # imported half a day after the notice
+    async with open_store(settings) as store:
+        due = await retention.sweep(store, now=NOW + day + 1, notice_s=day)
+        assert due.removed == {"read": 40, "search": 40, "command": 40}
+        assert _by_type(settings.db)["read"] == 5 + 10  # the imported reads were not in the notice
+        assert due.notice is not None and due.notice.expiring == {"read": 10}
+        later = await retention.sweep(store, now=NOW + 2 * day + 2, notice_s=day)
+        assert later.removed == {"read": 10}
+    integrity_ok(settings.db)
+
+
+@pytest.mark.anyio
+async def test_a_wall_clock_leap_removes_nothing_that_was_not_announced() -> None:
+    """Finding 12: with the clock 400 days ahead, a sweep deleted yesterday's reads. Now a sweep removes
+    what its notice announced under the right clock; the leap's own notice is dropped when the clock
+    comes back (it is dated in the clock's future) and nothing recent goes."""
+    settings = config.load()
+    await _fill(settings)  # per type: 40 rows 100 days old, 5 rows a day old
+    day = retention.NOTICE_S
+    async with open_store(settings) as store:
+        await retention.sweep(store, now=NOW, notice_s=day)
+        leap = await retention.sweep(store, now=NOW + 400 * day, notice_s=day)
+        assert leap.removed == {"read": 40, "search": 40, "command": 40}  # what was announced, nothing more
+        assert _by_type(settings.db) == {"read": 5, "search": 5, "command": 5, "prompt": 45, "edit": 45, "error": 45}
+        back = await retention.sweep(store, now=NOW + day + 1, notice_s=day)  # the clock is right again
+        assert back.removed == {} and back.notice is not None and back.notice.expiring == {}
+        assert _by_type(settings.db)["read"] == 5
+    integrity_ok(settings.db)
+
+
+@pytest.mark.anyio
+async def test_a_config_that_keeps_a_type_longer_overrides_a_notice() -> None:
+    settings = config.load()
+    await _fill(settings)
+    day = retention.NOTICE_S
+    async with open_store(settings) as store:
+        await retention.sweep(store, now=NOW, notice_s=day)
+    kept = config.load({"retention_days": {"read": 0, "search": 200}})  # read forever, search 200 days
+    async with open_store(kept) as store:
+        due = await retention.sweep(store, now=NOW + day + 1, notice_s=day)
+    assert due.removed == {"command": 40}
+    assert _by_type(settings.db)["read"] == 45 and _by_type(settings.db)["search"] == 45
+
+
+@pytest.mark.anyio
+async def test_a_step_deletes_a_bounded_amount_of_text() -> None:
+    """Finding 16: one step took 606 ms (the client's timeout is 500): FTS5 re-reads every deleted row's
+    words, and a step of 32 long rows (whole compaction summaries) read megabytes. A step now takes
+    STEP_BYTES of text at most, one row at least."""
+    settings = config.load()
+    big = "word " * (retention.STEP_BYTES // 5 // 3)  # three rows fill a step
+    obs = [Observation(type="read", title=f"big {n}", content=f"{big} n{n}") for n in range(12)]  # type: ignore[arg-type]
+    ex = Extracted(hook_event="PostToolUse", session_id="sb", cwd="/p", project="/p", observations=obs)
+    async with open_store(settings) as store:
+        await store.commit_batch([Incoming(event_id="ev-big", received_at=NOW - 100 * DAY, extracted=ex)])
+        swept = await retention.sweep(store, now=NOW)
+    assert swept.removed == {"read": 12}
+    assert swept.steps >= 12 // 3, swept  # 32 rows in one step before
+    integrity_ok(settings.db)

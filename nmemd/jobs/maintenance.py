@@ -342,7 +342,8 @@ async def optimize(store: Store, *, forced: bool = False) -> str:
 
 async def retention_job(store: Store, *, forced: bool = False) -> str:
     """Delete what retention expired (nmemd.jobs.retention), checkpointing as the other jobs do."""
-    return (await retention.sweep(store, between_steps=_between_steps)).line()
+    notice = 0.0 if forced else retention.NOTICE_S  # on demand: the person asked, and sees what went
+    return (await retention.sweep(store, between_steps=_between_steps, notice_s=notice)).line()
 
 
 Job = Callable[..., Awaitable[str]]

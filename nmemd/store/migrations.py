@@ -224,6 +224,18 @@ WHEN old.id < (SELECT indexed_below FROM fts_state)
 END;
 """
 
+# What the next retention sweep will remove, announced a day before it does (nmemd/jobs/retention.py):
+# one row, the newest notice.
+M009_RETENTION_NOTICE: Final = """
+CREATE TABLE retention_notice (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    announced_at REAL NOT NULL,
+    upto_id INTEGER NOT NULL,
+    cutoffs TEXT NOT NULL,
+    expiring TEXT NOT NULL
+);
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -233,6 +245,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m006_drop_file_index", M006_DROP_FILE_INDEX),
     ("m007_unspaced_grams", M007_UNSPACED_GRAMS),
     ("m008_positionless_fts", M008_POSITIONLESS_FTS),
+    ("m009_retention_notice", M009_RETENTION_NOTICE),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
