@@ -7,8 +7,10 @@ see every committed batch without blocking the writer.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -41,10 +43,41 @@ def thread_connection(db_path: str) -> sqlite3.Connection:
     return conn
 
 
-async def run(db_path: str, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """Run `fn(conn, *args, **kwargs)` on a worker thread's read-only connection."""
+# Queries that people and models ask (CLI, MCP) run one at a time, and each one's slot then rests
+# as long as the query ran: queries hold at most half of the GIL the event loop needs to take in
+# events. Ranking is Python; 8 searchers at once, each on its own thread, cut ingest to a tenth
+# and acks waited 242 ms (issue #16, finding 14). A lone search is not delayed: only the next one
+# waits out the rest. A hook's own reply (SessionStart context, prompt recall) has its time budget
+# and does not queue behind them.
+QUERY_THREADS = 1
+QUERY_REST = 1.0  # a slot rests this many times as long as its query ran
+_limiters: dict[int, tuple[object, anyio.CapacityLimiter]] = {}  # id(event loop) -> (loop, limiter)
+
+
+def _query_limiter() -> anyio.CapacityLimiter:
+    """This event loop's limiter (tests run many loops in one process; the daemon runs one)."""
+    loop = asyncio.get_running_loop()
+    held = _limiters.get(id(loop))
+    if held is None or held[0] is not loop:
+        _limiters.clear()  # an earlier loop's is dead
+        held = _limiters[id(loop)] = (loop, anyio.CapacityLimiter(QUERY_THREADS))
+    return held[1]
+
+
+async def run(db_path: str, fn: Callable[..., T], *args: object, query: bool = False, **kwargs: object) -> T:
+    """Run `fn(conn, *args, **kwargs)` on a worker thread's read-only connection; `query`: one asked by
+    a person or a model, which takes its turn (QUERY_THREADS, QUERY_REST)."""
 
     def call() -> T:
         return fn(thread_connection(db_path), *args, **kwargs)
 
-    return await anyio.to_thread.run_sync(call)
+    if not query:
+        return await anyio.to_thread.run_sync(call)
+    limiter, token = _query_limiter(), object()
+    await limiter.acquire_on_behalf_of(token)
+    started = time.perf_counter()
+    try:
+        return await anyio.to_thread.run_sync(call)
+    finally:
+        rest = (time.perf_counter() - started) * QUERY_REST
+        asyncio.get_running_loop().call_later(rest, limiter.release_on_behalf_of, token)
