@@ -186,13 +186,15 @@ async def test_maintain_job_retention_prints_what_it_removed() -> None:
 
 
 @pytest.mark.anyio
-async def test_automerge_left_off_by_an_interrupted_sweep_is_restored_on_open() -> None:
+async def test_merges_left_deferred_by_an_interrupted_sweep_are_restored_on_open() -> None:
     settings = config.load()
     async with open_store(settings) as store:
         await store.conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('automerge', 0)")
+        await store.conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('crisismerge', 2000)")
     async with open_store(settings):
         pass
-    assert db_rows(settings.db, "SELECT v FROM observations_fts_config WHERE k = 'automerge'") == [(4,)]
+    rows = db_rows(settings.db, "SELECT k, v FROM observations_fts_config WHERE k IN ('automerge', 'crisismerge')")
+    assert sorted(rows) == [("automerge", 4), ("crisismerge", 16)]
 
 
 # --- issue #16, findings 12 and 16: the daemon's sweeps give a day's notice ---------------------------

@@ -26,6 +26,7 @@ from nmemd.store.database import Incoming, Store, on_writer_thread, translate
 LOG = logging.getLogger("nmemd.ingest")
 FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for the next chunk
 WRITER_SLICE_S = 0.05  # the writer thread keeps the write lock this long at most under load
+BUSY_WINDOW_S = 0.5  # events this recent mean capture is under way
 QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
 
 Done = Callable[[BaseException | None, int], None]
@@ -67,6 +68,7 @@ class Ingestor:
         self._index_failed = False
         self._queued = 0  # events queued or in a batch not yet settled on the loop
         self.committed = 0  # events newly stored since start
+        self.last_enqueued = float("-inf")  # monotonic time of the last enqueue
         self.batches = 0
         self.last_error: str | None = None
 
@@ -80,7 +82,12 @@ class Ingestor:
             raise ShuttingDown("the daemon is shutting down")
         self._queue.append(_Pending(items, done, import_files))
         self._queued += len(items)
+        self.last_enqueued = time.monotonic()
         self._ready.set()
+
+    def busy(self) -> bool:
+        """Whether events are arriving (one in the last BUSY_WINDOW_S): queries then yield (store/readers.py)."""
+        return self._queued > 0 or time.monotonic() - self.last_enqueued < BUSY_WINDOW_S
 
     async def submit(self, incoming: Incoming) -> None:
         """Return once the event is committed; raise StorageError if its batch failed."""

@@ -39,7 +39,7 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         with anyio.move_on_after(INBOX_WAIT_S):  # what hooks left in the inbox before we started
             await daemon.inbox_drained.wait()
         await daemon.ingestor.store.searchable()
-        return await readers.run(settings.db, execute, method, parsed, query=True)
+        return await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed)
     if method == "status":
         db = await anyio.to_thread.run_sync(database_facts, settings.db, settings.spool)
         return Status(daemon=daemon.facts(), database=db)

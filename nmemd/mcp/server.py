@@ -116,7 +116,8 @@ async def _run_tool(fn: Callable[..., str], *args: object) -> str:
     caller.daemon.last_activity = time.monotonic()
     await caller.daemon.ingestor.store.searchable()
     try:
-        return await readers.run(caller.daemon.settings.db, fn, caller.project, *args, query=True)
+        daemon = caller.daemon
+        return await readers.query(daemon.settings.db, daemon.ingestor.busy, fn, caller.project, *args)
     except NmemError as exc:  # QueryError, ToolInputError, StorageError: the model can act on the message
         raise ToolError(str(exc)) from None
     except UnicodeError:  # a lone surrogate in an argument cannot reach SQLite

@@ -30,6 +30,7 @@ from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 LOG = logging.getLogger("nmemd.store")
 FTS_AUTOMERGE = 4  # FTS5's default; retention sweeps turn it off while they run
+FTS_CRISISMERGE = 16  # FTS5's default; retention sweeps raise it while they run
 # Live batches index their observations once this many wait (migration m004): an FTS5 insert
 # costs a segment and merges per transaction, so 16-event batches paid ~40 % of their cost to it.
 FTS_CHUNK = 1024
@@ -708,13 +709,17 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             await conn.execute(pragma)
         await conn.create_function(grams.SQL_FUNCTION, 2, grams.pairs, deterministic=True)
         applied = await migrate(conn)
-        # A retention sweep turns FTS5 automerge off while it runs; a crash may have left it off.
-        # (A read first: no write at every start for a setting that is almost always right.)
-        rows = await conn.execute_fetchall("SELECT v FROM observations_fts_config WHERE k = 'automerge'")
-        if any(int(r[0]) != FTS_AUTOMERGE for r in rows):
-            await conn.execute(
-                "INSERT INTO observations_fts(observations_fts, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,)
-            )
+        # A retention sweep defers FTS5's merges while it runs; a crash may have left them deferred.
+        # (A read first: no write at every start for settings that are almost always right.)
+        merges = {"automerge": FTS_AUTOMERGE, "crisismerge": FTS_CRISISMERGE}
+        rows = await conn.execute_fetchall(
+            "SELECT k, v FROM observations_fts_config WHERE k IN ('automerge', 'crisismerge')"
+        )
+        for option, value in rows:
+            if int(value) != merges[option]:
+                await conn.execute(
+                    "INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)", (option, merges[option])
+                )
         if applied:
             LOG.info("applied migrations: %s", ", ".join(applied))
         await _reindex_fts(conn)

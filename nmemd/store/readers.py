@@ -43,14 +43,14 @@ def thread_connection(db_path: str) -> sqlite3.Connection:
     return conn
 
 
-# Queries that people and models ask (CLI, MCP) run one at a time, and each one's slot then rests
-# as long as the query ran: queries hold at most half of the GIL the event loop needs to take in
-# events. Ranking is Python; 8 searchers at once, each on its own thread, cut ingest to a tenth
-# and acks waited 242 ms (issue #16, finding 14). A lone search is not delayed: only the next one
-# waits out the rest. A hook's own reply (SessionStart context, prompt recall) has its time budget
-# and does not queue behind them.
+# Queries that people and models ask (CLI, MCP) run one at a time; while events are arriving, each
+# one's slot then rests as long as the query ran, so queries hold at most half of the GIL the
+# event loop needs to take events in. Ranking is Python: 8 searchers at once, each on its own
+# thread, cut ingest to a tenth and acks waited 81 ms (issue #16, finding 14). A lone search is
+# never delayed (only the next one waits out a rest), and without events arriving nothing rests.
+# A hook's own reply (SessionStart context, prompt recall) has its time budget and does not queue.
 QUERY_THREADS = 1
-QUERY_REST = 1.0  # a slot rests this many times as long as its query ran
+QUERY_REST = 1.0  # a slot rests this many times as long as its query ran, while capture is busy
 _limiters: dict[int, tuple[object, anyio.CapacityLimiter]] = {}  # id(event loop) -> (loop, limiter)
 
 
@@ -64,20 +64,26 @@ def _query_limiter() -> anyio.CapacityLimiter:
     return held[1]
 
 
-async def run(db_path: str, fn: Callable[..., T], *args: object, query: bool = False, **kwargs: object) -> T:
-    """Run `fn(conn, *args, **kwargs)` on a worker thread's read-only connection; `query`: one asked by
-    a person or a model, which takes its turn (QUERY_THREADS, QUERY_REST)."""
+async def run(db_path: str, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Run `fn(conn, *args, **kwargs)` on a worker thread's read-only connection."""
 
     def call() -> T:
         return fn(thread_connection(db_path), *args, **kwargs)
 
-    if not query:
-        return await anyio.to_thread.run_sync(call)
+    return await anyio.to_thread.run_sync(call)
+
+
+async def query(db_path: str, capture_busy: Callable[[], bool], fn: Callable[..., T], *args: object) -> T:
+    """`run` for a query a person or a model asked: it takes its turn (QUERY_THREADS), and its turn
+    rests after it while `capture_busy()` (QUERY_REST)."""
     limiter, token = _query_limiter(), object()
     await limiter.acquire_on_behalf_of(token)
     started = time.perf_counter()
     try:
-        return await anyio.to_thread.run_sync(call)
+        return await run(db_path, fn, *args)
     finally:
-        rest = (time.perf_counter() - started) * QUERY_REST
-        asyncio.get_running_loop().call_later(rest, limiter.release_on_behalf_of, token)
+        rest = (time.perf_counter() - started) * QUERY_REST if capture_busy() else 0.0
+        if rest > 0:
+            asyncio.get_running_loop().call_later(rest, limiter.release_on_behalf_of, token)
+        else:
+            limiter.release_on_behalf_of(token)
