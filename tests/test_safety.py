@@ -290,3 +290,31 @@ def test_a_daemon_that_cannot_start_says_why(short_dir: str) -> None:
     sent = subprocess.run([str(BIN / "nmem-send")], input=body, env=env, capture_output=True, timeout=60)
     assert sent.returncode == 0 and sent.stdout == b"" and sent.stderr == b""  # the agent sees nothing
     assert home.read_text() == "a file, not a folder\n"
+
+
+def test_a_wall_clock_leap_is_not_stamped_on_what_is_stored() -> None:
+    """Finding 12: with the wall clock 400 days ahead, events were stored 400 days in the future. The
+    daemon's clock stamps the time elapsed (CLOCK_BOOTTIME) while the wall clock has leapt, takes a
+    leap that lasts an hour for a correction, and follows a clock that goes back at once."""
+    from nmemd.capture.clock import LEAP_HOLD_S, Clock
+
+    wall, elapsed = [1_700_000_000.0], [100.0]
+    clock = Clock(wall=lambda: wall[0], elapsed=lambda: elapsed[0])
+    assert clock.now() == wall[0]
+    wall[0] += 60.0
+    elapsed[0] += 60.0
+    assert clock.now() == 1_700_000_060.0  # ordinary time
+    wall[0] += 400 * 86400.0  # the leap
+    assert clock.now() == 1_700_000_060.0
+    elapsed[0] += 30.0
+    wall[0] += 30.0
+    assert clock.now() == 1_700_000_090.0  # still the elapsed time
+    wall[0] -= 400 * 86400.0  # put right
+    assert clock.now() == 1_700_000_090.0 == wall[0]
+    wall[0] += 30 * 86400.0  # a correction ahead: after an hour it is the time
+    assert clock.now() == 1_700_000_090.0
+    elapsed[0] += LEAP_HOLD_S
+    wall[0] += LEAP_HOLD_S
+    assert clock.now() == wall[0]
+    wall[0] -= 7200.0  # a clock that goes back is followed at once
+    assert clock.now() == wall[0]

@@ -14,6 +14,7 @@ import time
 
 import anyio
 
+from nmemd.capture import clock
 from nmemd.capture.extract import extract_event
 from nmemd.capture.ingest import Ingestor
 from nmemd.config import Settings
@@ -64,6 +65,7 @@ async def _drain_inbox(ingestor: Ingestor, settings: Settings) -> int:
         last_key = rows[-1][0]
         items: list[Incoming] = []
         invalid: list[tuple[str]] = []
+        now = clock.stamps.now()  # a client's clock may have leapt ahead too
         for event_id, received_at, payload in rows:
             if len(payload) > settings.max_frame_bytes:
                 LOG.warning("dropping inbox event %s: %d bytes, over max_frame_bytes", event_id, len(payload))
@@ -75,9 +77,8 @@ async def _drain_inbox(ingestor: Ingestor, settings: Settings) -> int:
                 LOG.warning("dropping invalid inbox event %s: %s", event_id, exc)
                 invalid.append((event_id,))
                 continue
-            items.append(
-                Incoming(event_id=event_id, received_at=float(received_at), extracted=extracted, from_inbox=True)
-            )
+            at = min(float(received_at), now)
+            items.append(Incoming(event_id=event_id, received_at=at, extracted=extracted, from_inbox=True))
         if invalid:
             async with store.write() as conn:
                 await conn.executemany("DELETE FROM inbox WHERE event_id = ?", invalid)

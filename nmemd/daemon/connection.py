@@ -27,6 +27,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from nmem_client import protocol
+from nmemd.capture import clock
 from nmemd.capture.extract import extract_event
 from nmemd.daemon.instance import peer_uid
 from nmemd.errors import InvalidEvent, ShuttingDown, StorageError, StorageFullError
@@ -241,7 +242,7 @@ class FrameConnection(asyncio.Protocol):
         if ingestor.full:
             self._write(protocol.encode_error(protocol.ERR_BUSY, "queue full"))
             return False
-        incoming = Incoming(event_id=event_id.decode(), received_at=time.time(), extracted=extracted)
+        incoming = Incoming(event_id=event_id.decode(), received_at=clock.stamps.now(), extracted=extracted)
         try:
             ingestor.enqueue([incoming], lambda error, _new: self._committed(extracted, error))
         except ShuttingDown as exc:

@@ -37,6 +37,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from nmemd.capture import clock
 from nmemd.jobs import purge
 from nmemd.store import readers
 from nmemd.store.database import FTS_AUTOMERGE, FTS_CRISISMERGE, Store
@@ -156,7 +157,7 @@ async def sweep(
     ago, then announce what has expired since. 0: remove everything expired now. `between_steps`
     runs after each full step (the maintenance job passes one that also checkpoints, so the WAL
     stays short while a big sweep runs)."""
-    now = time.time() if now is None else now
+    now = clock.stamps.now() if now is None else now  # not a leap of the wall clock (capture/clock.py)
     current = cutoffs({str(k): v for k, v in store.settings.retention_days.items()}, now)
     out = Swept()
     if notice_s <= 0:
