@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import BIN
 
+from nmemd.setup import install
+
 OTHER = {
     "model": "opus",
     "permissions": {"allow": ["Bash(npm test:*)"], "deny": []},
@@ -138,3 +140,15 @@ def test_uninstall_says_what_went_and_where_the_memory_stays(claude_dir: Path) -
     assert done.returncode == 0, done.stderr
     assert "hooks removed from" in done.stdout and "MCP server 'nmem' removed from" in done.stdout
     assert "your memory stays in" in done.stdout and "rm -r" in done.stdout
+
+
+def test_the_repositorys_claude_code_plugin_is_what_nmem_renders() -> None:
+    """`claude-plugin/` and the marketplace beside it are rendered from install.HOOKS
+    (`python -m nmemd.setup.plugin` writes them): the plugin and `nmem install` never drift apart."""
+    from nmemd.setup import plugin
+
+    root = Path(__file__).resolve().parents[1]
+    for path, text in plugin.rendered(root).items():
+        assert path.read_text() == text, f"{path} is stale: run .venv/bin/python -m nmemd.setup.plugin"
+    hooks = json.loads((root / plugin.FOLDER / "hooks" / "hooks.json").read_text())["hooks"]
+    assert set(hooks) == {spec.event for spec in install.HOOKS}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -28,7 +29,7 @@ from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
-from nmemd.setup import install
+from nmemd.setup import install, plugin
 from nmemd.store import readers
 from nmemd.store.migrations import MIGRATIONS
 
@@ -141,8 +142,28 @@ def _settings_files() -> list[tuple[Path, str]]:
     return files
 
 
+def _plugin() -> str | None:
+    """The id of nmem's Claude Code plugin when the user's settings enable it (`nmem@<marketplace>`)."""
+    try:
+        enabled = install.load(install.user_settings_path()).get("enabledPlugins")
+    except NmemError:
+        return None
+    ids = [k for k, on in enabled.items() if on is True and k.startswith(plugin.NAME + "@")] if isinstance(
+        enabled, dict) else []  # fmt: skip
+    return ids[0] if ids else None
+
+
+def _plugin_check(name: str, command: str, plugin_id: str) -> Check:
+    """The plugin's hooks or MCP server run `command` from PATH: nmem must be installed there."""
+    found = shutil.which(command)
+    if found is None:
+        return _fail(name, f"the Claude Code plugin {plugin_id} runs {command}, which is not on PATH",
+                     "pipx install nmem  # or: uv tool install nmem")  # fmt: skip
+    return _ok(name, f"from the Claude Code plugin {plugin_id} ({command}: {_home_tilde(found)})")
+
+
 def check_hooks() -> Check:
-    """nmem's handler on every hook event it needs, calling a client that exists."""
+    """nmem's handler on every hook event it needs, calling a client that exists (or the plugin's)."""
     wanted = [h.event for h in install.HOOKS]
     found: dict[str, str] = {}  # event -> command
     where: list[str] = []
@@ -165,6 +186,12 @@ def check_hooks() -> Check:
                             where.append(_home_tilde(path))
                             fix = command
     user = _home_tilde(install.user_settings_path())
+    plugin_id = _plugin()
+    if plugin_id and found:  # each event would be sent twice, under two ids
+        return _warn("hooks", f"nmem's hooks are in {', '.join(where)} and in the Claude Code plugin {plugin_id}",
+                     f"nmem uninstall  # or: claude plugin disable {plugin_id}")  # fmt: skip
+    if plugin_id:
+        return _plugin_check("hooks", "nmem-send", plugin_id)
     if not found:
         return _fail(
             "hooks", f"no nmem hooks in {user} (nor in this project's .claude/settings.local.json)", "nmem install"
@@ -190,6 +217,9 @@ def check_mcp() -> Check:
     servers = state.get("mcpServers")
     entry = servers.get(install.MCP_NAME) if isinstance(servers, dict) else None
     where = _home_tilde(state_path)
+    plugin_id = _plugin()
+    if plugin_id and not isinstance(entry, dict):
+        return _plugin_check("mcp", plugin.MCP_COMMAND, plugin_id)
     if not isinstance(entry, dict):
         return _fail("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install")
     command = str(entry.get("command", ""))

@@ -90,11 +90,12 @@ def _is_ours(handler: Any) -> bool:
     return isinstance(handler, dict) and CLIENT_MARKER in str(handler.get("command", ""))
 
 
-def _handler(spec: HookSpec, command: str) -> dict[str, Any]:
-    handler: dict[str, Any] = {"type": "command", "command": command, "timeout": spec.timeout}
+def handler(spec: HookSpec, command: str) -> dict[str, Any]:
+    """One hook handler of nmem's, as settings.json and the plugin's hooks.json hold it."""
+    out: dict[str, Any] = {"type": "command", "command": command, "timeout": spec.timeout}
     if spec.run_async:
-        handler["async"] = True
-    return handler
+        out["async"] = True
+    return out
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -131,13 +132,13 @@ def with_hooks(settings: dict[str, Any], path: Path, command: str) -> dict[str, 
         groups = hooks.setdefault(spec.event, [])
         if not isinstance(groups, list):
             raise SettingsError(f"{path}: hooks.{spec.event} is not a list")
-        wanted = _handler(spec, command)
+        wanted = handler(spec, command)
         found = False
         for group in groups:
             if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
                 continue
-            for i, handler in enumerate(group["hooks"]):
-                if _is_ours(handler):
+            for i, existing in enumerate(group["hooks"]):
+                if _is_ours(existing):
                     if found:
                         group["hooks"][i] = None  # a second copy from an older install
                     else:
