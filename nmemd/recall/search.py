@@ -377,17 +377,26 @@ def _score(
     query: Query, cand: _Candidate, idf: list[float], r: Sequence[Any], content: str | None, now: float
 ) -> float | None:
     """Negative (lower is better), as FTS5 ranks; None: it holds none of the words."""
-    fields = [(FIELD_WEIGHTS[0], r[5]), (FIELD_WEIGHTS[1], content), (FIELD_WEIGHTS[2], r[6]), (FIELD_WEIGHTS[3], r[9])]
-    lowered = [(w, text[:SCORED_CHARS].lower()) for w, text in fields if text]
-    length = sum(len(text) for _, text in lowered) / AVERAGE_CHARS
+    lowered = []
+    length = 0
+    for w, text in zip(FIELD_WEIGHTS, (r[5], content, r[6], r[9]), strict=True):
+        if text:
+            low = text[:SCORED_CHARS].lower()
+            lowered.append((w, low))
+            length += len(low)
+    length_norm = K1 * (1 - B + B * (length / AVERAGE_CHARS))
     relevance = 0.0
     covered: set[int] = set()
     for i, term in enumerate(query.terms):
-        tf = sum(w * min(term.count(text), 20) for w, text in lowered)
+        tf = 0.0
+        for w, low in lowered:
+            n = term.count(low)
+            if n:
+                tf += w * min(n, 20)
         if not tf and (cand.all_terms or i in cand.found_by):
             tf = FIELD_WEIGHTS[1]  # the index found it in content not read yet, or past the scored part
         if tf:
-            relevance += idf[i] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length))
+            relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
             covered.update(term.covers or (i,))
     if not relevance:
         return None  # found through another term's lookup only, and holds none of the words
