@@ -441,6 +441,9 @@ def test_live_hooks_are_acked_during_an_import_and_ctrl_c_resumes_exactly(daemon
     proc = subprocess.Popen(
         [str(BIN / "nmem"), "import-transcripts", "--json", str(transcript)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Ctrl-C as a terminal delivers it: a suite started in the background inherits SIGINT ignored,
+        # and Python then never raises KeyboardInterrupt (the import ran to its end, exit 0).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         wait_until(lambda: count(daemon.db, "events", "session_id = 'syn'") > 0, 30, "the import to begin committing")
