@@ -247,6 +247,7 @@ async def test_a_wall_clock_leap_removes_nothing_that_was_not_announced() -> Non
         assert _by_type(settings.db) == {"read": 5, "search": 5, "command": 5, "prompt": 45, "edit": 45, "error": 45}
         back = await retention.sweep(store, now=NOW + day + 1, notice_s=day)  # the clock is right again
         assert back.removed == {} and back.notice is not None and back.notice.expiring == {}
+        assert back.line() == "nothing expired"  # an empty notice announces nothing
         assert _by_type(settings.db)["read"] == 5
     integrity_ok(settings.db)
 

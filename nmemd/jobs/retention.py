@@ -85,7 +85,7 @@ class Swept(msgspec.Struct, kw_only=True):
     def line(self) -> str:
         total = sum(self.removed.values())
         if not total:
-            text = "nothing expired" if self.notice is None else "nothing removed yet"
+            text = "nothing removed yet" if self.notice is not None and self.notice.expiring else "nothing expired"
         else:
             text = f"removed {total} observations ({_parts(self.removed)}) in {self.steps} steps"
             text += f", longest {self.longest_step_ms:.1f} ms"
