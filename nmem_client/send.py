@@ -104,19 +104,15 @@ def read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes, b
     return b"OK", rest[:size], rest[size:]
 
 
-def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float, path: str | None = None) -> tuple[bytes, bytes]:
-    """Send one frame and wait for its reply (to `path`, else the configured socket). Raises OSError
-    when the daemon is unreachable (Terminated when SIGTERM ends the wait)."""
+def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[bytes, bytes]:
+    """Send one frame and wait for its reply. Raises OSError when the daemon is unreachable
+    (Terminated when SIGTERM ends the wait)."""
     global _waiting
     deadline = time.monotonic() + timeout
     _waiting = True
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock = None
     try:
-        sock.settimeout(timeout)
-        target = path or paths.socket_path()
-        if not paths.trusted_socket(target):
-            raise PermissionError(13, "not our daemon's socket", target)
-        sock.connect(target)
+        sock = _connected(timeout)
         try:
             sock.sendall(protocol.encode_request(kind, event_id, body))
         except OSError as exc:
@@ -126,7 +122,38 @@ def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float, path: str
         return status, reply
     finally:
         _waiting = False
+        if sock is not None:
+            sock.close()
+
+
+def _connected(timeout: float) -> "_socket.socket":
+    """A connection to the configured socket or, when nothing listens there, to the one the store's
+    daemon named in its lock: a daemon started from another environment (issue #16, finding 1).
+    The failure path only; the first error is the one raised."""
+    target = paths.socket_path()
+    try:
+        return _open(target, timeout)
+    except OSError as exc:
+        other = paths.store_socket() if exc.errno in _ABSENT_ERRNOS else None
+        if not other or other == target:
+            raise
+        try:
+            return _open(other, timeout)
+        except OSError:
+            raise exc from None
+
+
+def _open(target: str, timeout: float) -> "_socket.socket":
+    if not paths.trusted_socket(target):  # another user's listener never gets a payload (finding 8)
+        raise PermissionError(13, "not our daemon's socket", target)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(target)
+    except BaseException:
         sock.close()
+        raise
+    return sock
 
 
 def hook_event(body: bytes) -> bytes:
@@ -195,14 +222,6 @@ def run() -> int:
     except OSError as exc:
         status, reply = b"", b""
         daemon_absent = getattr(exc, "errno", None) in _ABSENT_ERRNOS
-    if daemon_absent:  # the store's daemon may serve another socket (started from another environment)
-        other = paths.store_socket()
-        if other and other != paths.socket_path():
-            try:
-                status, reply = deliver(protocol.KIND_HOOK, event_id, body, _timeout_s(), other)
-                daemon_absent = False
-            except OSError:
-                pass
     if status == b"OK":
         _print(reply)
         return 0

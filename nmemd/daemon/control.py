@@ -12,10 +12,10 @@ from typing import Any
 
 import msgspec
 
-from nmem_client import inbox, paths, protocol
+from nmem_client import inbox, protocol
 from nmem_client.send import deliver
 from nmemd.config import Settings
-from nmemd.daemon.instance import lock_holder, startup_problem
+from nmemd.daemon.instance import holder, lock_holder, startup_problem
 from nmemd.daemon.status import DaemonFacts, Status, database_facts
 from nmemd.errors import DaemonError, DaemonUnavailable
 
@@ -35,17 +35,8 @@ def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
             if time.monotonic() + BUSY_RETRY_S >= deadline:
                 raise DaemonUnavailable(f"the daemon accepts no connection (its queue is full): {exc}") from exc
             time.sleep(BUSY_RETRY_S)
-        except OSError as exc:
-            other = paths.store_socket()  # the store's daemon may serve another socket (another environment)
-            if not other or other == paths.socket_path():
-                raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
-            try:
-                status, reply = deliver(
-                    kind, protocol.NO_EVENT_ID, body, max(deadline - time.monotonic(), 0.001), other
-                )
-            except OSError:
-                raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
-            break
+        except OSError as exc:  # `deliver` also tried the socket the store's daemon serves
+            raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
     if status != b"OK":
         code, _, message = reply.decode(errors="replace").partition(" ")
         raise DaemonError(message or f"the daemon refused the request ({code})")
@@ -152,8 +143,6 @@ def serving_elsewhere(settings: Settings) -> str | None:
     """Why no daemon can start for this socket: one already serves this store on another socket
     (started from another environment: a terminal without XDG_RUNTIME_DIR, an MCP client that passes
     few variables). Events sent meanwhile wait in the inbox; that daemon drains it every 2 s."""
-    from nmemd.daemon.instance import holder
-
     held = holder(settings.store_lock)
     if held is None or not held[1] or held[1] == settings.socket:
         return None

@@ -40,7 +40,7 @@ import msgspec
 from nmemd.capture import clock
 from nmemd.jobs import purge
 from nmemd.store import readers
-from nmemd.store.database import FTS_AUTOMERGE, FTS_CRISISMERGE, Store
+from nmemd.store.database import FTS_MERGES, Store, set_fts_merges
 
 LOG = logging.getLogger("nmemd.retention")
 STEP_TARGET_MS = 3.0  # aim for steps this long: ingestion waits at most about one step
@@ -231,18 +231,17 @@ async def _no_automerge(store: Store) -> AsyncIterator[None]:
     inside a step, up to 190 ms at 100,000 observations and 606 ms on a year's store. Both are
     set in the database; a crash mid-sweep leaves them until `open_store` sets them back.
     """
-    await _set_merges(store, 0, SWEEP_CRISISMERGE)
+    await _set_merges(store, {"automerge": 0, "crisismerge": SWEEP_CRISISMERGE})
     try:
         yield
     finally:
         with anyio.CancelScope(shield=True):
-            await _set_merges(store, FTS_AUTOMERGE, FTS_CRISISMERGE)
+            await _set_merges(store, FTS_MERGES)
 
 
-async def _set_merges(store: Store, automerge: int, crisismerge: int) -> None:
+async def _set_merges(store: Store, options: dict[str, int]) -> None:
     async with store.write() as conn:
-        for option, value in (("automerge", automerge), ("crisismerge", crisismerge)):
-            await conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)", (option, value))
+        await set_fts_merges(conn, options)
 
 
 async def _sweep(

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import aiosqlite
 import anyio
@@ -29,8 +29,9 @@ from nmemd.store.dedup import Deduper
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 LOG = logging.getLogger("nmemd.store")
-FTS_AUTOMERGE = 4  # FTS5's default; retention sweeps turn it off while they run
-FTS_CRISISMERGE = 16  # FTS5's default; retention sweeps raise it while they run
+# FTS5's merge settings as nmem runs them (FTS5's defaults): retention sweeps defer merges while they
+# run (automerge off, crisismerge raised) and set these back; `open_store` repairs what a crash left.
+FTS_MERGES: Final = {"automerge": 4, "crisismerge": 16}
 # Live batches index their observations once this many wait (migration m004): an FTS5 insert
 # costs a segment and merges per transaction, so 16-event batches paid ~40 % of their cost to it.
 FTS_CHUNK = 1024
@@ -693,6 +694,12 @@ async def plan_fts_data_as_large(conn: aiosqlite.Connection) -> bool:
     return True
 
 
+async def set_fts_merges(conn: aiosqlite.Connection, options: dict[str, int]) -> None:
+    """Set FTS5 merge options (`automerge`, `crisismerge`) of the main index; stored in the database."""
+    for option, value in options.items():
+        await conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)", (option, value))
+
+
 @asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[Store]:
     """Open (creating and migrating if needed) the database; checkpoint on close."""
@@ -711,15 +718,10 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         applied = await migrate(conn)
         # A retention sweep defers FTS5's merges while it runs; a crash may have left them deferred.
         # (A read first: no write at every start for settings that are almost always right.)
-        merges = {"automerge": FTS_AUTOMERGE, "crisismerge": FTS_CRISISMERGE}
         rows = await conn.execute_fetchall(
             "SELECT k, v FROM observations_fts_config WHERE k IN ('automerge', 'crisismerge')"
         )
-        for option, value in rows:
-            if int(value) != merges[option]:
-                await conn.execute(
-                    "INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)", (option, merges[option])
-                )
+        await set_fts_merges(conn, {k: FTS_MERGES[k] for k, v in rows if int(v) != FTS_MERGES[k]})
         if applied:
             LOG.info("applied migrations: %s", ", ".join(applied))
         await _reindex_fts(conn)
