@@ -23,7 +23,7 @@ from replay import session_event, transcript_payloads
 from nmem_client import protocol
 from nmemd import config
 from nmemd.capture.extract import extract
-from nmemd.recall.context import CLOSE, FIRST_PASS, HARD_CAP, OPEN, build_context
+from nmemd.recall.context import CLOSE, FIRST_PASS, HARD_CAP, MAX_ROWS, OPEN, build_context
 from nmemd.recall.replies import keywords, prompt_context
 from nmemd.recall.summary import SUMMARY_MAX, summarize_session
 from nmemd.store import fts
@@ -314,6 +314,20 @@ def test_compaction_puts_the_sessions_own_work_first(conn_to: Any) -> None:
     assert files.index("parser.py") < files.index("docs/index.md")
     commands = compact.split("## Commands that succeeded")[1]
     assert commands.index("pytest tests/test_parser.py") < commands.index("make docs")
+
+
+def test_work_sections_read_the_newest_rows_only(conn_to: Any) -> None:
+    """Files, errors and commands come from the newest MAX_ROWS rows of the recent sessions, so a
+    context costs the same on a project of a million rows; older work is still listed as a session."""
+    cwd = "/big"
+    old = [_prompt("old", cwd, "early work"), _edit("old", cwd, "early.py"), _bash("old", cwd, "make early"),
+           _fail("old", cwd, "make early-broken")]  # fmt: skip
+    new = [_prompt("new", cwd, "later work")] + [_edit("new", cwd, f"late{n % 5}.py") for n in range(MAX_ROWS)]
+    new += [_bash("new", cwd, "make late")]
+    text = build_context(conn_to(_build(old + new)), cwd, now=NOW, budget=HARD_CAP)
+    assert "late0.py" in text and "make late" in text and 'first prompt "early work"' in text
+    for older in ("early.py", "make early", "make early-broken"):
+        assert older not in text, older
 
 
 def test_task_tools_state_is_rebuilt(conn_to: Any) -> None:

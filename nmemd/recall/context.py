@@ -49,6 +49,10 @@ HARD_CAP: Final = 9000
 OPEN: Final = f"<{CONTEXT_TAG}>"
 CLOSE: Final = f"</{CONTEXT_TAG}>"
 SESSION_WINDOW: Final = 20  # the sessions whose work feeds files, errors and commands
+# ... of which the newest rows only: a context costs what these rows cost to read (~2.5 us each at a
+# million observations), never what a busy project's last 20 sessions hold (1,800 rows: 17 ms). 600 rows
+# are about the MAX_SESSIONS sessions listed (real sessions average 80 rows).
+MAX_ROWS: Final = 600
 MAX_SESSIONS: Final = 8
 MAX_TASKS: Final = 15
 MAX_ERRORS: Final = 8
@@ -89,6 +93,31 @@ def _item(text: str) -> str:
 
 def _marks(ids: list[str]) -> str:
     return ",".join("?" * len(ids))
+
+
+@dataclass
+class _Scope:
+    """The rows the work sections read: those of `ids` (sessions) from row `floor` on."""
+
+    ids: list[str]
+    floor: int
+
+    @property
+    def sql(self) -> str:
+        return f"session_id IN ({_marks(self.ids)}) AND id >= ?"
+
+    @property
+    def args(self) -> tuple[str | int, ...]:
+        return (*self.ids, self.floor)
+
+
+def _scope(conn: sqlite3.Connection, ids: list[str]) -> _Scope:
+    """The newest MAX_ROWS rows of those sessions, read from the session index alone."""
+    row = conn.execute(
+        f"SELECT id FROM observations WHERE session_id IN ({_marks(ids)}) ORDER BY id DESC LIMIT 1 OFFSET ?",
+        (*ids, MAX_ROWS - 1),
+    ).fetchone()
+    return _Scope(ids, row[0] if row else 0)
 
 
 def _recent_sessions(conn: sqlite3.Connection, project: str, focus: str | None) -> list[_Session]:
@@ -140,13 +169,13 @@ _TASK_CREATED: Final = re.compile(r"Task created: (.*?)(?: \(#(\S+)\))?")
 _TASK_UPDATED: Final = re.compile(r"Task #(\S+) updated(?:: (\w+))?(?: \((.*)\))?")
 
 
-def _tasks(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+def _tasks(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Not-completed items of the newest todo list (TodoWrite), or of the Task* tools' state."""
     rows = conn.execute(
         f"""SELECT session_id, max(id), max(ts) FROM observations WHERE +project = ? AND +type = 'task'
-            AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') AND session_id IN ({_marks(ids)})
+            AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') AND {scope.sql}
             GROUP BY session_id ORDER BY session_id = ? DESC, max(id) DESC LIMIT 1""",
-        (project, *ids, focus or ""),
+        (project, *scope.args, focus or ""),
     ).fetchall()
     if not rows:
         return _Section("", [])
@@ -176,13 +205,13 @@ def _tasks(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | 
     return _Section(heading, items[:MAX_TASKS])
 
 
-def _errors(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+def _errors(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Distinct recent errors and the next edit or non-trivial command of the same session."""
     rows = conn.execute(
         f"""SELECT id, session_id, ts, title, command FROM observations WHERE +project = ? AND +type = 'error'
-            AND session_id IN ({_marks(ids)}) AND title NOT LIKE '% interrupted%'
+            AND {scope.sql} AND title NOT LIKE '% interrupted%'
             ORDER BY session_id = ? DESC, id DESC LIMIT 200""",
-        (project, *ids, focus or ""),
+        (project, *scope.args, focus or ""),
     ).fetchall()
     items: list[str] = []
     seen: set[str] = set()
@@ -211,20 +240,20 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("s" if n != 1 else "")
 
 
-def _files(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+def _files(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Files ranked by work: changed files first (an edit or write counts CHANGE_WEIGHT reads),
     then files only read. Claude Code reads a file before editing it, so reads alone are context."""
     rows = conn.execute(
         f"""SELECT file_path, sum(type = 'edit'), sum(type = 'write'), sum(CASE WHEN type = 'read' THEN count END),
                    max(last_ts), sum(session_id = ?)
-            FROM observations WHERE +project = ? AND session_id IN ({_marks(ids)})
+            FROM observations WHERE +project = ? AND {scope.sql}
             AND +type IN ('read', 'edit', 'write') AND file_path IS NOT NULL AND file_path != ''
             GROUP BY file_path
             ORDER BY sum(session_id = ?) > 0 DESC, sum(type != 'read') > 0 DESC,
                      {CHANGE_WEIGHT} * sum(type != 'read') + coalesce(sum(CASE WHEN type = 'read' THEN count END), 0)
                      DESC, max(last_ts) DESC, file_path
             LIMIT ?""",
-        (focus or "", project, *ids, focus or "", MAX_FILES),
+        (focus or "", project, *scope.args, focus or "", MAX_FILES),
     ).fetchall()
     items = []
     for path, edits, writes, reads, last, _own in rows:
@@ -233,19 +262,18 @@ def _files(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | 
     return _Section("## Files most worked on", items)
 
 
-def _commands(conn: sqlite3.Connection, project: str, ids: list[str], focus: str | None, now: float) -> _Section:
+def _commands(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Build, test and other non-trivial commands whose latest run succeeded, deduplicated."""
-    marks = _marks(ids)
     failed = dict(conn.execute(
         f"""SELECT command, max(id) FROM observations WHERE +project = ? AND +type = 'error'
-            AND command IS NOT NULL AND session_id IN ({marks}) GROUP BY command""",
-        (project, *ids),
+            AND command IS NOT NULL AND {scope.sql} GROUP BY command""",
+        (project, *scope.args),
     ).fetchall())  # fmt: skip
     rows = conn.execute(
         f"""SELECT command, sum(count), max(last_ts), max(id), sum(session_id = ?) FROM observations
             WHERE +project = ? AND +type = 'command' AND command IS NOT NULL AND command != ''
-            AND session_id IN ({marks}) GROUP BY command ORDER BY max(id) DESC LIMIT 500""",
-        (focus or "", project, *ids),
+            AND {scope.sql} GROUP BY command ORDER BY max(id) DESC LIMIT 500""",
+        (focus or "", project, *scope.args),
     ).fetchall()
     ranked = []
     for command, runs, last, top, own in rows:
@@ -335,12 +363,18 @@ def build_context(
         if not recent:
             return ""
         ids = [s.id for s in recent]
+        try:
+            scope = _scope(conn, ids)
+        except sqlite3.OperationalError as exc:
+            if not _interrupted(exc):
+                raise
+            scope = _Scope(ids, 1 << 62)  # no time left to bound them: the work sections are left empty
         builders: list[Callable[[], _Section]] = [
             lambda: _sessions(conn, project, recent[:MAX_SESSIONS], session_id, source, now),
-            lambda: _tasks(conn, project, ids, focus, now),
-            lambda: _errors(conn, project, ids, focus, now),
-            lambda: _files(conn, project, ids, focus, now),
-            lambda: _commands(conn, project, ids, focus, now),
+            lambda: _tasks(conn, project, scope, focus, now),
+            lambda: _errors(conn, project, scope, focus, now),
+            lambda: _files(conn, project, scope, focus, now),
+            lambda: _commands(conn, project, scope, focus, now),
         ]
         sections: list[_Section] = []
         for build in builders:
