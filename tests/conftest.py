@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from fixtures import SHARED
 
+from nmemd.store import fts
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SEND_SCRIPT = REPO / "nmem_client" / "send.py"
@@ -166,8 +168,8 @@ def integrity_ok(db: str | Path) -> None:
         conn.backup(copy)
         if copy.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_state'").fetchone():
             copy.execute(
-                "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-                " SELECT id, title, content, file_path, command FROM observations"
+                f"INSERT INTO observations_fts(rowid, {fts.COLUMNS})"
+                f" SELECT id, {fts.COLUMNS} FROM observations"
                 " WHERE id >= (SELECT indexed_below FROM fts_state)"
             )
         copy.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")

@@ -519,6 +519,11 @@ def build_v8(home: Path) -> set[str]:
     return _build_at(home, "v8", 8)
 
 
+def build_v9(home: Path) -> set[str]:
+    """Version 9 (m001-m009_retention_notice): the main index without each row's project."""
+    return _build_at(home, "v9", 9)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -553,6 +558,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
     ),
     ("v7-m007_unspaced_grams", build_v7, tuple(name for name, _ in MIGRATIONS[:7])),
     ("v8-m008_positionless_fts", build_v8, tuple(name for name, _ in MIGRATIONS[:8])),
+    ("v9-m009_retention_notice", build_v9, tuple(name for name, _ in MIGRATIONS[:9])),
 ]
 
 

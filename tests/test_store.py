@@ -196,8 +196,8 @@ async def test_a_crash_before_indexing_is_caught_up_at_the_next_open(tmp_path: o
     conn = sqlite3.connect(settings.db, isolation_level=None)
     conn.execute("BEGIN")
     conn.execute(
-        "INSERT INTO observations_fts(observations_fts, rowid, title, content, file_path, command)"
-        " SELECT 'delete', id, title, content, file_path, command FROM observations"
+        f"INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})"
+        f" SELECT 'delete', id, {fts.COLUMNS} FROM observations"
     )
     conn.execute("UPDATE fts_state SET indexed_below = 1")
     conn.execute("COMMIT")
@@ -298,3 +298,71 @@ async def test_an_old_store_is_indexed_again_and_still_finds_phrases_identifiers
         await conn2.execute("UPDATE observations SET content = 'nothing' WHERE id = 2")
     integrity_ok(settings.db)
     assert _fts_hits(settings.db, '"save_hook"') == [5]
+
+
+# --- the project in the index (migration m010) -----------------------------------------------------
+
+
+def _in(project: str, eid: str, obs: Observation, ts: float) -> Incoming:
+    ex = Extracted(
+        hook_event="PostToolUse", session_id=f"s-{project}", cwd=project, project=project, observations=[obs]
+    )
+    return Incoming(event_id=eid, received_at=ts, extracted=ex)
+
+
+def _rows(hits: list[search.Hit]) -> int:
+    return sum(1 + h.similar for h in hits)  # near-identical rows fold into one hit
+
+
+async def test_a_project_search_finds_its_rows_beneath_a_busier_projects_newer_ones() -> None:
+    """A project asks the index for its own rows: before m010, a word common in a busier project filled
+    every lookup with that project's newer rows and the quiet project's search found none of its own."""
+    settings = config.load()
+    newer = search.SCAN_LIMIT + 50
+    async with open_store(settings) as store:
+        quiet = [
+            _in(
+                "/quiet",
+                f"q{i}",
+                Observation(type="command", title=f"deploy staging {i}", command=f"make deploy {i}"),
+                i,
+            )
+            for i in range(5)
+        ]
+        sub = [
+            _in(
+                "/quiet/web",
+                "w0",
+                Observation(type="command", title="deploy the web app", command="deploy web"),
+                1010.0,
+            )
+        ]
+        busy = [_in("/busy", f"b{i}", Observation(type="command", title=f"deploy run {i}", command=f"deploy {i}"),
+                    2000.0 + i) for i in range(newer)]  # fmt: skip
+        await store.commit_batch(quiet + sub)
+        await store.commit_batch(busy)
+        await store.index_pending()
+    integrity_ok(settings.db)
+    conn = readers.open_readonly(str(settings.db))
+    try:
+        hits = search.search(conn, "deploy", search.Filters(project="/quiet"), limit=50)
+        assert {h.project for h in hits} == {"/quiet", "/quiet/web"} and _rows(hits) == 6
+        assert {h.title for h in search.search(conn, "web app", search.Filters(project="/quiet"))} == {
+            "deploy the web app"
+        }
+        assert _rows(search.search(conn, "deploy", search.Filters(project="/busy"), limit=50)) > 50
+        assert search.search(conn, "deploy", search.Filters(project="/qui")) == []  # a project, not a prefix
+    finally:
+        conn.close()
+    async with open_store(settings) as store, store.write() as conn2:  # the triggers keep the scope right
+        await conn2.execute("UPDATE observations SET project = '/elsewhere' WHERE event_id = 'q0'")
+        await conn2.execute("DELETE FROM observations WHERE event_id = 'q1'")
+    integrity_ok(settings.db)
+    conn = readers.open_readonly(str(settings.db))
+    try:
+        assert _rows(search.search(conn, "deploy", search.Filters(project="/quiet"), limit=50)) == 4
+        assert [h.project for h in search.search(conn, "deploy", search.Filters(project="/elsewhere"))] == [
+            "/elsewhere"
+        ]
+    finally:
+        conn.close()

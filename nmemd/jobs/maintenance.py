@@ -23,7 +23,7 @@ import msgspec
 
 from nmemd.errors import StorageError, UnknownJob
 from nmemd.jobs import retention
-from nmemd.store import readers
+from nmemd.store import fts, readers
 from nmemd.store.checkpointer import keep_wal_short, side_checkpoint
 from nmemd.store.database import Store, plan_fts_data_as_large, translate
 
@@ -285,8 +285,8 @@ def _fts_check_on_snapshot(db: str) -> float:
             src.backup(dst)  # in one step: one snapshot, never restarted by our writer's commits
             # The snapshot's newest observations may wait for indexing (m004): index them in the copy.
             dst.execute(
-                "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-                " SELECT id, title, content, file_path, command FROM observations"
+                f"INSERT INTO observations_fts(rowid, {fts.COLUMNS})"
+                f" SELECT id, {fts.COLUMNS} FROM observations"
                 " WHERE id >= (SELECT indexed_below FROM fts_state)"
             )
             dst.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
+
 from nmemd.errors import QueryError
 from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where
 from nmemd.recall.summary import command_kind
@@ -125,7 +127,7 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     bottom = conn.execute("SELECT min(rowid) FROM observations_fts").fetchone()[0] or 0
     total = max(top - bottom + 1, 1)
     filtered = bool(_filters_sql(filters)[0])
-    newest_of = _Newest(conn)
+    newest_of = _Newest(conn, _project_match(conn, filters))
     if query.words > 1:
         try:
             literal = not any(t.phrase for t in query.terms)
@@ -185,8 +187,9 @@ class _Newest:
     """The newest rowids of each FTS5 expression, read from the index once per search: a term's
     filtered lookup and its idf take the same rows."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, project: str | None = None) -> None:
         self.conn = conn
+        self.project = project  # the filter's project in the index's terms (`_project_match`)
         self._read: dict[tuple[str, str], tuple[list[int], int]] = {}  # (table, match) -> (rowids, limit)
 
     def __call__(self, match: str, limit: int, table: str = "observations_fts") -> list[int]:
@@ -205,6 +208,10 @@ def _lookup(
     """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first.
 
     `literal`: its phrases are identifiers and paths, looked for as typed (`_literal_lookup`)."""
+    if newest_of.project and filters.project and table == "observations_fts":
+        # The index holds each row's project (migration m010): it gives the project's newest matches.
+        match = f"({match}) AND {newest_of.project}"
+        filters = msgspec.structs.replace(filters, project=None)
     relaxed = fts.relax(match) if table == "observations_fts" else None
     if relaxed is not None:
         literals = [fts.literal(p) for p in relaxed.phrases] if literal else []
@@ -306,6 +313,33 @@ class _Capped(list[int]):
     """A phrase lookup's rows; `read_down_to` > 0 when it stopped at PHRASE_SCAN candidates, not at the last."""
 
     read_down_to: int = 0
+
+
+SUBPROJECTS: Final = 64  # folders under a project with rows of their own, asked of the index by name
+
+
+def _project_match(conn: sqlite3.Connection, filters: Filters) -> str | None:
+    """The project filter as index terms: the project's and those of the folders under it that have
+    rows (a session that `cd`ed into one), or None without a project or with too many of them."""
+    project = filters.project if filters.project and filters.project != ALL_PROJECTS else None
+    if not project:
+        return None
+    top = project.rstrip("/") or "/"
+    under = [
+        r[0]
+        for r in conn.execute(  # one index seek per folder: a skip-scan of observations(project, ts)
+            """WITH RECURSIVE under(p) AS (
+                   SELECT min(project) FROM observations WHERE project > ?1 AND project < ?2
+                   UNION ALL
+                   SELECT (SELECT min(project) FROM observations WHERE project > under.p AND project < ?2)
+                   FROM under WHERE under.p IS NOT NULL)
+               SELECT p FROM under WHERE p IS NOT NULL LIMIT ?3""",
+            (top + "/", top + "0", SUBPROJECTS + 1),
+        )
+    ]
+    if len(under) > SUBPROJECTS:
+        return None
+    return "(" + " OR ".join(f'"{fts.scope_token(p)}"' for p in [top, *under]) + ")"
 
 
 def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:

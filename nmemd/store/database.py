@@ -24,7 +24,7 @@ from nmem_client import paths
 from nmemd.config import Settings
 from nmemd.errors import StorageError, StorageFullError
 from nmemd.model import COMPACT_STEPS, Extracted, compact_key
-from nmemd.store import grams
+from nmemd.store import fts, grams
 from nmemd.store.dedup import Deduper
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
@@ -338,8 +338,8 @@ _EVENTS = _RowsInsert(
 # One FTS5 insert for many rows (migrations m002, m004): the ids are ours and ascending. Each is
 # followed by grams.INDEX_RANGE, the same rows' unspaced-script pairs (m007).
 _INDEX_RANGE = (
-    "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-    " SELECT id, title, content, file_path, command FROM observations WHERE id >= ? AND id < ?"
+    f"INSERT INTO observations_fts(rowid, {fts.COLUMNS})"
+    f" SELECT id, {fts.COLUMNS} FROM observations WHERE id >= ? AND id < ?"
 )
 _SET_INDEXED = "UPDATE fts_state SET indexed_below = ?"
 _UPSERT_IMPORT_FILE = (
@@ -615,18 +615,18 @@ async def _backfill_grams(conn: aiosqlite.Connection) -> None:
         LOG.info("indexed unspaced-script text up to id %d of %d (%.1f s)", stop, end, time.monotonic() - began)
 
 
-FTS_REINDEX_CHUNK = 100_000  # ids per transaction when migration m008 indexes old rows again
+FTS_REINDEX_CHUNK = 100_000  # ids per transaction when a migration (m008, m010) indexes old rows again
 
 
 async def _reindex_fts(conn: aiosqlite.Connection) -> None:
-    """Index the rows stored before migration m008 into its new index, a chunk per transaction.
+    """Index the rows stored before migration m008 or m010 into its new index, a chunk per transaction.
 
     Resumable: `reindex_from` records how far it got, so a crash in the middle goes on from there."""
     rows = await conn.execute_fetchall("SELECT reindex_from, reindex_below FROM fts_state")
     start, end = (int(v) for v in list(rows)[0])
     if start >= end:
         return
-    LOG.info("indexing observations below id %d again for full-text search (migration m008)", end)
+    LOG.info("indexing observations below id %d again for full-text search (a migration's new index)", end)
     began = time.monotonic()
     while start < end:
         stop = min(start + FTS_REINDEX_CHUNK, end)

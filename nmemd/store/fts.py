@@ -24,6 +24,23 @@ from typing import Final
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"  # the main index's (migrations.FTS_TOKENIZE)
 SPANS_PER_FIELD: Final = 256  # places a phrase might stand, checked per field, before the row is given up
 
+# The main index's columns (migration m010): `scope` is a generated column of observations holding
+# one token per project, which no word a person types can match: its letters are the project path's
+# bytes in hex behind a `zzp` no English word starts with.
+COLUMNS: Final = "title, content, file_path, command, scope"
+SCOPE_SQL: Final = "'zzp' || hex(project)"
+
+
+def values(row: str) -> str:
+    """`COLUMNS` of a trigger's `old` or `new` row."""
+    return ", ".join(f"{row}.{c}" for c in COLUMNS.split(", "))
+
+
+def scope_token(project: str) -> str:
+    """The index's token for a project's rows (`SCOPE_SQL`, as unicode61 lowercases it)."""
+    return "zzp" + project.encode("utf-8", "surrogatepass").hex()
+
+
 _QUOTED: Final = re.compile(r'"((?:[^"]|"")*)"(\*?)')
 _local = threading.local()
 

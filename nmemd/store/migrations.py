@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from nmem_client.inbox import INBOX_DDL
-from nmemd.store import grams
+from nmemd.store import fts, grams
 
 FTS_TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
@@ -236,6 +236,37 @@ CREATE TABLE retention_notice (
 );
 """
 
+# The project in the main index: each row's `scope` token (`fts.scope_token`, a generated column, so
+# FTS5's rebuild and integrity-check read it as they read the others) lets a project's search ask the
+# index for that project's rows, newest first, instead of reading the whole store's newest matches and
+# keeping the project's: at a million rows a project with 0.7 % of them found 0 of a common word's 944
+# rows. Rows stored before are indexed again at start, as m008 did (`reindex_from`, progress in the log).
+M010_PROJECT_IN_INDEX: Final = f"""
+ALTER TABLE observations ADD COLUMN scope TEXT GENERATED ALWAYS AS ({fts.SCOPE_SQL}) VIRTUAL;
+DROP TABLE observations_fts;
+CREATE VIRTUAL TABLE observations_fts USING fts5(
+    {fts.COLUMNS},
+    content='observations', content_rowid='id', tokenize='{FTS_TOKENIZE}',
+    detail=none, columnsize=0, prefix='2 3'
+);
+UPDATE fts_state SET reindex_from = (SELECT coalesce(min(id), 0) FROM observations), reindex_below = indexed_below;
+DROP TRIGGER observations_ad;
+CREATE TRIGGER observations_ad AFTER DELETE ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state)
+ AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
+    VALUES ('delete', old.id, {fts.values("old")});
+END;
+DROP TRIGGER observations_au;
+CREATE TRIGGER observations_au AFTER UPDATE OF {fts.COLUMNS.replace("scope", "project")} ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state)
+ AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
+    VALUES ('delete', old.id, {fts.values("old")});
+    INSERT INTO observations_fts(rowid, {fts.COLUMNS}) VALUES (new.id, {fts.values("new")});
+END;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -246,6 +277,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m007_unspaced_grams", M007_UNSPACED_GRAMS),
     ("m008_positionless_fts", M008_POSITIONLESS_FTS),
     ("m009_retention_notice", M009_RETENTION_NOTICE),
+    ("m010_project_in_index", M010_PROJECT_IN_INDEX),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
