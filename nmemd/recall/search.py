@@ -139,7 +139,11 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     idf: list[float] = []
     for i, term in enumerate(query.terms):
         try:
-            newest = _lookup(newest_of, term.fts, Filters(), literal=not term.phrase)
+            if filtered:  # its rows come from the filtered lookup below: the idf needs only the index's count
+                relaxed = fts.relax(term.fts)
+                newest = newest_of(relaxed.match if relaxed else term.fts, PER_LOOKUP)
+            else:
+                newest = _lookup(newest_of, term.fts, Filters(), literal=not term.phrase)
             idf.append(_idf(newest, top, total))
             if not filtered:
                 for rowid in newest:
