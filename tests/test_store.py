@@ -228,15 +228,15 @@ async def test_purge_by_query_reaches_rows_not_indexed_yet() -> None:
 # --- the index without positions (migration m008) ----------------------------------------------------
 
 
-def _store_at_m007(db: Path, rows: list[tuple[str, str, str | None]]) -> None:
-    """A database as version 7 left it: every row in the positional index (detail=full)."""
+def _store_at_m007(db: Path, rows: list[tuple[str, str, str | None]], version: int = 7) -> None:
+    """A database as version 7 (or a later `version`) left it: at 7 every row in the positional index."""
     db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     conn = sqlite3.connect(db, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(MIGRATIONS_DDL)
-        record = ", ".join(f"('{name}', 0)" for name, _ in MIGRATIONS[:7])
-        ddl = "; ".join(sql for _, sql in MIGRATIONS[:7])
+        record = ", ".join(f"('{name}', 0)" for name, _ in MIGRATIONS[:version])
+        ddl = "; ".join(sql for _, sql in MIGRATIONS[:version])
         conn.executescript(f"BEGIN; {ddl}; INSERT INTO schema_migrations VALUES {record}; COMMIT;")
         conn.execute("BEGIN")
         for i, (title, content, path) in enumerate(rows):
@@ -364,5 +364,17 @@ async def test_a_project_search_finds_its_rows_beneath_a_busier_projects_newer_o
         assert [h.project for h in search.search(conn, "deploy", search.Filters(project="/elsewhere"))] == [
             "/elsewhere"
         ]
+    finally:
+        conn.close()
+
+
+def test_a_store_not_migrated_yet_is_searched_by_project_as_before() -> None:
+    """The CLI reads a store read-only when no daemon runs: before m010 its index holds no projects."""
+    settings = config.load()
+    _store_at_m007(Path(settings.db), [("Edit src/auth.ts", "renamed save_hook", "/p/src/auth.ts")], version=9)
+    conn = readers.open_readonly(str(settings.db))
+    try:
+        assert [h.id for h in search.search(conn, "save_hook", search.Filters(project="/p"))] == [1]
+        assert [h.id for h in search.search(conn, "renamed", search.Filters(project="/p"))] == [1]
     finally:
         conn.close()

@@ -319,6 +319,7 @@ class _Capped(list[int]):
     read_down_to: int = 0
 
 
+_INDEXED_BY_PROJECT: Final = "SELECT 1 FROM schema_migrations WHERE name = 'm010_project_in_index'"
 SUBPROJECTS: Final = 64  # folders under a project with rows of their own, asked of the index by name
 
 
@@ -326,8 +327,8 @@ def _project_match(conn: sqlite3.Connection, filters: Filters) -> str | None:
     """The project filter as index terms: the project's and those of the folders under it that have
     rows (a session that `cd`ed into one), or None without a project or with too many of them."""
     project = filters.project if filters.project and filters.project != ALL_PROJECTS else None
-    if not project:
-        return None
+    if not project or not conn.execute(_INDEXED_BY_PROJECT).fetchone():
+        return None  # a store the daemon has not migrated yet (a read-only CLI): rows are filtered as read
     top = project.rstrip("/") or "/"
     under = [
         r[0]
