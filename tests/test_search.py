@@ -213,6 +213,9 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("w2.intl", prompt(w2, web, "Привет мир: исправь ошибку в модуле оплаты; 東京 サーバー; مرحبا بالعالم")),
         # What answers questions sits at the end of long texts (issue #14): each one's last words are searched.
         # An earlier session of the CLI project, so that sess-cli-1 stays the project's latest.
+        # A command seldom says what it was for; the prompt of its turn does.
+        ("c2.prompt", prompt(c2, cli, _LONG_PROMPT)),
+        ("c2.dash", bash(c2, cli, "uv run streamlit run dashboard.py", "You can now view your Streamlit app")),
         ("c2.compact", _event("PostCompact", c2, cli, trigger="auto", compact_summary=_COMPACT_SUMMARY)),
         ("c2.test_tail", failure(c2, cli, "python -m pytest tests/test_refunds.py", _LONG_FAILURE)),
         ("c2.stop", _event("Stop", c2, cli, stop_hook_active=False, last_assistant_message=_FINAL_MESSAGE)),
@@ -221,10 +224,17 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("c1.camel", edit(c1, cli, "src/tui/layout.rs", "fn old() {}", "fn paneCreation(tab: Tab) {}")),
         ("c1.words", prompt(c1, cli, "log every tab split during window layout")),
         ("c1.edit_auth", edit(c1, cli, "src/auth.ts", "token = None", "token = load_token()")),
+        ("c1.cat_dash", bash(c1, cli, "cat metrics/dashboard.json", '{"panels": []}')),
         ("c1.cargo", bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
     ]
 
 
+_LONG_PROMPT = (  # as people write them: the words of the question after a first line about something else
+    "I'm following the walkthrough in docs/setup.md and I'm stuck on step four, the one about the data folder."
+    " Nothing shows up in the browser, and the terminal prints a wall of warnings about deprecated options that"
+    " I don't understand. Can you take a look at the project, figure out what it needs (dependencies,"
+    " environment variables) and start the metrics dashboard for the nightly numbers?"
+)
 _FILLER = "".join(f"- note {i}: lorem ipsum dolor sit amet, consectetur adipiscing elit\n" for i in range(120))
 _COMPACT_SUMMARY = (  # ~8 KB, as real ones: the sections a resumed session needs come last
     "This session is being continued from a previous conversation.\n1. Primary Request and Intent:\n"
@@ -351,6 +361,8 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("stripe_connector nonexistentword", {}, "w1.pytest_fail"),  # one unknown word empties nothing
     ("Authentication signed rotated", {}, "w1.write_doc"),  # every word in one row ranks it first
     ("what command checks the redirect-loop", {}, "w1.test_ok"),  # hyphenated words: both, anywhere
+    # the command holds one of the words, its turn's prompt the others: it beats one that holds two
+    ("what command starts the metrics dashboard?", {"types": ["command"]}, "c2.dash"),
     # tokens that meet: stems, identifier parts
     ("resolving merge conflicts", {}, "c1.stems"),  # resolving / resolution
     ("pane creation", {}, "c1.camel"),  # two words find the camelCase identifier

@@ -55,6 +55,7 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
 COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
 FIELD_WEIGHTS: Final = (4.0, 1.0, 2.5, 2.5)  # title, content, file_path, command
+TURN_WEIGHT: Final = 0.3  # the turn's prompt, for the words a row lacks (`_turn_prompts`)
 K1: Final = 1.2  # BM25's term-frequency saturation
 B: Final = 0.5  # and its length normalisation (less than 0.75: long outputs hold answers too)
 AVERAGE_CHARS: Final = 1200.0  # a typical observation's text, for the length normalisation
@@ -383,10 +384,12 @@ def _rank(
         )
     }
     # Two passes: title, path and command for every candidate, then the content of the best of them
-    # (content is most of the bytes a row holds, and reading it is most of a search's time).
+    # (content is most of the bytes a row holds, and reading it is most of a search's time), with the
+    # prompt of their turn.
     first = {rowid: _score(query, found[rowid], idf, r, None, now) for rowid, r in rows.items()}
     top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
     top = top[:WITH_CONTENT]
+    asked = _turn_prompts(conn, {rowid: rows[rowid] for rowid in top})
     contents = dict(
         conn.execute(
             f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({_marks(top)})", [SCORED_CHARS, *top]
@@ -395,7 +398,10 @@ def _rank(
     hits: list[Hit] = []
     for rowid, r in rows.items():
         content = contents.get(rowid)
-        score = _score(query, found[rowid], idf, r, content, now) if content is not None else first[rowid]
+        if content is None:
+            score = first[rowid]
+        else:
+            score = _score(query, found[rowid], idf, r, content, now, asked.get(rowid))
         if score is None:
             continue
         hits.append(
@@ -408,14 +414,49 @@ def _rank(
     return hits, contents
 
 
+def _turn_prompts(conn: sqlite3.Connection, rows: dict[int, Any]) -> dict[int, str]:
+    """The prompt of each candidate's turn (lowercase, its first SCORED_CHARS), by candidate id.
+
+    A command or an edit seldom repeats the words of what it was for ("start the app":
+    `uv run streamlit run app.py`); the prompt that asked for it does."""
+    pairs = [[rowid, r[3]] for rowid, r in rows.items() if r[1] != "prompt"]
+    if not pairs:
+        return {}
+    turn = conn.execute(
+        """SELECT json_extract(c.value, '$[0]'), (
+                      SELECT max(p.observation_id) FROM prompts p WHERE p.session_id = json_extract(c.value, '$[1]')
+                      AND p.observation_id < json_extract(c.value, '$[0]'))
+           FROM json_each(?) c""",
+        (json.dumps(pairs),),
+    ).fetchall()
+    prompts = {p for _, p in turn if p is not None}
+    text = {
+        r[0]: r[1].lower()
+        for r in conn.execute(
+            "SELECT id, substr(title || ' ' || content, 1, ?) FROM observations"
+            " WHERE id IN (SELECT value FROM json_each(?))",
+            (SCORED_CHARS, json.dumps(sorted(prompts))),
+        )
+    }
+    return {rowid: text[p] for rowid, p in turn if p in text}
+
+
 def _marks(ids: list[int]) -> str:
     return ",".join("?" * len(ids))
 
 
 def _score(
-    query: Query, cand: _Candidate, idf: list[float], r: Sequence[Any], content: str | None, now: float
+    query: Query,
+    cand: _Candidate,
+    idf: list[float],
+    r: Sequence[Any],
+    content: str | None,
+    now: float,
+    asked: str | None = None,
 ) -> float | None:
-    """Negative (lower is better), as FTS5 ranks; None: it holds none of the words."""
+    """Negative (lower is better), as FTS5 ranks; None: it holds none of the words.
+
+    `asked`: the prompt of the row's turn, a field of low weight for the words the row lacks."""
     lowered = []
     length = 0
     for w, text in zip(FIELD_WEIGHTS, (r[5], content, r[6], r[9]), strict=True):
@@ -439,6 +480,13 @@ def _score(
             covered.update(term.covers or (i,))
     if not relevance:
         return None  # found through another term's lookup only, and holds none of the words
+    if asked:
+        for i, term in enumerate(query.terms):
+            stands_for = set(term.covers or (i,))
+            if not stands_for <= covered and (n := term.count(asked)):
+                tf = TURN_WEIGHT * min(n, 20)
+                relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
+                covered.update(stands_for)
     n = query.words
     coverage = len(covered & set(range(n))) / n
     age_days = max(0.0, now - float(r[8])) / 86400.0
