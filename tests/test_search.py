@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from nmem_client import protocol
 from nmemd.errors import QueryError
-from nmemd.recall import queries, search
+from nmemd.recall import queries, search, terms
 from nmemd.recall.queries import Filters
 from nmemd.store import fts, readers
 
@@ -210,6 +210,11 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ),
         ("w2.docker", bash(w2, web, "docker compose up -d postgres", "Container webapp-postgres-1  Started")),
         ("w2.reread_auth", read(w2, web, "src/auth.ts", 40)),  # newer than the edit: recency vs type
+        ("w2.supabase_prompt", prompt(w2, web, "the supabase server keeps timing out: check the supabase server logs")),
+        (
+            "w2.supabase_write",
+            write(w2, web, "lib/supabase/server.ts", "import { createServerClient } from '@supabase/ssr'\n"),
+        ),
         ("w2.intl", prompt(w2, web, "Привет мир: исправь ошибку в модуле оплаты; 東京 サーバー; مرحبا بالعالم")),
         # What answers questions sits at the end of long texts (issue #14): each one's last words are searched.
         # An earlier session of the CLI project, so that sess-cli-1 stays the project's latest.
@@ -367,6 +372,7 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("resolving merge conflicts", {}, "c1.stems"),  # resolving / resolution
     ("pane creation", {}, "c1.camel"),  # two words find the camelCase identifier
     ("tabSplit", {}, "c1.words"),  # the identifier finds its words
+    ("supabase server client", {}, "w2.supabase_write"),  # "client" in createServerClient
     # filters: type, project, session, file, time
     ("src/auth.ts", {"types": ["read"]}, "w2.reread_auth"),  # equal reads: the newer first
     ("auth.ts", {"session_id": "sess-cli-1"}, "c1.edit_auth"),
@@ -686,3 +692,17 @@ def test_an_identifier_or_path_is_found_as_typed_between_word_edges() -> None:
     assert lit is not None and lit.holds("src/authority.ts") and not lit.holds("xsrc/authority.ts")
     café = fts.relax('"café_bar"')
     assert café is not None and fts.literal(café.phrases[0]) is None  # LIKE folds ASCII only: the general check
+
+
+def parse_terms(text: str) -> list[terms.Term]:
+    return terms.parse(text).terms
+
+
+def test_a_word_counts_as_a_part_of_a_camelcase_identifier() -> None:
+    """Ranking counts "client" in createServerClient (at CAMEL_PART_WEIGHT), not in "clientside"."""
+    client = parse_terms("client")[0]
+    found = {text: client.parts_in(text) for text in ("createServerClient()", "ServerClient", "clientId", "myClientID")}
+    assert found == {"createServerClient()": 1, "ServerClient": 1, "clientId": 1, "myClientID": 1}
+    for text in ("client", "Client", "Clients", "clientside"):  # the word itself is `count`'s
+        assert client.parts_in(text) == 0, text
+    assert parse_terms("client*")[0].camel is None and parse_terms("clientId")[0].camel is None  # words only

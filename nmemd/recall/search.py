@@ -55,6 +55,7 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
 COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
 FIELD_WEIGHTS: Final = (4.0, 1.0, 2.5, 2.5)  # title, content, file_path, command
+CAMEL_PART_WEIGHT: Final = 0.5  # a word as part of a camelCase identifier, against the word itself
 TURN_WEIGHT: Final = 0.3  # the turn's prompt, for the words a row lacks (`_turn_prompts`)
 K1: Final = 1.2  # BM25's term-frequency saturation
 B: Final = 0.5  # and its length normalisation (less than 0.75: long outputs hold answers too)
@@ -461,18 +462,21 @@ def _score(
     length = 0
     for w, text in zip(FIELD_WEIGHTS, (r[5], content, r[6], r[9]), strict=True):
         if text:
-            low = text[:SCORED_CHARS].lower()
-            lowered.append((w, low))
+            raw = text[:SCORED_CHARS]
+            low = raw.lower()
+            lowered.append((w, low, raw))
             length += len(low)
     length_norm = K1 * (1 - B + B * (length / AVERAGE_CHARS))
     relevance = 0.0
     covered: set[int] = set()
     for i, term in enumerate(query.terms):
         tf = 0.0
-        for w, low in lowered:
+        for w, low, raw in lowered:
             n = term.count(low)
             if n:
                 tf += w * min(n, 20)
+            elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
+                tf += CAMEL_PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
         if not tf and (cand.all_terms or i in cand.found_by):
             tf = FIELD_WEIGHTS[1]  # the index found it in content not read yet, or past the scored part
         if tf:

@@ -81,6 +81,16 @@ class Term:
     # occur (the index's porter stems, approximated: a word and its short endings).
     alternatives: tuple[tuple[str, ...], ...] = ()
     grams: str | None = None  # unspaced script (store/grams.py): the same word anywhere inside a run
+    camel: re.Pattern[str] | None = None  # the word as a part of a camelCase identifier (`parts_in`)
+
+    @property
+    def text_lower(self) -> str:
+        return self.text.lower()
+
+    def parts_in(self, raw: str) -> int:
+        """Occurrences as a camelCase part in `raw` (original case): `Client` in createServerClient or
+        ServerClient, `client` in clientId; the whole word is `count`'s."""
+        return sum(1 for _ in self.camel.finditer(raw)) if self.camel else 0
 
     def count(self, text: str) -> int:
         """Occurrences in `text` (lowercase): the best alternative's rarest part."""
@@ -181,7 +191,17 @@ def _term(raw: str, *, phrase: bool) -> Term | None:
         # Chinese, Japanese, Thai...: unicode61 keeps a whole unspaced run as one token, so the main
         # index finds a word where a run starts with it (東京 in 東京サーバー); the pairs index inside.
         return Term(term.text, term.fts + "*", True, False, (), ((re.escape(raw.lower()),),), grams.match(raw))
-    return Term(term.text, term.fts, term.prefix, term.phrase, term.covers, _alternatives(term))
+    return Term(term.text, term.fts, term.prefix, term.phrase, term.covers, _alternatives(term), camel=_camel(term))
+
+
+def _camel(term: Term) -> re.Pattern[str] | None:
+    """A plain lowercase word of 3+ letters as it stands inside camelCase: capitalized after a lowercase
+    letter or a digit, or leading an identifier whose next part starts with a capital."""
+    word = term.text
+    if term.prefix or term.phrase or len(word) < 3 or not (word.isascii() and word.isalpha() and word.islower()):
+        return None
+    cap = word.capitalize()
+    return re.compile(rf"(?<=[a-z0-9]){cap}(?![a-z])|(?<![A-Za-z0-9])[{cap[0]}{word[0]}]{word[1:]}(?=[A-Z0-9])")
 
 
 def _alternatives(term: Term) -> tuple[tuple[str, ...], ...]:
