@@ -54,7 +54,7 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
 # A build, test or lint command answers "how do we run X"; `ls`, `cat`, `grep` only looked around.
 COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
-FIELD_WEIGHTS: Final = (4.0, 1.0, 2.5, 2.5)  # title, content, file_path, command
+FIELD_WEIGHTS: Final = (4.0, 1.0, 1.0, 2.5, 2.5)  # title, content, file_path's folders and its name, command
 CAMEL_PART_WEIGHT: Final = 0.5  # a word as part of a camelCase identifier, against the word itself
 TURN_WEIGHT: Final = 0.3  # the turn's prompt, for the words a row lacks (`_turn_prompts`)
 K1: Final = 1.2  # BM25's term-frequency saturation
@@ -460,7 +460,10 @@ def _score(
     `asked`: the prompt of the row's turn, a field of low weight for the words the row lacks."""
     lowered = []
     length = 0
-    for w, text in zip(FIELD_WEIGHTS, (r[5], content, r[6], r[9]), strict=True):
+    path = r[6] or ""
+    name_at = path.rfind("/") + 1  # a word in a folder's name says less about a row than the file's own name
+    fields = (r[5], content, path[:name_at], path[name_at:], r[9])
+    for w, text in zip(FIELD_WEIGHTS, fields, strict=True):
         if text:
             raw = text[:SCORED_CHARS]
             low = raw.lower()
