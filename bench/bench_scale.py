@@ -581,6 +581,34 @@ def run_searches(queries: list[dict[str, str]], project: str, rounds: int) -> di
                          "hits": hits[(q, p)]} for q, p in slowest]}  # fmt: skip
 
 
+COMPLETENESS_WORDS = ("test", "error", "file", "config", "install", "build", "fix", "update")
+
+
+def run_completeness(db: Path, projects: int = 3) -> dict[str, Any]:
+    """A project's search should fill its page from the project's own rows, however busy the others are:
+    for the `projects` smallest projects and common words, the rows a 20-hit page stands for (folded
+    repeats counted) against the rows that hold the word (SQL over the whole index, capped at 20)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        sql = "SELECT project FROM sessions GROUP BY project ORDER BY sum(event_count) LIMIT ?"
+        smallest = [r[0] for r in conn.execute(sql, (projects,))]
+        truth = {(p, w): conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM observations_fts f JOIN observations o ON o.id = f.rowid"
+            " WHERE observations_fts MATCH ? AND o.project = ? LIMIT 20)", (w, p)).fetchone()[0]
+            for p in smallest for w in COMPLETENESS_WORDS}  # fmt: skip
+    finally:
+        conn.close()
+    full = 0
+    shown = 0
+    for (project, word), want in truth.items():
+        reply = control.ask("search", {"query": word, "project": project, "limit": 20}, timeout=RPC_TIMEOUT_S)
+        got = min(20, sum(1 + int(h.get("similar") or 0) for h in reply))
+        shown += got
+        full += got >= want
+    return {"searches": len(truth), "pages_full": full, "rows_shown": shown, "rows_wanted": sum(truth.values()),
+            "projects": smallest}  # fmt: skip
+
+
 SETTLE_TIMEOUT_S = 60.0
 
 
@@ -787,7 +815,12 @@ def main() -> None:
         with Scratch(db, env=NO_OPTIMIZE) as s:
             results["search_fresh"] = run_searches(queries, project, args.search_rounds)
             results["search_fresh"]["analysed"] = s.analysed()
+            results["completeness"] = run_completeness(Path(s.home.db))
         print_search("search, fresh store", results["search_fresh"])
+        c = results["completeness"]
+        print(f"  a project's own rows, 3 smallest projects x {len(COMPLETENESS_WORDS)} common words: pages as"
+              f" full as the project allows {c['pages_full']}/{c['searches']},"
+              f" rows {c['rows_shown']}/{c['rows_wanted']}")  # fmt: skip
         print(f"    planner statistics after the phase: {analysed(results['search_fresh'])}")
     if "sessionstart" not in args.skip:
         with Scratch(db, env=NO_OPTIMIZE) as s:
