@@ -139,27 +139,33 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
             if "interrupt" not in str(exc):
                 raise
     idf: list[float] = []
+    checked: list[bool] = []  # the term's rows are its candidates already (a plain word, no filter)
     for i, term in enumerate(query.terms):
         try:
-            if filtered:  # its rows come from the filtered lookup below: the idf needs only the index's count
-                relaxed = fts.relax(term.fts)
-                newest = newest_of(relaxed.match if relaxed else term.fts, PER_LOOKUP)
-            else:
-                newest = _lookup(newest_of, term.fts, Filters(), literal=not term.phrase)
+            # The idf needs only the index's count of rows holding the term's words: one read of at most
+            # PER_LOOKUP rowids. Unfiltered, a plain word's rows are its candidates too (the same read).
+            relaxed = fts.relax(term.fts)
+            checked.append(not filtered and relaxed is None)
+            if len(query.terms) == 1 and not checked[-1]:
+                idf.append(1.0)  # a lone term's idf scales every row alike: its own lookup below is all it needs
+                continue
+            newest = newest_of(relaxed.match if relaxed else term.fts, PER_LOOKUP)
             idf.append(_idf(newest, top, total))
-            if not filtered:
+            if checked[-1]:
                 for rowid in newest:
                     found.setdefault(rowid, _Candidate()).found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
                 raise
             idf.append(0.0)  # past the time budget: rank what was found
-    # Filtered, each word's lookup reads up to SCAN_LIMIT rows: the rarest words first, and the common
-    # ones only while candidates are short of what ranking takes (their rows weigh least in `_rank`).
+            checked.append(True)
+    # A filtered word, a phrase, an identifier or a path costs a lookup of its own (up to SCAN_LIMIT rows
+    # read, or its words' rows checked for it as typed): the rarest terms first, and the common ones
+    # only while candidates are short of what ranking takes (their rows weigh least in `_rank`).
     for i in sorted(range(len(query.terms)), key=lambda i: -idf[i]):
         term = query.terms[i]
         try:
-            if filtered and len(found) < ENOUGH_CANDIDATES:
+            if not checked[i] and len(found) < ENOUGH_CANDIDATES:
                 for rowid in _lookup(newest_of, term.fts, filters, literal=not term.phrase):
                     found.setdefault(rowid, _Candidate()).found_by.add(i)
             if term.grams:  # inside an unspaced run: the pairs index
