@@ -3,7 +3,6 @@
 import datetime as dt
 import os
 import re
-import sqlite3
 import sys
 import time
 from collections.abc import Iterable
@@ -17,7 +16,7 @@ from nmemd import config
 from nmemd.capture.project import project_root
 from nmemd.cli import ui
 from nmemd.daemon import control
-from nmemd.errors import DaemonError, NmemError, StorageError
+from nmemd.errors import NmemError
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
@@ -92,34 +91,8 @@ def ago(ts: float | None, now: float) -> str:
 
 
 def query(method: str, params: dict[str, Any]) -> Any:
-    """Ask the daemon when one runs, else run the same `recall.methods.run_query` on a read-only connection.
-
-    A refusal also falls back to the local run: the hook client's wire reader
-    keeps only the error code, and the local run raises the same error with its
-    message (an older daemon without the method simply answers locally).
-    """
-    settings = load_settings()
-    try:
-        return control.ask_or_starting(settings, method, params)
-    except (DaemonError, msgspec.DecodeError):  # DaemonUnavailable included
-        pass
-    if not os.path.exists(settings.db):
-        fail(f"no database yet at {settings.db}: nothing has been recorded (is the daemon or the hook set up?)")
-    from nmemd.store import readers  # only without a daemon (it brings anyio's threads)
-
-    try:
-        conn = readers.open_readonly(settings.db)
-        try:
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations'").fetchone() is None:
-                fail(f"{settings.db} holds no memory yet: events wait in its inbox until the daemon runs"
-                      " (nmem daemon start)")  # fmt: skip
-            from nmemd.recall.methods import run_query  # only without a daemon: search's imports cost ~10 ms
-
-            return msgspec.to_builtins(run_query(conn, method, params))
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise StorageError(f"cannot read {settings.db}: {exc}") from exc
+    """`control.read`: the daemon's answer, or the same query run on a read-only connection."""
+    return control.read(load_settings(), method, params)
 
 
 def read_as(method: str, params: dict[str, Any], result_type: Any) -> Any:

@@ -17,7 +17,7 @@ from nmem_client.send import deliver
 from nmemd.config import Settings
 from nmemd.daemon.instance import holder, lock_holder, startup_problem
 from nmemd.daemon.status import DaemonFacts, Status, database_facts
-from nmemd.errors import DaemonError, DaemonUnavailable
+from nmemd.errors import DaemonError, DaemonUnavailable, StorageError
 
 RPC_TIMEOUT_S = 10.0
 BUSY_RETRY_S = 0.01
@@ -61,6 +61,40 @@ def ask_or_starting(settings: Settings, method: str, params: dict[str, Any]) -> 
             if time.monotonic() >= deadline or not starting:
                 raise
             time.sleep(0.05)
+
+
+def read(settings: Settings, method: str, params: dict[str, Any]) -> Any:
+    """A read method's result: from the daemon when one runs, else the same `recall.methods.run_query`
+    on a read-only connection (the CLI and the web viewer). Raises NmemError with the reason.
+
+    A refusal also falls back to the local run: the hook client's wire reader keeps only the error
+    code, and the local run raises the same error with its message (an older daemon without the
+    method simply answers locally)."""
+    try:
+        return ask_or_starting(settings, method, params)
+    except (DaemonError, msgspec.DecodeError):  # DaemonUnavailable included
+        pass
+    if not os.path.exists(settings.db):
+        raise StorageError(
+            f"no database yet at {settings.db}: nothing has been recorded (is the daemon or the hook set up?)"
+        )
+    import sqlite3
+
+    from nmemd.store import readers  # only without a daemon (it brings anyio's threads)
+
+    try:
+        conn = readers.open_readonly(settings.db)
+        try:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations'").fetchone() is None:
+                raise StorageError(f"{settings.db} holds no memory yet: events wait in its inbox until the daemon"
+                                   " runs (nmem daemon start)")  # fmt: skip
+            from nmemd.recall.methods import run_query  # only without a daemon: search's imports cost ~10 ms
+
+            return msgspec.to_builtins(run_query(conn, method, params))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read {settings.db}: {exc}") from exc
 
 
 def _fresh_inbox(db: str) -> bool:
