@@ -41,6 +41,7 @@ COMMANDS: Final = (
     ("purge", "write", "purge", "Delete matching observations (pinned too) and every copy of their text, for good."),
     ("forget", "write", "forget", "Delete these observations (pinned too) and every copy of their text."),
     ("pin", "write", "pin", "Keep observations when retention cleans up (purge and forget still remove them)."),
+    ("ui", "web", "ui", "Open the memory viewer in your browser (this machine and this user only)."),
     ("export", "data", "export", "Write every observation and session (or one project's) to stdout as JSON lines."),
     (
         "import-transcripts",

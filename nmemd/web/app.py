@@ -1,0 +1,245 @@
+"""The viewer's routes: each page asks the daemon what the CLI would (`control.read`), and each
+change goes through the daemon's write methods after a confirmation page, never around it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from html import escape
+from typing import Any, Final
+
+import anyio
+import msgspec
+from sse_starlette.sse import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from nmemd.capture.project import project_root
+from nmemd.config import Settings
+from nmemd.daemon import control
+from nmemd.errors import DaemonUnavailable, NmemError
+from nmemd.recall.queries import ALL_PROJECTS
+from nmemd.web import pages
+from nmemd.web.guard import Guard
+
+FEED_ROWS: Final = 50
+FEED_POLL_S: Final = 0.5  # a hook's event shows within this (plus the daemon's commit)
+WRITE_TIMEOUT_S: Final = 300.0  # a purge rebuilds the full-text index: large stores take a while
+ACTIONS: Final = frozenset({"pin", "unpin", "forget", "purge"})
+
+
+def create_app(settings: Settings, *, secret: str, port: int) -> Starlette:
+    """The viewer for `settings`' store, answering only with `secret` on 127.0.0.1:`port` (guard.py)."""
+
+    async def read(method: str, params: dict[str, Any]) -> Any:
+        return await anyio.to_thread.run_sync(control.read, settings, method, params)
+
+    async def html(title: str, body: str, status: int = 200) -> HTMLResponse:
+        return HTMLResponse(pages.page(title, body), status_code=status)
+
+    async def feed(request: Request) -> Response:
+        try:
+            hits = await read("recent", {"project": ALL_PROJECTS, "limit": FEED_ROWS})
+        except NmemError as exc:
+            return await html("Feed", pages.error(str(exc)))
+        return await html("Feed", pages.feed(hits))
+
+    async def events(request: Request) -> EventSourceResponse:
+        after = _int(request.query_params.get("after"), 0)
+
+        async def stream() -> AsyncIterator[dict[str, str]]:
+            nonlocal after
+            while True:
+                try:
+                    hits = await read("recent", {"project": ALL_PROJECTS, "limit": FEED_ROWS})
+                except NmemError:
+                    hits = []
+                for h in sorted((h for h in hits if int(h["id"]) > after), key=lambda h: int(h["id"])):
+                    after = int(h["id"])
+                    yield {"event": "observation", "id": str(after), "data": json.dumps({"html": pages.hit_row(h)})}
+                await anyio.sleep(FEED_POLL_S)
+
+        return EventSourceResponse(stream(), ping=15)
+
+    async def search(request: Request) -> Response:
+        q = dict(request.query_params)
+        form = pages.search_form(q)
+        if not q.get("q", "").strip():
+            return await html("Search", form)
+        try:
+            params = await _search_params(read, q)
+            hits = await read("search", params)
+        except (NmemError, ValueError) as exc:
+            return await html("Search", form + pages.error(str(exc)), 400)
+        found = f'<p class="t">{len(hits)} results</p>' if hits else "<p>Nothing found.</p>"
+        return await html("Search", form + found + pages.hit_table(hits))
+
+    async def sessions(request: Request) -> Response:
+        project = request.query_params.get("project", "").strip()
+        try:
+            rows = await read("sessions", {"project": await _project(read, project) or ALL_PROJECTS, "limit": 30})
+        except NmemError as exc:
+            return await html("Sessions", pages.error(str(exc)), 400)
+        return await html("Sessions", pages.sessions(rows, project))
+
+    async def observation(request: Request) -> Response:
+        oid = int(request.path_params["oid"])
+        try:
+            found = await read("show", {"ids": [oid]})
+            timeline = await read("timeline", {"id": oid, "before": 8, "after": 8}) if found else []
+        except NmemError as exc:
+            return await html(f"Observation {oid}", pages.error(str(exc)), 400)
+        if not found:
+            return await html(f"Observation {oid}", pages.error(f"no observation with id {oid}"), 404)
+        return await html(f"Observation {oid}", pages.detail(found[0], timeline, secret))
+
+    async def context(request: Request) -> Response:
+        project = request.query_params.get("project", "").strip()
+        if not project:
+            return await html("Context", pages.context("", "", settings.context_budget))
+        try:
+            reply = await read("context", {"project": await _project(read, project)})
+        except NmemError as exc:
+            return await html(
+                "Context", pages.context(project, "", settings.context_budget) + pages.error(str(exc)), 400
+            )
+        return await html(
+            f"Context of {reply['project']}", pages.context(project, reply["context"], settings.context_budget)
+        )
+
+    async def status(request: Request) -> Response:
+        facts = await anyio.to_thread.run_sync(control.status, settings)
+        return await html("Status", pages.status(msgspec.to_builtins(facts)))
+
+    async def confirm(request: Request) -> Response:
+        action = request.path_params["action"]
+        if action not in ACTIONS:
+            return await html("Confirm", pages.error(f"unknown action {action!r}"), 404)
+        q = dict(request.query_params)
+        try:
+            if action == "purge":
+                params = await _search_params(read, q)
+                flt = _purge_filter(params)
+                counts = await anyio.to_thread.run_sync(_write, settings, "purge", {"filter": flt, "dry_run": True})
+                what = (
+                    f"Purge will delete <b>{counts['observations']:,}</b> observations matching "
+                    f"<span class=k>{escape(json.dumps(flt))}</span>, pinned ones too, and every copy of their text."
+                )
+            else:
+                ids = _ids(q.get("ids", ""))
+                shown = await read("show", {"ids": ids})
+                titles = "".join(f"<li>#{d['id']} {escape(d['title'])}</li>" for d in shown)
+                verb = {
+                    "pin": "Keep these when retention cleans up",
+                    "unpin": "Let retention remove these again",
+                    "forget": "Delete these for good, with every copy of their text",
+                }[action]
+                what = f"{verb}:<ul>{titles}</ul>"
+        except (NmemError, ValueError) as exc:
+            return await html("Confirm", pages.error(str(exc)), 400)
+        return await html(f"Confirm: {action}", pages.confirm(action, what, q, secret))
+
+    async def do(request: Request) -> Response:
+        action = request.path_params["action"]
+        form = dict(await request.form())
+        if action not in ACTIONS or form.get("csrf") != secret:
+            return await html("Refused", pages.error("refused: not a confirmed change of this viewer"), 403)
+        try:
+            if action == "purge":
+                params = await _search_params(read, {k: str(v) for k, v in form.items()})
+                done = await anyio.to_thread.run_sync(_write, settings, "purge", {"filter": _purge_filter(params)})
+                message = f"purged {done['observations']:,} observations"
+            else:
+                ids = _ids(str(form.get("ids", "")))
+                if action == "forget":
+                    done = await anyio.to_thread.run_sync(_write, settings, "forget", {"ids": ids})
+                    message = f"forgot {done['observations']:,} observations"
+                else:
+                    await anyio.to_thread.run_sync(_write, settings, "pin", {"ids": ids, "unpin": action == "unpin"})
+                    return RedirectResponse(f"/o/{ids[0]}", status_code=303)
+        except (NmemError, ValueError) as exc:
+            return await html("Failed", pages.error(str(exc)), 400)
+        return await html("Done", f"<p id=done>{message}.</p>")
+
+    routes = [
+        Route("/", feed),
+        Route("/events", events),
+        Route("/search", search),
+        Route("/sessions", sessions),
+        Route("/o/{oid:int}", observation),
+        Route("/context", context),
+        Route("/status", status),
+        Route("/confirm/{action}", confirm),
+        Route("/do/{action}", do, methods=["POST"]),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(Guard, secret=secret, port=port)])
+
+
+def _write(settings: Settings, method: str, params: dict[str, Any]) -> Any:
+    """A change, through the daemon only (started when absent): it holds the write connection and
+    answers after COMMIT."""
+    try:
+        return control.ask(method, params, timeout=WRITE_TIMEOUT_S)
+    except DaemonUnavailable:
+        control.start(settings, on_demand=True)
+        return control.ask(method, params, timeout=WRITE_TIMEOUT_S)
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+def _ids(text: str) -> list[int]:
+    ids = [int(part) for part in text.replace(",", " ").split() if part.isdigit()]
+    if not ids:
+        raise ValueError("no observation ids given")
+    return ids
+
+
+async def _project(read: Any, text: str) -> str | None:
+    """A project as the CLI takes it: a path (its git top-level), `*` for all, or a name or suffix."""
+    if not text or text == ALL_PROJECTS:
+        return ALL_PROJECTS if text else None
+    if os.path.isabs(text):
+        return project_root(text) or text
+    found: dict[str, str] = await read("project", {"name": text})
+    return found["project"]
+
+
+async def _search_params(read: Any, q: dict[str, str]) -> dict[str, Any]:
+    from nmemd.cli.common import time_arg  # the CLI's span and date parser (`2h`, `2026-11-01`)
+
+    params: dict[str, Any] = {
+        "query": q.get("q", "").strip(),
+        "limit": 50,
+        "project": await _project(read, q.get("project", "").strip()) or ALL_PROJECTS,
+    }
+    types = [t.strip() for t in q.get("type", "").split(",") if t.strip()]
+    if types:
+        params["types"] = types
+    for key, name in (("session", "session_id"), ("file", "file")):
+        if q.get(key, "").strip():
+            params[name] = q[key].strip()
+    for key in ("since", "until"):
+        if q.get(key, "").strip():
+            try:
+                params[key] = time_arg(q[key].strip(), key)
+            except Exception:  # typer's BadParameter: the same words, for a web form
+                raise ValueError(f"{key}: {q[key]!r} is neither a span (30m, 2h, 7d) nor a date (2026-02-01)") from None
+    return params
+
+
+def _purge_filter(params: dict[str, Any]) -> dict[str, Any]:
+    flt = {k: v for k, v in params.items() if k in ("project", "types", "session_id", "since", "until")}
+    if params.get("query") and params["query"] != "*":
+        flt["query"] = params["query"]
+    if flt.get("project") == ALL_PROJECTS:
+        del flt["project"]
+    return flt

@@ -1,0 +1,223 @@
+"""The web viewer (`nmem ui`): the real command serving a real daemon's store, spoken to over HTTP.
+
+Security first (the secret, the Host, the Origin, the confirmation token), then what a person does
+with it: watch a hook event arrive in the live feed, find it, forget it, and read the context the
+next SessionStart will get.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import select
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from conftest import BIN, Daemon, run_send
+from helpers import wait_until
+
+PROJECT = "/tmp/nmem-web-test-project"
+READY_S = 20.0
+FEED_WAIT_S = 10.0
+
+
+@dataclass
+class Viewer:
+    proc: subprocess.Popen[bytes]
+    port: int
+    secret: str
+    cookie: str = ""
+
+    def request(
+        self, method: str, path: str, *, body: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], str]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            sent = {"Host": f"127.0.0.1:{self.port}", **({"Cookie": self.cookie} if self.cookie else {})}
+            data = None
+            if body is not None:
+                data = urlencode(body)
+                sent["Content-Type"] = "application/x-www-form-urlencoded"
+            conn.request(method, path, body=data, headers={**sent, **(headers or {})})
+            reply = conn.getresponse()
+            return reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read().decode()
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kw: object) -> tuple[int, str]:
+        status, _, text = self.request("GET", path, **kw)  # type: ignore[arg-type]
+        return status, text
+
+    def post(self, path: str, body: dict[str, str], origin: str | None = "self") -> tuple[int, str]:
+        headers = {} if origin is None else {"Origin": f"http://127.0.0.1:{self.port}" if origin == "self" else origin}
+        status, _, text = self.request("POST", path, body=body, headers=headers)
+        return status, text
+
+
+@pytest.fixture
+def viewer(daemon: Daemon) -> Iterator[Viewer]:
+    daemon.start()
+    proc = subprocess.Popen([str(BIN / "nmem"), "ui", "--no-open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], READY_S)
+        assert ready, "nmem ui printed no URL"
+        line = proc.stdout.readline().decode()
+        m = re.fullmatch(r"nmem ui: http://127\.0\.0\.1:(\d+)/\?token=(\S+)\n", line)
+        assert m, line
+        yield Viewer(proc, int(m.group(1)), m.group(2))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _login(v: Viewer) -> None:
+    status, headers, _ = v.request("GET", f"/?token={v.secret}")
+    assert status == 303 and headers["location"] == "/"
+    cookie = headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    v.cookie = cookie.split(";")[0]
+
+
+def _prompt(text: str, session: str = "web-1") -> None:
+    payload = {"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": text, "cwd": PROJECT}
+    done = run_send(json.dumps(payload).encode())
+    assert done.returncode == 0 and done.stderr == b""
+
+
+def test_only_the_secret_on_our_own_host_and_origin_gets_in(viewer: Viewer) -> None:
+    assert viewer.get("/")[0] == 403  # no secret
+    assert viewer.request("GET", "/?token=wrong")[0] == 403
+    assert viewer.get("/", headers={"Cookie": "nmem_ui=wrong"})[0] == 403
+    _login(viewer)
+    assert viewer.get("/")[0] == 200
+    for page in ("/search", "/sessions", "/context", "/status", "/search?q=anything"):
+        assert viewer.get(page)[0] == 200, page
+    # DNS rebinding: a page of another host that resolves to 127.0.0.1 sends its own Host
+    assert viewer.get("/", headers={"Host": f"evil.example:{viewer.port}"})[0] == 403
+    assert viewer.request("GET", f"/?token={viewer.secret}", headers={"Host": "evil.example"})[0] == 403
+    # a change: only from our own page (Origin) and with the page's token
+    form = {"ids": "1", "csrf": viewer.secret}
+    assert viewer.post("/do/forget", form, origin="http://evil.example")[0] == 403
+    assert viewer.post("/do/forget", form, origin=None)[0] == 403
+    assert viewer.post("/do/forget", {"ids": "1", "csrf": "guess"})[0] == 403
+    assert viewer.post("/do/forget", form, origin="null")[0] == 403
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a client as another user")
+def test_another_user_on_this_machine_is_refused(viewer: Viewer) -> None:
+    """Another uid reaches the port (it is 127.0.0.1) but not the secret: it gets nothing."""
+    code = (
+        "import http.client, sys\n"
+        f"c = http.client.HTTPConnection('127.0.0.1', {viewer.port}, timeout=10)\n"
+        f"c.request('GET', '/', headers={{'Host': '127.0.0.1:{viewer.port}'}})\n"
+        "sys.exit(0 if c.getresponse().status == 403 else 1)\n"
+    )
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
+    if python is None:
+        pytest.skip("no system python3 that another user may run")
+    done = subprocess.run([python, "-I", "-c", code], user=65534, cwd="/", timeout=30)
+    assert done.returncode == 0
+
+
+def _sse_until(viewer: Viewer, after: int, needle: str) -> str:
+    """Read the live feed (server-sent events) until an event holds `needle`; bounded."""
+    conn = http.client.HTTPConnection("127.0.0.1", viewer.port, timeout=FEED_WAIT_S)
+    conn.request("GET", f"/events?after={after}", headers={"Host": f"127.0.0.1:{viewer.port}", "Cookie": viewer.cookie})
+    reply = conn.getresponse()
+    assert reply.status == 200 and reply.getheader("content-type", "").startswith("text/event-stream")
+    deadline = time.monotonic() + FEED_WAIT_S
+    seen = ""
+    try:
+        while time.monotonic() < deadline:
+            line = reply.fp.readline().decode()
+            seen += line
+            if needle in line:
+                return seen
+        raise AssertionError(f"the feed did not show {needle!r} within {FEED_WAIT_S} s: {seen[-500:]!r}")
+    finally:
+        conn.close()
+
+
+def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer, tmp_path: Path) -> None:
+    _login(viewer)
+    _prompt("set up the okapi exporter before the release")
+    status, page = viewer.get("/")
+    after = max(int(x) for x in re.findall(r'data-id="(\d+)"', page))
+    from threading import Thread
+
+    later = Thread(target=_prompt, args=("the wallaby cache must be warmed after deploys",))
+    later.start()  # sent while the page is open: the feed brings it
+    try:
+        event = _sse_until(viewer, after, "wallaby")
+    finally:
+        later.join(30)
+    assert "event: observation" in event
+    oid = int(re.findall(r'data-id=\\"(\d+)\\"', event)[-1])
+    # search finds it, the matched word marked
+    status, page = viewer.get("/search?" + urlencode({"q": "wallaby cache", "project": PROJECT}))
+    assert status == 200 and f'href="/o/{oid}"' in page and "<mark>wallaby</mark>" in page
+    status, page = viewer.get(f"/o/{oid}")
+    assert status == 200 and "the wallaby cache must be warmed" in page and "Its session around it" in page
+    # forget asks first, showing what goes
+    status, page = viewer.get(f"/confirm/forget?ids={oid}")
+    assert status == 200 and f"#{oid} " in page and 'id="confirm"' in page
+    status, page = viewer.post("/do/forget", {"ids": str(oid), "csrf": viewer.secret})
+    assert status == 200 and "forgot 1 observations" in page
+    status, page = viewer.get("/search?" + urlencode({"q": "wallaby", "project": PROJECT}))
+    assert status == 200 and f'href="/o/{oid}"' not in page and "Nothing found" in page
+    assert viewer.get(f"/o/{oid}")[0] == 404
+    # the other one stays, and pinning goes through the daemon
+    keep = int(re.search(r'href="/o/(\d+)"', viewer.get("/search?q=okapi&project=*")[1]).group(1))  # type: ignore[union-attr]
+    status, _, _ = viewer.request("POST", "/do/pin", body={"ids": str(keep), "csrf": viewer.secret},
+                                  headers={"Origin": f"http://127.0.0.1:{viewer.port}"})  # fmt: skip
+    assert status == 303
+    assert "<th>pinned</th><td class=k>True</td>" in viewer.get(f"/o/{keep}")[1]
+
+
+def test_the_context_preview_is_what_the_next_session_start_gets(viewer: Viewer) -> None:
+    _login(viewer)
+    _prompt("teach the parser about nested okapi blocks")
+    done = subprocess.run([str(BIN / "nmem"), "context", "--project", PROJECT, "--json"], capture_output=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = json.loads(done.stdout)["context"]
+    assert expected, "nmem context printed nothing to compare with"
+    status, page = viewer.get("/context?" + urlencode({"project": PROJECT}))
+    assert status == 200
+    shown = re.search(r'<pre id="context">(.*?)</pre>', page, re.S)
+    assert shown is not None
+    import html
+
+    assert html.unescape(shown.group(1)) == expected
+    assert f"{len(expected):,} characters of a 5,000-character budget" in page
+
+
+def test_bad_input_gets_a_clear_answer(viewer: Viewer) -> None:
+    _login(viewer)
+    _prompt("anything at all")
+    status, page = viewer.get("/search?q=x&since=yesterday-ish")
+    assert status == 400 and "neither a span" in page and "Traceback" not in page
+    status, page = viewer.get("/sessions?project=no-such-project-anywhere")
+    assert status == 400 and "no project named" in page
+    assert viewer.get("/o/999999")[0] == 404
+    assert viewer.get("/confirm/explode?ids=1")[0] == 404
+    status, page = viewer.get("/confirm/forget?ids=")
+    assert status == 400 and "no observation ids" in page
+    status, page = viewer.get("/search?" + urlencode({"q": '"'}))
+    assert status == 400 and "nothing to search for" in page
+    wait_until(lambda: viewer.proc.poll() is None, 1, "the viewer still runs")
