@@ -212,6 +212,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # when it installed it, so there a missing binary is an error, never a skip.
     if os.environ.get("NMEM_REQUIRE_CLAUDE") == "1" and not os.access(os.environ.get("NMEM_CLAUDE_BIN", ""), os.X_OK):
         raise pytest.UsageError("NMEM_REQUIRE_CLAUDE=1 but NMEM_CLAUDE_BIN is not an executable Claude Code binary")
+    if os.environ.get("NMEM_REQUIRE_BROWSER") == "1" and not (
+        os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium")
+    ):
+        raise pytest.UsageError("NMEM_REQUIRE_BROWSER=1 but no chromium is on PATH (nor NMEM_CHROMIUM)")
     if SHARED.is_dir():
         return
     if os.environ.get("NMEM_REQUIRE_SHARED") == "1":
@@ -223,13 +227,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Say why the `shared` tests were skipped, even under -q (which prints no skip reasons)."""
-    claude = [r for r in terminalreporter.stats.get("skipped", []) if "claude_code" in r.keywords]
-    if claude:
-        reason = str(claude[0].longrepr[-1]) if isinstance(claude[0].longrepr, tuple) else "see -rs"
-        terminalreporter.write_line(
-            f"{len(claude)} tests marked `claude_code` skipped: {reason.removeprefix('Skipped: ')}"
-        )
+    """Say why the `shared`, `claude_code` and `browser` tests were skipped, even under -q."""
+    for marker in ("claude_code", "browser"):
+        missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
+        if missed:
+            reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"
+            terminalreporter.write_line(
+                f"{len(missed)} tests marked `{marker}` skipped: {reason.removeprefix('Skipped: ')}"
+            )
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if "shared" in r.keywords]
     if skipped and not SHARED.is_dir():
         terminalreporter.write_line(

@@ -11,99 +11,32 @@ import http.client
 import json
 import os
 import re
-import select
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from conftest import BIN, Daemon, run_send
+from conftest import BIN, Daemon
 from helpers import wait_until
+from web_viewer import PROJECT, Viewer, login, open_viewer, prompt
 
-PROJECT = "/tmp/nmem-web-test-project"
-READY_S = 20.0
 FEED_WAIT_S = 10.0
-
-
-@dataclass
-class Viewer:
-    proc: subprocess.Popen[bytes]
-    port: int
-    secret: str
-    cookie: str = ""
-
-    def request(
-        self, method: str, path: str, *, body: dict[str, str] | None = None, headers: dict[str, str] | None = None
-    ) -> tuple[int, dict[str, str], str]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            sent = {"Host": f"127.0.0.1:{self.port}", **({"Cookie": self.cookie} if self.cookie else {})}
-            data = None
-            if body is not None:
-                data = urlencode(body)
-                sent["Content-Type"] = "application/x-www-form-urlencoded"
-            conn.request(method, path, body=data, headers={**sent, **(headers or {})})
-            reply = conn.getresponse()
-            return reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read().decode()
-        finally:
-            conn.close()
-
-    def get(self, path: str, **kw: object) -> tuple[int, str]:
-        status, _, text = self.request("GET", path, **kw)  # type: ignore[arg-type]
-        return status, text
-
-    def post(self, path: str, body: dict[str, str], origin: str | None = "self") -> tuple[int, str]:
-        headers = {} if origin is None else {"Origin": f"http://127.0.0.1:{self.port}" if origin == "self" else origin}
-        status, _, text = self.request("POST", path, body=body, headers=headers)
-        return status, text
 
 
 @pytest.fixture
 def viewer(daemon: Daemon) -> Iterator[Viewer]:
     daemon.start()
-    proc = subprocess.Popen([str(BIN / "nmem"), "ui", "--no-open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], READY_S)
-        assert ready, "nmem ui printed no URL"
-        line = proc.stdout.readline().decode()
-        m = re.fullmatch(r"nmem ui: http://127\.0\.0\.1:(\d+)/\?token=(\S+)\n", line)
-        assert m, line
-        yield Viewer(proc, int(m.group(1)), m.group(2))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
-def _login(v: Viewer) -> None:
-    status, headers, _ = v.request("GET", f"/?token={v.secret}")
-    assert status == 303 and headers["location"] == "/"
-    cookie = headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    v.cookie = cookie.split(";")[0]
-
-
-def _prompt(text: str, session: str = "web-1") -> None:
-    payload = {"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": text, "cwd": PROJECT}
-    done = run_send(json.dumps(payload).encode())
-    assert done.returncode == 0 and done.stderr == b""
+    with open_viewer() as v:
+        yield v
 
 
 def test_only_the_secret_on_our_own_host_and_origin_gets_in(viewer: Viewer) -> None:
     assert viewer.get("/")[0] == 403  # no secret
     assert viewer.request("GET", "/?token=wrong")[0] == 403
     assert viewer.get("/", headers={"Cookie": "nmem_ui=wrong"})[0] == 403
-    _login(viewer)
+    login(viewer)
     assert viewer.get("/")[0] == 200
     for page in ("/search", "/sessions", "/context", "/status", "/search?q=anything"):
         assert viewer.get(page)[0] == 200, page
@@ -154,13 +87,13 @@ def _sse_until(viewer: Viewer, after: int, needle: str) -> str:
 
 
 def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer, tmp_path: Path) -> None:
-    _login(viewer)
-    _prompt("set up the okapi exporter before the release")
+    login(viewer)
+    prompt("set up the okapi exporter before the release")
     status, page = viewer.get("/")
     after = max(int(x) for x in re.findall(r'data-id="(\d+)"', page))
     from threading import Thread
 
-    later = Thread(target=_prompt, args=("the wallaby cache must be warmed after deploys",))
+    later = Thread(target=prompt, args=("the wallaby cache must be warmed after deploys",))
     later.start()  # sent while the page is open: the feed brings it
     try:
         event = _sse_until(viewer, after, "wallaby")
@@ -190,8 +123,8 @@ def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer,
 
 
 def test_the_context_preview_is_what_the_next_session_start_gets(viewer: Viewer) -> None:
-    _login(viewer)
-    _prompt("teach the parser about nested okapi blocks")
+    login(viewer)
+    prompt("teach the parser about nested okapi blocks")
     done = subprocess.run([str(BIN / "nmem"), "context", "--project", PROJECT, "--json"], capture_output=True,
                           timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -208,8 +141,8 @@ def test_the_context_preview_is_what_the_next_session_start_gets(viewer: Viewer)
 
 
 def test_bad_input_gets_a_clear_answer(viewer: Viewer) -> None:
-    _login(viewer)
-    _prompt("anything at all")
+    login(viewer)
+    prompt("anything at all")
     status, page = viewer.get("/search?q=x&since=yesterday-ish")
     assert status == 400 and "neither a span" in page and "Traceback" not in page
     status, page = viewer.get("/sessions?project=no-such-project-anywhere")
@@ -221,3 +154,22 @@ def test_bad_input_gets_a_clear_answer(viewer: Viewer) -> None:
     status, page = viewer.get("/search?" + urlencode({"q": '"'}))
     assert status == 400 and "nothing to search for" in page
     wait_until(lambda: viewer.proc.poll() is None, 1, "the viewer still runs")
+
+
+def test_purge_by_filter_shows_what_it_removes_and_asks_first(viewer: Viewer) -> None:
+    login(viewer)
+    for text in ("retire the okapi exporter", "the okapi exporter is gone", "keep the wallaby cache"):
+        prompt(text)
+    status, page = viewer.get("/search?" + urlencode({"q": "okapi", "project": PROJECT}))
+    link = re.search(r'id="purge" href="([^"]+)"', page)
+    assert status == 200 and link is not None
+    import html
+
+    status, page = viewer.get(html.unescape(link.group(1)))
+    assert status == 200 and "Purge will delete <b>2</b> observations" in page
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+    assert fields["csrf"] == viewer.secret and fields["q"] == "okapi"
+    status, page = viewer.post("/do/purge", {k: html.unescape(v) for k, v in fields.items()})
+    assert status == 200 and "purged 2 observations" in page
+    assert "Nothing found" in viewer.get("/search?" + urlencode({"q": "okapi", "project": PROJECT}))[1]
+    assert "<mark>wallaby</mark>" in viewer.get("/search?" + urlencode({"q": "wallaby", "project": PROJECT}))[1]

@@ -75,8 +75,9 @@ def create_app(settings: Settings, *, secret: str, port: int) -> Starlette:
             hits = await read("search", params)
         except (NmemError, ValueError) as exc:
             return await html("Search", form + pages.error(str(exc)), 400)
-        found = f'<p class="t">{len(hits)} results</p>' if hits else "<p>Nothing found.</p>"
-        return await html("Search", form + found + pages.hit_table(hits))
+        if not hits:
+            return await html("Search", form + "<p>Nothing found.</p>")
+        return await html("Search", form + pages.found(len(hits), params["limit"], q) + pages.hit_table(hits))
 
     async def sessions(request: Request) -> Response:
         project = request.query_params.get("project", "").strip()

@@ -118,6 +118,16 @@ def search_form(values: Mapping[str, str]) -> str:
     return f'<form class="f" action="/search">{inputs}<button class="btn">Search</button></form>'
 
 
+def found(count: int, limit: int, query: Mapping[str, str]) -> str:
+    """How many hits, and the way to purge everything the search's filters match (asks first)."""
+    more = f" (the best {limit}; narrow the search for others)" if count >= limit else ""
+    purge = "/confirm/purge?" + urlencode({k: v for k, v in query.items() if v})
+    return (
+        f'<p class="t">{count} results{more} · '
+        f'<a class="danger" id="purge" href="{escape(purge)}">purge everything that matches…</a></p>'
+    )
+
+
 def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) -> str:
     fields = ("type", "project", "session_id", "hook_event", "tool_name", "file_path", "command", "count", "pinned")
     rows = "".join(
@@ -178,13 +188,26 @@ def context(project: str, text: str, budget: int) -> str:
     return form + size + body
 
 
-def _value(v: Any) -> str:
-    return status(v) if isinstance(v, dict) else escape(json.dumps(v))
+def _value(key: str, v: Any) -> str:
+    """A fact as a person reads it: times as dates, sizes in MB, lists one per line."""
+    if isinstance(v, dict):
+        return status(v)
+    if isinstance(v, bool) or v is None:
+        return escape(json.dumps(v))
+    if isinstance(v, int | float) and key.endswith(("_at", "_ts", "_run")):
+        return when(v)
+    if isinstance(v, int) and key.endswith("_bytes"):
+        return f"{v / 1e6:,.1f} MB" if v >= 100_000 else f"{v:,} bytes"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, list):
+        return "<br>".join(_value(key, x) for x in v) or "none"
+    return escape(str(v))
 
 
 def status(facts: Mapping[str, Any]) -> str:
     """Nested facts (the daemon's, the database's) as nested tables."""
-    rows = "".join(f"<tr><th>{escape(str(k))}</th><td class=k>{_value(v)}</td></tr>" for k, v in facts.items())
+    rows = "".join(f"<tr><th>{escape(str(k))}</th><td class=k>{_value(str(k), v)}</td></tr>" for k, v in facts.items())
     return f"<table>{rows}</table>"
 
 

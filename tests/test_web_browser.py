@@ -1,0 +1,146 @@
+"""The web viewer in a real browser: headless Chromium (Debian's) driven by Playwright.
+
+What a person does: open the URL `nmem ui` prints, watch a hook event arrive in the live feed,
+search for it, forget it, and read the context the next SessionStart gets. Each page is
+photographed on the way (`NMEM_SCREENSHOTS=docs` writes the README's pictures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BIN, Daemon, run_send
+from web_viewer import PROJECT, Viewer, open_viewer, prompt
+
+pytestmark = pytest.mark.browser
+WAIT_MS = 10_000  # bound on every wait for the page; the feed polls every 0.5 s
+CHROMIUM_FLAGS = [  # no background traffic: this machine has no network beyond 127.0.0.1
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _chromium() -> str | None:
+    return os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def browser_page() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -e '.[test]' installs it)")
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("no Chromium here (Debian: apt-get install chromium; .ci/run installs it)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(WAIT_MS)
+            yield page
+        finally:
+            browser.close()
+
+
+def _shots(tmp_path: Path) -> Path:
+    where = Path(os.environ.get("NMEM_SCREENSHOTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def _send(payload: dict[str, Any]) -> None:
+    done = run_send(json.dumps({"cwd": PROJECT, **payload}).encode())
+    assert done.returncode == 0 and done.stderr == b""
+
+
+def _a_morning_of_work() -> None:
+    """A short real-looking session, so the pages show what they are for."""
+    s = "browser-1"
+    prompt("the okapi exporter drops rows when the batch is empty; find out why", s)
+    _send({"session_id": s, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
+           "tool_input": {"command": "pytest -q tests/test_exporter.py"},
+           "error": "Exit code 1\nFAILED tests/test_exporter.py::test_empty_batch - AssertionError: 0 != 3"})  # fmt: skip
+    _send({"session_id": s, "hook_event_name": "PostToolUse", "tool_name": "Edit",
+           "tool_input": {"file_path": f"{PROJECT}/okapi/exporter.py", "old_string": "if not batch:\n    return",
+                          "new_string": "if not batch:\n    return self.flush()"},
+           "tool_response": {"filePath": f"{PROJECT}/okapi/exporter.py"}})  # fmt: skip
+    _send({"session_id": s, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+           "tool_input": {"command": "pytest -q tests/test_exporter.py"},
+           "tool_response": {"stdout": "12 passed in 0.41s", "stderr": "", "interrupted": False}})  # fmt: skip
+    _send({"session_id": s, "hook_event_name": "Stop"})
+
+
+def test_the_viewer_in_a_browser(daemon: Daemon, browser_page: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    page = browser_page
+    shots = _shots(tmp_path)
+    daemon.start()
+    _a_morning_of_work()
+    with open_viewer() as v:
+        page.goto(f"http://127.0.0.1:{v.port}/?token={v.secret}")  # the secret buys the cookie
+        expect(page.locator("#feed tbody tr").first).to_be_visible()
+        # the live feed: an event sent after the page loaded appears in it
+        prompt("warm the wallaby cache after every deploy", "browser-2")
+        expect(page.locator("#feed tbody tr.new", has_text="wallaby")).to_be_visible()
+        page.screenshot(path=str(shots / "ui-feed.png"), full_page=True)
+        # search finds it, the words marked
+        page.goto(f"http://127.0.0.1:{v.port}/search")
+        page.fill("input[name=q]", "wallaby cache")
+        page.fill("input[name=project]", PROJECT)
+        page.click("form.f button")
+        hit = page.locator("#hits tbody tr", has_text="wallaby")
+        expect(hit.locator("mark").first).to_have_text("wallaby")
+        page.fill("input[name=q]", "why does the exporter fail on an empty batch")
+        page.click("form.f button")
+        expect(page.locator("#hits tbody tr").first).to_be_visible()
+        page.screenshot(path=str(shots / "ui-search.png"), full_page=True)
+        # an observation, its session around it
+        page.locator("#hits tbody tr a", has_text="FAILED").first.click()
+        expect(page.locator("h3", has_text="Its session around it")).to_be_visible()
+        page.screenshot(path=str(shots / "ui-observation.png"), full_page=True)
+        # forget asks first, then the search no longer finds it
+        page.goto(f"http://127.0.0.1:{v.port}/search?q=wallaby&project={PROJECT}")
+        page.locator("#hits tbody tr a", has_text="wallaby").first.click()
+        page.click("a.danger")
+        expect(page.locator("#confirm")).to_be_visible()
+        page.screenshot(path=str(shots / "ui-confirm.png"), full_page=True)
+        page.click("#confirm")
+        expect(page.locator("#done")).to_contain_text("forgot 1 observations")
+        page.goto(f"http://127.0.0.1:{v.port}/search?q=wallaby&project={PROJECT}")
+        expect(page.locator("main")).to_contain_text("Nothing found")
+        # the context preview is what `nmem context` prints
+        done = subprocess.run([str(BIN / "nmem"), "context", "--project", PROJECT, "--json"],
+                              capture_output=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        page.goto(f"http://127.0.0.1:{v.port}/context")
+        page.fill("input[name=project]", PROJECT)
+        page.click("form.f button")
+        expect(page.locator("#context")).to_be_visible()
+        assert page.locator("#context").inner_text() == json.loads(done.stdout)["context"]
+        page.screenshot(path=str(shots / "ui-context.png"), full_page=True)
+        for name in ("sessions", "status"):
+            page.goto(f"http://127.0.0.1:{v.port}/{name}")
+            page.screenshot(path=str(shots / f"ui-{name}.png"), full_page=True)
+        # another site's page in the same browser: its form posts carry its own Origin: refused
+        assert _foreign_post_status(page, v) == 403
+
+
+def _foreign_post_status(page: Any, v: Viewer) -> int:
+    """A form post the way a page of another origin would send it (this browser's cookie and all)."""
+    reply = page.request.post(f"http://127.0.0.1:{v.port}/do/forget", form={"ids": "1", "csrf": "unknown"},
+                              headers={"Origin": "http://evil.example"}, fail_on_status_code=False)  # fmt: skip
+    return int(reply.status)

@@ -1,0 +1,90 @@
+"""The web viewer as the tests meet it: the real `nmem ui` command, its URL read from its output,
+spoken to over plain HTTP (http.client) with the cookie its secret buys."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import select
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from conftest import BIN, run_send
+
+PROJECT = "/tmp/nmem-web-test-project"
+READY_S = 20.0
+
+
+@dataclass
+class Viewer:
+    proc: subprocess.Popen[bytes]
+    port: int
+    secret: str
+    cookie: str = ""
+
+    def request(
+        self, method: str, path: str, *, body: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], str]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            sent = {"Host": f"127.0.0.1:{self.port}", **({"Cookie": self.cookie} if self.cookie else {})}
+            data = None
+            if body is not None:
+                data = urlencode(body)
+                sent["Content-Type"] = "application/x-www-form-urlencoded"
+            conn.request(method, path, body=data, headers={**sent, **(headers or {})})
+            reply = conn.getresponse()
+            return reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read().decode()
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kw: object) -> tuple[int, str]:
+        status, _, text = self.request("GET", path, **kw)  # type: ignore[arg-type]
+        return status, text
+
+    def post(self, path: str, body: dict[str, str], origin: str | None = "self") -> tuple[int, str]:
+        headers = {} if origin is None else {"Origin": f"http://127.0.0.1:{self.port}" if origin == "self" else origin}
+        status, _, text = self.request("POST", path, body=body, headers=headers)
+        return status, text
+
+
+@contextmanager
+def open_viewer() -> Iterator[Viewer]:
+    """`nmem ui --no-open` until the block ends; its URL's port and secret."""
+    proc = subprocess.Popen([str(BIN / "nmem"), "ui", "--no-open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], READY_S)
+        assert ready, "nmem ui printed no URL"
+        line = proc.stdout.readline().decode()
+        m = re.fullmatch(r"nmem ui: http://127\.0\.0\.1:(\d+)/\?token=(\S+)\n", line)
+        assert m, line
+        yield Viewer(proc, int(m.group(1)), m.group(2))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def login(v: Viewer) -> None:
+    status, headers, _ = v.request("GET", f"/?token={v.secret}")
+    assert status == 303 and headers["location"] == "/"
+    cookie = headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    v.cookie = cookie.split(";")[0]
+
+
+def prompt(text: str, session: str = "web-1") -> None:
+    payload = {"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": text, "cwd": PROJECT}
+    done = run_send(json.dumps(payload).encode())
+    assert done.returncode == 0 and done.stderr == b""
