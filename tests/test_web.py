@@ -173,3 +173,24 @@ def test_purge_by_filter_shows_what_it_removes_and_asks_first(viewer: Viewer) ->
     assert status == 200 and "purged 2 observations" in page
     assert "Nothing found" in viewer.get("/search?" + urlencode({"q": "okapi", "project": PROJECT}))[1]
     assert "<mark>wallaby</mark>" in viewer.get("/search?" + urlencode({"q": "wallaby", "project": PROJECT}))[1]
+
+
+def test_long_lists_come_a_page_at_a_time(viewer: Viewer) -> None:
+    login(viewer)
+    for n in range(52):
+        prompt(f"numbered prompt {n}", session=f"paged-{n:02}")
+    first = viewer.get("/")[1]
+    older = re.search(r'id="older" href="(/\?before=\d+)"', first)
+    assert older is not None and "EventSource" in first
+    second = viewer.get(older.group(1))[1]
+    assert "EventSource" not in second  # an older page is not live
+    ids = [re.findall(r'data-id="(\d+)"', page) for page in (first, second)]
+    assert len(ids[0]) == 50 and not set(ids[0]) & set(ids[1]) and len(ids[0]) + len(ids[1]) == 52
+    import html
+
+    sessions = viewer.get("/sessions")[1]
+    more = re.search(r'id="older" href="([^"]+)"', sessions)
+    assert more is not None and sessions.count(">paged-") == 30
+    rest = viewer.get(html.unescape(more.group(1)))[1]
+    assert rest.count(">paged-") == 22 and ">paged-00<" in rest and ">paged-00<" not in sessions
+    assert viewer.get("/sessions?before=soon")[0] == 400

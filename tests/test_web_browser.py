@@ -72,7 +72,8 @@ def _a_morning_of_work() -> None:
     prompt("the okapi exporter drops rows when the batch is empty; find out why", s)
     _send({"session_id": s, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
            "tool_input": {"command": "pytest -q tests/test_exporter.py"},
-           "error": "Exit code 1\nFAILED tests/test_exporter.py::test_empty_batch - AssertionError: 0 != 3"})  # fmt: skip
+           "error": "Exit code 1\nFAILED tests/test_exporter.py::test_empty_batch - AssertionError: 0 != 3"},
+          )  # fmt: skip
     _send({"session_id": s, "hook_event_name": "PostToolUse", "tool_name": "Edit",
            "tool_input": {"file_path": f"{PROJECT}/okapi/exporter.py", "old_string": "if not batch:\n    return",
                           "new_string": "if not batch:\n    return self.flush()"},

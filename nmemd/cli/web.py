@@ -23,7 +23,10 @@ def ui(
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (default: a free one).", min=0, max=65535)] = 0,
     no_open: Annotated[bool, typer.Option("--no-open", help="Print the URL; do not open a browser.")] = False,
 ) -> None:
-    """Open the memory viewer in your browser (this machine and this user only); Ctrl-C stops it."""
+    """Open the memory viewer in your browser (this machine and this user only).
+
+    It serves the viewer until Ctrl-C.
+    """
     import uvicorn
 
     from nmemd.web.app import create_app

@@ -45,6 +45,7 @@ class TimelineParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class SessionsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     project: str | None = None
     limit: Limit = 10
+    before: float | None = None  # last active before this time: the next page
 
 
 class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -56,6 +57,7 @@ class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 class RecentParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     project: str | None = None
     limit: Limit = 50
+    before: RowId | None = None  # older than this observation: the next page
 
 
 class ContextParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -93,7 +95,7 @@ def _timeline(conn: sqlite3.Connection, p: TimelineParams) -> Any:
 
 
 def _sessions(conn: sqlite3.Connection, p: SessionsParams) -> Any:
-    return queries.sessions(conn, p.project, p.limit)
+    return queries.sessions(conn, p.project, p.limit, p.before)
 
 
 def _file_history(conn: sqlite3.Connection, p: FileHistoryParams) -> Any:
@@ -101,7 +103,7 @@ def _file_history(conn: sqlite3.Connection, p: FileHistoryParams) -> Any:
 
 
 def _recent(conn: sqlite3.Connection, p: RecentParams) -> Any:
-    return queries.recent(conn, Filters(project=p.project), p.limit)
+    return queries.recent(conn, Filters(project=p.project), p.limit, p.before)
 
 
 def _context(conn: sqlite3.Connection, p: ContextParams) -> Any:

@@ -270,28 +270,53 @@ def file_history(conn: sqlite3.Connection, path: str, filters: Filters | None = 
     return _hits(rows)
 
 
-def recent(conn: sqlite3.Connection, filters: Filters | None = None, limit: int = 50) -> list[Hit]:
-    """The newest observations matching the filters."""
+def recent(
+    conn: sqlite3.Connection, filters: Filters | None = None, limit: int = 50, before: int | None = None
+) -> list[Hit]:
+    """The newest observations matching the filters (older than observation `before`: the next page);
+    with no filter, the newest stored (imports store old rows late)."""
     clauses, params = _where(filters or Filters())
+    if not clauses:  # every project: newest stored first, the rowid's order (no sort of the whole table)
+        order = "o.id DESC"
+        if before is not None:
+            clauses.append("o.id < ?")
+            params.append(before)
+    else:  # along the filter's (project|session|type, ts) index
+        order = "o.ts DESC, o.id DESC"
+        if before is not None:  # below that row's (ts, id): a page ends where the next begins, ties included
+            clauses.append("(o.ts, o.id) < (SELECT ts, id FROM observations WHERE id = ?)")
+            params.append(before)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
-        f"SELECT {_HIT_COLUMNS} FROM observations o {where} ORDER BY o.ts DESC, o.id DESC LIMIT ?",
-        [*params, _limit(limit)],
+        f"SELECT {_HIT_COLUMNS} FROM observations o {where} ORDER BY {order} LIMIT ?", [*params, _limit(limit)]
     ).fetchall()
     return _hits(rows)
 
 
-def sessions(conn: sqlite3.Connection, project: str | None = None, limit: int = 10) -> list[SessionRow]:
-    """Recent sessions with their summaries and first prompt, newest first."""
-    where, params = "", []
+def sessions(
+    conn: sqlite3.Connection, project: str | None = None, limit: int = 10, before: float | None = None
+) -> list[SessionRow]:
+    """Recent sessions with their summaries and first prompt, newest first (last active before
+    `before`: the next page)."""
+    clauses: list[str] = []
+    params: list[Any] = []
     if project and project != ALL_PROJECTS:
-        where, params = "WHERE s.project = ?", [project]
+        clauses.append("s.project = ?")
+        params.append(project)
+    if before is not None:
+        clauses.append("s.last_event_at < ?")
+        params.append(before)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    # The page is sorted on (rowid, time) alone, then read whole with its first prompt: asked of every
+    # session before the sort, with its summary, that cost 66 ms over 11,000 sessions.
     rows = conn.execute(
         f"""SELECT s.session_id, s.project, s.started_at, s.last_event_at, s.ended_at, s.source, s.end_reason,
                    s.event_count, s.summary,
                    (SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id
                      WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1)
-            FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?""",
+            FROM (SELECT s.rowid AS r FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?) page
+            JOIN sessions s ON s.rowid = page.r
+            ORDER BY s.last_event_at DESC""",
         [*params, _limit(limit)],
     ).fetchall()
     return [

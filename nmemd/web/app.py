@@ -26,7 +26,8 @@ from nmemd.recall.queries import ALL_PROJECTS
 from nmemd.web import pages
 from nmemd.web.guard import Guard
 
-FEED_ROWS: Final = 50
+FEED_ROWS: Final = 50  # a page of the feed
+SESSION_ROWS: Final = 30  # a page of sessions
 FEED_POLL_S: Final = 0.5  # a hook's event shows within this (plus the daemon's commit)
 WRITE_TIMEOUT_S: Final = 300.0  # a purge rebuilds the full-text index: large stores take a while
 ACTIONS: Final = frozenset({"pin", "unpin", "forget", "purge"})
@@ -42,11 +43,12 @@ def create_app(settings: Settings, *, secret: str, port: int) -> Starlette:
         return HTMLResponse(pages.page(title, body), status_code=status)
 
     async def feed(request: Request) -> Response:
+        before = _int(request.query_params.get("before"), 0) or None
         try:
-            hits = await read("recent", {"project": ALL_PROJECTS, "limit": FEED_ROWS})
+            hits = await read("recent", {"project": ALL_PROJECTS, "limit": FEED_ROWS, "before": before})
         except NmemError as exc:
             return await html("Feed", pages.error(str(exc)))
-        return await html("Feed", pages.feed(hits))
+        return await html("Feed", pages.feed(hits, live=before is None, full=len(hits) == FEED_ROWS))
 
     async def events(request: Request) -> EventSourceResponse:
         after = _int(request.query_params.get("after"), 0)
@@ -82,10 +84,12 @@ def create_app(settings: Settings, *, secret: str, port: int) -> Starlette:
     async def sessions(request: Request) -> Response:
         project = request.query_params.get("project", "").strip()
         try:
-            rows = await read("sessions", {"project": await _project(read, project) or ALL_PROJECTS, "limit": 30})
-        except NmemError as exc:
+            before = float(request.query_params["before"]) if request.query_params.get("before") else None
+            scope = await _project(read, project) or ALL_PROJECTS
+            rows = await read("sessions", {"project": scope, "limit": SESSION_ROWS, "before": before})
+        except (NmemError, ValueError) as exc:
             return await html("Sessions", pages.error(str(exc)), 400)
-        return await html("Sessions", pages.sessions(rows, project))
+        return await html("Sessions", pages.sessions(rows, project, full=len(rows) == SESSION_ROWS))
 
     async def observation(request: Request) -> Response:
         oid = int(request.path_params["oid"])

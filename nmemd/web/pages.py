@@ -79,7 +79,17 @@ def hit_table(hits: Iterable[Mapping[str, Any]], table_id: str = "hits") -> str:
     )
 
 
-def feed(hits: list[Mapping[str, Any]]) -> str:
+def older(href: str) -> str:
+    return f'<p><a class="btn" id="older" href="{escape(href)}">Older →</a></p>'
+
+
+def feed(hits: list[Mapping[str, Any]], *, live: bool = True, full: bool = False) -> str:
+    """The newest observations, and (`live`) the script that prepends new ones as they are stored."""
+    pager = older(f"/?before={min(int(h['id']) for h in hits)}") if full else ""
+    if not live:
+        return '<p class="t">Older observations, newest first. <a href="/">Back to the live feed</a></p>' + (
+            hit_table(hits, "feed") + pager
+        )
     after = max((int(h["id"]) for h in hits), default=0)
     script = (
         """<script>
@@ -95,7 +105,10 @@ source.addEventListener('observation', (e) => {
 </script>"""
     )
     return (
-        '<p class="t">Newest first; new observations appear as they are stored.</p>' + hit_table(hits, "feed") + script
+        '<p class="t">Newest first; new observations appear as they are stored.</p>'
+        + hit_table(hits, "feed")
+        + pager
+        + script
     )
 
 
@@ -153,7 +166,7 @@ def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) 
     )
 
 
-def sessions(rows: list[Mapping[str, Any]], project: str) -> str:
+def sessions(rows: list[Mapping[str, Any]], project: str, *, full: bool = False) -> str:
     form = (
         '<form class="f" action="/sessions">'
         f'<input name="project" size="40" placeholder="project (path or name; * = all)"'
@@ -169,7 +182,10 @@ def sessions(rows: list[Mapping[str, Any]], project: str) -> str:
             f"<td><b>{escape(s.get('first_prompt') or '')}</b><pre>{summary}</pre></td>"
             f'<td class="t">{int(s.get("event_count") or 0)} events</td></tr>'
         )
-    return form + "<table><tbody>" + "".join(items) + "</tbody></table>"
+    pager = ""
+    if full:
+        pager = older("/sessions?" + urlencode({"project": project, "before": repr(rows[-1]["last_event_at"])}))
+    return form + "<table><tbody>" + "".join(items) + "</tbody></table>" + pager
 
 
 def context(project: str, text: str, budget: int) -> str:
