@@ -67,6 +67,7 @@ PHRASE_PAGE: Final = 200  # rows holding a phrase's words, checked for the phras
 # Rows holding a phrase's words checked at most (their text is read: ~5-15 ms a page at a million rows).
 PHRASE_SCAN: Final = 600
 LITERAL_SCAN: Final = 1000  # rows holding an identifier's or path's words checked for it as typed (in C)
+RARITY_PROBE: Final = 64  # a word's newest rowids read to tell how rare it is (`_Newest.rows_holding`)
 LITERAL_CONTENT_SCAN: Final = 300  # of which the content is read, when titles, paths and commands fall short
 RESCORE: Final = 80  # best candidates ranked on their title, path and command
 ALL_TERMS_AT_MOST: Final = 3  # terms in the lookup of rows holding them all (the rarest)
@@ -130,7 +131,7 @@ def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tup
     bottom = conn.execute("SELECT min(rowid) FROM observations_fts").fetchone()[0] or 0
     total = max(top - bottom + 1, 1)
     filtered = bool(_filters_sql(filters)[0])
-    newest_of = _Newest(conn, _project_match(conn, filters))
+    newest_of = _Newest(conn, _project_match(conn, filters), top, total)
     idf: list[float] = []
     checked: list[bool] = []  # the term's rows are its candidates already (a plain word, no filter)
     for i, term in enumerate(query.terms):
@@ -208,10 +209,24 @@ class _Newest:
     """The newest rowids of each FTS5 expression, read from the index once per search: a term's
     filtered lookup and its idf take the same rows."""
 
-    def __init__(self, conn: sqlite3.Connection, project: str | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, project: str | None = None, top: int = 0, total: int = 1) -> None:
         self.conn = conn
         self.project = project  # the filter's project in the index's terms (`_project_match`)
+        self.top, self.total = top, total  # the index's newest rowid and its span, for `rows_holding`
         self._read: dict[tuple[str, str], tuple[list[int], int]] = {}  # (table, match) -> (rowids, limit)
+
+    def rows_holding(self, word: str) -> float:
+        """About how many rows hold `word` (an FTS5 string): from the span of its newest RARITY_PROBE."""
+        ids = self(word, RARITY_PROBE)
+        if len(ids) < RARITY_PROBE:
+            return float(len(ids))
+        return RARITY_PROBE * self.total / max(self.top - ids[-1] + 1, 1)
+
+    def narrow(self, quoted: list[str]) -> list[str]:
+        """The rarest of a phrase's words, or its rarest two when the rarest is in more rows than a
+        literal lookup reads (`fts.Relaxed.narrowed`)."""
+        by_rarity = sorted(quoted, key=self.rows_holding)
+        return by_rarity[:1] if self.rows_holding(by_rarity[0]) <= LITERAL_SCAN else by_rarity[:2]
 
     def __call__(self, match: str, limit: int, table: str = "observations_fts") -> list[int]:
         have = self._read.get((table, match))
@@ -237,7 +252,7 @@ def _lookup(
     if relaxed is not None:
         literals = [fts.literal(p) for p in relaxed.phrases] if literal else []
         if literals and all(literals):
-            return _literal_lookup(newest_of, relaxed.match, [x for x in literals if x], filters)
+            return _literal_lookup(newest_of, relaxed.narrowed(newest_of.narrow), [x for x in literals if x], filters)
         return _phrase_lookup(newest_of.conn, relaxed, filters)
     clauses, params = _filters_sql(filters)
     if not clauses:
