@@ -19,6 +19,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Final
 
 import msgspec
@@ -215,6 +216,11 @@ class _Newest:
         self.top, self.total = top, total  # the index's newest rowid and its span, for `rows_holding`
         self._read: dict[tuple[str, str], tuple[list[int], int]] = {}  # (table, match) -> (rowids, limit)
 
+    def read(self, match: str, table: str = "observations_fts") -> list[int] | None:
+        """Every row holding `match`, if an earlier read got them all (it returned fewer than it asked)."""
+        have = self._read.get((table, match))
+        return have[0] if have is not None and len(have[0]) < have[1] else None
+
     def rows_holding(self, word: str) -> float:
         """About how many rows hold `word` (an FTS5 string): from the span of its newest RARITY_PROBE."""
         ids = self(word, RARITY_PROBE)
@@ -258,8 +264,8 @@ def _lookup(
             filters = msgspec.structs.replace(filters, project=None)
         return _literal_lookup(newest_of, narrowed, [x for x in literals if x], filters)
     if scoped:
-        every = newest_of(match, PER_LOOKUP) if relaxed is None else None
-        if every is not None and len(every) < PER_LOOKUP:  # all its rows: keep the project's
+        every = newest_of.read(match) if relaxed is None else None
+        if every is not None:  # the idf's read had all its rows: keep the project's
             return _filtered(newest_of.conn, every, filters)
         match = f"({match}) AND {newest_of.project}"
         filters = msgspec.structs.replace(filters, project=None)
@@ -562,8 +568,13 @@ def _fold_key(hit: Hit) -> tuple[str, ...]:
     """Rows that say the same thing: one command or title again (numbers aside), or one session's todos."""
     if hit.type == "task":
         return ("task", hit.session_id)
-    title = _SPACE.sub(" ", _DIGITS.sub("#", hit.title.lower())).strip()
-    return (hit.type, hit.file_path or "", title)
+    return (hit.type, hit.file_path or "", _folded_title(hit.title))
+
+
+@lru_cache(maxsize=4096)
+def _folded_title(title: str) -> str:
+    """A title without its numbers and spacing: hits repeat titles (a command run thirty times)."""
+    return _SPACE.sub(" ", _DIGITS.sub("#", title.lower())).strip()
 
 
 def _fold(hits: list[Hit]) -> list[Hit]:
