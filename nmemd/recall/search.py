@@ -71,6 +71,7 @@ LITERAL_SCAN: Final = 1000  # rows holding an identifier's or path's words check
 RARITY_PROBE: Final = 64  # a word's newest rowids read to tell how rare it is (`_Newest.rows_holding`)
 LITERAL_CONTENT_SCAN: Final = 300  # of which the content is read, when titles, paths and commands fall short
 RESCORE: Final = 80  # best candidates ranked on their title, path and command
+LITERAL_ENOUGH: Final = RESCORE  # rows whose title, path or command hold a literal: its content is not read then
 ALL_TERMS_AT_MOST: Final = 3  # terms in the lookup of rows holding them all (the rarest)
 ENOUGH_CANDIDATES: Final = 200  # a filtered search stops looking up its common words with this many
 WITH_CONTENT: Final = 25  # the best of those ranked again with their content
@@ -360,14 +361,20 @@ def _literal_lookup(newest_of: _Newest, match: str, literals: list[fts.Literal],
     held: set[int] = set()
     for fields, scope in ((short, ids), (("o.content",), ids[:LITERAL_CONTENT_SCAN])):
         likes = " AND ".join("(" + " OR ".join(f"{f} LIKE ? ESCAPE '\\'" for f in fields) + ")" for _ in literals)
+        # Content is long: its head only comes back (lowering all of it in SQLite cost twice the LIKE);
+        # a literal the LIKE found past the head is taken as found there.
+        shown = ", ".join(f"lower({f})" for f in fields) if fields is short else f"substr(o.content, 1, {SCORED_CHARS})"
         rows = newest_of.conn.execute(
-            f"SELECT o.id, {', '.join(f'lower({f})' for f in fields)} FROM observations o"
-            " WHERE o.id IN (SELECT value FROM json_each(?))"
+            f"SELECT o.id, {shown} FROM observations o WHERE o.id IN (SELECT value FROM json_each(?))"
             f"{where} AND {likes}",
             (json.dumps(scope), *params, *(lit.like for lit in literals for _ in fields)),
         ).fetchall()
-        held.update(r[0] for r in rows if all(any(lit.holds(t) for t in r[1:]) for lit in literals))
-        if len(held) >= PER_LOOKUP:
+        if fields is short:
+            held.update(r[0] for r in rows if all(any(lit.holds(t) for t in r[1:]) for lit in literals))
+        else:
+            heads = [(r[0], r[1].lower()) for r in rows]
+            held.update(i for i, head in heads if all(lit.text not in head or lit.holds(head) for lit in literals))
+        if len(held) >= LITERAL_ENOUGH:
             break
     out.extend(sorted(held, reverse=True)[:PER_LOOKUP])
     return out
@@ -552,16 +559,21 @@ def _score(
                 tf = TURN_WEIGHT * min(n, 20)
                 relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
                 covered.update(stands_for)
-    n = query.words
-    coverage = len(covered & set(range(n))) / n
+    coverage = len(covered & query.word_indexes) / query.words
     age_days = max(0.0, now - float(r[8])) / 86400.0
     recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
     weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
     if r[1] == "command" and r[9]:
-        # a commit's message restates the work it records: the rows that did the work answer better
-        weight *= COMMAND_KIND_WEIGHT[0 if _COMMIT.match(r[9]) else command_kind(r[9])]
+        weight *= _command_weight(r[9])
     # coverage counts most: all the words before some of them
     return -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
+
+
+@lru_cache(maxsize=4096)
+def _command_weight(command: str) -> float:
+    """Build and test commands above trivial ones; a commit's message restates the work it records,
+    and the rows that did the work answer better. Cached: hits repeat commands."""
+    return COMMAND_KIND_WEIGHT[0 if _COMMIT.match(command) else command_kind(command)]
 
 
 def _fold_key(hit: Hit) -> tuple[str, ...]:

@@ -130,10 +130,14 @@ class Query:
     terms: list[Term]
     type_hints: set[str] = field(default_factory=set)
 
-    @property
+    @cached_property
     def words(self) -> int:
         """How many terms coverage counts (joined pairs stand for two of them)."""
         return sum(1 for t in self.terms if not t.covers)
+
+    @cached_property
+    def word_indexes(self) -> frozenset[int]:
+        return frozenset(range(self.words))
 
     def all_of(self) -> str:
         """Every term (FTS5 AND)."""
