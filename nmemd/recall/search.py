@@ -17,7 +17,7 @@ import math
 import re
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -452,7 +452,8 @@ def _rank(
     # Two passes: title, path and command for every candidate, then the content of the best of them
     # (content is most of the bytes a row holds, and reading it is most of a search's time), with the
     # prompt of their turn.
-    first = {rowid: _score(query, found[rowid], idf, r, None, now) for rowid, r in rows.items()}
+    short = {rowid: _count(query, _short_fields(r)) for rowid, r in rows.items()}
+    first = {rowid: _score(query, found[rowid], idf, r, short[rowid], now) for rowid, r in rows.items()}
     top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
     top = top[:WITH_CONTENT]
     asked = _turn_prompts(conn, {rowid: rows[rowid] for rowid in top})
@@ -467,7 +468,8 @@ def _rank(
         if content is None:
             score = first[rowid]
         else:
-            score = _score(query, found[rowid], idf, r, content, now, asked.get(rowid))
+            whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid])
+            score = _score(query, found[rowid], idf, r, whole, now, asked.get(rowid))
         if score is None:
             continue
         hits.append(
@@ -511,40 +513,60 @@ def _marks(ids: list[int]) -> str:
     return ",".join("?" * len(ids))
 
 
+@dataclass
+class _Counted:
+    """A row's term frequencies over the fields read so far, and their length: the second pass adds
+    the content to what the first pass counted in the title, path and command."""
+
+    tf: list[float]
+    length: int
+
+
+def _count(query: Query, fields: Iterable[tuple[float, str | None]], into: _Counted | None = None) -> _Counted:
+    """Each term's weighted frequency in `fields` ((weight, text) pairs), added to `into`'s."""
+    counted = _Counted([0.0] * len(query.terms), 0) if into is None else _Counted(list(into.tf), into.length)
+    tf = counted.tf
+    for w, text in fields:
+        if not text:
+            continue
+        raw = text[:SCORED_CHARS]
+        low = raw.lower()
+        counted.length += len(low)
+        for i, term in enumerate(query.terms):
+            n = term.count(low)
+            if n:
+                tf[i] += w * min(n, 20)
+            elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
+                tf[i] += CAMEL_PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
+    return counted
+
+
+def _short_fields(r: Sequence[Any]) -> tuple[tuple[float, str | None], ...]:
+    """Title, the path's folders and its name (a word in a folder says less than the file's own name),
+    and the command, with their weights."""
+    path = r[6] or ""
+    name_at = path.rfind("/") + 1
+    w = FIELD_WEIGHTS
+    return ((w[0], r[5]), (w[2], path[:name_at]), (w[3], path[name_at:]), (w[4], r[9]))
+
+
 def _score(
     query: Query,
     cand: _Candidate,
     idf: list[float],
     r: Sequence[Any],
-    content: str | None,
+    counted: _Counted,
     now: float,
     asked: str | None = None,
 ) -> float | None:
     """Negative (lower is better), as FTS5 ranks; None: it holds none of the words.
 
     `asked`: the prompt of the row's turn, a field of low weight for the words the row lacks."""
-    lowered = []
-    length = 0
-    path = r[6] or ""
-    name_at = path.rfind("/") + 1  # a word in a folder's name says less about a row than the file's own name
-    fields = (r[5], content, path[:name_at], path[name_at:], r[9])
-    for w, text in zip(FIELD_WEIGHTS, fields, strict=True):
-        if text:
-            raw = text[:SCORED_CHARS]
-            low = raw.lower()
-            lowered.append((w, low, raw))
-            length += len(low)
-    length_norm = K1 * (1 - B + B * (length / AVERAGE_CHARS))
+    length_norm = K1 * (1 - B + B * (counted.length / AVERAGE_CHARS))
     relevance = 0.0
     covered: set[int] = set()
     for i, term in enumerate(query.terms):
-        tf = 0.0
-        for w, low, raw in lowered:
-            n = term.count(low)
-            if n:
-                tf += w * min(n, 20)
-            elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
-                tf += CAMEL_PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
+        tf = counted.tf[i]
         if not tf and (cand.all_terms or i in cand.found_by):
             tf = FIELD_WEIGHTS[1]  # the index found it in content not read yet, or past the scored part
         if tf:
