@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nmemd"
 # (config, model, errors), which everything may use.
 LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__"),
-    ("setup",),
+    ("setup", "web"),
     ("daemon",),
     ("jobs", "history", "mcp"),
     ("recall",),

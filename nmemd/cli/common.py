@@ -2,9 +2,7 @@
 
 import datetime as dt
 import os
-import re
 import sys
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
@@ -16,7 +14,8 @@ from nmemd import config
 from nmemd.capture.project import project_root
 from nmemd.cli import ui
 from nmemd.daemon import control
-from nmemd.errors import NmemError
+from nmemd.errors import NmemError, QueryError
+from nmemd.recall import queries
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of a table.")]
@@ -134,23 +133,14 @@ def resolve_scope(project: str | None, all_projects: bool) -> str | None:
         return None
 
 
-_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 def time_arg(value: str | None, hint: str) -> float | None:
-    """`30m`, `2h`, `7d`, `1w` ago, or an ISO date/time (local time)."""
+    """`30m`, `2h`, `7d`, `1w` ago, or an ISO date/time (local time): `queries.when`, as a usage error."""
     if value is None:
         return None
-    span = _SPAN.match(value)
-    if span:
-        return time.time() - float(span.group(1)) * _SPAN_S[span.group(2)]
     try:
-        return dt.datetime.fromisoformat(value.strip()).timestamp()
-    except (ValueError, OverflowError, OSError):  # not a date, or one the platform cannot convert
-        raise typer.BadParameter(
-            f"{value!r} is neither a span (30m, 2h, 7d) nor a date (2026-02-01)", param_hint=hint
-        ) from None
+        return queries.when(value)
+    except QueryError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 # --- printing -------------------------------------------------------------------------------------

@@ -7,9 +7,11 @@ worker thread (`readers.run`) without touching its write connection.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -334,3 +336,18 @@ def sessions(
         )
         for r in rows
     ]
+
+
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_SPAN_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def when(value: str) -> float:
+    """A `since`/`until` bound: `30m`, `2h`, `7d`, `1w` ago, or an ISO date/time (local time)."""
+    span = _SPAN.match(value)
+    if span:
+        return time.time() - float(span.group(1)) * _SPAN_S[span.group(2)]
+    try:
+        return dt.datetime.fromisoformat(value.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):  # not a date, or one the platform cannot convert
+        raise QueryError(f"{value!r} is neither a span (30m, 2h, 7d) nor a date (2026-02-01)") from None

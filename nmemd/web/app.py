@@ -21,8 +21,8 @@ from starlette.routing import Route
 from nmemd.capture.project import project_root
 from nmemd.config import Settings
 from nmemd.daemon import control
-from nmemd.errors import DaemonUnavailable, NmemError
-from nmemd.recall.queries import ALL_PROJECTS
+from nmemd.errors import DaemonUnavailable, NmemError, QueryError
+from nmemd.recall.queries import ALL_PROJECTS, when
 from nmemd.web import pages
 from nmemd.web.guard import Guard
 
@@ -219,8 +219,6 @@ async def _project(read: Any, text: str) -> str | None:
 
 
 async def _search_params(read: Any, q: dict[str, str]) -> dict[str, Any]:
-    from nmemd.cli.common import time_arg  # the CLI's span and date parser (`2h`, `2026-11-01`)
-
     params: dict[str, Any] = {
         "query": q.get("q", "").strip(),
         "limit": 50,
@@ -235,9 +233,9 @@ async def _search_params(read: Any, q: dict[str, str]) -> dict[str, Any]:
     for key in ("since", "until"):
         if q.get(key, "").strip():
             try:
-                params[key] = time_arg(q[key].strip(), key)
-            except Exception:  # typer's BadParameter: the same words, for a web form
-                raise ValueError(f"{key}: {q[key]!r} is neither a span (30m, 2h, 7d) nor a date (2026-02-01)") from None
+                params[key] = when(q[key].strip())
+            except QueryError as exc:
+                raise ValueError(f"{key}: {exc}") from None
     return params
 
 
