@@ -25,7 +25,7 @@ COMMANDS: Final = (
     ("search", "read", "search", "Find observations by words, identifiers, paths, error text or commands, best first."),
     ("show", "read", "show", "Print everything stored about the given observations."),
     ("timeline", "read", "timeline", "Show what happened in the same session just before and after one observation."),
-    ("sessions", "read", "sessions", "List recent sessions with their first prompt or summary, newest first."),
+    ("sessions", "read", "sessions", "List recent sessions with their agent, first prompt or summary, newest first."),
     (
         "context",
         "read",

@@ -14,7 +14,7 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from nmemd.errors import QueryError, StorageError, UnknownMethod
-from nmemd.model import OBSERVATION_TYPES
+from nmemd.model import AGENT_ALIASES, AGENTS, OBSERVATION_TYPES
 from nmemd.recall import queries, search
 from nmemd.recall.queries import Filters
 
@@ -45,6 +45,7 @@ class TimelineParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class SessionsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     project: str | None = None
     limit: Limit = 10
+    agent: str | None = None
 
 
 class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -72,6 +73,16 @@ def _known_types(types: list[str]) -> list[str]:
     return types
 
 
+def known_agent(agent: str | None) -> str | None:
+    """`agent` when nmem knows it ("claude" is Claude Code); a QueryError naming the known ones if not."""
+    if agent is None:
+        return None
+    name = AGENT_ALIASES.get(agent, agent)
+    if name not in AGENTS:
+        raise QueryError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    return name
+
+
 def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
     filters = Filters(
         project=p.project,
@@ -80,6 +91,7 @@ def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
         file=p.file,
         since=p.since,
         until=p.until,
+        agent=known_agent(p.agent),
     )
     return search.search(conn, p.query, filters, p.limit)
 
@@ -93,7 +105,7 @@ def _timeline(conn: sqlite3.Connection, p: TimelineParams) -> Any:
 
 
 def _sessions(conn: sqlite3.Connection, p: SessionsParams) -> Any:
-    return queries.sessions(conn, p.project, p.limit)
+    return queries.sessions(conn, p.project, p.limit, agent=known_agent(p.agent))
 
 
 def _file_history(conn: sqlite3.Connection, p: FileHistoryParams) -> Any:

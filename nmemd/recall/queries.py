@@ -74,6 +74,7 @@ class Detail(msgspec.Struct, kw_only=True):
     tool_use_id: str | None
     agent_id: str | None
     pinned: bool
+    agent: str = "claude-code"
 
 
 class SessionRow(msgspec.Struct, kw_only=True):
@@ -87,6 +88,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     event_count: int
     summary: str | None
     first_prompt: str | None = None
+    agent: str = "claude-code"
 
 
 def resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
@@ -120,6 +122,15 @@ class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     file: str | None = None
     since: float | None = None
     until: float | None = None
+    agent: str | None = None  # "claude-code" (rows with no agent), "codex", ...
+
+
+def agent_clause(agent: str, alias: str) -> tuple[str, list[Any]]:
+    """The SQL that keeps one agent's rows: Claude Code's store no name (migration m011)."""
+    from nmemd.model import AGENT_ALIASES, stored_agent
+
+    stored = stored_agent(AGENT_ALIASES.get(agent, agent))
+    return (f"{alias}.agent IS NULL", []) if stored is None else (f"{alias}.agent = ?", [stored])
 
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
@@ -178,6 +189,10 @@ def _where(filters: Filters, alias: str = "o") -> tuple[list[str], list[Any]]:
     if filters.until is not None:
         clauses.append(f"{alias}.ts <= ?")
         params.append(filters.until)
+    if filters.agent:
+        clause, values = agent_clause(filters.agent, alias)
+        clauses.append(clause)
+        params.extend(values)
     return clauses, params
 
 
@@ -199,7 +214,7 @@ def _hit(r: Sequence[Any], **extra: Any) -> Hit:
 
 _DETAIL_COLUMNS = (
     "id, type, project, session_id, ts, last_ts, count, hook_event, title, content, tool_name, file_path,"
-    " command, tool_use_id, agent_id, pinned"
+    " command, tool_use_id, agent_id, pinned, agent"
 )
 
 
@@ -232,6 +247,7 @@ def _detail(r: Sequence[Any]) -> Detail:
         tool_use_id=r[13],
         agent_id=r[14],
         pinned=bool(r[15]),
+        agent=r[16] or "claude-code",
     )
 
 
@@ -281,16 +297,24 @@ def recent(conn: sqlite3.Connection, filters: Filters | None = None, limit: int 
     return _hits(rows)
 
 
-def sessions(conn: sqlite3.Connection, project: str | None = None, limit: int = 10) -> list[SessionRow]:
-    """Recent sessions with their summaries and first prompt, newest first."""
-    where, params = "", []
+def sessions(
+    conn: sqlite3.Connection, project: str | None = None, limit: int = 10, agent: str | None = None
+) -> list[SessionRow]:
+    """Recent sessions with their summaries and first prompt, newest first (of one agent, when given)."""
+    clauses: list[str] = []
+    params: list[Any] = []
     if project and project != ALL_PROJECTS:
-        where, params = "WHERE s.project = ?", [project]
+        clauses, params = ["s.project = ?"], [project]
+    if agent:
+        clause, values = agent_clause(agent, "s")
+        clauses.append(clause)
+        params.extend(values)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
         f"""SELECT s.session_id, s.project, s.started_at, s.last_event_at, s.ended_at, s.source, s.end_reason,
                    s.event_count, s.summary,
                    (SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id
-                     WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1)
+                     WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1), s.agent
             FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?""",
         [*params, _limit(limit)],
     ).fetchall()
@@ -306,6 +330,7 @@ def sessions(conn: sqlite3.Connection, project: str | None = None, limit: int = 
             event_count=r[7],
             summary=r[8],
             first_prompt=r[9],
+            agent=r[10] or "claude-code",
         )
         for r in rows
     ]
