@@ -77,3 +77,145 @@ MCP
     config.toml `[mcp_servers.<name>] command = "...", args = [...]` (stdio); `nmem install --agent
     codex` registers `[mcp_servers.nmem]` running `nmem-mcp`.
 """
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Final
+
+from nmemd.capture.extract import (
+    _CMD_MAX,
+    _PATH_MAX,
+    _clean,
+    _clean_ends,
+    _d,
+    _join,
+    _line,
+    _obs,
+    _rel,
+    _s,
+    _Tool,
+    _tool_obs,
+)
+from nmemd.model import Extracted, Observation
+
+AGENT: Final = "codex"
+PATCH_MAX: Final = 200_000  # chars of a patch read for its files and counts (the excerpts are far shorter)
+FILES_MAX: Final = 20  # files of one patch that get an observation each
+_FILE_OP: Final = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$")
+_MOVE: Final = re.compile(r"^\*\*\* Move to: (.+?)\s*$")
+_EXIT: Final = re.compile(r"\A(?:Exit code|Process exited with code):? (-?\d+)")
+
+
+class PatchFile:
+    """One file of an `apply_patch` patch: what happens to it, and its lines."""
+
+    __slots__ = ("op", "path", "move_to", "removed", "added", "lines")
+
+    def __init__(self, op: str, path: str) -> None:
+        self.op, self.path, self.move_to = op, path, ""
+        self.removed = self.added = 0
+        self.lines: list[str] = []
+
+
+def parse_patch(text: str) -> list[PatchFile]:
+    """The files of a Codex patch (`*** Begin Patch` ... `*** End Patch`), in order. Never raises;
+    text that is not a patch has no files."""
+    files: list[PatchFile] = []
+    current: PatchFile | None = None
+    for line in text[:PATCH_MAX].splitlines():
+        if m := _FILE_OP.match(line):
+            current = PatchFile(m.group(1).lower(), m.group(2))
+            files.append(current)
+        elif current is None or line.startswith("*** "):
+            if current is not None and (m := _MOVE.match(line)):
+                current.move_to = m.group(1)
+            elif line.startswith("*** End"):
+                current = None
+        elif line.startswith("+"):
+            current.added += 1
+            current.lines.append(line)
+        elif line.startswith("-"):
+            current.removed += 1
+            current.lines.append(line)
+        elif line.startswith("@@") or current.op == "update":
+            current.lines.append(line)
+    return files
+
+
+def _absolute(path: str, cwd: str | None) -> str:
+    return path if os.path.isabs(path) or not cwd else os.path.normpath(os.path.join(cwd, path))
+
+
+def exit_code(text: object) -> int | None:
+    """The exit code a Codex tool output starts with (`Exit code: 1`, `Process exited with code 2`)."""
+    m = _EXIT.match(text) if isinstance(text, str) else None
+    return int(m.group(1)) if m else None
+
+
+def _apply_patch(t: _Tool, cwd: str | None) -> list[Observation]:
+    raw = t.inp.get("command") or t.inp.get("input") or t.inp.get("patch")
+    patch = raw if isinstance(raw, str) else ""
+    files = parse_patch(patch)
+    code = exit_code(t.resp)
+    if code not in (None, 0) or not files:
+        output = _clean(t.resp if isinstance(t.resp, str) else "", 1500, 30)
+        names = ", ".join(_rel(_line(f.path, _PATH_MAX), t.root) for f in files[:5])
+        title = f"apply_patch failed (exit {code})" if code not in (None, 0) else "apply_patch (no file in the patch)"
+        return [
+            _obs("error" if code not in (None, 0) else "tool", title + (f": {names}" if names else ""),
+                 _join(output, _clean(patch, 1200, 20)), tool_name="apply_patch")
+        ]  # fmt: skip
+    out = []
+    for f in files[:FILES_MAX]:
+        path = _absolute(_line(f.path, _PATH_MAX), cwd)
+        rel = _rel(path, t.root)
+        body = _clean("\n".join(f.lines), 1200, 20)
+        if f.op == "add":
+            detail = f"created, {f.added} lines"
+            out.append(_obs("write", f"Write {rel} ({detail})", _join(detail, body), file_path=path))
+        elif f.op == "delete":
+            out.append(_obs("edit", f"Delete {rel}", "deleted", file_path=path))
+        else:
+            detail = f"-{f.removed} +{f.added} lines"
+            if f.move_to:
+                detail += f", moved to {_rel(_absolute(_line(f.move_to, _PATH_MAX), cwd), t.root)}"
+            out.append(_obs("edit", f"Edit {rel} ({detail})", _join(detail, body), file_path=path))
+    if len(files) > FILES_MAX:
+        out[-1].content = _join(out[-1].content, f"… and {len(files) - FILES_MAX} more files in the same patch")
+    for obs in out:
+        obs.tool_name = "apply_patch"
+    return out
+
+
+def _bash(t: _Tool) -> list[Observation]:
+    """Codex's shell tools as Claude Code's Bash: the command, its output; an exit code when the output
+    names one (a rollout's output does, the live hook's does not)."""
+    code = exit_code(t.resp)
+    if code in (None, 0):
+        return [_tool_obs(t)]
+    output = t.resp if isinstance(t.resp, str) else ""
+    cmd = _clean(t.inp.get("command"), _CMD_MAX)
+    first = " ".join(cmd.split())[:150]
+    return [
+        _obs("error", f"Bash failed (exit {code}): {first}", content := _join(f"command: {cmd}", _clean_ends(output)),
+             limit=len(content), tool_name="Bash", command=cmd or None)
+    ]  # fmt: skip
+
+
+def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
+    """What nmem keeps of a Codex event, where it differs from Claude Code's; None: as Claude Code's."""
+    event = ex.hook_event
+    if event in ("UserPromptSubmit", "PreCompact", "PostCompact") and ex.session_id != "unknown":
+        # Codex sends no prompt id; its turn's id names the prompt in the rollout file too.
+        ex.prompt_id = _line(_s(p.get("turn_id")), 200) or None
+    if event != "PostToolUse":
+        return None
+    name = _s(p.get("tool_name")) or "unknown"
+    tool = _Tool(name, _d(p.get("tool_input")), p.get("tool_response"), root)
+    if name == "apply_patch":
+        return _apply_patch(tool, ex.cwd)
+    if name == "Bash":
+        return _bash(tool)
+    return None

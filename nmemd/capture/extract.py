@@ -788,6 +788,13 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
+    if ex.agent == "codex":  # its own module: what Codex sends differently (nmemd.capture.codex)
+        from nmemd.capture import codex
+
+        own = codex.observations(p, ex, root)
+        if own is not None:
+            ex.observations = own
+            return ex
     ex.observations = _EVENTS.get(event, _generic_event)(p, ex, root)
     return ex
 

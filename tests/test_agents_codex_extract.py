@@ -1,0 +1,129 @@
+"""Codex CLI payloads into nmem's observation types (nmemd.capture.codex), from a real session's hooks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nmemd.capture.codex import exit_code, parse_patch
+from nmemd.capture.extract import extract
+from nmemd.model import OBSERVATION_TYPES
+
+CODEX_DATA = Path(__file__).parent / "data" / "codex"
+SESSION = "01a2134e-5db3-7631-a0a4-3c81ac8df7e7"
+
+
+def _codex(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"nmem_agent": "codex", **payload}
+
+
+def real_payloads() -> list[dict[str, Any]]:
+    lines = (CODEX_DATA / "hooks-0.169.0.jsonl").read_text().splitlines()
+    return [_codex(json.loads(line)) for line in lines if line.strip()]
+
+
+def test_a_real_codex_session_becomes_nmems_observation_types() -> None:
+    got = []
+    for p in real_payloads():
+        ex = extract(p)
+        assert ex.agent == "codex" and ex.session_id == SESSION and ex.project == "/tmp/cx/work"
+        got += [(ex.hook_event, o.type, o.title, o.file_path, o.command) for o in ex.observations]
+    assert got == [
+        ("SessionStart", "session", "Session started (startup)", None, None),
+        ("UserPromptSubmit", "prompt", "edit the notes", None, None),
+        ("PreToolUse", "event", "PreToolUse Bash: echo hello > notes.txt && cat notes.txt", None, None),
+        ("PostToolUse", "command", "$ echo hello > notes.txt && cat notes.txt", None,
+         "echo hello > notes.txt && cat notes.txt"),
+        ("PreToolUse", "event", "PreToolUse apply_patch: *** Begin Patch", None, None),
+        ("PostToolUse", "edit", "Edit notes.txt (-1 +1 lines)", "/tmp/cx/work/notes.txt", None),
+        ("PreToolUse", "event", "PreToolUse Bash: ls missing-file", None, None),
+        # The live hook says nothing of the exit code: a failed command is stored as a command
+        # (the rollout's import knows it failed, but the call is stored once, as first seen).
+        ("PostToolUse", "command", "$ ls missing-file", None, "ls missing-file"),
+        ("Stop", "stop", "Stop: Edited notes.txt.", None, None),
+        ("SessionEnd", "session", "Session ended (other)", None, None),
+    ]  # fmt: skip
+
+
+def test_the_prompt_and_tool_calls_carry_the_keys_the_rollout_import_computes_too() -> None:
+    from nmemd.store.database import natural_key
+
+    keys = [natural_key(extract(p)) for p in real_payloads()]
+    assert f"prompt:{SESSION}:01a2134e-5dcf-7811-9728-c70a071a13d9" in keys  # the turn id: Codex sends no prompt id
+    assert [k for k in keys if k and k.startswith("tool:")] == [f"tool:{SESSION}:call_{n}" for n in (1, 2, 3)]
+    assert any(k and k.startswith(f"reply:{SESSION}:") for k in keys)
+
+
+def test_a_patch_of_several_files_is_an_observation_per_file() -> None:
+    patch = (
+        "*** Begin Patch\n*** Add File: src/new.py\n+a = 1\n+b = 2\n"
+        "*** Update File: src/old.py\n*** Move to: src/renamed.py\n@@ def f\n-    return 1\n+    return 2\n"
+        "*** Delete File: docs/gone.md\n*** End Patch\n"
+    )
+    ex = extract(_codex({"session_id": "s", "cwd": "/home/dev/app", "hook_event_name": "PostToolUse",
+                         "tool_name": "apply_patch", "tool_use_id": "call_9", "tool_input": {"command": patch},
+                         "tool_response": "Exit code: 0\nOutput:\nSuccess."}))  # fmt: skip
+    assert [(o.type, o.title, o.file_path, o.tool_name) for o in ex.observations] == [
+        ("write", "Write src/new.py (created, 2 lines)", "/home/dev/app/src/new.py", "apply_patch"),
+        ("edit", "Edit src/old.py (-1 +1 lines, moved to src/renamed.py)", "/home/dev/app/src/old.py", "apply_patch"),
+        ("edit", "Delete docs/gone.md", "/home/dev/app/docs/gone.md", "apply_patch"),
+    ]
+    assert "+    return 2" in ex.observations[1].content
+
+
+def test_a_failed_patch_and_a_failed_command_are_errors() -> None:
+    base = {"session_id": "s", "cwd": "/home/dev/app", "hook_event_name": "PostToolUse"}
+    patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch"
+    ex = extract(_codex({**base, "tool_name": "apply_patch", "tool_input": {"command": patch},
+                         "tool_response": "Exit code: 1\nOutput:\nFailed to find context in a.py"}))  # fmt: skip
+    assert [(o.type, o.title) for o in ex.observations] == [("error", "apply_patch failed (exit 1): a.py")]
+    assert "Failed to find context" in ex.observations[0].content
+    out = "Exit code: 2\nOutput:\n" + "".join(f"line {i}\n" for i in range(300)) + "FAILED tests/test_a.py::test_b"
+    ex = extract(_codex({**base, "tool_name": "Bash", "tool_input": {"command": "pytest -q"}, "tool_response": out}))
+    (obs,) = ex.observations
+    assert (obs.type, obs.title, obs.command) == ("error", "Bash failed (exit 2): pytest -q", "pytest -q")
+    assert "FAILED tests/test_a.py::test_b" in obs.content  # the verdict at the end is kept
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [("Exit code: 0\n", 0), ("Exit code: 12\nWall", 12), ("Process exited with code 2\n", 2), ("hello", None),
+     (None, None), ("Chunk ID: 1\nProcess exited with code 2", None)],
+)  # fmt: skip
+def test_exit_code(text: object, code: int | None) -> None:
+    assert exit_code(text) == code
+
+
+def test_parse_patch_of_anything_never_raises() -> None:
+    assert parse_patch("") == []
+    assert parse_patch("+ a line before any file\n*** End Patch") == []
+    files = parse_patch("*** Update File: x\n" + "+y\n" * 10)
+    assert [(f.op, f.path, f.added) for f in files] == [("update", "x", 10)]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    event=st.sampled_from(["PostToolUse", "UserPromptSubmit", "PreCompact", "Stop", "SessionStart", "X"]),
+    tool=st.sampled_from(["apply_patch", "Bash", "mcp__nmem__search", "view_image"]) | st.text(max_size=10),
+    tool_input=json_values,
+    response=json_values,
+    turn=json_values,
+)
+def test_never_raises_on_codex_like_payloads(event: str, tool: str, tool_input: Any, response: Any, turn: Any) -> None:
+    ex = extract(_codex({"session_id": "s", "cwd": "/tmp/x", "hook_event_name": event, "tool_name": tool,
+                         "tool_input": tool_input, "tool_response": response, "turn_id": turn}))  # fmt: skip
+    assert ex.agent == "codex"
+    assert ex.observations and all(o.type in OBSERVATION_TYPES and o.title for o in ex.observations)
+    assert "extraction failed" not in ex.observations[0].title
