@@ -53,7 +53,7 @@ COMMANDS: Final = (
         "install",
         "setup",
         "install",
-        "Add nmem's hooks to Claude Code's settings and register the nmem MCP server (idempotent).",
+        "Add nmem's hooks to a coding agent's settings and register the nmem MCP server (idempotent).",
     ),
     ("uninstall", "setup", "uninstall", "Remove exactly the hooks and MCP registration that `nmem install` added."),
     (
