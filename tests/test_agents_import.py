@@ -150,6 +150,10 @@ def test_an_older_rollout_shape_shell_calls_with_json_outputs(daemon: Daemon, co
             "action": {"type": "exec", "command": ["git", "status", "--short"]}}},
         {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c2",
             "output": json.dumps({"output": " M api/users.py\n", "metadata": {"exit_code": 0}})}},
+        {"type": "response_item", "payload": {"type": "function_call", "namespace": "mcp__nmem", "name": "search",
+            "call_id": "c3", "arguments": json.dumps({"query": "users id"})}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c3",
+            "output": [{"type": "input_text", "text": "1 match for 'users id'"}]}},
         {"type": "compacted", "payload": {"message": "Summary: the users test fails on a missing id."}},
         {"type": "event_msg", "payload": {"type": "task_complete", "last_agent_message": "test_create fails: no id."}},
     ]  # fmt: skip
@@ -157,12 +161,13 @@ def test_an_older_rollout_shape_shell_calls_with_json_outputs(daemon: Daemon, co
     path.write_text("".join(json.dumps({"timestamp": f"2025-09-01T10:00:{i:02d}Z", **line}) + "\n"
                             for i, line in enumerate(lines)))  # fmt: skip
     report = imported()
-    assert report["events_new"] == 5 and report["bad_files"] == []
+    assert report["events_new"] == 6 and report["bad_files"] == []
     rows = db_rows(daemon.db, "SELECT type, title, agent FROM observations ORDER BY ts, id")
     assert rows == [
         ("prompt", "run the api tests", "codex"),
         ("error", "Bash failed (exit 1): pytest tests/api -q", "codex"),
         ("command", "$ git status --short", "codex"),
+        ("mcp", "MCP nmem/search: query: users id", "codex"),  # named as its live hook names it
         ("compact", "Compacted (auto)", "codex"),
         ("stop", "Stop: test_create fails: no id.", "codex"),
     ]

@@ -75,7 +75,11 @@ The model, offline
 
 MCP
     config.toml `[mcp_servers.<name>] command = "...", args = [...]` (stdio); `nmem install --agent
-    codex` registers `[mcp_servers.nmem]` running `nmem-mcp`.
+    codex` registers `[mcp_servers.nmem]` running `nmem-mcp`. Codex starts it with the session and
+    defers its tools: the model is told the namespace `mcp__nmem` and the server's instructions, and
+    finds the tools with Codex's own `tool_search` (a `tool_search_call` Codex answers itself), then
+    calls them as `{"type": "function_call", "namespace": "mcp__nmem", "name": "search", ...}`. The
+    PostToolUse hook names such a call `mcp__nmem__search`, as Claude Code does.
 """
 
 from __future__ import annotations

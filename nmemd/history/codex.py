@@ -263,6 +263,9 @@ class RolloutReader:
             self.counts.skipped += 1
             return
         name = _s(p.get("name")) or ("local_shell" if p.get("type") == "local_shell_call" else "unknown")
+        namespace = _s(p.get("namespace"))
+        if namespace and namespace.startswith("mcp__"):  # an MCP tool, named as its live hook names it
+            name = f"{namespace}__{name}"
         args: dict[str, Any] = {}
         if p.get("type") == "local_shell_call":
             args = {"command": _d(p.get("action")).get("command")}

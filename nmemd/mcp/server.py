@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 SERVER_NAME: Final = "nmem"
 ARGUMENT_ERRORS_SHOWN: Final = 5  # the first few are enough to correct a call
 INSTRUCTIONS: Final = (
-    "nmem remembers earlier Claude Code sessions in this project: prompts, edits, commands, errors. "
+    "nmem remembers earlier coding-agent sessions (Claude Code, Codex) in this project: prompts, edits, commands,"
+    " errors. "
     "Start with `search` (one compact line per observation, starting with its id, e.g. #123), then "
     "`get_observations` for the details of the few ids that matter, or `timeline` for what happened around one. "
     "`recent_context` is the overview shown at session start; `sessions` lists recent sessions with "

@@ -18,7 +18,7 @@ from typing import Any
 
 Item = dict[str, Any]
 MARKER = re.compile(r"E2E-([A-Za-z0-9_]+)")
-OUTPUTS = ("function_call_output", "custom_tool_call_output")
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
 
 
 def message(text: str) -> Item:
@@ -33,6 +33,20 @@ def shell(command: str) -> Item:
 def patch(text: str) -> Item:
     """Codex's `apply_patch`, a freeform (custom) tool for gpt-5.5: the patch is its input."""
     return {"type": "custom_tool_call", "name": "apply_patch", "input": text}
+
+
+def tool_search(query: str) -> Item:
+    """Codex 0.169 defers MCP tools: the model searches for them first (Codex runs the search itself)."""
+    return {"type": "tool_search_call", "execution": "client", "status": "completed", "arguments": {"query": query}}
+
+
+def mcp_call(namespace: str, name: str, **arguments: Any) -> Item:
+    """A call of a tool `tool_search` exposed: its namespace (`mcp__<server>`) and name."""
+    return {"type": "function_call", "namespace": namespace, "name": name, "arguments": json.dumps(arguments)}
+
+
+def outputs(body: dict[str, Any]) -> list[Item]:
+    return [i for i in body.get("input", []) if isinstance(i, dict) and i.get("type") in OUTPUTS]
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -143,7 +157,7 @@ class FakeResponses:
         out = [{"type": "response.created", "response": {"id": response}}]
         for item in self.answer(body):
             item.setdefault("id", self._id("item"))
-            if item["type"] in ("function_call", "custom_tool_call"):
+            if item["type"] in ("function_call", "custom_tool_call", "tool_search_call"):
                 item.setdefault("call_id", self._id("call"))
             out.append({"type": "response.output_item.done", "item": item})
         usage = {"input_tokens": 100, "input_tokens_details": None, "output_tokens": 20,

@@ -6,7 +6,8 @@ The scenario runs once per module and the tests check its parts:
 2. a Codex session, started with no daemon running, runs a shell command, an `apply_patch` edit, a
    failing command, and answers; its hooks run because nmem recorded their trust (no bypass flag);
 3. a second Codex session, whose first request must hold the context of both agents' work;
-4. `nmem import-transcripts` over Codex's rollout files: nothing new.
+4. a third that finds nmem's MCP tools with Codex's `tool_search` and calls `search` through them;
+5. `nmem import-transcripts` over Codex's rollout files: nothing new.
 Checked from nmem's side (what was stored, with which agent, once) and from the API's side (what
 the model was sent). Skipped, with the reason, without the binary.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from codex_api import FakeResponses, developer_texts, message, patch, shell
+from codex_api import FakeResponses, developer_texts, mcp_call, message, outputs, patch, shell, tool_search
 from codex_cli import SKIP_REASON, CodexWorld, codex_bin
 from helpers import wait_until
 
@@ -41,6 +42,7 @@ class Scenario:
     install_out: str = ""
     first: list[dict[str, Any]] = field(default_factory=list)  # the requests of the first Codex session
     second: list[dict[str, Any]] = field(default_factory=list)
+    mcp: list[dict[str, Any]] = field(default_factory=list)
     hooks: dict[str, int] = field(default_factory=dict)
     session: str = ""
     before_import: int = 0
@@ -101,6 +103,15 @@ def _play(s: Scenario) -> None:
     world.exec("E2E-none: what did we change in notes.txt?")
     s.second = _requests_since(api, start)
 
+    api.scripts["mcp"] = [
+        [tool_search("nmem memory search")],
+        [mcp_call("mcp__nmem", "search", query="release_deploy")],
+        [message("The deploy script is scripts/release_deploy.sh.")],
+    ]
+    start = len(api.requests)
+    world.exec("E2E-mcp: where is the deploy script? ask your memory")
+    s.mcp = _requests_since(api, start)
+
     s.before_import = int(world.rows("SELECT count(*) FROM events")[0][0])
     done = world.nmem("import-transcripts", "--json")
     assert done.returncode == 0, done.stderr
@@ -157,6 +168,15 @@ def test_the_session_start_context_reached_the_model(scenario: Scenario) -> None
     assert len(second) == 1 and "notes.txt" in second[0]  # the first Codex session's work, in the next one
 
 
+def test_nmems_mcp_search_answers_through_codex(scenario: Scenario) -> None:
+    found, answer = outputs(scenario.mcp[1])[-1], outputs(scenario.mcp[2])[-1]
+    assert any(t.get("name") == "mcp__nmem" for t in found.get("tools", [])), found  # tool_search found nmem
+    text = json.dumps(answer.get("output"))
+    assert "matches for 'release_deploy'" in text and "s:claude-e" in text  # Claude Code's prompt, found by Codex
+    rows = scenario.world.rows("SELECT type, tool_name, agent FROM observations WHERE tool_name LIKE 'mcp__%'")
+    assert rows == [("mcp", "mcp__nmem__search", "codex")]
+
+
 def test_nmems_mcp_server_is_offered_to_the_model(scenario: Scenario) -> None:
     # Codex 0.169 defers MCP tools behind its `tool_search` tool: the model is told each server's
     # namespace and instructions (what nmem's MCP server answered to `initialize`) and searches for
@@ -169,7 +189,8 @@ def test_nmems_mcp_server_is_offered_to_the_model(scenario: Scenario) -> None:
 
 def test_import_transcripts_afterwards_adds_no_duplicates(scenario: Scenario) -> None:
     report = scenario.import_report
-    assert report["files"] == 2 and report["bad_files"] == []
-    # The first session's prompt, 3 tool calls and reply; the second's prompt and reply: all seen live.
-    assert report["events_sent"] == 7 and report["events_new"] == 0, report
+    assert report["files"] == 3 and report["bad_files"] == []
+    # The first session's prompt, 3 tool calls and reply; the second's prompt and reply; the third's
+    # prompt, MCP call and reply: all seen live.
+    assert report["events_sent"] == 10 and report["events_new"] == 0, report
     assert int(scenario.world.rows("SELECT count(*) FROM events")[0][0]) == scenario.before_import
