@@ -189,3 +189,34 @@ def test_the_mcp_search_tool_filters_by_agent(daemon: Daemon) -> None:
         assert [r.session_id for r in queries.sessions(conn, "*", agent="codex")] == [codex]
     finally:
         conn.close()
+
+
+def test_a_store_not_migrated_to_m011_yet_is_read_as_claude_codes(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an upgrade, before the daemon starts again, the CLI reads the old store read-only."""
+    _, claude = _store_two_agents(daemon)
+    daemon.stop()
+    conn = sqlite3.connect(daemon.db)
+    try:
+        conn.executescript(
+            "DELETE FROM observations WHERE agent IS NOT NULL; DELETE FROM sessions WHERE agent IS NOT NULL;"
+            " ALTER TABLE observations DROP COLUMN agent; ALTER TABLE sessions DROP COLUMN agent;"
+            " DELETE FROM schema_migrations WHERE name = 'm011_agent';"
+        )
+    finally:
+        conn.close()
+    monkeypatch.setenv("NMEM_AUTOSTART", "0")
+    listed = nmem("sessions", "--all", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(json.loads(x)["session_id"], json.loads(x)["agent"]) for x in listed.stdout.splitlines()] == [
+        (claude, "claude-code")
+    ]
+    assert nmem("sessions", "--all", "--agent", "codex", "--json").stdout == ""
+    found = nmem("search", "websocket", "--all", "--agent", "claude", "--json")
+    hits = [json.loads(x) for x in found.stdout.splitlines()]
+    assert found.returncode == 0 and hits and {h["session_id"] for h in hits} == {claude}
+    assert nmem("search", "websocket", "--all", "--agent", "codex", "--json").stdout == ""
+    shown = nmem("show", str(hits[0]["id"]))
+    assert shown.returncode == 0 and "claude-code" in shown.stdout
+    assert not db_rows(daemon.db, "SELECT 1 FROM schema_migrations WHERE name = 'm011_agent'")  # read only

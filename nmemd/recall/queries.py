@@ -125,6 +125,13 @@ class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     agent: str | None = None  # "claude-code" (rows with no agent), "codex", ...
 
 
+def agent_column(conn: sqlite3.Connection, alias: str) -> str:
+    """`<alias>.agent`, or NULL on a store the daemon has not migrated to m011 yet (a read-only CLI
+    after an upgrade): every row there is Claude Code's."""
+    found = conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'agent'").fetchone()
+    return f"{alias}.agent" if found else "NULL"
+
+
 def agent_clause(agent: str, alias: str) -> tuple[str, list[Any]]:
     """The SQL that keeps one agent's rows: Claude Code's store no name (migration m011)."""
     from nmemd.model import AGENT_ALIASES, stored_agent
@@ -214,7 +221,7 @@ def _hit(r: Sequence[Any], **extra: Any) -> Hit:
 
 _DETAIL_COLUMNS = (
     "id, type, project, session_id, ts, last_ts, count, hook_event, title, content, tool_name, file_path,"
-    " command, tool_use_id, agent_id, pinned, agent"
+    " command, tool_use_id, agent_id, pinned"
 )
 
 
@@ -224,7 +231,8 @@ def get_observations(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Detai
         return []
     unique = list(dict.fromkeys(int(i) for i in ids))[:MAX_LIMIT]
     marks = ",".join("?" * len(unique))
-    rows = conn.execute(f"SELECT {_DETAIL_COLUMNS} FROM observations WHERE id IN ({marks})", unique).fetchall()
+    columns = f"{_DETAIL_COLUMNS}, {agent_column(conn, 'observations')}"
+    rows = conn.execute(f"SELECT {columns} FROM observations WHERE id IN ({marks})", unique).fetchall()
     by_id = {r[0]: r for r in rows}
     return [_detail(by_id[i]) for i in unique if i in by_id]
 
@@ -314,7 +322,7 @@ def sessions(
         f"""SELECT s.session_id, s.project, s.started_at, s.last_event_at, s.ended_at, s.source, s.end_reason,
                    s.event_count, s.summary,
                    (SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id
-                     WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1), s.agent
+                     WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1), {agent_column(conn, "s")}
             FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?""",
         [*params, _limit(limit)],
     ).fetchall()
