@@ -193,7 +193,7 @@ def test_doctor_checks_codexs_hooks_their_trust_and_the_mcp_server(homes: tuple[
     checks = _doctor()
     assert checks["codex hooks"]["status"] == "ok" and "trusted" in checks["codex hooks"]["detail"]
     assert checks["codex mcp"]["status"] == "ok"
-    assert checks["hooks"]["status"] == "warn"  # Claude Code not set up: not a failure when Codex is
+    assert checks["hooks"]["status"] == checks["mcp"]["status"] == "warn"  # Claude Code not set up: Codex is
     hooks = home / "hooks.json"
     data = json.loads(hooks.read_text())
     data["hooks"]["Stop"][0]["hooks"][0]["timeout"] = 11  # edited by hand: Codex no longer trusts it

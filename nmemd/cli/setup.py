@@ -121,6 +121,10 @@ def _install_codex(print_only: bool, no_mcp: bool) -> None:
     console.print(f"Codex hooks: {plan.hooks} ({_outcome(hooks_written)})", highlight=False)
     what = "trust of nmem's hooks" + ("" if no_mcp else f" and MCP server '{codex.MCP_NAME}'")
     console.print(f"Codex {what}: {plan.config} ({_outcome(config_written)})", highlight=False)
+    from nmemd.history.backfill import codex_root
+
+    if os.path.isdir(codex_root()):
+        console.print("import your existing Codex history with: nmem import-transcripts", highlight=False)
 
 
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:

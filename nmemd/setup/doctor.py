@@ -290,6 +290,8 @@ def check_mcp() -> Check:
     if plugin_id and not isinstance(entry, dict):
         return _plugin_check("mcp", plugin.MCP_COMMAND, plugin_id)
     if not isinstance(entry, dict):
+        if _codex_hooks():  # Codex's are there: Claude Code is only not set up (yet)
+            return _warn("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install  # for Claude Code")
         return _fail("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install")
     command = str(entry.get("command", ""))
     if not os.access(command, os.X_OK):
