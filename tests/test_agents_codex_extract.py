@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmemd.capture.codex import exit_code, parse_patch
+from nmemd.capture.codex import ROLLOUT_TAIL, exit_code, parse_patch, rollout_exit_code
 from nmemd.capture.extract import extract
 from nmemd.model import OBSERVATION_TYPES
 
@@ -22,14 +24,20 @@ def _codex(payload: dict[str, Any]) -> dict[str, Any]:
     return {"nmem_agent": "codex", **payload}
 
 
-def real_payloads() -> list[dict[str, Any]]:
+ROLLOUT = CODEX_DATA / f"rollout-2026-11-25T15-23-52-{SESSION}.jsonl"
+
+
+def real_payloads(transcript: Path | None = None) -> list[dict[str, Any]]:
+    """The session's hook payloads; `transcript_path` names `transcript` (default: a file that is not there)."""
     lines = (CODEX_DATA / "hooks-0.169.0.jsonl").read_text().splitlines()
-    return [_codex(json.loads(line)) for line in lines if line.strip()]
+    path = str(transcript or Path("/nonexistent") / ROLLOUT.name)
+    return [_codex({**json.loads(line), "transcript_path": path}) for line in lines if line.strip()]
 
 
-def test_a_real_codex_session_becomes_nmems_observation_types() -> None:
+def test_a_real_codex_session_becomes_nmems_observation_types(tmp_path: Path) -> None:
+    rollout = Path(shutil.copy(ROLLOUT, tmp_path / ROLLOUT.name))
     got = []
-    for p in real_payloads():
+    for p in real_payloads(rollout):
         ex = extract(p)
         assert ex.agent == "codex" and ex.session_id == SESSION and ex.project == "/tmp/cx/work"
         got += [(ex.hook_event, o.type, o.title, o.file_path, o.command) for o in ex.observations]
@@ -42,12 +50,42 @@ def test_a_real_codex_session_becomes_nmems_observation_types() -> None:
         ("PreToolUse", "event", "PreToolUse apply_patch: *** Begin Patch", None, None),
         ("PostToolUse", "edit", "Edit notes.txt (-1 +1 lines)", "/tmp/cx/work/notes.txt", None),
         ("PreToolUse", "event", "PreToolUse Bash: ls missing-file", None, None),
-        # The live hook says nothing of the exit code: a failed command is stored as a command
-        # (the rollout's import knows it failed, but the call is stored once, as first seen).
-        ("PostToolUse", "command", "$ ls missing-file", None, "ls missing-file"),
+        # The hook's payload says nothing of the exit code; the rollout file, written before, does.
+        ("PostToolUse", "error", "Bash failed (exit 2): ls missing-file", None, "ls missing-file"),
         ("Stop", "stop", "Stop: Edited notes.txt.", None, None),
         ("SessionEnd", "session", "Session ended (other)", None, None),
     ]  # fmt: skip
+
+
+def test_without_the_rollout_file_a_failed_command_is_a_command() -> None:
+    (failed,) = [extract(p) for p in real_payloads() if p.get("tool_use_id") == "call_3"][1:]
+    assert [(o.type, o.title) for o in failed.observations] == [("command", "$ ls missing-file")]
+
+
+def test_the_exit_code_is_read_only_from_a_rollout_file_and_only_that(tmp_path: Path) -> None:
+    rollout = Path(shutil.copy(ROLLOUT, tmp_path / ROLLOUT.name))
+    assert [rollout_exit_code(str(rollout), c) for c in ("call_1", "call_2", "call_3", "call_9")] == [0, None, 2, None]
+    other = Path(shutil.copy(ROLLOUT, tmp_path / "notes.jsonl"))  # not a rollout file: not read
+    assert rollout_exit_code(str(other), "call_3") is None
+    link = tmp_path / "rollout-link.jsonl"
+    link.symlink_to(rollout)
+    assert rollout_exit_code(str(link), "call_3") is None
+    fifo = tmp_path / "rollout-fifo.jsonl"
+    os.mkfifo(fifo)
+    assert rollout_exit_code(str(fifo), "call_3") is None  # never blocks
+    assert rollout_exit_code(ROLLOUT.name, "call_3") is None  # a relative path
+    assert rollout_exit_code(str(rollout), 'x" OR "') is None and rollout_exit_code(str(rollout), None) is None
+    odd = tmp_path / "rollout-odd.jsonl"
+    odd.write_bytes(
+        b'{"id":"call_3","exit_code": not json\n[1]\n{"payload":{"item":{"id":"call_3","exit_code":true}}}\n'
+    )
+    assert rollout_exit_code(str(odd), "call_3") is None
+    big = tmp_path / "rollout-big.jsonl"
+    line = b'{"type":"event_msg","payload":{"type":"exec_command_end","call_id":"c7","exit_code":127}}\n'
+    big.write_bytes(line + b"x" * (ROLLOUT_TAIL + 10) + b"\n")
+    assert rollout_exit_code(str(big), "c7") is None  # beyond the tail searched
+    big.write_bytes(b"x" * (ROLLOUT_TAIL + 10) + b"\n" + line)
+    assert rollout_exit_code(str(big), "c7") == 127  # older versions' exec_command_end
 
 
 def test_the_prompt_and_tool_calls_carry_the_keys_the_rollout_import_computes_too() -> None:

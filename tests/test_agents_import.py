@@ -90,7 +90,8 @@ def test_after_live_capture_the_import_adds_nothing(daemon: Daemon, codex_home: 
         payload["transcript_path"] = str(path)
         send_live(payload)
     live = observations(daemon)
-    assert ("PostToolUse", "command", "$ ls missing-file", "codex") in live  # live: no exit code in the payload
+    # The hook's payload has no exit code: the failed command is an error because the rollout says so.
+    assert ("PostToolUse", "error", "Bash failed (exit 2): ls missing-file", "codex") in live
     report = imported(str(path))
     assert report["events_sent"] == 5 and report["events_new"] == 0  # every record was seen live
     assert observations(daemon) == live

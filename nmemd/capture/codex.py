@@ -36,7 +36,8 @@ Payloads (stdin, JSON; every event)
     `hook_event_name`, `model`, `permission_mode`; `turn_id` on turn events.
     SessionStart: `source` ("startup", "resume", "clear"). UserPromptSubmit: `prompt`.
     PreToolUse / PostToolUse: `tool_name`, `tool_input`, `tool_use_id` (the model's `call_id`),
-    and PostToolUse `tool_response`, a string (the command's output; no exit code). The tool names:
+    and PostToolUse `tool_response`, a string (the command's output; no exit code, which nmem reads
+    from the rollout file, where Codex has written it by then: `rollout_exit_code`). The tool names:
     `Bash` for the shell (`exec_command`, `shell`, `local_shell` alike; `tool_input.command` is
     the command line), `apply_patch` (`tool_input.command` holds the whole patch, `*** Begin
     Patch` / `*** Update File: <path>` / `*** Add File:` / `*** Delete File:` / `*** Move to:`),
@@ -84,8 +85,10 @@ MCP
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import stat
 from typing import Any, Final
 
 from nmemd.capture.extract import (
@@ -193,10 +196,65 @@ def _apply_patch(t: _Tool, cwd: str | None) -> list[Observation]:
     return out
 
 
-def _bash(t: _Tool) -> list[Observation]:
-    """Codex's shell tools as Claude Code's Bash: the command, its output; an exit code when the output
-    names one (a rollout's output does, the live hook's does not)."""
+ROLLOUT_TAIL: Final = 256 * 1024  # bytes of a rollout's end searched for a call's exit code
+_ID_SAFE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+
+
+def rollout_exit_code(path: object, call_id: object) -> int | None:
+    """The exit code Codex recorded for a shell call in its rollout file (`item_completed` of a
+    `CommandExecution`, or `exec_command_end` before 0.169), from the last ROLLOUT_TAIL bytes; None
+    when it is not there (yet) or anything is odd. Codex writes that line before it runs the
+    PostToolUse hook, whose payload says nothing of the exit code. Only a regular `rollout-*.jsonl`
+    file is read, and only that number is taken from it. Never raises."""
+    if not isinstance(path, str) or not isinstance(call_id, str) or not _ID_SAFE.fullmatch(call_id):
+        return None
+    name = os.path.basename(path)
+    if not (os.path.isabs(path) and name.startswith("rollout-") and name.endswith(".jsonl")):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        start = max(st.st_size - ROLLOUT_TAIL, 0)
+        data = os.pread(fd, st.st_size - start, start)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    needle = f'"{call_id}"'.encode()
+    end = len(data)
+    while (at := data.rfind(needle, 0, end)) >= 0:
+        first = data.rfind(b"\n", 0, at) + 1
+        last = data.find(b"\n", at)
+        line = data[first : last if last >= 0 else len(data)]
+        end = first
+        if b'"exit_code"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        payload = record.get("payload") if isinstance(record, dict) else None
+        item = payload.get("item") if isinstance(payload, dict) else None
+        for found in (item, payload):
+            if isinstance(found, dict) and call_id in (found.get("id"), found.get("call_id")):
+                code = found.get("exit_code")
+                if isinstance(code, int) and not isinstance(code, bool):
+                    return code
+    return None
+
+
+def _bash(t: _Tool, rollout: object = None, call_id: object = None) -> list[Observation]:
+    """Codex's shell tools as Claude Code's Bash: the command, its output; an error when the output
+    names a non-zero exit code (a rollout's output does) or the rollout file records one for the call
+    (the live hook's payload names none)."""
     code = exit_code(t.resp)
+    if code is None and rollout is not None:
+        code = rollout_exit_code(rollout, call_id)
     if code in (None, 0):
         return [_tool_obs(t)]
     output = t.resp if isinstance(t.resp, str) else ""
@@ -221,5 +279,5 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     if name == "apply_patch":
         return _apply_patch(tool, ex.cwd)
     if name == "Bash":
-        return _bash(tool)
+        return _bash(tool, p.get("transcript_path"), p.get("tool_use_id"))
     return None

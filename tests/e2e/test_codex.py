@@ -145,7 +145,7 @@ def test_the_tool_calls_are_stored_with_agent_codex(scenario: Scenario) -> None:
          "codex"),
         ("PostToolUse", "command", "$ printf 'hello\\n' > notes.txt && cat notes.txt", None, "codex"),
         ("PostToolUse", "edit", "Edit notes.txt (-1 +1 lines)", notes, "codex"),
-        ("PostToolUse", "command", "$ ls missing-file", None, "codex"),
+        ("PostToolUse", "error", "Bash failed (exit 2): ls missing-file", None, "codex"),  # the rollout's exit code
         ("Stop", "stop", "Stop: Edited notes.txt: it now says hello world.", None, "codex"),
         ("SessionEnd", "session", "Session ended (other)", None, "codex"),
     ]  # fmt: skip
