@@ -165,3 +165,14 @@ def test_never_raises_on_codex_like_payloads(event: str, tool: str, tool_input: 
     assert ex.agent == "codex"
     assert ex.observations and all(o.type in OBSERVATION_TYPES and o.title for o in ex.observations)
     assert "extraction failed" not in ex.observations[0].title
+
+
+@pytest.mark.parametrize(
+    ("known", "kind"), [(1, "error"), (0, "command"), (None, "command"), ("9", "command"), (True, "command")]
+)
+def test_an_exit_code_the_import_knows_is_taken_as_it_is(known: object, kind: str) -> None:
+    """The rollout import names the exit code (`nmem_exit_code`): extraction then reads no file."""
+    ex = extract(_codex({"session_id": "s", "cwd": "/tmp/p", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                         "tool_input": {"command": "false"}, "tool_response": "", "nmem_exit_code": known,
+                         "transcript_path": str(ROLLOUT), "tool_use_id": "call_3"}))  # fmt: skip
+    assert [o.type for o in ex.observations] == [kind]  # call_3 failed in ROLLOUT: not read here

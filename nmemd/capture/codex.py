@@ -248,11 +248,11 @@ def rollout_exit_code(path: object, call_id: object) -> int | None:
     return None
 
 
-def _bash(t: _Tool, rollout: object = None, call_id: object = None) -> list[Observation]:
+def _bash(t: _Tool, rollout: object = None, call_id: object = None, known: int | None = None) -> list[Observation]:
     """Codex's shell tools as Claude Code's Bash: the command, its output; an error when the output
     names a non-zero exit code (a rollout's output does) or the rollout file records one for the call
     (the live hook's payload names none)."""
-    code = exit_code(t.resp)
+    code = known if known is not None else exit_code(t.resp)
     if code is None and rollout is not None:
         code = rollout_exit_code(rollout, call_id)
     if code in (None, 0):
@@ -279,5 +279,9 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     if name == "apply_patch":
         return _apply_patch(tool, ex.cwd)
     if name == "Bash":
+        if "nmem_exit_code" in p:  # the rollout import read it already (nmemd.history.codex): no file to read
+            code = p["nmem_exit_code"]
+            known = code if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
+            return _bash(tool, known=known)
         return _bash(tool, p.get("transcript_path"), p.get("tool_use_id"))
     return None

@@ -50,7 +50,7 @@ _IDE_RE: Final = re.compile(
 )
 _COMMON_KEYS: Final = frozenset(
     {"session_id", "transcript_path", "cwd", "hook_event_name", "permission_mode", "effort", "prompt_id",
-     "nmem_agent", "turn_id"}
+     "nmem_agent", "nmem_exit_code", "turn_id"}
 )  # fmt: skip
 _AGENT_NAME: Final = re.compile(r"[a-z0-9-]{1,32}")
 _TODO_MARK: Final = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}

@@ -12,7 +12,7 @@ live Codex hooks are read):
   like the live hook: the shell tools (`exec_command`, `shell`, `local_shell`, ...) as `Bash` with
   their command line, `apply_patch` with its patch; a command that exited non-zero (the output's
   `Process exited with code N`, an `exec_command_end` or `item_completed` event's `exit_code`) ->
-  PostToolUseFailure, which live capture cannot know (its payload has no exit code);
+  PostToolUseFailure (live capture reads the same exit code from this file);
 * a turn's last assistant text (`task_complete`'s `last_agent_message`, else the last assistant
   message at the next prompt or the end of the file) -> Stop, keyed by `reply_key` like a live Stop;
 * `compacted` -> PostCompact with its summary.
@@ -304,6 +304,8 @@ class RolloutReader:
         if call.turn:
             payload["turn_id"] = call.turn
         payload.update(tool_name=call.name, tool_input=call.input, tool_use_id=call_id)
+        if call.name == "Bash":
+            payload["nmem_exit_code"] = code  # known here (or not at all): extraction need not read the file
         if failed:
             payload["error"] = self._bound(f"Exit code {code}\n{output}", tail=STRING_MAX)
             self.counts.errors += 1
