@@ -142,8 +142,8 @@ def test_print_changes_nothing(homes: tuple[Path, Path]) -> None:
     ("text", "message"),
     [
         ("model = \n", "is not valid TOML"),
-        ('mcp_servers = { docs = { command = "x" } }\n', "cannot add its tables"),
-        ('hooks = "nope"\n', "cannot add its tables"),
+        ('mcp_servers = { docs = { command = "x" } }\n', "cannot edit its tables"),
+        ('hooks = "nope"\n', "cannot edit its tables"),
     ],
 )
 def test_a_config_nmem_cannot_edit_is_a_clear_error_and_nothing_is_written(
@@ -205,3 +205,23 @@ def test_doctor_checks_codexs_hooks_their_trust_and_the_mcp_server(homes: tuple[
     assert _doctor()["codex hooks"]["status"] == "ok"
     _ok("uninstall", "--agent", "codex")
     assert not {"codex", "codex hooks", "codex mcp"} & set(_doctor())
+
+
+def test_comments_after_nmems_tables_stay_and_text_nmem_cannot_edit_safely_is_left_alone(
+    homes: tuple[Path, Path],
+) -> None:
+    home, _ = homes
+    config = home / "config.toml"
+    _ok("install", "--agent", "codex")
+    config.write_text(config.read_text() + '\n# my note about the project\n[projects."/p"]\ntrust_level = "trusted"\n')
+    _ok("uninstall", "--agent", "codex")
+    assert config.read_text() == '# my note about the project\n[projects."/p"]\ntrust_level = "trusted"\n'
+
+    tricky = 'notes = """\n[mcp_servers.nmem]\ncommand = "in a string"\n"""\n'  # a header-like line in a string
+    config.write_text(tricky)
+    done = nmem("install", "--agent", "codex")
+    if done.returncode == 0:  # edited: the string must have come through whole
+        assert tomllib.loads(config.read_text())["notes"] == '[mcp_servers.nmem]\ncommand = "in a string"\n'
+    else:
+        assert "nothing was changed" in done.stderr and "Traceback" not in done.stderr
+        assert config.read_text() == tricky

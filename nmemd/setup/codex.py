@@ -202,16 +202,50 @@ def without_tables(text: str, config: dict[str, Any], keys: set[str], hashes: se
     """`text` without nmem's tables: `[mcp_servers.nmem]` and its subtables (when `mcp`), and the
     `[hooks.state."<key>"]` tables of `keys` or trusting one of `hashes`; and its comment line."""
     kept: list[str] = []
+    between: list[str] = []  # comments and blank lines after a dropped table: the next table's, if kept
     dropping = False
     for line in text.splitlines(keepends=True):
         header = _HEADER.match(line)
         if header or _ARRAY_HEADER.match(line):
             table = _header_path(header.group(1)) if header else None
             dropping = table is not None and _is_ours(table, keys, hashes, config, mcp)
-        if not dropping and not line.startswith(_COMMENT):
+            if not dropping:
+                kept += between
+            between = []
+        if line.startswith(_COMMENT):
+            continue
+        if not dropping:
             kept.append(line)
-    out = "".join(kept)
+        elif not line.strip() or line.lstrip().startswith("#"):
+            between.append(line)
+        else:
+            between = []
+    out = "".join(kept).lstrip("\n")  # the blank lines that followed nmem's own first lines
+    out = "\n" * (len(text) - len(text.lstrip("\n"))) + out  # but not the file's own
     return out.rstrip("\n") + "\n" if out.strip() else ""
+
+
+def _without_ours(config: dict[str, Any], keys: set[str], hashes: set[str], mcp: bool) -> dict[str, Any]:
+    """`config` minus nmem's entries (what `without_tables` removes), empty tables dropped: what must
+    come out of an edit unchanged."""
+    out = json.loads(json.dumps(config, default=str))  # a deep copy (TOML dates as text: compared alike)
+    servers = _table(out, "mcp_servers")
+    if mcp:
+        servers.pop(MCP_NAME, None)
+    state = _table(_table(out, "hooks"), "state")
+    for key in list(state):
+        entry = state[key]
+        if key in keys or (isinstance(entry, dict) and entry.get("trusted_hash") in hashes):
+            del state[key]
+    pruned: dict[str, Any] = _pruned(out)
+    return pruned
+
+
+def _pruned(value: Any) -> Any:
+    if isinstance(value, dict):
+        pruned = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v != {}}
+    return value
 
 
 def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -236,23 +270,31 @@ def our_tables(handlers: list[tuple[str, str]], mcp: str | None) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _checked(path: Path, before: dict[str, Any], text: str, handlers: list[tuple[str, str]], mcp: bool) -> str:
-    """`text` when it parses and holds what it should; a SettingsError naming the problem if not."""
+def _checked(
+    path: Path, before: dict[str, Any], text: str, handlers: list[tuple[str, str]], mcp: str | None,
+    manage_mcp: bool, keys: set[str], hashes: set[str],
+) -> str:  # fmt: skip
+    """`text` when it parses, holds nmem's tables as written (`handlers`' trust, the MCP server running
+    `mcp` when given) and everything else as `before` held it (nmem's MCP server included unless
+    `manage_mcp`); a SettingsError naming the problem if not."""
     try:
         after = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(
-            f"{path}: nmem cannot add its tables to this file ({exc}); it may define [mcp_servers] or"
-            " [hooks] inline. Add them by hand (`nmem install --agent codex --print` shows them) or use --no-mcp"
+            f"{path}: nmem cannot edit its tables in this file ({exc}), nothing was changed; it may define"
+            " [mcp_servers] or [hooks] inline: edit them by hand (`nmem install --agent codex --print` shows them)"
         ) from None
     state = _table(_table(after, "hooks"), "state")
+    server = _table(after, "mcp_servers").get(MCP_NAME)
     if any(_table(state, k).get("trusted_hash") != h for k, h in handlers) or (
-        mcp and MCP_NAME not in _table(after, "mcp_servers")
+        mcp is not None and server != {"command": mcp, "args": []}
     ):
         raise SettingsError(f"{path}: nmem's tables did not come out as written; nothing was changed")
-    for key, value in before.items():  # nothing of anyone else's was lost
-        if key not in ("mcp_servers", "hooks") and after.get(key) != value:
-            raise SettingsError(f"{path}: rewriting it would change {key!r}; nothing was changed")
+    if manage_mcp and mcp is None and server is not None:
+        raise SettingsError(f"{path}: nmem could not remove [mcp_servers.{MCP_NAME}]; nothing was changed")
+    ours = keys | {k for k, _ in handlers}
+    if _without_ours(after, ours, hashes, manage_mcp) != _without_ours(before, ours, hashes, manage_mcp):
+        raise SettingsError(f"{path}: editing it as text would change more than nmem's tables; nothing was changed")
     return text
 
 
@@ -266,7 +308,7 @@ def with_config(
     hashes = {h for _, h in handlers} | {h for _, h in old}
     rest = without_tables(text, config, keys, hashes, mcp=mcp is not None)
     new = (rest.rstrip("\n") + "\n\n" if rest.strip() else "") + our_tables(handlers, mcp)
-    return _checked(path, config, new, handlers, mcp is not None)
+    return _checked(path, config, new, handlers, mcp, mcp is not None, keys, hashes)
 
 
 def write_text(path: Path, old: str, text: str) -> Written:
@@ -327,7 +369,12 @@ def plan_uninstall(mcp: bool = True) -> Plan:
     plan.config_old, config = load_config(plan.config)
     keys = {k for k, _ in previous}
     hashes = {h for _, h in previous} | {h for _, h in ours}
-    plan.config_text = without_tables(plan.config_old, config, keys, hashes, mcp) if plan.config_old else ""
+    if plan.config_old:
+        text = without_tables(plan.config_old, config, keys, hashes, mcp)
+        plan.config_text = _checked(plan.config, config, text, [], None, mcp, keys, hashes)
+        remaining = _table(_table(tomllib.loads(text), "hooks"), "state")
+        if any(k in remaining for k in keys):
+            raise SettingsError(f"{plan.config}: nmem could not remove the trust of its hooks; nothing was changed")
     return plan
 
 
