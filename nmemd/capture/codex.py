@@ -14,6 +14,8 @@ Hooks configuration
     both at once draw a warning). A command runs through the shell, the payload on its stdin.
     Events: SessionStart, UserPromptSubmit, PreToolUse, PermissionRequest, PostToolUse, PreCompact,
     PostCompact, Stop, SessionEnd (its timeout clamped to 1-3 s, default 1), SubagentStart/Stop.
+    nmem installs SessionStart, UserPromptSubmit, PostToolUse, PreCompact, PostCompact, Stop and
+    SessionEnd, all synchronous (nmemd.setup.codex).
     A failed command is a PostToolUse like any other: no PostToolUseFailure fires for it.
     `timeout` defaults to 600 s. The `features.hooks` flag is stable and on.
 
@@ -27,9 +29,9 @@ Trust
     "timeout" always present (600 when unset) and "async" always present, None fields absent>]}`
     (`trusted_hash` below). An untrusted or modified hook is skipped silently: no prompt, no warning,
     in `codex exec` as in the TUI. `codex exec --dangerously-bypass-hook-trust` runs untrusted hooks
-    for one invocation (it warns on stderr). `nmem install
-    --agent codex` records the trust of the hooks it writes, exactly those (their hash changes if
-    anyone edits them, and Codex then skips them until trusted again in `/hooks`).
+    for one invocation (it warns on stderr). `nmem install --agent codex` records the trust of the
+    hooks it writes, exactly those (their hash changes if anyone edits them, and Codex then skips
+    them until trusted again in `/hooks`; `nmem doctor` says so).
 
 Payloads (stdin, JSON; every event)
     `session_id` (a UUIDv7, also the rollout's id), `transcript_path` (the rollout file), `cwd`,
@@ -47,8 +49,8 @@ Payloads (stdin, JSON; every event)
 Replies
     SessionStart's stdout `{"hookSpecificOutput": {"hookEventName": "SessionStart",
     "additionalContext": "..."}}` reaches the model as a developer message of the first request
-    (plain text on stdout is taken as the context too). nmem's daemon answers a Codex SessionStart in
-    that form (`session_start_reply`).
+    (plain text on stdout is taken as the context too): the form nmem's daemon already answers
+    Claude Code's SessionStart in (nmemd.recall.replies), so a Codex session gets the same context.
 
 Rollout files (`nmem import-transcripts`)
     `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<local time>-<session id>.jsonl`, one
@@ -58,11 +60,11 @@ Rollout files (`nmem import-transcripts`)
     `response_item` with payload types `message` (role user / assistant / developer, `content`
     blocks `input_text` / `output_text`), `function_call` (`name` `exec_command` / `shell` with JSON
     `arguments`: `cmd` or `command`, `workdir`; `call_id`), `function_call_output` (`call_id`,
-    `output`, a string that starts with `Process exited with code N`), `custom_tool_call`
+    `output`, a string with a `Process exited with code N` line before `Output:`), `custom_tool_call`
     (`apply_patch`, the patch in `input`) and `custom_tool_call_output`, `reasoning`;
-    `event_msg` with payload types `user_message` / `task_started` / `task_complete`
-    (`last_agent_message`) / `token_count` / `item_completed` (0.169: `CommandExecution` with
-    `exit_code`, `FileChange`) / `exec_command_end` (older versions: `call_id`, `exit_code`);
+    `event_msg` with payload types `task_started` / `task_complete` (`last_agent_message`) /
+    `token_count` / `item_completed` (0.169: `UserMessage`, `CommandExecution` with `exit_code`,
+    `FileChange`, `AgentMessage`) / `exec_command_end` (older versions: `call_id`, `exit_code`);
     `compacted` (`message`: the summary). Live capture and the import name a tool call alike,
     `tool:<session>:<call_id>`, so a session seen by both is stored once.
 
