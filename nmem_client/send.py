@@ -17,6 +17,11 @@ wait is ignored, since what is left is short and bounded. The installed hook
 command ignores SIGTERM before Python starts (`trap '' TERM; exec ...`), so
 no signal can kill the client before it has read its event.
 
+Other agents: `send.py --agent codex` names the agent that sent the event (Claude Code's hooks
+pass none). The name goes into the payload itself, as its first key `"nmem_agent"`, so it travels
+with the event on every path (socket, inbox, drain) at the cost of one bytes concatenation; the
+daemon takes it out again (nmemd.capture.extract). A malformed name is ignored.
+
 SessionStart with no daemon: the event goes to the inbox, the client starts
 the daemon and waits for it, bounded (`NMEM_START_WAIT_MS`), to answer the
 same event with the context, so a session that starts after an on-first-use
@@ -193,6 +198,38 @@ def answer_after_start(event_id: bytes, body: bytes) -> bytes:
         return reply if status == b"OK" else b""
 
 
+AGENT_KEY = b'"nmem_agent"'
+_AGENT_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def agent_arg(argv: list[str]) -> bytes:
+    """The agent named by `--agent NAME` (or `--agent=NAME`) in the hook's command; b"" for none or a
+    malformed one (lowercase letters, digits and '-', 1-32 of them)."""
+    name = ""
+    for i, arg in enumerate(argv):
+        if arg == "--agent" and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--agent="):
+            name = arg[8:]
+    raw = name.encode("ascii", "replace")
+    if not 0 < len(raw) <= 32 or not all(c in _AGENT_CHARS for c in raw):
+        return b""
+    return raw
+
+
+def with_agent(body: bytes, agent: bytes) -> bytes:
+    """`body` (a JSON object) with `"nmem_agent": agent` as its first key; unchanged when it does not
+    start as an object (the daemon refuses it anyway) or names an agent already."""
+    if not agent:
+        return body
+    start = len(body) - len(body.lstrip())
+    if body[start : start + 1] != b"{" or AGENT_KEY in body[: start + 200]:
+        return body
+    rest = body[start + 1 :]
+    sep = b"" if rest.lstrip().startswith(b"}") else b","
+    return body[: start + 1] + AGENT_KEY + b':"' + agent + b'"' + sep + rest
+
+
 def _print(reply: bytes) -> None:
     out = sys.stdout
     if reply and out is not None:
@@ -210,11 +247,12 @@ def _read_stdin() -> bytes:
         return b""
 
 
-def run() -> int:
+def run(argv: list[str] | None = None) -> int:
     _signal.signal(_signal.SIGTERM, _on_sigterm)
     body = _read_stdin()
     if not body.strip():
         return 0  # nothing to remember; Claude Code always sends a payload
+    body = with_agent(body, agent_arg(sys.argv[1:] if argv is None else argv))
     event_id = protocol.new_event_id()
     daemon_absent = False
     try:
@@ -239,18 +277,19 @@ def run() -> int:
     return 0
 
 
-USAGE = """usage: nmem-send < HOOK_PAYLOAD.json
+USAGE = """usage: nmem-send [--agent NAME] < HOOK_PAYLOAD.json
 
-The Claude Code hook client: reads one hook payload (JSON) on stdin, hands it to nmemd
+The hook client: reads one hook payload (JSON) on stdin, hands it to nmemd
 (starting it when none runs; the inbox when it cannot answer), prints the hook's reply
 (SessionStart's context) on stdout, and always exits 0. Hooks run it as
-`python -I -S .../nmem_client/send.py`; `nmem install` writes them.
+`python -I -S .../nmem_client/send.py`; `nmem install` writes them. `--agent codex`
+names the agent whose hook runs it (none: Claude Code).
 """
 
 
 def main() -> None:
     """Console-script entry point: fail open whatever happens."""
-    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):  # a person asking; hooks pass no arguments
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):  # a person asking; hooks pass none or --agent
         sys.stdout.write(USAGE)
         sys.stdout.flush()
         posix._exit(0)

@@ -34,6 +34,24 @@ ObservationType = Literal[
 
 OBSERVATION_TYPES: Final[tuple[str, ...]] = ObservationType.__args__  # type: ignore[attr-defined]
 
+# The coding agents nmem captures (issue #19). Claude Code's rows store no name (NULL: existing
+# rows and Claude Code's cost no byte); every other agent's rows store theirs.
+CLAUDE_CODE: Final = "claude-code"
+Agent = Literal["claude-code", "codex"]
+AGENTS: Final[tuple[str, ...]] = Agent.__args__  # type: ignore[attr-defined]
+AGENT_ALIASES: Final = {"claude": CLAUDE_CODE}
+
+
+def stored_agent(name: str | None) -> str | None:
+    """What the `agent` column holds for an agent's name: None for Claude Code (and no name)."""
+    return None if name in (None, "", CLAUDE_CODE) else name
+
+
+def agent_name(stored: str | None) -> str:
+    """The agent a row's `agent` column names (NULL: Claude Code)."""
+    return stored or CLAUDE_CODE
+
+
 # Bounds on what one observation may hold: a 2 MB file read stores its path and
 # line count, not the file.
 TITLE_MAX: Final = 200
@@ -67,6 +85,7 @@ class Extracted(msgspec.Struct, kw_only=True):
 
     hook_event: str  # hook_event_name as sent, "unknown" when absent
     session_id: str  # "unknown" when absent
+    agent: str | None = None  # the agent that sent it ("codex"); None: Claude Code
     cwd: str | None = None
     project: str | None = None  # git top-level of cwd, else cwd
     observations: list[Observation] = []

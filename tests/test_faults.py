@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from nmem_client import inbox, protocol
 from nmem_client.send import deliver
 from nmemd.capture.extract import extract_event
+from nmemd.store import fts
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 DRAIN_ENV = {"NMEM_INBOX_DRAIN_INTERVAL_S": "0.3"}
@@ -463,10 +464,9 @@ def _build_at(home: Path, tag: str, applied: int) -> set[str]:
                 (event_id, time.time(), ex.session_id, ex.hook_event, cur.lastrowid),
             )
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'observations_ai'").fetchone():
-            conn.execute(
-                "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-                " SELECT id, title, content, file_path, command FROM observations"
-            )
+            # From m010 the index holds each row's project too (its generated `scope` column).
+            columns = fts.COLUMNS if applied >= 10 else "title, content, file_path, command"
+            conn.execute(f"INSERT INTO observations_fts(rowid, {columns}) SELECT id, {columns} FROM observations")
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_state'").fetchone():  # m004: all indexed
             conn.execute("UPDATE fts_state SET indexed_below = (SELECT max(id) + 1 FROM observations)")
         conn.execute("COMMIT")
@@ -524,6 +524,11 @@ def build_v9(home: Path) -> set[str]:
     return _build_at(home, "v9", 9)
 
 
+def build_v10(home: Path) -> set[str]:
+    """Version 10 (m001-m010_project_in_index): no agent on sessions and observations (issue #19)."""
+    return _build_at(home, "v10", 10)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -559,6 +564,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
     ("v7-m007_unspaced_grams", build_v7, tuple(name for name, _ in MIGRATIONS[:7])),
     ("v8-m008_positionless_fts", build_v8, tuple(name for name, _ in MIGRATIONS[:8])),
     ("v9-m009_retention_notice", build_v9, tuple(name for name, _ in MIGRATIONS[:9])),
+    ("v10-m010_project_in_index", build_v10, tuple(name for name, _ in MIGRATIONS[:10])),
 ]
 
 

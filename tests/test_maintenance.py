@@ -75,7 +75,9 @@ async def test_maintain_gives_space_back_and_truncates_the_wal() -> None:
             print(f"  {r.name}: {r.outcome} ({r.duration_ms:.0f} ms)")
         assert [r.name for r in results] == list(maintenance.JOBS)
         assert all(r.ok for r in results), results
-        assert before["freelist"] > 1000 and after["freelist"] == 0
+        # A big freelist: a fifth of the file at least (~1,000 of ~4,000 pages; its exact size moves with
+        # the row format, e.g. m011's agent column)
+        assert before["freelist"] > before["pages"] // 5 and after["freelist"] == 0
         assert after["file"] < before["file"] * 0.75
         checkpoint = results[-1]
         assert checkpoint.name == "checkpoint" and "TRUNCATE" in checkpoint.outcome and "-> 0 B" in checkpoint.outcome

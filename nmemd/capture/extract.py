@@ -26,6 +26,7 @@ from nmemd.capture.redact import redact, redact_tail, sensitive_key, strip_priva
 from nmemd.errors import InvalidEvent
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
 from nmemd.model import (
+    AGENT_ALIASES,
     COMPACT_MAX,
     CONTENT_MAX,
     REPLY_MAX,
@@ -34,6 +35,7 @@ from nmemd.model import (
     Observation,
     ObservationType,
     reply_key,
+    stored_agent,
 )
 
 _SLACK: Final = 200  # raw chars kept past a mid-line bound so `key = "a value"` is whole when redacted
@@ -47,8 +49,10 @@ _IDE_RE: Final = re.compile(
     r"<(ide_[a-z_]{1,40}|system-reminder)(?:\s[^<>]{0,200})?>.*?(?:</\1\s*>|\Z)", re.DOTALL | re.IGNORECASE
 )
 _COMMON_KEYS: Final = frozenset(
-    {"session_id", "transcript_path", "cwd", "hook_event_name", "permission_mode", "effort", "prompt_id"}
-)
+    {"session_id", "transcript_path", "cwd", "hook_event_name", "permission_mode", "effort", "prompt_id",
+     "nmem_agent", "nmem_exit_code", "turn_id"}
+)  # fmt: skip
+_AGENT_NAME: Final = re.compile(r"[a-z0-9-]{1,32}")
 _TODO_MARK: Final = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 # An error keeps its head and its tail: what failed and how it began, then the verdict, which tools
 # print last (pytest's FAILED lines and summary, a traceback's final exception, a compiler's count).
@@ -747,6 +751,15 @@ def _skipped(tool: object, skip: frozenset[str]) -> bool:
     return tool in skip or any(tool.startswith(s + "__") for s in skip if s.startswith("mcp__"))
 
 
+def agent_of(p: dict[str, Any]) -> str | None:
+    """The agent the hook client named (`nmem_agent`, from `send.py --agent NAME`); None for Claude Code,
+    for none, and for anything that is not a plain name."""
+    raw = p.get("nmem_agent")
+    if not isinstance(raw, str) or not _AGENT_NAME.fullmatch(raw):
+        return None
+    return stored_agent(AGENT_ALIASES.get(raw, raw))
+
+
 def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     if not isinstance(payload, dict):
         title = f"Non-object hook payload ({type(payload).__name__})"
@@ -762,6 +775,7 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     ex = Extracted(
         hook_event=_line(event, 100) or "unknown",
         session_id=_f(p, "session_id") or "unknown",
+        agent=agent_of(p),
         cwd=cwd,
         project=root,
         transcript_path=_f(p, "transcript_path", _PATH_MAX),
@@ -774,6 +788,13 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
+    if ex.agent == "codex":  # its own module: what Codex sends differently (nmemd.capture.codex)
+        from nmemd.capture import codex
+
+        own = codex.observations(p, ex, root)
+        if own is not None:
+            ex.observations = own
+            return ex
     ex.observations = _EVENTS.get(event, _generic_event)(p, ex, root)
     return ex
 
@@ -793,8 +814,9 @@ def extract(payload: object, *, skip_tools: frozenset[str] = frozenset()) -> Ext
         session = _one_line(_s(p.get("session_id")) or "unknown", _ID_MAX)
         title = f"{event} (extraction failed: {type(exc).__name__})"
         return Extracted(
-            hook_event=redact(event), session_id=redact(session), observations=[_obs("event", redact(title))]
-        )
+            hook_event=redact(event), session_id=redact(session), agent=agent_of(p),
+            observations=[_obs("event", redact(title))],
+        )  # fmt: skip
 
 
 # --- hook payloads -------------------------------------------------------------------------------

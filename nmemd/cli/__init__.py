@@ -25,7 +25,7 @@ COMMANDS: Final = (
     ("search", "read", "search", "Find observations by words, identifiers, paths, error text or commands, best first."),
     ("show", "read", "show", "Print everything stored about the given observations."),
     ("timeline", "read", "timeline", "Show what happened in the same session just before and after one observation."),
-    ("sessions", "read", "sessions", "List recent sessions with their first prompt or summary, newest first."),
+    ("sessions", "read", "sessions", "List recent sessions with their agent, first prompt or summary, newest first."),
     (
         "context",
         "read",
@@ -47,13 +47,13 @@ COMMANDS: Final = (
         "import-transcripts",
         "backfill",
         "import_transcripts",
-        "Import Claude Code transcripts into memory; a second run imports only what is new.",
+        "Import Claude Code transcripts and Codex sessions into memory; a second run imports only what is new.",
     ),
     (
         "install",
         "setup",
         "install",
-        "Add nmem's hooks to Claude Code's settings and register the nmem MCP server (idempotent).",
+        "Add nmem's hooks to a coding agent's settings and register the nmem MCP server (idempotent).",
     ),
     ("uninstall", "setup", "uninstall", "Remove exactly the hooks and MCP registration that `nmem install` added."),
     (

@@ -1,4 +1,5 @@
-"""`nmem import-transcripts`: backfill memory from Claude Code's transcripts, with progress people can watch."""
+"""`nmem import-transcripts`: backfill memory from Claude Code's transcripts and Codex's rollout files, with
+progress people can watch."""
 
 import os
 import sys
@@ -109,8 +110,8 @@ def _report(summary: "Summary", json_out: bool) -> None:
 
 
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
-    """Import `paths` (default: Claude Code's projects folder); return the exit code."""
-    from nmemd.history.backfill import Importer, Progress, Summary, default_root
+    """Import `paths` (default: Claude Code's projects folder and Codex's sessions); return the exit code."""
+    from nmemd.history.backfill import Importer, Progress, Summary, codex_root, default_root, default_roots
 
     settings = load_settings()
     if paths:
@@ -119,16 +120,16 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
             fail(f"{missing[0]}: no such file or directory", 2)
         targets = [os.path.abspath(p) for p in paths]
     else:
-        root = default_root()
-        if not os.path.isdir(root):
+        targets = default_roots()
+        if not targets:
             if json_out:
                 _report(Summary(), json_out)
             else:
                 ui.Console(stderr=True, highlight=False).print(
-                    f"no Claude Code history at {ui.escape(root)}: nothing to import"
+                    f"no Claude Code history at {ui.escape(default_root())} nor Codex history at"
+                    f" {ui.escape(codex_root())}: nothing to import"
                 )
             return 0
-        targets = [root]
     try:
         control.start(settings, on_demand=True)
     except NmemError as exc:
@@ -155,17 +156,19 @@ def import_transcripts(
         list[str] | None,
         typer.Argument(
             metavar="[PATH]...",
-            help="Transcript files or folders (default: ${CLAUDE_CONFIG_DIR:-~/.claude}/projects).",
+            help="Transcript files or folders (default: ${CLAUDE_CONFIG_DIR:-~/.claude}/projects and"
+            " ${CODEX_HOME:-~/.codex}/sessions).",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
 ) -> None:
-    """Import Claude Code transcripts into memory; a second run imports only what is new.
+    """Import Claude Code transcripts and Codex sessions into memory; a second run imports only what is new.
 
     \b
     Example:
-        nmem import-transcripts                      # everything under ~/.claude/projects
+        nmem import-transcripts                      # ~/.claude/projects and ~/.codex/sessions
         nmem import-transcripts ~/.claude/projects/-home-me-app --json
+        nmem import-transcripts ~/.codex/sessions/2026/03
     """
     code = run_import([clean_arg(p) for p in paths] if paths else None, json_out=json_out)
     if code:

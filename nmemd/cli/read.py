@@ -34,7 +34,7 @@ from nmemd.cli.common import (
 )
 from nmemd.daemon import control
 from nmemd.daemon.status import Status
-from nmemd.model import OBSERVATION_TYPES
+from nmemd.model import AGENTS, OBSERVATION_TYPES
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRow
 
 
@@ -70,6 +70,11 @@ def _print_status(st: Status) -> None:
     if db.jobs:
         grid.add_row("maintenance", "\n".join(f"{j.name}: {when(j.last_run)}, {j.outcome or '-'}" for j in db.jobs))
     grid.print()
+
+
+AgentOpt = Annotated[
+    str | None, typer.Option("--agent", help=f"Only this coding agent's: {', '.join(AGENTS)} (claude for short).")
+]
 
 
 def _check_types(values: list[str] | None) -> list[str] | None:
@@ -138,7 +143,8 @@ def _print_detail(d: Detail, console: "ui.Console") -> None:
         ("tool", d.tool_name),
         ("file", d.file_path),
         ("command", None if d.command and d.command in d.title else d.command),  # a command's title is `$ cmd`
-        ("agent", d.agent_id),
+        ("agent", d.agent),
+        ("subagent", d.agent_id),
         ("count", f"{d.count} (last {when(d.last_ts)})" if d.count > 1 else None),
     ):
         if value:
@@ -177,6 +183,7 @@ def search(
     file: Annotated[str | None, typer.Option("--file", "-f", help="Only this path (or a path ending with it).")] = None,
     since: Annotated[str | None, typer.Option(help="Only newer: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
     until: Annotated[str | None, typer.Option(help="Only older: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
+    agent: AgentOpt = None,
     limit: LimitOpt = 20,
     json_out: JsonOpt = False,
 ) -> None:
@@ -190,6 +197,7 @@ def search(
         "file": clean_arg(file) if file else None,
         "since": time_arg(since, "'--since'"),
         "until": time_arg(until, "'--until'"),
+        "agent": clean_arg(agent) if agent else None,
         "limit": limit,
     }
     hits: list[Hit] = read_as("search", params, list[Hit])
@@ -234,11 +242,16 @@ def timeline(
 
 
 def sessions(
-    project: ProjectOpt = None, all_projects: AllOpt = False, limit: LimitOpt = 10, json_out: JsonOpt = False
+    project: ProjectOpt = None,
+    all_projects: AllOpt = False,
+    agent: AgentOpt = None,
+    limit: LimitOpt = 10,
+    json_out: JsonOpt = False,
 ) -> None:
-    """List recent sessions with their first prompt or summary, newest first."""
+    """List recent sessions with their agent, first prompt or summary, newest first."""
     scope = resolve_scope(project, all_projects)
-    rows: list[SessionRow] = read_as("sessions", {"project": scope, "limit": limit}, list[SessionRow])
+    params = {"project": scope, "limit": limit, "agent": clean_arg(agent) if agent else None}
+    rows: list[SessionRow] = read_as("sessions", params, list[SessionRow])
     if json_out:
         json_lines(rows)
         return
@@ -248,6 +261,7 @@ def sessions(
     table.add_column("last", no_wrap=True)
     if scope in (None, ALL_PROJECTS):
         table.add_column("project", max_width=20)
+    table.add_column("agent", no_wrap=True)
     table.add_column("events", justify="right")
     table.add_column("about", min_width=20)
     short = unique_prefixes([r.session_id for r in rows]) if ui.Console().is_terminal else {}
@@ -256,7 +270,7 @@ def sessions(
         if scope in (None, ALL_PROJECTS):
             row.append(cell(short_name(r.project) if r.project else "-"))
         about = r.first_prompt or (r.summary or "").strip().split("\n", 1)[0]
-        row += [str(r.event_count), cell(about)]
+        row += [r.agent, str(r.event_count), cell(about)]
         table.add_row(*row)
     print_table(table)
 

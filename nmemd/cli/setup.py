@@ -3,7 +3,7 @@
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
@@ -14,6 +14,9 @@ from nmemd.cli import ui
 from nmemd.cli.common import JsonOpt, cell, fail, load_settings, out, print_table
 from nmemd.daemon import control
 from nmemd.errors import NmemError
+
+if TYPE_CHECKING:  # nmemd.setup.install loads when a command runs
+    from nmemd.setup.install import Written
 
 daemon_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Start, stop or restart the nmemd daemon.")
 service_app = typer.Typer(
@@ -37,6 +40,49 @@ ProjectScopeOpt = Annotated[
     bool, typer.Option("--project", help="Use this project's .claude/settings.json instead of the user's.")
 ]
 NoMcpOpt = Annotated[bool, typer.Option("--no-mcp", help="Leave the MCP server registration alone.")]
+AgentOpt = Annotated[
+    str,
+    typer.Option(
+        "--agent",
+        help="The coding agent: claude-code (claude), codex, or all (every one found on this machine).",
+    ),
+]
+
+
+def _agents(agent: str, project_scope: bool) -> list[str]:
+    """The agents an install or uninstall is for; a clear error for an unknown one."""
+    from nmemd.model import AGENT_ALIASES, AGENTS
+    from nmemd.setup import codex
+
+    name = AGENT_ALIASES.get(agent.strip(), agent.strip())
+    if name == "all":
+        found = [a for a in AGENTS if (codex.found() if a == codex.AGENT else _claude_found())]
+        if not found:
+            fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex)")
+        chosen = found
+    elif name in AGENTS:
+        chosen = [name]
+    else:
+        fail(f"unknown agent {agent!r} (known: {', '.join(AGENTS)}, all)", 2)
+    if project_scope and codex.AGENT in chosen:
+        if name != "all":
+            fail("--project is for Claude Code: Codex reads its hooks from $CODEX_HOME (default ~/.codex)", 2)
+        chosen = [a for a in chosen if a != codex.AGENT]
+    return chosen
+
+
+def _claude_found() -> bool:
+    import shutil
+
+    from nmemd.setup import install as inst
+
+    return inst.claude_dir().is_dir() or shutil.which("claude") is not None
+
+
+def _outcome(w: "Written") -> str:
+    if not w.changed:
+        return "already up to date"
+    return f"updated, backup {w.backup.name}" if w.backup else "created"
 
 
 def install(
@@ -50,8 +96,38 @@ def install(
             help="Import existing Claude Code history now (default: ask once, on a terminal only).",
         ),
     ] = None,
+    agent: AgentOpt = "claude-code",
 ) -> None:
-    """Add nmem's hooks to Claude Code's settings and register the nmem MCP server (idempotent)."""
+    """Add nmem's hooks to a coding agent's settings and register the nmem MCP server (idempotent)."""
+    agents = _agents(agent, project_scope)
+    if "codex" in agents:
+        _install_codex(print_only, no_mcp)
+    if "claude-code" in agents:
+        _install_claude(project_scope, print_only, no_mcp, import_history)
+
+
+def _install_codex(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import codex
+
+    try:
+        plan = codex.plan_install(mcp=not no_mcp)
+        if print_only:
+            sys.stdout.write(codex.printed(plan))
+            return
+        hooks_written, config_written = codex.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    console.print(f"Codex hooks: {plan.hooks} ({_outcome(hooks_written)})", highlight=False)
+    what = "trust of nmem's hooks" + ("" if no_mcp else f" and MCP server '{codex.MCP_NAME}'")
+    console.print(f"Codex {what}: {plan.config} ({_outcome(config_written)})", highlight=False)
+    from nmemd.history.backfill import codex_root
+
+    if os.path.isdir(codex_root()):
+        console.print("import your existing Codex history with: nmem import-transcripts", highlight=False)
+
+
+def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
     from nmemd.setup import install as inst
 
     target = _settings_target(project_scope)
@@ -70,22 +146,50 @@ def install(
     except NmemError as exc:
         fail(str(exc))
 
-    def outcome(w: inst.Written) -> str:
-        if not w.changed:
-            return "already up to date"
-        return f"updated, backup {w.backup.name}" if w.backup else "created"
-
     console = out()
-    console.print(f"hooks: {target} ({outcome(hooks_written)})", highlight=False)
+    console.print(f"hooks: {target} ({_outcome(hooks_written)})", highlight=False)
     if mcp_written is not None:
-        console.print(f"MCP server '{inst.MCP_NAME}': {state_path} ({outcome(mcp_written)})", highlight=False)
+        console.print(f"MCP server '{inst.MCP_NAME}': {state_path} ({_outcome(mcp_written)})", highlight=False)
     from nmemd.cli.backfill import offer_import
 
     offer_import(import_history)
 
 
-def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) -> None:
+def uninstall(
+    project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False, agent: AgentOpt = "claude-code"
+) -> None:
     """Remove exactly the hooks and MCP registration that `nmem install` added."""
+    agents = _agents(agent, project_scope)
+    if "codex" in agents:
+        _uninstall_codex(no_mcp)
+    if "claude-code" in agents:
+        _uninstall_claude(project_scope, no_mcp)
+    settings = load_settings()
+    out().print(
+        f"your memory stays in {settings.db}; delete it with: nmem daemon stop && rm -r {settings.home}",
+        highlight=False,
+    )
+
+
+def _uninstall_codex(no_mcp: bool) -> None:
+    from nmemd.setup import codex
+
+    try:
+        plan = codex.plan_uninstall(mcp=not no_mcp)
+        hooks_written, config_written = codex.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    if hooks_written.changed:
+        console.print(f"Codex hooks removed from {plan.hooks}", highlight=False)
+    else:
+        console.print(f"no nmem hooks in {plan.hooks}", highlight=False)
+    if config_written.changed:
+        what = "trust of nmem's hooks" + ("" if no_mcp else f" and MCP server '{codex.MCP_NAME}'")
+        console.print(f"Codex {what} removed from {plan.config}", highlight=False)
+
+
+def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:
     from nmemd.setup import install as inst
 
     target = _settings_target(project_scope)
@@ -106,11 +210,6 @@ def uninstall(project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False) 
         console.print(f"no nmem hooks in {target}", highlight=False)
     if mcp_removed:
         console.print(f"MCP server '{inst.MCP_NAME}' removed from {state_path}", highlight=False)
-    settings = load_settings()
-    console.print(
-        f"your memory stays in {settings.db}; delete it with: nmem daemon stop && rm -r {settings.home}",
-        highlight=False,
-    )
 
 
 @config_app.command("show")

@@ -1,4 +1,7 @@
-"""Import Claude Code history: find transcripts, read what is new in each, send it to the daemon.
+"""Import Claude Code and Codex history: find transcripts, read what is new in each, send it to the daemon.
+
+A Codex rollout file (`rollout-*.jsonl`, nmemd.history.codex) is read by its own reader; every
+other `*.jsonl` as a Claude Code transcript.
 
 CLI side: files are streamed line by line (a file is never held in memory),
 parsed with msgspec, turned into hook-shaped records by `nmemd.history.transcripts`
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import ImportParamsError
+from nmemd.history import codex
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted, clamp_ts
 
@@ -185,6 +189,24 @@ def default_root() -> str:
     return os.path.join(base, "projects")
 
 
+def codex_root() -> str:
+    """Where Codex keeps its rollout files: `$CODEX_HOME/sessions` (default `~/.codex/sessions`)."""
+    base = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    return os.path.join(base, "sessions")
+
+
+def default_roots() -> list[str]:
+    """The history folders of the agents on this machine (Claude Code's, Codex's), those that exist."""
+    return [root for root in (default_root(), codex_root()) if os.path.isdir(root)]
+
+
+Reader = TranscriptReader | codex.RolloutReader
+
+
+def reader_for(path: str) -> Reader:
+    return codex.RolloutReader(path=path) if codex.is_rollout(path) else TranscriptReader.for_file(path)
+
+
 def discover(paths: Sequence[str], problems: list[Problem]) -> list[str]:
     """Every transcript under `paths`: files as given, directories walked for `*.jsonl` (sorted,
     so a session's transcript comes before its `subagents/`)."""
@@ -325,7 +347,7 @@ class _Open:
     path: str
     st: os.stat_result
     head_hash: str
-    reader: TranscriptReader
+    reader: Reader
     offset: int  # after the last complete line consumed
     events: int  # records from this file, all runs
 
@@ -455,9 +477,7 @@ class Importer:
             ):
                 start = saved.offset  # else new, replaced or shrunk: read it all again (natural keys make it safe)
             f.seek(start)
-            cur = self._open = _Open(
-                path, st, hh, TranscriptReader.for_file(path), start, saved.events if start and saved else 0
-            )
+            cur = self._open = _Open(path, st, hh, reader_for(path), start, saved.events if start and saved else 0)
             try:
                 whole = self._read(f, cur)
             except OSError as exc:
@@ -480,7 +500,7 @@ class Importer:
 
         Returns False when it found one (the file is being written)."""
         readline = f.readline
-        decode = decode_line
+        decode = codex.decode_line if isinstance(cur.reader, codex.RolloutReader) else decode_line
         feed = cur.reader.feed
         add = self._add
         summary, progress = self.summary, self.progress

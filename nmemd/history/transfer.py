@@ -28,7 +28,7 @@ import msgspec
 from nmemd import __version__
 from nmemd.capture.redact import redact, strip_private
 from nmemd.errors import TransferError
-from nmemd.model import ObservationType
+from nmemd.model import ObservationType, stored_agent
 from nmemd.recall.queries import convert_params
 from nmemd.store.database import SQL_CHUNK, Store
 
@@ -62,6 +62,7 @@ class SessionRecord(msgspec.Struct, tag="session", tag_field="kind", kw_only=Tru
     last_assistant_message: Text | None = None
     summary: Text | None = None
     event_count: Annotated[int, msgspec.Meta(ge=0)] = 0
+    agent: str | None = None  # None: Claude Code (migration m011)
 
 
 class ObservationRecord(msgspec.Struct, tag="observation", tag_field="kind", kw_only=True, forbid_unknown_fields=True):
@@ -82,6 +83,7 @@ class ObservationRecord(msgspec.Struct, tag="observation", tag_field="kind", kw_
     agent_id: str | None = None
     pinned: bool = False
     prompt_number: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    agent: str | None = None  # None: Claude Code (migration m011)
 
 
 Record = Header | SessionRecord | ObservationRecord
@@ -105,11 +107,11 @@ class Imported(msgspec.Struct, kw_only=True):
 
 _SESSION_COLUMNS = (
     "session_id, project, cwd, started_at, ended_at, last_event_at, source, end_reason, model,"
-    " transcript_path, last_assistant_message, summary, event_count"
+    " transcript_path, last_assistant_message, summary, event_count, agent"
 )
 _OBSERVATION_COLUMNS = (
     "o.event_id, o.session_id, o.project, o.ts, o.last_ts, o.count, o.hook_event, o.type, o.title, o.content,"
-    " o.tool_name, o.file_path, o.command, o.tool_use_id, o.agent_id, o.pinned, p.prompt_number"
+    " o.tool_name, o.file_path, o.command, o.tool_use_id, o.agent_id, o.pinned, p.prompt_number, o.agent"
 )
 
 
@@ -247,10 +249,11 @@ async def import_records(store: Store, records: Sequence[Restorable]) -> Importe
         new_obs = [o for o in observations if o.event_id not in have_obs]
         result.present += len(sessions) - len(new_sessions) + len(observations) - len(new_obs)
         await conn.executemany(
-            f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES ({','.join('?' * 13)})",
+            f"INSERT INTO sessions({_SESSION_COLUMNS}) VALUES ({','.join('?' * 14)})",
             [
                 (s.session_id, s.project, s.cwd, s.started_at, s.ended_at, s.last_event_at, s.source, s.end_reason,
-                 s.model, s.transcript_path, _clean(s.last_assistant_message), _clean(s.summary), s.event_count)
+                 s.model, s.transcript_path, _clean(s.last_assistant_message), _clean(s.summary), s.event_count,
+                 stored_agent(s.agent))
                 for s in new_sessions
             ],
         )  # fmt: skip
@@ -260,15 +263,15 @@ async def import_records(store: Store, records: Sequence[Restorable]) -> Importe
             rows.append(
                 (oid, o.event_id, o.session_id, o.project, o.ts, o.ts if o.last_ts is None else o.last_ts, o.count,
                  o.hook_event, o.type, _clean(o.title), _clean(o.content), o.tool_name, o.file_path,
-                 _clean(o.command), o.tool_use_id, o.agent_id, int(o.pinned))
+                 _clean(o.command), o.tool_use_id, o.agent_id, int(o.pinned), stored_agent(o.agent))
             )  # fmt: skip
             if o.type == "prompt":
                 prompts.append((oid, o.session_id, o.prompt_number, o.session_id, o.ts))
             ledger.append((_base_event(o.event_id), o.ts, o.session_id, o.hook_event, oid))
         await conn.executemany(
             "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, count, hook_event, type, title,"
-            " content, tool_name, file_path, command, tool_use_id, agent_id, pinned)"
-            f" VALUES ({','.join('?' * 17)})",
+            " content, tool_name, file_path, command, tool_use_id, agent_id, pinned, agent)"
+            f" VALUES ({','.join('?' * 18)})",
             rows,
         )
         if rows:

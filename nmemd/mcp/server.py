@@ -45,7 +45,7 @@ from nmemd.mcp.tools import (
     sessions_tool,
     timeline_tool,
 )
-from nmemd.model import ObservationType
+from nmemd.model import Agent, ObservationType
 from nmemd.recall.context import DEFAULT_BUDGET
 from nmemd.store import readers
 
@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 SERVER_NAME: Final = "nmem"
 ARGUMENT_ERRORS_SHOWN: Final = 5  # the first few are enough to correct a call
 INSTRUCTIONS: Final = (
-    "nmem remembers earlier Claude Code sessions in this project: prompts, edits, commands, errors. "
+    "nmem remembers earlier coding-agent sessions (Claude Code, Codex) in this project: prompts, edits, commands,"
+    " errors. "
     "Start with `search` (one compact line per observation, starting with its id, e.g. #123), then "
     "`get_observations` for the details of the few ids that matter, or `timeline` for what happened around one. "
     "`recent_context` is the overview shown at session start; `sessions` lists recent sessions with "
@@ -204,6 +205,9 @@ def build_server() -> "MCPServer[Any]":
             Field(description="Not before: ISO date/time (2025-06-01, 2025-06-01T14:30) or an age (30m, 12h, 3d, 2w)."),
         ] = None,
         until: Annotated[str | None, Field(description="Not after: same forms as since.")] = None,
+        agent: Annotated[
+            Agent | None, Field(description="Only what this coding agent did (claude-code, codex).")
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=SEARCH_MAX, description="How many lines.")] = 10,
     ) -> str:
         """Full-text search of this project's memory (prompts, edits, commands, errors, reads, ...).
@@ -214,7 +218,7 @@ def build_server() -> "MCPServer[Any]":
         the details of the few ids that matter.
         """
         now = time.time()
-        return await _run_tool(search_tool, query, project, type, session_id, file, since, until, limit, now)
+        return await _run_tool(search_tool, query, project, type, session_id, file, since, until, limit, now, agent)
 
     @tool
     async def timeline(

@@ -135,6 +135,7 @@ def _no_results(what: str) -> str:
 def search_tool(
     conn: sqlite3.Connection, default: str | None, query: str, project: str | None, type_: str | None,
     session_id: str | None, file: str | None, since: str | None, until: str | None, limit: int, now: float,
+    agent: str | None = None,
 ) -> str:  # fmt: skip
     if not query.strip():
         raise ToolInputError("the query is empty: give one or more words to look for")
@@ -146,6 +147,7 @@ def search_tool(
         file=file.strip() if file and file.strip() else None,
         since=parse_time(since, now) if since else None,
         until=parse_time(until, now) if until else None,
+        agent=agent,
     )
     hits = search.search(conn, query, filters, limit=limit, now=now)
     if not hits:
@@ -240,7 +242,7 @@ def sessions_tool(conn: sqlite3.Connection, default: str | None, project: str | 
             first, last = spans[r.session_id]
             head += f" · {ref(first)}" if first == last else f" · {ref(first)} to {ref(last)}"
         head += f" · last activity {ago(r.last_event_at or r.started_at, now)} · {_count(r.event_count, 'event')}"
-        head += f" · {state}"
+        head += f" · {state} · {r.agent}"
         if scope == queries.ALL_PROJECTS and r.project:
             head += f" · {r.project}"
         block = [head]

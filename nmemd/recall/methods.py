@@ -14,7 +14,7 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from nmemd.errors import QueryError, StorageError, UnknownMethod
-from nmemd.model import OBSERVATION_TYPES
+from nmemd.model import AGENT_ALIASES, AGENTS, CLAUDE_CODE, OBSERVATION_TYPES
 from nmemd.recall import queries, search
 from nmemd.recall.queries import Filters
 
@@ -46,6 +46,7 @@ class SessionsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     project: str | None = None
     limit: Limit = 10
     before: float | None = None  # last active before this time: the next page
+    agent: str | None = None
 
 
 class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -74,7 +75,28 @@ def _known_types(types: list[str]) -> list[str]:
     return types
 
 
+def known_agent(agent: str | None) -> str | None:
+    """`agent` when nmem knows it ("claude" is Claude Code); a QueryError naming the known ones if not."""
+    if agent is None:
+        return None
+    name = AGENT_ALIASES.get(agent, agent)
+    if name not in AGENTS:
+        raise QueryError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    return name
+
+
+def _before_m011(conn: sqlite3.Connection, agent: str | None) -> bool:
+    """A store not migrated to m011 yet (a read-only CLI after an upgrade) holds Claude Code's rows only:
+    True when asking it for another agent's (the answer is nothing)."""
+    return agent not in (None, CLAUDE_CODE) and queries.agent_column(conn, "o") == "NULL"
+
+
 def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
+    agent = known_agent(p.agent)
+    if _before_m011(conn, agent):
+        return []
+    if agent == CLAUDE_CODE and queries.agent_column(conn, "o") == "NULL":
+        agent = None
     filters = Filters(
         project=p.project,
         types=_known_types(p.types),
@@ -82,6 +104,7 @@ def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
         file=p.file,
         since=p.since,
         until=p.until,
+        agent=agent,
     )
     return search.search(conn, p.query, filters, p.limit)
 
@@ -95,7 +118,12 @@ def _timeline(conn: sqlite3.Connection, p: TimelineParams) -> Any:
 
 
 def _sessions(conn: sqlite3.Connection, p: SessionsParams) -> Any:
-    return queries.sessions(conn, p.project, p.limit, p.before)
+    agent = known_agent(p.agent)
+    if _before_m011(conn, agent):
+        return []
+    if queries.agent_column(conn, "s") == "NULL":
+        agent = None
+    return queries.sessions(conn, p.project, p.limit, p.before, agent=agent)
 
 
 def _file_history(conn: sqlite3.Connection, p: FileHistoryParams) -> Any:

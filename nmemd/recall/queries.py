@@ -76,6 +76,7 @@ class Detail(msgspec.Struct, kw_only=True):
     tool_use_id: str | None
     agent_id: str | None
     pinned: bool
+    agent: str = "claude-code"
 
 
 class SessionRow(msgspec.Struct, kw_only=True):
@@ -89,6 +90,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     event_count: int
     summary: str | None
     first_prompt: str | None = None
+    agent: str = "claude-code"
 
 
 def resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
@@ -122,6 +124,22 @@ class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     file: str | None = None
     since: float | None = None
     until: float | None = None
+    agent: str | None = None  # "claude-code" (rows with no agent), "codex", ...
+
+
+def agent_column(conn: sqlite3.Connection, alias: str) -> str:
+    """`<alias>.agent`, or NULL on a store the daemon has not migrated to m011 yet (a read-only CLI
+    after an upgrade): every row there is Claude Code's."""
+    found = conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'agent'").fetchone()
+    return f"{alias}.agent" if found else "NULL"
+
+
+def agent_clause(agent: str, alias: str) -> tuple[str, list[Any]]:
+    """The SQL that keeps one agent's rows: Claude Code's store no name (migration m011)."""
+    from nmemd.model import AGENT_ALIASES, stored_agent
+
+    stored = stored_agent(AGENT_ALIASES.get(agent, agent))
+    return (f"{alias}.agent IS NULL", []) if stored is None else (f"{alias}.agent = ?", [stored])
 
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
@@ -180,6 +198,10 @@ def _where(filters: Filters, alias: str = "o") -> tuple[list[str], list[Any]]:
     if filters.until is not None:
         clauses.append(f"{alias}.ts <= ?")
         params.append(filters.until)
+    if filters.agent:
+        clause, values = agent_clause(filters.agent, alias)
+        clauses.append(clause)
+        params.extend(values)
     return clauses, params
 
 
@@ -211,7 +233,8 @@ def get_observations(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Detai
         return []
     unique = list(dict.fromkeys(int(i) for i in ids))[:MAX_LIMIT]
     marks = ",".join("?" * len(unique))
-    rows = conn.execute(f"SELECT {_DETAIL_COLUMNS} FROM observations WHERE id IN ({marks})", unique).fetchall()
+    columns = f"{_DETAIL_COLUMNS}, {agent_column(conn, 'observations')}"
+    rows = conn.execute(f"SELECT {columns} FROM observations WHERE id IN ({marks})", unique).fetchall()
     by_id = {r[0]: r for r in rows}
     return [_detail(by_id[i]) for i in unique if i in by_id]
 
@@ -234,6 +257,7 @@ def _detail(r: Sequence[Any]) -> Detail:
         tool_use_id=r[13],
         agent_id=r[14],
         pinned=bool(r[15]),
+        agent=r[16] or "claude-code",
     )
 
 
@@ -296,10 +320,14 @@ def recent(
 
 
 def sessions(
-    conn: sqlite3.Connection, project: str | None = None, limit: int = 10, before: float | None = None
+    conn: sqlite3.Connection,
+    project: str | None = None,
+    limit: int = 10,
+    before: float | None = None,
+    agent: str | None = None,
 ) -> list[SessionRow]:
     """Recent sessions with their summaries and first prompt, newest first (last active before
-    `before`: the next page)."""
+    `before`: the next page; of one agent, when given)."""
     clauses: list[str] = []
     params: list[Any] = []
     if project and project != ALL_PROJECTS:
@@ -308,6 +336,10 @@ def sessions(
     if before is not None:
         clauses.append("s.last_event_at < ?")
         params.append(before)
+    if agent:
+        clause, values = agent_clause(agent, "s")
+        clauses.append(clause)
+        params.extend(values)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     # The page is sorted on (rowid, time) alone, then read whole with its first prompt: asked of every
     # session before the sort, with its summary, that cost 66 ms over 11,000 sessions.
@@ -315,7 +347,7 @@ def sessions(
         f"""SELECT s.session_id, s.project, s.started_at, s.last_event_at, s.ended_at, s.source, s.end_reason,
                    s.event_count, s.summary,
                    (SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id
-                     WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1)
+                     WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1), {agent_column(conn, "s")}
             FROM (SELECT s.rowid AS r FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?) page
             JOIN sessions s ON s.rowid = page.r
             ORDER BY s.last_event_at DESC""",
@@ -333,6 +365,7 @@ def sessions(
             event_count=r[7],
             summary=r[8],
             first_prompt=r[9],
+            agent=r[10] or "claude-code",
         )
         for r in rows
     ]

@@ -29,7 +29,7 @@ from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
-from nmemd.setup import install, plugin
+from nmemd.setup import codex, install, plugin
 from nmemd.store import readers
 from nmemd.store.migrations import MIGRATIONS
 
@@ -193,9 +193,10 @@ def check_hooks() -> Check:
     if plugin_id:
         return _plugin_check("hooks", "nmem-send", plugin_id)
     if not found:
-        return _fail(
-            "hooks", f"no nmem hooks in {user} (nor in this project's .claude/settings.local.json)", "nmem install"
-        )
+        detail = f"no nmem hooks in {user} (nor in this project's .claude/settings.local.json)"
+        if _codex_hooks():  # capture runs, from Codex: Claude Code is only not set up (yet)
+            return _warn("hooks", detail + "; Codex's are installed", "nmem install  # for Claude Code")
+        return _fail("hooks", detail, "nmem install")
     missing = [e for e in wanted if e not in found]
     if missing:
         return _fail("hooks", f"{', '.join(where)} lacks nmem hooks for {', '.join(missing)}", fix)
@@ -206,6 +207,74 @@ def check_hooks() -> Check:
     if any(c != current for c in found.values()):
         return _warn("hooks", f"hooks in {', '.join(where)} call another nmem installation than this one", fix)
     return _ok("hooks", f"{len(wanted)} hook events in {', '.join(where)}")
+
+
+def _codex_hooks() -> list[tuple[str, str, str]]:
+    """(event, command, group matcher or "") of nmem's handlers in Codex's hooks.json; [] when unreadable."""
+    try:
+        data = install.load(codex.hooks_path())
+    except NmemError:
+        return []
+    hooks = data.get("hooks")
+    found = []
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else []:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for h in handlers if isinstance(handlers, list) else []:
+                if install._is_ours(h):
+                    found.append((event, str(h.get("command", "")), str(group.get("matcher") or "")))
+    return found
+
+
+def check_codex() -> list[Check]:
+    """Codex's hooks (all of nmem's events, a client that exists, trusted by Codex) and MCP server;
+    nothing when nmem is not installed for Codex."""
+    hooks_file, config_file = codex.hooks_path(), codex.config_path()
+    try:
+        data = install.load(hooks_file)
+        _, config = codex.load_config(config_file)
+    except NmemError as exc:
+        return [_fail("codex", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    handlers = codex.our_handlers(data, hooks_file)
+    mcp = codex._table(codex._table(config, "mcp_servers"), codex.MCP_NAME)
+    if not handlers and not mcp:
+        return []  # not installed for Codex (on purpose, perhaps): nothing to check
+    fix = "nmem install --agent codex"
+    where = _home_tilde(hooks_file)
+    events = {e for e, _, _ in _codex_hooks()}
+    missing = [h.event for h in codex.HOOKS if h.event not in events]
+    checks: list[Check] = []
+    commands = {c for _, c, _ in _codex_hooks()}
+    broken = sorted({p for c in commands for p in _command_paths(c) if not os.path.exists(p)})
+    state = codex._table(codex._table(config, "hooks"), "state")
+    untrusted = [k for k, h in handlers if codex._table(state, k).get("trusted_hash") != h]
+    disabled = [k for k, _ in handlers if codex._table(state, k).get("enabled") is False]
+    if not handlers:
+        checks.append(_fail("codex hooks", f"no nmem hooks in {where}", fix))
+    elif missing:
+        checks.append(_fail("codex hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
+    elif broken:
+        checks.append(_fail("codex hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
+    elif untrusted:
+        checks.append(_fail("codex hooks", f"Codex skips {len(untrusted)} of nmem's {len(handlers)} hooks: not"
+                            f" trusted in {_home_tilde(config_file)} (changed since they were trusted?)",
+                            fix + "  # or trust them in Codex's /hooks"))  # fmt: skip
+    elif disabled:
+        checks.append(_warn("codex hooks", f"{len(disabled)} of nmem's hooks are disabled in Codex's /hooks",
+                            "enable them in Codex's /hooks"))  # fmt: skip
+    elif any(c != codex.hook_command() for c in commands):
+        checks.append(_warn("codex hooks", f"hooks in {where} call another nmem installation than this one", fix))
+    else:
+        checks.append(_ok("codex hooks", f"{len(handlers)} hook events in {where}, trusted"))
+    command = str(mcp.get("command", ""))
+    if not mcp:
+        checks.append(_warn("codex mcp", f"no [mcp_servers.{codex.MCP_NAME}] in {_home_tilde(config_file)}", fix))
+    elif not os.access(command, os.X_OK):
+        checks.append(_fail("codex mcp", f"[mcp_servers.{codex.MCP_NAME}] runs {command or '(nothing)'}, not an"
+                            " executable", fix))  # fmt: skip
+    else:
+        checks.append(_ok("codex mcp", f"[mcp_servers.{codex.MCP_NAME}] in {_home_tilde(config_file)} runs {command}"))
+    return checks
 
 
 def check_mcp() -> Check:
@@ -221,6 +290,8 @@ def check_mcp() -> Check:
     if plugin_id and not isinstance(entry, dict):
         return _plugin_check("mcp", plugin.MCP_COMMAND, plugin_id)
     if not isinstance(entry, dict):
+        if _codex_hooks():  # Codex's are there: Claude Code is only not set up (yet)
+            return _warn("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install  # for Claude Code")
         return _fail("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install")
     command = str(entry.get("command", ""))
     if not os.access(command, os.X_OK):
@@ -432,6 +503,7 @@ def run() -> Report:
     checks += _guarded("entry points", check_entry_points)
     checks += _guarded("hooks", check_hooks)
     checks += _guarded("mcp", check_mcp)
+    checks += _guarded("codex", check_codex)
     checks += _guarded("socket", lambda: check_socket(settings))
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))

@@ -296,7 +296,7 @@ _KNOWN = (
     " WHERE (session_id, tool_use_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
     f" FROM json_each(?)) AND {TOOL_CALL_ROW}"
 )
-ROWS_PER_STATEMENT = 32  # x 15 columns: under SQLite's old 999-parameter limit
+ROWS_PER_STATEMENT = 32  # x 16 columns: under SQLite's old 999-parameter limit
 
 
 class _RowsInsert:
@@ -326,8 +326,8 @@ class _RowsInsert:
 
 _OBSERVATIONS = _RowsInsert(
     "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
-    " content, tool_name, file_path, command, tool_use_id, agent_id)",
-    15,
+    " content, tool_name, file_path, command, tool_use_id, agent_id, agent)",
+    16,
 )
 _MERGE = "UPDATE observations SET count = count + 1, last_ts = max(last_ts, ?) WHERE id = ?"
 _EVENTS = _RowsInsert(
@@ -361,7 +361,7 @@ _INSERT_PROMPT = (
 )
 _SESSION_COLUMNS = """
 INSERT INTO sessions(session_id, project, cwd, started_at, last_event_at, source, end_reason, ended_at,
-                     model, transcript_path, last_assistant_message, git_branch, event_count)"""
+                     model, transcript_path, last_assistant_message, git_branch, event_count, agent)"""
 _SESSION_UPDATE = """
 ON CONFLICT(session_id) DO UPDATE SET
     project = coalesce(sessions.project, excluded.project),
@@ -375,9 +375,10 @@ ON CONFLICT(session_id) DO UPDATE SET
     transcript_path = coalesce(sessions.transcript_path, excluded.transcript_path),
     last_assistant_message = coalesce(excluded.last_assistant_message, sessions.last_assistant_message),
     git_branch = coalesce(excluded.git_branch, sessions.git_branch),
-    event_count = sessions.event_count + excluded.event_count
+    event_count = sessions.event_count + excluded.event_count,
+    agent = coalesce(sessions.agent, excluded.agent)
 """
-_SESSIONS = _RowsInsert(_SESSION_COLUMNS, 13, _SESSION_UPDATE)
+_SESSIONS = _RowsInsert(_SESSION_COLUMNS, 14, _SESSION_UPDATE)
 
 
 def _json_list(values: Sequence[str]) -> str:
@@ -388,7 +389,7 @@ class _Session:
     """A batch's events of one session, folded into the one upsert they amount to (in batch order)."""
 
     __slots__ = ("session_id", "project", "cwd", "started_at", "last_event_at", "source", "end_reason", "ended_at",
-                 "model", "transcript_path", "last_assistant_message", "git_branch", "count")  # fmt: skip
+                 "model", "transcript_path", "last_assistant_message", "git_branch", "count", "agent")  # fmt: skip
 
     def __init__(self, ex: Extracted, ts: float, git_branch: str | None):
         self.session_id = ex.session_id
@@ -403,6 +404,7 @@ class _Session:
         self.last_assistant_message = ex.last_assistant_message if ex.hook_event == "Stop" else None
         self.git_branch = git_branch or None
         self.count = 1
+        self.agent = ex.agent
 
     def add(self, ex: Extracted, ts: float, git_branch: str | None) -> None:
         """Fold a later event as `_SESSIONS` would apply it: first value kept, or last one, min/max."""
@@ -424,13 +426,15 @@ class _Session:
             self.last_assistant_message = ex.last_assistant_message
         if git_branch:
             self.git_branch = git_branch
+        if self.agent is None:
+            self.agent = ex.agent
         self.count += 1
 
     def row(self) -> tuple[Any, ...]:
         return (
             self.session_id, self.project, self.cwd, self.started_at, self.last_event_at, self.source,
             self.end_reason, self.ended_at, self.model, self.transcript_path, self.last_assistant_message,
-            self.git_branch, self.count,
+            self.git_branch, self.count, self.agent,
         )  # fmt: skip
 
 
@@ -505,6 +509,7 @@ def _plan(
                     obs.command,
                     ex.tool_use_id,
                     ex.agent_id,
+                    ex.agent,
                 )
             )
             if obs.dedup_key:

@@ -267,6 +267,14 @@ WHEN old.id < (SELECT indexed_below FROM fts_state)
 END;
 """
 
+# The coding agent of every session and observation (issue #19): NULL for Claude Code, so the rows
+# stored before and Claude Code's own add nothing to the file (SQLite stores a trailing NULL column's
+# absence for free in old rows, a one-byte header entry in new ones); "codex" for the Codex CLI.
+M011_AGENT: Final = """
+ALTER TABLE sessions ADD COLUMN agent TEXT;
+ALTER TABLE observations ADD COLUMN agent TEXT;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -278,6 +286,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m008_positionless_fts", M008_POSITIONLESS_FTS),
     ("m009_retention_notice", M009_RETENTION_NOTICE),
     ("m010_project_in_index", M010_PROJECT_IN_INDEX),
+    ("m011_agent", M011_AGENT),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
