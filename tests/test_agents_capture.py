@@ -220,3 +220,23 @@ def test_a_store_not_migrated_to_m011_yet_is_read_as_claude_codes(
     shown = nmem("show", str(hits[0]["id"]))
     assert shown.returncode == 0 and "claude-code" in shown.stdout
     assert not db_rows(daemon.db, "SELECT 1 FROM schema_migrations WHERE name = 'm011_agent'")  # read only
+
+
+def test_a_claude_code_session_after_codex_gets_codex_work_by_name(daemon: Daemon) -> None:
+    """The same repository is one project whichever agent worked in it: Claude Code's next session
+    is told what Codex did there, and that Codex did it."""
+    daemon.start()
+    cwd = "/tmp/nmem-agents-handover"
+    codex = _session("cx", cwd)
+    for payload in (
+        {**codex, "hook_event_name": "UserPromptSubmit", "prompt": "make the okapi exporter skip empty batches"},
+        {**codex, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": new_id()[:10],
+         "tool_input": {"command": "pytest tests/test_exporter.py"}, "tool_response": "3 passed\n"},
+    ):  # fmt: skip
+        assert send(payload, "--agent", "codex").returncode == 0
+    start = {**_session("cc", cwd), "hook_event_name": "SessionStart", "source": "startup"}
+    done = send(start)
+    assert done.returncode == 0 and done.stderr == b""
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "by Codex" in context and "make the okapi exporter skip empty batches" in context
+    assert "pytest tests/test_exporter.py" in context

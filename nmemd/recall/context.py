@@ -23,6 +23,7 @@ from typing import Final
 
 from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
+from nmemd.recall.queries import agent_column
 from nmemd.recall.summary import (
     NOT_WORK,
     ago,
@@ -74,6 +75,11 @@ class _Session:
     end_reason: str | None
     events: int
     summary: str | None
+    agent: str | None = None  # NULL: Claude Code's (migration m011)
+
+
+# How the context names an agent other than Claude Code, which it names in its header.
+AGENT_LABELS: Final = {"codex": "Codex"}
 
 
 @dataclass
@@ -122,7 +128,8 @@ def _scope(conn: sqlite3.Connection, ids: list[str]) -> _Scope:
 
 def _recent_sessions(conn: sqlite3.Connection, project: str, focus: str | None) -> list[_Session]:
     """Sessions of the project that did some work, newest first (the focus session first)."""
-    sql = f"""SELECT s.session_id, s.last_event_at, s.ended_at, s.end_reason, s.event_count, s.summary
+    sql = f"""SELECT s.session_id, s.last_event_at, s.ended_at, s.end_reason, s.event_count, s.summary,
+                     {agent_column(conn, "s")}
               FROM sessions s WHERE s.project = ? AND EXISTS (
                   SELECT 1 FROM observations o WHERE o.session_id = s.session_id AND +o.project = ?
                   AND o.type NOT IN ({_WORK})) {{}}
@@ -140,7 +147,8 @@ def _label(s: _Session, session_id: str | None, source: str) -> str:
         return "this session, before compaction"
     if s.id == session_id and source == "resume":
         return "this session"
-    return f"session {s.id[:8]}"
+    by = f" by {AGENT_LABELS.get(s.agent, s.agent)}" if s.agent else ""
+    return f"session {s.id[:8]}{by}"
 
 
 def _sessions(
@@ -298,7 +306,8 @@ def _commands(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str 
 def _header(project: str, source: str, compacted: bool) -> list[str]:
     lines = [
         f"# nmem: memory of project {short_name(project)} ({project})",
-        "Facts recorded by nmem from earlier Claude Code sessions in this project; times are relative to now."
+        "Facts recorded by nmem from earlier sessions in this project (Claude Code's, unless a session"
+        " names its agent); times are relative to now."
         " The nmem MCP tools (search, timeline, get_observations) hold the details.",
     ]
     if compacted:
