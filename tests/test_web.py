@@ -194,3 +194,16 @@ def test_long_lists_come_a_page_at_a_time(viewer: Viewer) -> None:
     rest = viewer.get(html.unescape(more.group(1)))[1]
     assert rest.count(">paged-") == 22 and ">paged-00<" in rest and ">paged-00<" not in sessions
     assert viewer.get("/sessions?before=soon")[0] == 400
+
+
+def test_search_and_sessions_tell_the_agents_apart(viewer: Viewer) -> None:
+    login(viewer)
+    prompt("tune the okapi exporter for codex", session="web-cx", agent="codex")
+    prompt("tune the okapi exporter for claude", session="web-cc")
+    status, page = viewer.get("/search?" + urlencode({"q": "okapi exporter", "project": PROJECT, "agent": "codex"}))
+    assert status == 200 and "for codex" in page and "for claude" not in page
+    status, page = viewer.get("/search?" + urlencode({"q": "okapi", "project": PROJECT, "agent": "claude-code"}))
+    assert status == 200 and "for claude" in page and "for codex" not in page
+    status, page = viewer.get("/search?" + urlencode({"q": "okapi", "agent": "gemini-ish"}))
+    assert status == 400 and "unknown agent" in page
+    assert "codex" in viewer.get("/sessions")[1]

@@ -84,7 +84,10 @@ def login(v: Viewer) -> None:
     v.cookie = cookie.split(";")[0]
 
 
-def prompt(text: str, session: str = "web-1") -> None:
+def prompt(text: str, session: str = "web-1", agent: str | None = None) -> None:
+    """A prompt through the real hook client (`agent`: as `send.py --agent` marks it)."""
     payload = {"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": text, "cwd": PROJECT}
+    if agent:
+        payload = {"nmem_agent": agent, **payload}
     done = run_send(json.dumps(payload).encode())
     assert done.returncode == 0 and done.stderr == b""

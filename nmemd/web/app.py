@@ -227,7 +227,7 @@ async def _search_params(read: Any, q: dict[str, str]) -> dict[str, Any]:
     types = [t.strip() for t in q.get("type", "").split(",") if t.strip()]
     if types:
         params["types"] = types
-    for key, name in (("session", "session_id"), ("file", "file")):
+    for key, name in (("session", "session_id"), ("file", "file"), ("agent", "agent")):
         if q.get(key, "").strip():
             params[name] = q[key].strip()
     for key in ("since", "until"):
@@ -241,6 +241,8 @@ async def _search_params(read: Any, q: dict[str, str]) -> dict[str, Any]:
 
 def _purge_filter(params: dict[str, Any]) -> dict[str, Any]:
     flt = {k: v for k, v in params.items() if k in ("project", "types", "session_id", "since", "until")}
+    if params.get("agent"):
+        raise ValueError("purge does not filter by agent: narrow the search by project, session or time instead")
     if params.get("query") and params["query"] != "*":
         flt["query"] = params["query"]
     if flt.get("project") == ALL_PROJECTS:

@@ -116,6 +116,7 @@ SEARCH_FIELDS: Final = (
     ("q", "words, a question, an identifier or a path", 40),
     ("project", "project (path or name; * = all)", 24),
     ("type", "types, comma-separated", 14),
+    ("agent", "agent (claude-code, codex)", 14),
     ("session", "session id", 14),
     ("file", "file", 14),
     ("since", "since (2h, 7d, 2026-11-01)", 14),
@@ -142,7 +143,9 @@ def found(count: int, limit: int, query: Mapping[str, str]) -> str:
 
 
 def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) -> str:
-    fields = ("type", "project", "session_id", "hook_event", "tool_name", "file_path", "command", "count", "pinned")
+    fields = (
+        "type", "agent", "project", "session_id", "hook_event", "tool_name", "file_path", "command", "count", "pinned",
+    )  # fmt: skip
     rows = "".join(
         f"<tr><th>{k}</th><td class=k>{escape(str(d.get(k)))}</td></tr>" for k in fields if d.get(k) not in (None, "")
     )
@@ -180,7 +183,7 @@ def sessions(rows: list[Mapping[str, Any]], project: str, *, full: bool = False)
             f'<tr><td class="t">{when(s.get("last_event_at"))}</td><td class="k"><a href="{escape(search)}">'
             f"{escape(s['session_id'][:12])}</a></td><td>{escape(s.get('project') or '')}</td>"
             f"<td><b>{escape(s.get('first_prompt') or '')}</b><pre>{summary}</pre></td>"
-            f'<td class="t">{int(s.get("event_count") or 0)} events</td></tr>'
+            f'<td class="t">{int(s.get("event_count") or 0)} events<br>{escape(s.get("agent") or "")}</td></tr>'
         )
     pager = ""
     if full:
