@@ -72,6 +72,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     maintenance_integrity_interval_s: NonNegFloat = 86400.0  # quick_check + FTS5 integrity-check
     maintenance_fts_optimize_interval_s: NonNegFloat = 86400.0  # merge the FTS index down to one segment
     maintenance_idle_s: NonNegFloat = 5.0
+    # New session files of every agent on this machine (Claude Code's transcripts, Codex's rollouts)
+    # imported this often, what `nmem import-transcripts` does: sessions of an agent without hooks, or
+    # from before the install, are remembered too. 0 turns it off.
+    maintenance_history_interval_s: NonNegFloat = 3600.0
     maintenance_wal_truncate_bytes: PositiveInt = 32 * 1024 * 1024
     maintenance_vacuum_pages: PositiveInt = 256  # pages per incremental_vacuum step
     maintenance_fts_merge_pages: PositiveInt = 64  # pages of the first FTS5 merge step; the next ones follow:

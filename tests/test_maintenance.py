@@ -73,7 +73,7 @@ async def test_maintain_gives_space_back_and_truncates_the_wal() -> None:
         print(f"\nbefore {before}\nafter  {after}")
         for r in results:
             print(f"  {r.name}: {r.outcome} ({r.duration_ms:.0f} ms)")
-        assert [r.name for r in results] == list(maintenance.JOBS)
+        assert [r.name for r in results] == list(maintenance.MAINTAIN_ALL)  # history: on its schedule only
         assert all(r.ok for r in results), results
         # A big freelist: a fifth of the file at least (~1,000 of ~4,000 pages; its exact size moves with
         # the row format, e.g. m011's agent column)
@@ -225,3 +225,41 @@ def test_a_last_run_recorded_in_the_future_does_not_postpone_a_job(daemon: Daemo
 
     wait_until(ran_again, timeout=15.0, message="the checkpoint job ran although its last run was 400 days ahead")
     assert daemon.stop() == 0
+
+
+TRANSCRIPTS = Path(__file__).parent / "data" / "transcripts"
+
+
+def test_the_daemon_imports_new_agent_sessions_on_its_schedule(daemon: Daemon, tmp_path: Path) -> None:
+    """Nothing to remember to run: a transcript written by a session without hooks is remembered by
+    the next scheduled import, a later one too, and nothing twice."""
+    claude = tmp_path / "claude"
+    project = claude / "projects" / "-home-dev-projects-orchard"
+    project.mkdir(parents=True)
+    (project / "4dad2986-ce83-4960-aa06-e9ab85a0bcc1.jsonl").write_bytes((TRANSCRIPTS / "short.jsonl").read_bytes())
+    daemon.env.update({"NMEM_MAINTENANCE_HISTORY_INTERVAL_S": "0.3", "NMEM_MAINTENANCE_IDLE_S": "0.1",
+                       "CLAUDE_CONFIG_DIR": str(claude), "CODEX_HOME": str(tmp_path / "codex")})  # fmt: skip
+    daemon.start()
+
+    def sessions() -> set[str]:
+        if not daemon.db.exists():
+            return set()
+        return {str(r[0]) for r in db_rows(daemon.db, "SELECT session_id FROM observations")}
+
+    wait_until(lambda: "4dad2986-ce83-4960-aa06-e9ab85a0bcc1" in sessions(), 30.0, "the scheduled import")
+    recorded = wait_until(lambda: db_rows(daemon.db, "SELECT outcome FROM jobs WHERE name = 'history'"), 30.0)
+    outcome = str(recorded[0][0])
+    assert "new events" in outcome, outcome
+    first = db_rows(daemon.db, "SELECT count(*) FROM observations")[0][0]
+    (project / "later.jsonl").write_bytes((TRANSCRIPTS / "tool-heavy.jsonl").read_bytes())
+    wait_until(lambda: len(sessions()) >= 2, 30.0, "the next scheduled import")
+
+    def runs() -> int:
+        return len(db_rows(daemon.db, "SELECT 1 FROM jobs WHERE name = 'history' AND outcome LIKE '%, 0 new events%'"))
+
+    wait_until(runs, 30.0, "a run that found nothing new")
+    counts = db_rows(daemon.db, "SELECT count(*), count(DISTINCT event_id) FROM observations")[0]
+    assert counts[0] == counts[1] and counts[0] > first
+    done = nmem("maintain", "--job", "history", "--json", env={**daemon.env})
+    assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stderr
+    assert db_rows(daemon.db, "SELECT count(*) FROM observations")[0][0] == counts[0]

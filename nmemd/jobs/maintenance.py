@@ -8,14 +8,16 @@ run is recorded in the `jobs` table (`nmem status`, `nmem maintain`).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -346,6 +348,36 @@ async def retention_job(store: Store, *, forced: bool = False) -> str:
     return (await retention.sweep(store, between_steps=_between_steps, notice_s=notice)).line()
 
 
+HISTORY_TIMEOUT_S: Final = 1800.0  # an import of years of sessions takes minutes; a hung one is stopped
+_IMPORT = "import sys; from nmemd.cli import main; sys.argv = ['nmem', 'import-transcripts', '--json']; main()"
+
+
+async def history(store: Store, *, forced: bool = False) -> str:
+    """Import what is new in the agents' session files, as `nmem import-transcripts` does, through
+    this daemon's socket like any client: the same reading, keys and group commit, so a session also
+    seen live is stored once. Run as a child process: reading and parsing stay off the event loop."""
+    settings = store.settings
+    env = {**os.environ, "NMEM_HOME": settings.home, "NMEM_SOCKET": settings.socket, "NMEM_DB": settings.db}
+    try:
+        with anyio.fail_after(HISTORY_TIMEOUT_S):
+            done = await anyio.run_process([sys.executable, "-I", "-c", _IMPORT], env=env, check=False)
+    except TimeoutError:
+        return f"failed: the import took over {HISTORY_TIMEOUT_S:.0f} s and was stopped (it resumes next time)"
+    lines = done.stdout.decode(errors="replace").strip().splitlines()
+    try:
+        summary = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        summary = {}
+    if done.returncode != 0 or not isinstance(summary, dict):
+        reason = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        return f"failed: nmem import-transcripts exited with {done.returncode}: {reason}"
+    bad = len(summary.get("bad_files") or [])
+    return (
+        f"{summary.get('files_read', 0)} of {summary.get('files', 0)} session files read,"
+        f" {summary.get('events_new', 0)} new events" + (f", {bad} unreadable files" if bad else "")
+    )
+
+
 Job = Callable[..., Awaitable[str]]
 
 # The order `nmem maintain` runs them in: retention deletes, merges free pages (and drop
@@ -358,7 +390,11 @@ JOBS: dict[str, Job] = {
     "optimize": optimize,
     "integrity": integrity,
     "checkpoint": checkpoint,
+    "history": history,
 }
+# `nmem maintain` without --job: everything but reading the agents' session files, which the
+# schedule does (and `--job history` on demand).
+MAINTAIN_ALL: Final = tuple(name for name in JOBS if name != "history")
 
 
 # --- running and recording -----------------------------------------------------------------------
@@ -415,7 +451,7 @@ async def run_job(target: Host | Store, name: str, *, forced: bool = True) -> Jo
 
 async def run_jobs(target: Host | Store, job: str | None = None) -> list[JobResult]:
     """`nmem maintain`: one job, or all of them in order."""
-    names = [job] if job is not None else list(JOBS)
+    names = [job] if job is not None else list(MAINTAIN_ALL)
     for name in names:
         check_job(name)
     return [await run_job(target, name) for name in names]
@@ -441,6 +477,7 @@ class Scheduler:
             "fts_merge": s.maintenance_interval_s,
             "optimize": s.maintenance_optimize_interval_s,
             "integrity": s.maintenance_integrity_interval_s,
+            "history": s.maintenance_history_interval_s,
         }
         self.last_run: dict[str, float] = {}
         # A job never run (a new database) counts its age from this start: it waits for quiet
