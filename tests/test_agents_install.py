@@ -173,7 +173,7 @@ def test_agent_all_installs_for_the_agents_found_and_bad_agents_are_refused(home
     _ok("uninstall", "--agent", "all")
     assert not (home / "hooks.json").exists() and "hooks" not in json.loads((claude / "settings.json").read_text())
     for args, message in (
-        (("install", "--agent", "gemini"), "unknown agent 'gemini'"),
+        (("install", "--agent", "aider"), "unknown agent 'aider'"),
         (("install", "--agent", "codex", "--project"), "--project is for Claude Code"),
     ):
         done = nmem(*args)
