@@ -37,6 +37,7 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     codex_home.mkdir()
     monkeypatch.setenv("CODEX_HOME", str(codex_home))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "gemini"))  # no Gemini CLI: `--agent all` leaves it
     monkeypatch.setenv("PATH", str(BIN) + ":/usr/bin:/bin")
     return codex_home, claude
 

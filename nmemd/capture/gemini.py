@@ -309,7 +309,8 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     Code's."""
     event = ex.hook_event
     if event == "UserPromptSubmit" and ex.session_id != "unknown":
-        ex.prompt_id = prompt_id(prompt_text(p.get("prompt")))
+        # The import names it (nmemd.history.gemini: of the whole prompt, before it is cut to send it).
+        ex.prompt_id = ex.prompt_id or prompt_id(prompt_text(p.get("prompt")))
         return None
     if event == "PreCompact":
         # 0.61 fires PreCompress before every request, trigger "auto", whether or not it compresses.
