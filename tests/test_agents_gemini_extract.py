@@ -85,6 +85,14 @@ def test_tool_calls_prompts_and_replies_get_natural_keys() -> None:
     assert set(keyed) <= from_file
 
 
+def test_an_mcp_tool_s_parts_hash_as_the_session_file_keeps_them() -> None:
+    # Live: llmContent is the MCP result's parts; the session file keeps their texts, joined by newlines.
+    live = tool_call_id("mcp_nmem_search", {"query": "x"}, [{"text": "<untrusted_context>\na\n</untrusted_context>"},
+                                                              {"text": "b"}])  # fmt: skip
+    assert live == tool_call_id("mcp_nmem_search", {"query": "x"}, "<untrusted_context>\na\n</untrusted_context>\nb")
+    assert tool_call_id("t", {}, [{"inlineData": {}}]) == tool_call_id("t", {}, "")
+
+
 def test_before_agent_without_injected_context_and_after_agent_as_stop() -> None:
     assert prompt_text("<hook_context>ctx\nmore</hook_context>\n\nfix the bug") == "fix the bug"
     assert prompt_text("fix <hook_context>x</hook_context>") == "fix <hook_context>x</hook_context>"

@@ -55,7 +55,8 @@ Replies
     Exit 0 and JSON on stdout. SessionStart's `{"hookSpecificOutput": {"additionalContext": "..."}}`
     (the form nmem's daemon already answers Claude Code's SessionStart in, nmemd.recall.replies) is
     prepended to the first prompt as `<hook_context>...</hook_context>` in `gemini -p`, and is the
-    first turn of the history in the interactive CLI. BeforeAgent's `additionalContext` is appended
+    first turn of the history in the interactive CLI; Gemini escapes `<` and `>` in it (`&lt;`,
+    `&gt;`), so the model reads `&lt;nmem-context&gt;`. BeforeAgent's `additionalContext` is appended
     to the prompt for that turn.
 
 Session files (`nmem import-transcripts`)
@@ -151,10 +152,16 @@ def prompt_id(text: str) -> str:
 
 
 def output_text(value: object) -> str:
-    """A tool's output as the key hashes it: `llmContent` (live) or the `output` the session file keeps."""
+    """A tool's output as the key hashes it: the live hook's `llmContent` as the session file keeps it (its
+    `output`): a string as it is; parts (an MCP tool's) as their texts joined by newlines, the CLI's
+    `convertToFunctionResponse` does."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    parts = value if isinstance(value, list) else [value] if isinstance(value, dict) else []
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    if texts or parts:
+        return "\n".join(texts)
+    return "" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def tool_call_id(name: str, args: object, output: object) -> str:
