@@ -214,6 +214,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("NMEM_REQUIRE_CLAUDE=1 but NMEM_CLAUDE_BIN is not an executable Claude Code binary")
     if os.environ.get("NMEM_REQUIRE_CODEX") == "1" and not os.access(os.environ.get("NMEM_CODEX_BIN", ""), os.X_OK):
         raise pytest.UsageError("NMEM_REQUIRE_CODEX=1 but NMEM_CODEX_BIN is not an executable Codex CLI binary")
+    if os.environ.get("NMEM_REQUIRE_GEMINI") == "1" and not os.access(os.environ.get("NMEM_GEMINI_BIN", ""), os.X_OK):
+        raise pytest.UsageError("NMEM_REQUIRE_GEMINI=1 but NMEM_GEMINI_BIN is not an executable Gemini CLI")
     if os.environ.get("NMEM_REQUIRE_BROWSER") == "1" and not (
         os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium")
     ):
@@ -229,8 +231,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Say why the `shared`, `claude_code`, `codex` and `browser` tests were skipped, even under -q."""
-    for marker in ("claude_code", "codex", "browser"):
+    """Say why the `shared`, `claude_code`, `codex`, `gemini` and `browser` tests were skipped, even under -q."""
+    for marker in ("claude_code", "codex", "gemini", "browser"):
         missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
         if missed:
             reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"

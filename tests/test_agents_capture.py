@@ -167,7 +167,7 @@ def test_search_and_sessions_filter_and_show_the_agent(daemon: Daemon) -> None:
 
 def test_an_unknown_agent_is_a_clear_error(daemon: Daemon) -> None:
     _store_two_agents(daemon)
-    for args in (("search", "websocket", "--all", "--agent", "gemini"), ("sessions", "--agent", "nobody")):
+    for args in (("search", "websocket", "--all", "--agent", "aider"), ("sessions", "--agent", "nobody")):
         done = nmem(*args)
         assert done.returncode != 0
         assert "unknown agent" in done.stderr and "codex" in done.stderr

@@ -37,6 +37,7 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     codex_home.mkdir()
     monkeypatch.setenv("CODEX_HOME", str(codex_home))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "gemini"))  # no Gemini CLI: `--agent all` leaves it
     monkeypatch.setenv("PATH", str(BIN) + ":/usr/bin:/bin")
     return codex_home, claude
 
@@ -173,7 +174,7 @@ def test_agent_all_installs_for_the_agents_found_and_bad_agents_are_refused(home
     _ok("uninstall", "--agent", "all")
     assert not (home / "hooks.json").exists() and "hooks" not in json.loads((claude / "settings.json").read_text())
     for args, message in (
-        (("install", "--agent", "gemini"), "unknown agent 'gemini'"),
+        (("install", "--agent", "aider"), "unknown agent 'aider'"),
         (("install", "--agent", "codex", "--project"), "--project is for Claude Code"),
     ):
         done = nmem(*args)

@@ -238,7 +238,8 @@ def test_the_daemon_imports_new_agent_sessions_on_its_schedule(daemon: Daemon, t
     project.mkdir(parents=True)
     (project / "4dad2986-ce83-4960-aa06-e9ab85a0bcc1.jsonl").write_bytes((TRANSCRIPTS / "short.jsonl").read_bytes())
     daemon.env.update({"NMEM_MAINTENANCE_HISTORY_INTERVAL_S": "0.3", "NMEM_MAINTENANCE_IDLE_S": "0.1",
-                       "CLAUDE_CONFIG_DIR": str(claude), "CODEX_HOME": str(tmp_path / "codex")})  # fmt: skip
+                       "CLAUDE_CONFIG_DIR": str(claude), "CODEX_HOME": str(tmp_path / "codex"),
+                       "GEMINI_CLI_HOME": str(tmp_path / "gemini")})  # fmt: skip
     daemon.start()
 
     def sessions() -> set[str]:

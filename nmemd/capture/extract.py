@@ -767,6 +767,10 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
             hook_event="unknown", session_id="unknown", observations=[_obs("event", title, _summary(payload, 1000))]
         )
     p: dict[str, Any] = payload
+    if agent_of(p) == "gemini":  # its events under nmem's names first (nmemd.capture.gemini)
+        from nmemd.capture import gemini
+
+        p = gemini.normalized(p)
     raw_cwd = _s(p.get("cwd"))
     cwd = _line(raw_cwd, _PATH_MAX) or None
     project = project_root(raw_cwd) if raw_cwd and len(raw_cwd) <= _PATH_MAX else raw_cwd
@@ -792,6 +796,13 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         from nmemd.capture import codex
 
         own = codex.observations(p, ex, root)
+        if own is not None:
+            ex.observations = own
+            return ex
+    elif ex.agent == "gemini":
+        from nmemd.capture import gemini
+
+        own = gemini.observations(p, ex, root)
         if own is not None:
             ex.observations = own
             return ex

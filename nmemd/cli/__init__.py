@@ -47,7 +47,7 @@ COMMANDS: Final = (
         "import-transcripts",
         "backfill",
         "import_transcripts",
-        "Import Claude Code transcripts and Codex sessions into memory; a second run imports only what is new.",
+        "Import Claude Code, Codex and Gemini CLI sessions into memory; a second run imports only what is new.",
     ),
     (
         "install",

@@ -110,8 +110,17 @@ def _report(summary: "Summary", json_out: bool) -> None:
 
 
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
-    """Import `paths` (default: Claude Code's projects folder and Codex's sessions); return the exit code."""
-    from nmemd.history.backfill import Importer, Progress, Summary, codex_root, default_root, default_roots
+    """Import `paths` (default: Claude Code's projects folder, Codex's sessions and the Gemini CLI's session
+    files); return the exit code."""
+    from nmemd.history.backfill import (
+        Importer,
+        Progress,
+        Summary,
+        codex_root,
+        default_root,
+        default_roots,
+        gemini_root,
+    )
 
     settings = load_settings()
     if paths:
@@ -126,8 +135,9 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
                 _report(Summary(), json_out)
             else:
                 ui.Console(stderr=True, highlight=False).print(
-                    f"no Claude Code history at {ui.escape(default_root())} nor Codex history at"
-                    f" {ui.escape(codex_root())}: nothing to import"
+                    f"no Claude Code history at {ui.escape(default_root())}, Codex history at"
+                    f" {ui.escape(codex_root())} nor Gemini CLI history at {ui.escape(gemini_root())}:"
+                    " nothing to import"
                 )
             return 0
     try:
@@ -156,17 +166,17 @@ def import_transcripts(
         list[str] | None,
         typer.Argument(
             metavar="[PATH]...",
-            help="Transcript files or folders (default: ${CLAUDE_CONFIG_DIR:-~/.claude}/projects and"
-            " ${CODEX_HOME:-~/.codex}/sessions).",
+            help="Transcript files or folders (default: ${CLAUDE_CONFIG_DIR:-~/.claude}/projects,"
+            " ${CODEX_HOME:-~/.codex}/sessions and ~/.gemini/tmp).",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
 ) -> None:
-    """Import Claude Code transcripts and Codex sessions into memory; a second run imports only what is new.
+    """Import Claude Code, Codex and Gemini CLI sessions into memory; a second run imports only what is new.
 
     \b
     Example:
-        nmem import-transcripts                      # ~/.claude/projects and ~/.codex/sessions
+        nmem import-transcripts                      # ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp
         nmem import-transcripts ~/.claude/projects/-home-me-app --json
         nmem import-transcripts ~/.codex/sessions/2026/03
     """

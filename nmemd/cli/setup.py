@@ -44,7 +44,7 @@ AgentOpt = Annotated[
     str,
     typer.Option(
         "--agent",
-        help="The coding agent: claude-code (claude), codex, or all (every one found on this machine).",
+        help="The coding agent: claude-code (claude), codex, gemini, or all (every one found on this machine).",
     ),
 ]
 
@@ -52,22 +52,26 @@ AgentOpt = Annotated[
 def _agents(agent: str, project_scope: bool) -> list[str]:
     """The agents an install or uninstall is for; a clear error for an unknown one."""
     from nmemd.model import AGENT_ALIASES, AGENTS
-    from nmemd.setup import codex
+    from nmemd.setup import codex, gemini
 
     name = AGENT_ALIASES.get(agent.strip(), agent.strip())
+    present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found}
     if name == "all":
-        found = [a for a in AGENTS if (codex.found() if a == codex.AGENT else _claude_found())]
+        found = [a for a in AGENTS if present.get(a, _claude_found)()]
         if not found:
-            fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex)")
+            fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex;"
+                 " Gemini CLI: ~/.gemini)")  # fmt: skip
         chosen = found
     elif name in AGENTS:
         chosen = [name]
     else:
         fail(f"unknown agent {agent!r} (known: {', '.join(AGENTS)}, all)", 2)
-    if project_scope and codex.AGENT in chosen:
-        if name != "all":
+    if project_scope and (codex.AGENT in chosen or gemini.AGENT in chosen):
+        if name == codex.AGENT:
             fail("--project is for Claude Code: Codex reads its hooks from $CODEX_HOME (default ~/.codex)", 2)
-        chosen = [a for a in chosen if a != codex.AGENT]
+        if name == gemini.AGENT:
+            fail("--project is for Claude Code: nmem installs into the Gemini CLI's user settings (~/.gemini)", 2)
+        chosen = [a for a in chosen if a not in (codex.AGENT, gemini.AGENT)]
     return chosen
 
 
@@ -102,6 +106,8 @@ def install(
     agents = _agents(agent, project_scope)
     if "codex" in agents:
         _install_codex(print_only, no_mcp)
+    if "gemini" in agents:
+        _install_gemini(print_only, no_mcp)
     if "claude-code" in agents:
         _install_claude(project_scope, print_only, no_mcp, import_history)
 
@@ -125,6 +131,25 @@ def _install_codex(print_only: bool, no_mcp: bool) -> None:
 
     if os.path.isdir(codex_root()):
         console.print("import your existing Codex history with: nmem import-transcripts", highlight=False)
+
+
+def _install_gemini(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import gemini
+
+    try:
+        plan = gemini.plan_install(mcp=not no_mcp)
+        if print_only:
+            sys.stdout.write(gemini.printed(plan))
+            return
+        written = gemini.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    what = "hooks" + ("" if no_mcp else f" and MCP server '{gemini.MCP_NAME}'")
+    out().print(f"Gemini CLI {what}: {plan.path} ({_outcome(written)})", highlight=False)
+    from nmemd.history.backfill import gemini_root
+
+    if os.path.isdir(gemini_root()):
+        out().print("import your existing Gemini CLI history with: nmem import-transcripts", highlight=False)
 
 
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
@@ -162,6 +187,8 @@ def uninstall(
     agents = _agents(agent, project_scope)
     if "codex" in agents:
         _uninstall_codex(no_mcp)
+    if "gemini" in agents:
+        _uninstall_gemini(no_mcp)
     if "claude-code" in agents:
         _uninstall_claude(project_scope, no_mcp)
     settings = load_settings()
@@ -187,6 +214,21 @@ def _uninstall_codex(no_mcp: bool) -> None:
     if config_written.changed:
         what = "trust of nmem's hooks" + ("" if no_mcp else f" and MCP server '{codex.MCP_NAME}'")
         console.print(f"Codex {what} removed from {plan.config}", highlight=False)
+
+
+def _uninstall_gemini(no_mcp: bool) -> None:
+    from nmemd.setup import gemini
+
+    try:
+        plan = gemini.plan_uninstall(mcp=not no_mcp)
+        written = gemini.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    if written.changed:
+        what = "hooks" + ("" if no_mcp else f" and MCP server '{gemini.MCP_NAME}'")
+        out().print(f"Gemini CLI {what} removed from {plan.path}", highlight=False)
+    else:
+        out().print(f"no nmem hooks in {plan.path}", highlight=False)
 
 
 def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:

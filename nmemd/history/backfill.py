@@ -1,7 +1,9 @@
-"""Import Claude Code and Codex history: find transcripts, read what is new in each, send it to the daemon.
+"""Import Claude Code, Codex and Gemini CLI history: find transcripts, read what is new in each, send it to
+the daemon.
 
-A Codex rollout file (`rollout-*.jsonl`, nmemd.history.codex) is read by its own reader; every
-other `*.jsonl` as a Claude Code transcript.
+A Codex rollout file (`rollout-*.jsonl`, nmemd.history.codex) and a Gemini CLI session file
+(`chats/session-*.jsonl`, nmemd.history.gemini) are read by their own readers; every other `*.jsonl`
+as a Claude Code transcript.
 
 CLI side: files are streamed line by line (a file is never held in memory),
 parsed with msgspec, turned into hook-shaped records by `nmemd.history.transcripts`
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import ImportParamsError
-from nmemd.history import codex
+from nmemd.history import codex, gemini
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted, clamp_ts
 
@@ -195,16 +197,27 @@ def codex_root() -> str:
     return os.path.join(base, "sessions")
 
 
+def gemini_root() -> str:
+    """Where the Gemini CLI keeps its session files: `~/.gemini/tmp` (`$GEMINI_CLI_HOME/.gemini/tmp`)."""
+    base = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    return os.path.join(base, ".gemini", "tmp")
+
+
 def default_roots() -> list[str]:
-    """The history folders of the agents on this machine (Claude Code's, Codex's), those that exist."""
-    return [root for root in (default_root(), codex_root()) if os.path.isdir(root)]
+    """The history folders of the agents on this machine (Claude Code's, Codex's, the Gemini CLI's), those
+    that exist."""
+    return [root for root in (default_root(), codex_root(), gemini_root()) if os.path.isdir(root)]
 
 
-Reader = TranscriptReader | codex.RolloutReader
+Reader = TranscriptReader | codex.RolloutReader | gemini.SessionReader
 
 
 def reader_for(path: str) -> Reader:
-    return codex.RolloutReader(path=path) if codex.is_rollout(path) else TranscriptReader.for_file(path)
+    if codex.is_rollout(path):
+        return codex.RolloutReader(path=path)
+    if gemini.is_session(path):
+        return gemini.SessionReader(path=path)
+    return TranscriptReader.for_file(path)
 
 
 def discover(paths: Sequence[str], problems: list[Problem]) -> list[str]:
@@ -216,12 +229,18 @@ def discover(paths: Sequence[str], problems: list[Problem]) -> list[str]:
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path, onerror=lambda e: problems.append(_problem(e))):
                 dirs.sort()
-                found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".jsonl")]
+                found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".jsonl")
+                          and (not _in_gemini_tmp(root) or gemini.is_session(os.path.join(root, f)))]  # fmt: skip
         elif os.path.exists(path) or os.path.islink(path):
             found.append(path)
         else:
             problems.append(Problem(path, "not found"))
     return list(dict.fromkeys(found))
+
+
+def _in_gemini_tmp(folder: str) -> bool:
+    """A folder in the Gemini CLI's `.gemini/tmp`, where only `chats/session-*.jsonl` files are history."""
+    return f"{os.sep}.gemini{os.sep}tmp" in folder
 
 
 def _problem(exc: OSError) -> Problem:
@@ -500,7 +519,8 @@ class Importer:
 
         Returns False when it found one (the file is being written)."""
         readline = f.readline
-        decode = codex.decode_line if isinstance(cur.reader, codex.RolloutReader) else decode_line
+        own = isinstance(cur.reader, codex.RolloutReader | gemini.SessionReader)
+        decode = codex.decode_line if own else decode_line
         feed = cur.reader.feed
         add = self._add
         summary, progress = self.summary, self.progress

@@ -206,7 +206,7 @@ def build_server() -> "MCPServer[Any]":
         ] = None,
         until: Annotated[str | None, Field(description="Not after: same forms as since.")] = None,
         agent: Annotated[
-            Agent | None, Field(description="Only what this coding agent did (claude-code, codex).")
+            Agent | None, Field(description="Only what this coding agent did (claude-code, codex, gemini).")
         ] = None,
         limit: Annotated[int, Field(ge=1, le=SEARCH_MAX, description="How many lines.")] = 10,
     ) -> str:

@@ -29,7 +29,7 @@ from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
-from nmemd.setup import codex, install, plugin
+from nmemd.setup import codex, gemini, install, plugin
 from nmemd.store import readers
 from nmemd.store.migrations import MIGRATIONS
 
@@ -194,8 +194,8 @@ def check_hooks() -> Check:
         return _plugin_check("hooks", "nmem-send", plugin_id)
     if not found:
         detail = f"no nmem hooks in {user} (nor in this project's .claude/settings.local.json)"
-        if _codex_hooks():  # capture runs, from Codex: Claude Code is only not set up (yet)
-            return _warn("hooks", detail + "; Codex's are installed", "nmem install  # for Claude Code")
+        if other := _other_agents():  # capture runs, from another agent: Claude Code is only not set up (yet)
+            return _warn("hooks", detail + f"; {other}'s are installed", "nmem install  # for Claude Code")
         return _fail("hooks", detail, "nmem install")
     missing = [e for e in wanted if e not in found]
     if missing:
@@ -224,6 +224,71 @@ def _codex_hooks() -> list[tuple[str, str, str]]:
                 if install._is_ours(h):
                     found.append((event, str(h.get("command", "")), str(group.get("matcher") or "")))
     return found
+
+
+def _gemini_hooks() -> list[tuple[str, dict[str, Any]]]:
+    """(event, handler) of nmem's handlers in the Gemini CLI's settings.json; [] when unreadable."""
+    try:
+        return gemini.our_hooks(install.load(gemini.settings_path()))
+    except NmemError:
+        return []
+
+
+def _other_agents() -> str:
+    """The other agents nmem's hooks are installed for ("Codex", "Codex and Gemini CLI"); "" for none."""
+    names = [n for n, found in (("Codex", _codex_hooks), ("Gemini CLI", _gemini_hooks)) if found()]
+    return " and ".join(names)
+
+
+def check_gemini() -> list[Check]:
+    """The Gemini CLI's hooks (all of nmem's events, a client that exists, not disabled) and MCP server;
+    nothing when nmem is not installed for the Gemini CLI."""
+    path = gemini.settings_path()
+    try:
+        data = install.load(path)
+    except NmemError as exc:
+        return [_fail("gemini", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    hooks = gemini.our_hooks(data)
+    servers = data.get("mcpServers")
+    mcp = servers.get(gemini.MCP_NAME) if isinstance(servers, dict) else None
+    if not hooks and not mcp:
+        return []  # not installed for the Gemini CLI (on purpose, perhaps): nothing to check
+    fix = "nmem install --agent gemini"
+    where = _home_tilde(path)
+    events = {e for e, _ in hooks}
+    missing = [h.event for h in gemini.HOOKS if h.event not in events]
+    commands = {str(h.get("command", "")) for _, h in hooks}
+    broken = sorted({p for c in commands for p in _command_paths(c) if not os.path.exists(p)})
+    raw_config = data.get("hooksConfig")
+    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
+    raw_disabled = config.get("disabled")
+    disabled: list[Any] = raw_disabled if isinstance(raw_disabled, list) else []
+    checks: list[Check] = []
+    if not hooks:
+        checks.append(_fail("gemini hooks", f"no nmem hooks in {where}", fix))
+    elif missing:
+        checks.append(_fail("gemini hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
+    elif broken:
+        checks.append(_fail("gemini hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
+    elif config.get("enabled") is False:
+        checks.append(_fail("gemini hooks", f"hooksConfig.enabled is false in {where}: no hook runs",
+                            "set it to true, or remove it"))  # fmt: skip
+    elif gemini.HOOK_NAME in disabled or any(c in disabled for c in commands):
+        checks.append(_fail("gemini hooks", f"nmem's hooks are in hooksConfig.disabled in {where}",
+                            "enable them in the Gemini CLI's /hooks"))  # fmt: skip
+    elif any(c != gemini.hook_command() for c in commands):
+        checks.append(_warn("gemini hooks", f"hooks in {where} call another nmem installation than this one", fix))
+    else:
+        checks.append(_ok("gemini hooks", f"{len(events)} hook events in {where}"))
+    command = str(mcp.get("command", "")) if isinstance(mcp, dict) else ""
+    if not mcp:
+        checks.append(_warn("gemini mcp", f"no mcpServers.{gemini.MCP_NAME} in {where}", fix))
+    elif not os.access(command, os.X_OK):
+        checks.append(_fail("gemini mcp", f"mcpServers.{gemini.MCP_NAME} runs {command or '(nothing)'}, not an"
+                            " executable", fix))  # fmt: skip
+    else:
+        checks.append(_ok("gemini mcp", f"mcpServers.{gemini.MCP_NAME} in {where} runs {command}"))
+    return checks
 
 
 def check_codex() -> list[Check]:
@@ -290,7 +355,7 @@ def check_mcp() -> Check:
     if plugin_id and not isinstance(entry, dict):
         return _plugin_check("mcp", plugin.MCP_COMMAND, plugin_id)
     if not isinstance(entry, dict):
-        if _codex_hooks():  # Codex's are there: Claude Code is only not set up (yet)
+        if _other_agents():  # another agent's are there: Claude Code is only not set up (yet)
             return _warn("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install  # for Claude Code")
         return _fail("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install")
     command = str(entry.get("command", ""))
@@ -504,6 +569,7 @@ def run() -> Report:
     checks += _guarded("hooks", check_hooks)
     checks += _guarded("mcp", check_mcp)
     checks += _guarded("codex", check_codex)
+    checks += _guarded("gemini", check_gemini)
     checks += _guarded("socket", lambda: check_socket(settings))
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))

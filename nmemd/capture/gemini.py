@@ -1,0 +1,327 @@
+"""Google Gemini CLI: what its hooks send and its session files hold, as nmem reads them.
+
+Verified against the real CLI, @google/gemini-cli 0.61.0 (`npm install @google/gemini-cli@0.61.0`, a
+bundled Node program, Node >= 20), run offline against a scripted Gemini API on 127.0.0.1
+(tests/e2e/test_gemini.py), and read from the source of google-gemini/gemini-cli
+(`packages/core/src/hooks/hookRunner.ts`, `hookRegistry.ts`, `trustedHooks.ts`,
+`services/environmentSanitization.ts`, `services/chatCompressionService.ts`,
+`packages/cli/src/config/settingsSchema.ts`, `docs/hooks/reference.md`).
+
+Hooks configuration
+    settings.json's `hooks`, `{"<Event>": [{"matcher": "...", "sequential": bool, "hooks": [{"type":
+    "command", "command": "...", "name": "...", "timeout": <milliseconds, default 60000>}]}]}`,
+    merged from the project's `.gemini/settings.json`, the user's `~/.gemini/settings.json` and
+    `/etc/gemini-cli/settings.json` (and extensions). A command runs through `bash -c` in the
+    session's cwd, the payload on its stdin, with the CLI's environment (redaction of secrets in it is
+    off by default) plus GEMINI_PROJECT_DIR, GEMINI_CWD, GEMINI_SESSION_ID. `hooksConfig.enabled`
+    defaults to true; `hooksConfig.disabled` lists hook names to skip. Events: SessionStart,
+    SessionEnd, BeforeAgent, AfterAgent, BeforeModel, AfterModel, BeforeToolSelection, BeforeTool,
+    AfterTool, PreCompress, Notification. Every hook is awaited (SessionEnd's too, in `gemini -p`).
+    nmem installs SessionStart, BeforeAgent, AfterTool, AfterAgent and SessionEnd in the user's
+    settings.json (nmemd.setup.gemini), named `nmem`.
+    Not PreCompress: 0.61 fires it, trigger "auto", before every model request of a turn (the
+    compression service runs the hook before it checks the threshold), so it does not mean that
+    anything was compressed; a "manual" one (`/compress`) is kept if a user installs it.
+
+Trust
+    User and system hooks run as they are. Project hooks run only in a trusted folder, and the first
+    time each (name, command) is seen Gemini warns and records it (`~/.gemini/trusted_hooks.json`).
+    Folder trust is on by default: in an untrusted folder `--yolo` is refused ("Approval mode
+    overridden to default") and project settings are ignored; `~/.gemini/trustedFolders.json`
+    (`{"<path>": "TRUST_FOLDER"}`) or GEMINI_CLI_TRUST_WORKSPACE=true trusts one. nmem's hooks are
+    user hooks, so they need none of this.
+
+Payloads (stdin, JSON; every event)
+    `session_id` (a UUID), `transcript_path` (the session file, below), `cwd`, `hook_event_name`,
+    `timestamp` (ISO-8601 UTC). SessionStart: `source` ("startup", "resume", "clear").
+    BeforeAgent: `prompt` (in `gemini -p` with SessionStart context: `<hook_context>...</hook_context>`
+    and a blank line, then the user's text). BeforeTool / AfterTool: `tool_name`, `tool_input` (the
+    model's arguments), `mcp_context` (an MCP tool's `server_name`, `tool_name`, ...), and AfterTool
+    `tool_response`: `{"llmContent": <string or parts>, "returnDisplay": <string or a file diff
+    object>, "error": {"type", "message"} when the tool failed}`. No call id: nmem names a call by
+    `tool_call_id` below. A shell command's `llmContent` is `<untrusted_context>` around
+    `Output: ...`, `Exit Code: N` (only when not 0), `Process Group PGID: N`. AfterAgent: `prompt`,
+    `prompt_response` (the turn's final text), `stop_hook_active`. PreCompress: `trigger`.
+    SessionEnd: `reason` ("exit" at the end of `gemini -p`, "clear", "logout", ...).
+    The tools: `run_shell_command` (`command`, `description`, `dir_path`, `is_background`),
+    `write_file` (`file_path`, `content`), `replace` (`file_path`, `old_string`, `new_string`,
+    `allow_multiple`, `instruction`), `read_file` (`file_path`, `start_line`, `end_line`),
+    `read_many_files`, `list_directory`, `glob` (`pattern`, `dir_path`), `grep_search` (`pattern`,
+    `dir_path`, `include_pattern`), `google_web_search` (`query`), `web_fetch` (`prompt`),
+    `write_todos`, `save_memory`, ...; an MCP server's tools by their own name (`mcp_context` says
+    whose), which nmem stores as `mcp__<server>__<tool>` like Claude Code's and Codex's.
+
+Replies
+    Exit 0 and JSON on stdout. SessionStart's `{"hookSpecificOutput": {"additionalContext": "..."}}`
+    (the form nmem's daemon already answers Claude Code's SessionStart in, nmemd.recall.replies) is
+    prepended to the first prompt as `<hook_context>...</hook_context>` in `gemini -p`, and is the
+    first turn of the history in the interactive CLI; Gemini escapes `<` and `>` in it (`&lt;`,
+    `&gt;`), so the model reads `&lt;nmem-context&gt;`. BeforeAgent's `additionalContext` is appended
+    to the prompt for that turn.
+
+Session files (`nmem import-transcripts`)
+    `~/.gemini/tmp/<project>/chats/session-<YYYY-MM-DDTHH-MM>-<first 8 of the session id>.jsonl`
+    (`<project>` is a short name for the project folder, whose absolute path the folder's
+    `.project_root` holds and `~/.gemini/projects.json` maps; older versions used the SHA-256 of the
+    path and wrote one `session-*.json` object with a `messages` list). A JSONL file's first line is
+    `{"sessionId", "projectHash", "startTime", "lastUpdated", "kind"}`; each later line is a message
+    `{"id", "timestamp", "type": "user" | "gemini" | "info" | "error" | ..., "content": string or
+    parts}` (a line with an id seen before replaces that message: a `gemini` message is written when
+    the model answers and again with its `toolCalls` when they finish) or `{"$set": {...}}` (the
+    first sets `messages` to the CLI's own `<session_context>` preamble). A tool call is `{"id",
+    "name", "args", "result": [{"functionResponse": {"id", "name", "response": {"output": <the
+    llmContent>} or {"error": ...}}}], "status": "success" | "error" | "cancelled", "timestamp",
+    "resultDisplay", "displayName"}`; the message's `content` is the model's text and `model` its
+    model. A user message's text holds the prompt as BeforeAgent sent it (with `<hook_context>`).
+
+The model, offline
+    `GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:<port>`, `GEMINI_API_KEY=<anything>` and settings.json
+    `security.auth.selectedType = "gemini-api-key"` (without it `gemini -p` exits 41, "Invalid auth
+    method selected"). The CLI then calls `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`
+    (`contents` of `{"role": "user" | "model", "parts": [{"text"} | {"functionCall": {"name",
+    "args"}} | {"functionResponse": {"id", "name", "response"}}]}`, `systemInstruction`, `tools`:
+    `[{"functionDeclarations": [...]}]`; answered by `data: {"candidates": [{"content": {"role":
+    "model", "parts": [...]}, "finishReason": "STOP"}], "usageMetadata": {...}}` events), and may
+    call `:generateContent` and `:countTokens`. `gemini -p "<prompt>" --yolo` runs one turn
+    non-interactively, approving every tool call (in a trusted folder).
+
+MCP
+    settings.json `mcpServers.<name> = {"command": "...", "args": [...]}` (stdio); `nmem install
+    --agent gemini` registers `mcpServers.nmem` running `nmem-mcp`.
+
+Keys shared by live capture and the import
+    No hook names a tool call or a prompt by an id the session file also holds, so nmem names them by
+    what both hold, alike: a tool call by a hash of its tool, arguments and output (`tool_call_id`;
+    a shell command's output carries its process group, so a command run twice is two calls; two
+    calls identical in all three are one), a prompt by a hash of its text (`prompt_id`: the same
+    prompt twice in one session is stored once), a turn's final text by `reply_key`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Final
+
+from nmemd.capture.extract import (
+    _CMD_MAX,
+    _PATH_MAX,
+    _clean,
+    _clean_ends,
+    _d,
+    _join,
+    _line,
+    _obs,
+    _one_line,
+    _rel,
+    _s,
+    _short,
+    _summary,
+    _Tool,
+    _tool_obs,
+)
+from nmemd.model import Extracted, Observation
+
+AGENT: Final = "gemini"
+# Gemini's events under the names nmem (and Claude Code) gives the same moments: stored, keyed and
+# answered (SessionStart's context, a prompt's recall, a turn's summary) as Claude Code's are.
+EVENTS: Final = {
+    "BeforeAgent": "UserPromptSubmit", "AfterTool": "PostToolUse", "AfterAgent": "Stop", "PreCompress": "PreCompact",
+}  # fmt: skip
+SHELL: Final = "run_shell_command"
+_HOOK_CONTEXT: Final = re.compile(r"\A\s*<hook_context>.*?</hook_context>\s*", re.DOTALL)
+_UNTRUSTED: Final = re.compile(r"\A\s*<untrusted_context>\n?(.*?)\n?</untrusted_context>\s*\Z", re.DOTALL)
+_EXIT: Final = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
+_SHELL_TAIL: Final = re.compile(r"^(?:Exit Code|Signal|Background PIDs|Process Group PGID): .*$", re.MULTILINE)
+
+
+def prompt_text(raw: object) -> str:
+    """The user's prompt without the SessionStart context Gemini put before it (`<hook_context>`)."""
+    return _HOOK_CONTEXT.sub("", raw, count=1) if isinstance(raw, str) else ""
+
+
+def _digest(*parts: str) -> str:
+    data = "\x00".join(parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def prompt_id(text: str) -> str:
+    """A prompt's name in its session: a hash of its text, whitespace collapsed (live and imported alike)."""
+    return "g" + _digest(" ".join(text.split()))
+
+
+def output_text(value: object) -> str:
+    """A tool's output as the key hashes it: the live hook's `llmContent` as the session file keeps it (its
+    `output`): a string as it is; parts (an MCP tool's) as their texts joined by newlines, the CLI's
+    `convertToFunctionResponse` does."""
+    if isinstance(value, str):
+        return value
+    parts = value if isinstance(value, list) else [value] if isinstance(value, dict) else []
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    if texts or parts:
+        return "\n".join(texts)
+    return "" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_call_id(name: str, args: object, output: object) -> str:
+    """A tool call's name in its session, the same from the AfterTool hook and from the session file."""
+    canonical = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "g" + _digest(name, canonical, output_text(output))
+
+
+def normalized(p: dict[str, Any]) -> dict[str, Any]:
+    """A Gemini hook payload as nmem reads hook payloads: the event under nmem's name, the prompt without
+    the injected context, the final text as `last_assistant_message`, a tool call's id."""
+    event = p.get("hook_event_name")
+    out = dict(p)
+    if isinstance(event, str) and event in EVENTS:
+        out["hook_event_name"] = EVENTS[event]
+    if event == "BeforeAgent":
+        out["prompt"] = prompt_text(p.get("prompt"))
+    elif event == "AfterAgent":
+        out["last_assistant_message"] = p.get("prompt_response")
+        out.pop("prompt", None)
+        out.pop("prompt_response", None)
+    elif event == "AfterTool" and not isinstance(p.get("tool_use_id"), str):
+        name = _s(p.get("tool_name")) or "unknown"
+        out["tool_use_id"] = tool_call_id(name, p.get("tool_input"), _d(p.get("tool_response")).get("llmContent"))
+    return out
+
+
+def shell_output(llm: object) -> tuple[str, int | None]:
+    """A shell command's output and exit code from its `llmContent` (None: it exited 0 or said nothing)."""
+    text = llm if isinstance(llm, str) else ""
+    if m := _UNTRUSTED.match(text):
+        text = m.group(1)
+    code = int(m.group(1)) if (m := _EXIT.search(text)) else None
+    body = _SHELL_TAIL.sub("", text).strip("\n")
+    body = body.removeprefix("Output: ").replace("\nOutput: ", "\n", 1)
+    return ("" if body == "(empty)" else body), code
+
+
+def _shell(inp: dict[str, Any], resp: dict[str, Any], root: str | None) -> list[Observation]:
+    cmd = _clean(inp.get("command"), _CMD_MAX)
+    output, code = shell_output(resp.get("llmContent"))
+    if code in (None, 0) and not resp.get("error"):
+        obs = _tool_obs(_Tool("Bash", {"command": inp.get("command"), "description": inp.get("description")},
+                              output, root))  # fmt: skip
+        obs.tool_name = SHELL
+        return [obs]
+    first = " ".join(cmd.split())[:150]
+    why = f"exit {code}" if code is not None else _short(_clean(_d(resp.get("error")).get("message"), 300), 80)
+    content = _join(f"command: {cmd}", _clean_ends(output))
+    return [_obs("error", f"Shell failed ({why}): {first}", content, limit=len(content), tool_name=SHELL,
+                 command=cmd or None)]  # fmt: skip
+
+
+def _path(inp: dict[str, Any], cwd: str | None) -> str:
+    raw = _line(inp.get("file_path") or inp.get("absolute_path") or inp.get("path"), _PATH_MAX)
+    if raw and not raw.startswith("/") and cwd:
+        return f"{cwd.rstrip('/')}/{raw}"
+    return raw
+
+
+def _file(name: str, inp: dict[str, Any], resp: dict[str, Any], root: str | None, cwd: str | None) -> Observation:
+    path = _path(inp, cwd)
+    rel = _rel(path, root) if path else "(no path)"
+    display = _d(resp.get("returnDisplay"))
+    diff = _clean(display.get("fileDiff"), 1200, 20)
+    stat = _d(display.get("diffStat"))
+    added, removed = stat.get("model_added_lines"), stat.get("model_removed_lines")
+    counts = f"-{removed} +{added} lines" if isinstance(added, int) and isinstance(removed, int) else ""
+    if name == "write_file":
+        body = _s(inp.get("content")) or ""
+        lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
+        detail = ("created" if display.get("isNewFile") is True else "written") + f", {lines} lines"
+        return _obs("write", f"Write {rel} ({detail})", _join(detail, diff or _clean(body, 1200, 20)),
+                    file_path=path or None, tool_name=name)  # fmt: skip
+    if name == "replace":
+        detail = counts or "edited"
+        if inp.get("allow_multiple") is True:
+            detail += ", every occurrence"
+        body = diff or _join("--- old", _clean(inp.get("old_string"), 600, 12), "+++ new",
+                             _clean(inp.get("new_string"), 600, 12))  # fmt: skip
+        return _obs("edit", f"Edit {rel} ({detail})", _join(detail, body), file_path=path or None, tool_name=name)
+    start, end = inp.get("start_line"), inp.get("end_line")
+    span = f"lines {start}-{end or ''}" if isinstance(start, int) else ""
+    return _obs("read", f"Read {rel}" + (f" ({span})" if span else ""), span, file_path=path or None,
+                tool_name=name, dedup_key=f"read:{path}:{span}")  # fmt: skip
+
+
+def _search(name: str, inp: dict[str, Any], resp: dict[str, Any], root: str | None) -> Observation:
+    pattern = _line(inp.get("pattern"), 300)
+    where = _line(inp.get("dir_path") or inp.get("path"), _PATH_MAX)
+    include = _line(inp.get("include_pattern") or inp.get("include"), 200)
+    label = "Glob" if name == "glob" else "Grep"
+    inside = _rel(where, root) if where and where != root else ""
+    title = f"{label} '{pattern}'" + (f" in {inside}" if inside else "") + (f" ({include})" if include else "")
+    display = resp.get("returnDisplay")
+    result = _clean(resp.get("llmContent"), 1500, 20) if isinstance(resp.get("llmContent"), str) else ""
+    content = _join(_clean(display, 300) if isinstance(display, str) else "", result)
+    return _obs("search", title, content, tool_name=name, dedup_key=f"{label.lower()}:{pattern}:{where}:{include}")
+
+
+def _mcp(p: dict[str, Any], inp: dict[str, Any], resp: dict[str, Any]) -> list[Observation] | None:
+    ctx = _d(p.get("mcp_context"))
+    server, tool = _line(ctx.get("server_name"), 80), _line(ctx.get("tool_name"), 80)
+    if not server or not tool:
+        return None
+    name = f"mcp__{server}__{tool}"
+    llm = resp.get("llmContent")
+    result = _clean(llm, 1500, 20) if isinstance(llm, str) else _summary(llm, 1500)
+    args = _summary(inp, 1200) if inp else ""
+    title = f"MCP {server}/{tool}" + (f": {_one_line(args, 120)}" if args else "")
+    return [_obs("mcp", title, _join("args: " + args if args else "", "result:\n" + result if result else ""),
+                 tool_name=name)]  # fmt: skip
+
+
+def _failed(
+    name: str, inp: dict[str, Any], resp: dict[str, Any], root: str | None, cwd: str | None
+) -> list[Observation]:
+    error = _d(resp.get("error"))
+    message = _clean_ends(error.get("message") or resp.get("llmContent"))
+    path = _path(inp, cwd)
+    subject = _short(_clean(inp.get("command"), 300), 120) if inp.get("command") else _rel(path, root) if path else ""
+    title = f"{_line(name, 100)} failed: {_short(message, 100) or _line(error.get('type'), 80) or 'error'}"
+    title += f" — {subject}" if subject else ""
+    content = _join(f"file: {path}" if path else "", message)
+    return [_obs("error", title, content, limit=len(content), tool_name=_line(name, 100), file_path=path or None)]
+
+
+def tool_observations(p: dict[str, Any], root: str | None, cwd: str | None) -> list[Observation]:
+    """What nmem keeps of one finished Gemini tool call (an AfterTool payload)."""
+    name = _s(p.get("tool_name")) or "unknown"
+    inp, resp = _d(p.get("tool_input")), _d(p.get("tool_response"))
+    if name == SHELL:
+        return _shell(inp, resp, root)
+    if resp.get("error"):
+        return _failed(name, inp, resp, root, cwd)
+    if name in ("write_file", "replace", "read_file"):
+        return [_file(name, inp, resp, root, cwd)]
+    if name in ("grep_search", "search_file_content", "glob"):
+        return [_search(name, inp, resp, root)]
+    if p.get("mcp_context") and (own := _mcp(p, inp, resp)) is not None:
+        return own
+    llm = resp.get("llmContent")
+    response = llm if isinstance(llm, str) and llm else resp.get("returnDisplay")
+    if name == "google_web_search":
+        return [_tool_obs(_Tool("WebSearch", {"query": inp.get("query")}, response, root))]
+    obs = _tool_obs(_Tool(name, inp, response, root))
+    return [obs]
+
+
+def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
+    """What nmem keeps of a (normalized) Gemini event, where it differs from Claude Code's; None: as Claude
+    Code's."""
+    event = ex.hook_event
+    if event == "UserPromptSubmit" and ex.session_id != "unknown":
+        # The import names it (nmemd.history.gemini: of the whole prompt, before it is cut to send it).
+        ex.prompt_id = ex.prompt_id or prompt_id(prompt_text(p.get("prompt")))
+        return None
+    if event == "PreCompact":
+        # 0.61 fires PreCompress before every request, trigger "auto", whether or not it compresses.
+        return None if p.get("trigger") == "manual" else []
+    if event == "PostToolUse":
+        return tool_observations(p, root, ex.cwd)
+    return None

@@ -1,0 +1,208 @@
+"""Read a Gemini CLI session file (`~/.gemini/tmp/<project>/chats/session-*.jsonl`) as the hook payloads
+the Gemini CLI would have sent, for `nmem import-transcripts` (the format: nmemd.capture.gemini).
+
+What becomes a payload (each with `nmem_agent: gemini`, so the daemon's own extraction reads it as live
+Gemini hooks are read, under the same natural keys):
+
+* a `user` message with text (not tool results, not the CLI's `<session_context>` preamble) ->
+  BeforeAgent, keyed `prompt:<session>:<hash of the text>` as the live hook is;
+* each finished tool call of a `gemini` message (`toolCalls`, the last version of the message) ->
+  AfterTool with `tool_use_id` the hash of its tool, arguments and output (`tool_call_id`), as the live
+  hook is keyed; a call whose `status` is "error" carries its error;
+* a turn's last `gemini` text (at the next prompt or the end of the file) -> AfterAgent, keyed by
+  `reply_key` like a live one.
+
+The session's working directory is the project folder's `.project_root` (or `projects.json`).
+Everything else (`$set` updates, `info` messages, thoughts, token counts) is counted as skipped. The
+single-object `session-*.json` files of older versions are not read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from nmemd.capture.gemini import AGENT, prompt_id, prompt_text, tool_call_id
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
+from nmemd.model import reply_key
+
+SEEN_MAX: Final = 100_000
+_PREAMBLE: Final = ("<session_context>",)
+
+
+def is_session(path: str) -> bool:
+    """A Gemini CLI session file: `session-*.jsonl` in a `chats` folder."""
+    name = os.path.basename(path)
+    return (
+        name.startswith("session-") and name.endswith(".jsonl") and os.path.basename(os.path.dirname(path)) == "chats"
+    )
+
+
+def _s(v: object) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _d(v: object) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _texts(content: object) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+
+
+def project_of(path: str) -> str | None:
+    """The project folder a session file belongs to: `<project>/.project_root`, else `projects.json`'s entry."""
+    folder = os.path.dirname(os.path.dirname(path))
+    try:
+        with open(os.path.join(folder, ".project_root"), encoding="utf-8") as f:
+            root = f.read(4096).strip()
+        if root.startswith("/"):
+            return root
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        with open(os.path.join(os.path.dirname(os.path.dirname(folder)), "projects.json"), encoding="utf-8") as f:
+            projects = _d(json.load(f)).get("projects")
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    name = os.path.basename(folder)
+    found = [p for p, short in _d(projects).items() if short == name and isinstance(p, str) and p.startswith("/")]
+    return found[0] if len(found) == 1 else None
+
+
+@dataclass
+class SessionReader:
+    """Turns the lines of one session file, in order, into Records (the interface of TranscriptReader)."""
+
+    path: str
+    counts: Counts = field(default_factory=Counts)
+    session: str = ""
+    cwd: str | None = None
+    _calls: set[str] = field(default_factory=set)  # tool call ids already sent
+    _reply: tuple[str, str, float] | None = None  # (message id, text, ts) of the turn's last text so far
+    _replied: set[str] = field(default_factory=set)
+    _last_ts: float = 0.0
+
+    def __post_init__(self) -> None:
+        name = os.path.basename(self.path).removesuffix(".jsonl")
+        self.session = name.rpartition("-")[2] or name  # session-<time>-<id prefix>: until the first line says
+        self.cwd = project_of(self.path)
+
+    @staticmethod
+    def decode(raw: bytes) -> object:
+        from nmemd.history.codex import decode_line
+
+        return decode_line(raw)
+
+    def safe_offset(self, end: int) -> int:
+        return end
+
+    def finish(self) -> list[Record]:
+        return self._turn_end()
+
+    def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
+        """Records for one decoded line. Never raises on odd input."""
+        self.counts.lines += 1
+        if not isinstance(line, dict):
+            self.counts.skipped += 1
+            return []
+        if "sessionId" in line and "type" not in line:
+            self.session = _s(line.get("sessionId")) or self.session
+            self.counts.skipped += 1
+            return []
+        kind = line.get("type")
+        ts = parse_ts(line.get("timestamp"), self._last_ts)
+        self._last_ts = ts
+        if kind == "user":
+            return self._user(line, ts)
+        if kind == "gemini":
+            return self._gemini(line, ts)
+        self.counts.skipped += 1
+        return []
+
+    def _payload(self, event: str) -> dict[str, Any]:
+        p: dict[str, Any] = {"nmem_agent": AGENT, "session_id": self.session, "hook_event_name": event,
+                             "transcript_path": self.path}  # fmt: skip
+        if self.cwd:
+            p["cwd"] = self.cwd
+        return p
+
+    def _user(self, line: dict[str, Any], ts: float) -> list[Record]:
+        text = "\n".join(_texts(line.get("content")))
+        if not text.strip() or text.lstrip().startswith(_PREAMBLE):
+            self.counts.skipped += 1  # tool results, the CLI's own context
+            return []
+        records = self._turn_end()
+        payload = self._payload("BeforeAgent")
+        payload["prompt_id"] = prompt_id(prompt_text(text))  # of the whole text, as the live hook's is
+        payload["prompt"] = bound(text)
+        self.counts.prompts += 1
+        records.append(Record(key=f"prompt:{self.session}:{payload['prompt_id']}", ts=ts, payload=payload))
+        return records
+
+    def _gemini(self, line: dict[str, Any], ts: float) -> list[Record]:
+        msg_id = _s(line.get("id")) or ""
+        calls = line.get("toolCalls")
+        text = "\n".join(t for t in _texts(line.get("content")) if t.strip())
+        records: list[Record] = []
+        if isinstance(calls, list) and calls:
+            if self._reply is not None and self._reply[0] == msg_id:
+                self._reply = None  # a text before tool calls: not the turn's last
+            for call in calls:
+                if isinstance(call, dict):
+                    records += self._call(call, ts)
+        elif text:
+            self._reply = (msg_id, text, ts)
+            self.counts.messages += 1
+        if not records and not text:
+            self.counts.skipped += 1
+        return records
+
+    def _call(self, call: dict[str, Any], ts: float) -> list[Record]:
+        status = call.get("status")
+        call_id, name = _s(call.get("id")), _s(call.get("name"))
+        if status not in ("success", "error") or call_id is None or name is None or call_id in self._calls:
+            return []  # still running, cancelled, or sent already (a message is written again as calls finish)
+        if len(self._calls) >= SEEN_MAX:
+            self._calls.clear()
+        self._calls.add(call_id)
+        response: dict[str, Any] = {}
+        result = call.get("result")
+        for part in result if isinstance(result, list) else []:
+            fr = _d(_d(part).get("functionResponse"))
+            if fr:
+                response = _d(fr.get("response"))
+                break
+        output = response.get("output", response.get("error", ""))
+        args = call.get("args") if isinstance(call.get("args"), dict) else {}
+        tool_response: dict[str, Any] = {"llmContent": output, "returnDisplay": call.get("resultDisplay")}
+        if status == "error":
+            tool_response["error"] = {"message": output if isinstance(output, str) else "error"}
+            self.counts.errors += 1
+        else:
+            self.counts.tools += 1
+        payload = self._payload("AfterTool")
+        payload.update(tool_name=name, tool_input=bound(args), tool_response=bound(tool_response, STRING_MAX),
+                       tool_use_id=tool_call_id(name, args, output))  # fmt: skip
+        ts = parse_ts(call.get("timestamp"), ts)
+        return [Record(key=f"tool:{self.session}:{payload['tool_use_id']}", ts=ts, payload=payload)]
+
+    def _turn_end(self) -> list[Record]:
+        reply, self._reply = self._reply, None
+        if reply is None:
+            return []
+        _, text, ts = reply
+        key = reply_key(self.session, text)
+        if key in self._replied:
+            return []
+        self._replied.add(key)
+        payload = self._payload("AfterAgent")
+        payload.update(prompt_response=text, stop_hook_active=False)
+        self.counts.replies += 1
+        return [Record(key=key, ts=ts, payload=payload)]
