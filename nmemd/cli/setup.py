@@ -44,7 +44,7 @@ AgentOpt = Annotated[
     str,
     typer.Option(
         "--agent",
-        help="The coding agent: claude-code (claude), codex, or all (every one found on this machine).",
+        help="The coding agent: claude-code (claude), codex, copilot, or all (every one found on this machine).",
     ),
 ]
 
@@ -52,11 +52,12 @@ AgentOpt = Annotated[
 def _agents(agent: str, project_scope: bool) -> list[str]:
     """The agents an install or uninstall is for; a clear error for an unknown one."""
     from nmemd.model import AGENT_ALIASES, AGENTS
-    from nmemd.setup import codex
+    from nmemd.setup import codex, copilot
 
     name = AGENT_ALIASES.get(agent.strip(), agent.strip())
     if name == "all":
-        found = [a for a in AGENTS if (codex.found() if a == codex.AGENT else _claude_found())]
+        finders = {codex.AGENT: codex.found, copilot.AGENT: copilot.found}
+        found = [a for a in AGENTS if finders.get(a, _claude_found)()]
         if not found:
             fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex)")
         chosen = found
@@ -68,6 +69,10 @@ def _agents(agent: str, project_scope: bool) -> list[str]:
         if name != "all":
             fail("--project is for Claude Code: Codex reads its hooks from $CODEX_HOME (default ~/.codex)", 2)
         chosen = [a for a in chosen if a != codex.AGENT]
+    if project_scope and copilot.AGENT in chosen:
+        if name != "all":
+            fail("--project is for Claude Code: nmem installs Copilot's hooks in $COPILOT_HOME (default ~/.copilot)", 2)
+        chosen = [a for a in chosen if a != copilot.AGENT]
     return chosen
 
 
@@ -102,6 +107,8 @@ def install(
     agents = _agents(agent, project_scope)
     if "codex" in agents:
         _install_codex(print_only, no_mcp)
+    if "copilot" in agents:
+        _install_copilot(print_only, no_mcp)
     if "claude-code" in agents:
         _install_claude(project_scope, print_only, no_mcp, import_history)
 
@@ -125,6 +132,27 @@ def _install_codex(print_only: bool, no_mcp: bool) -> None:
 
     if os.path.isdir(codex_root()):
         console.print("import your existing Codex history with: nmem import-transcripts", highlight=False)
+
+
+def _install_copilot(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import copilot
+
+    try:
+        plan = copilot.plan_install(mcp=not no_mcp)
+        if print_only:
+            sys.stdout.write(copilot.printed(plan))
+            return
+        hooks_written, mcp_written = copilot.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    console.print(f"Copilot hooks: {plan.settings} ({_outcome(hooks_written)})", highlight=False)
+    if plan.mcp_data is not None:
+        console.print(f"Copilot MCP server '{copilot.MCP_NAME}': {plan.mcp} ({_outcome(mcp_written)})", highlight=False)
+    from nmemd.capture.copilot import session_state
+
+    if session_state().is_dir():
+        console.print("import your existing Copilot history with: nmem import-transcripts", highlight=False)
 
 
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
@@ -162,6 +190,8 @@ def uninstall(
     agents = _agents(agent, project_scope)
     if "codex" in agents:
         _uninstall_codex(no_mcp)
+    if "copilot" in agents:
+        _uninstall_copilot(no_mcp)
     if "claude-code" in agents:
         _uninstall_claude(project_scope, no_mcp)
     settings = load_settings()
@@ -187,6 +217,23 @@ def _uninstall_codex(no_mcp: bool) -> None:
     if config_written.changed:
         what = "trust of nmem's hooks" + ("" if no_mcp else f" and MCP server '{codex.MCP_NAME}'")
         console.print(f"Codex {what} removed from {plan.config}", highlight=False)
+
+
+def _uninstall_copilot(no_mcp: bool) -> None:
+    from nmemd.setup import copilot
+
+    try:
+        plan = copilot.plan_uninstall(mcp=not no_mcp)
+        hooks_written, mcp_written = copilot.apply(plan, uninstall=True)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    if hooks_written.changed:
+        console.print(f"Copilot hooks removed from {plan.settings}", highlight=False)
+    else:
+        console.print(f"no nmem hooks in {plan.settings}", highlight=False)
+    if mcp_written.changed:
+        console.print(f"Copilot MCP server '{copilot.MCP_NAME}' removed from {plan.mcp}", highlight=False)
 
 
 def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:
