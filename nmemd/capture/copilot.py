@@ -76,6 +76,7 @@ import json
 import os
 import re
 import stat
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -86,6 +87,7 @@ from nmemd.model import Extracted, Observation
 AGENT: Final = "copilot"
 EVENTS_TAIL: Final = 256 * 1024  # bytes of a session's events.jsonl searched for a tool call's id
 _SHELL_EXIT: Final = re.compile(r"<shellId: [^>]*? completed with exit code (-?\d+)>\s*\Z")
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _SESSION_SAFE: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
@@ -148,10 +150,25 @@ def call_id(session_id: str, tool_input: object, path: Path | None = None) -> st
     return None
 
 
+def ms_of(iso: object) -> int | None:
+    """Milliseconds since the epoch of a hook's ISO-8601 `timestamp` (what events.jsonl records)."""
+    if not isinstance(iso, str) or len(iso) > 40:
+        return None
+    try:
+        stamp = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        return None
+    return (stamp - _EPOCH) // timedelta(milliseconds=1)
+
+
 def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
     """What nmem keeps of a Copilot event, where it differs from Claude Code's; None: as Claude Code's
     (after `p` is given Claude Code's field names where Copilot's differ)."""
     event = ex.hook_event
+    if event == "UserPromptSubmit" and ex.session_id != "unknown" and (ms := ms_of(p.get("timestamp"))) is not None:
+        ex.prompt_id = str(ms)  # the prompt's key, as the import finds it in events.jsonl (nmemd.history.copilot)
     if event == "SessionStart" and p.get("source") == "new":
         p["source"] = "startup"
     if event not in ("PostToolUse", "PostToolUseFailure"):

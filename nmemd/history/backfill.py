@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import ImportParamsError
-from nmemd.history import codex
+from nmemd.history import codex, copilot
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted, clamp_ts
 
@@ -197,13 +197,17 @@ def codex_root() -> str:
 
 def default_roots() -> list[str]:
     """The history folders of the agents on this machine (Claude Code's, Codex's), those that exist."""
-    return [root for root in (default_root(), codex_root()) if os.path.isdir(root)]
+    from nmemd.capture.copilot import session_state
+
+    return [root for root in (default_root(), codex_root(), str(session_state())) if os.path.isdir(root)]
 
 
-Reader = TranscriptReader | codex.RolloutReader
+Reader = TranscriptReader | codex.RolloutReader | copilot.EventsReader
 
 
 def reader_for(path: str) -> Reader:
+    if copilot.is_events(path):
+        return copilot.EventsReader(path=path)
     return codex.RolloutReader(path=path) if codex.is_rollout(path) else TranscriptReader.for_file(path)
 
 
@@ -500,7 +504,9 @@ class Importer:
 
         Returns False when it found one (the file is being written)."""
         readline = f.readline
-        decode = codex.decode_line if isinstance(cur.reader, codex.RolloutReader) else decode_line
+        decode = (
+            codex.decode_line if isinstance(cur.reader, codex.RolloutReader | copilot.EventsReader) else decode_line
+        )
         feed = cur.reader.feed
         add = self._add
         summary, progress = self.summary, self.progress
