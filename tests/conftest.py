@@ -45,6 +45,7 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
     env = {
         "NMEM_HOME": str(home),
         "NMEM_SOCKET": os.path.join(short_dir, "run", "nmemd.sock"),
+        "COPILOT_HOME": str(tmp_path / "copilot"),  # never the user's ~/.copilot
     }
     for key in ("XDG_RUNTIME_DIR", "NMEM_TIMEOUT_MS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"):
         monkeypatch.delenv(key, raising=False)

@@ -806,6 +806,13 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         if own is not None:
             ex.observations = own
             return ex
+    elif ex.agent == "copilot":  # its own module: what Copilot sends differently (nmemd.capture.copilot)
+        from nmemd.capture import copilot
+
+        own = copilot.observations(p, ex, root)
+        if own is not None:
+            ex.observations = own
+            return ex
     ex.observations = _EVENTS.get(event, _generic_event)(p, ex, root)
     return ex
 

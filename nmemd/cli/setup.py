@@ -44,7 +44,7 @@ AgentOpt = Annotated[
     str,
     typer.Option(
         "--agent",
-        help="The coding agent: claude-code (claude), codex, gemini, or all (every one found on this machine).",
+        help="The coding agent: claude-code (claude), codex, gemini, copilot, or all (those on this machine).",
     ),
 ]
 
@@ -52,15 +52,15 @@ AgentOpt = Annotated[
 def _agents(agent: str, project_scope: bool) -> list[str]:
     """The agents an install or uninstall is for; a clear error for an unknown one."""
     from nmemd.model import AGENT_ALIASES, AGENTS
-    from nmemd.setup import codex, gemini
+    from nmemd.setup import codex, copilot, gemini
 
     name = AGENT_ALIASES.get(agent.strip(), agent.strip())
-    present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found}
+    present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found, copilot.AGENT: copilot.found}
     if name == "all":
         found = [a for a in AGENTS if present.get(a, _claude_found)()]
         if not found:
             fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex;"
-                 " Gemini CLI: ~/.gemini)")  # fmt: skip
+                 " Gemini CLI: ~/.gemini; Copilot CLI: $COPILOT_HOME or ~/.copilot)")  # fmt: skip
         chosen = found
     elif name in AGENTS:
         chosen = [name]
@@ -72,6 +72,10 @@ def _agents(agent: str, project_scope: bool) -> list[str]:
         if name == gemini.AGENT:
             fail("--project is for Claude Code: nmem installs into the Gemini CLI's user settings (~/.gemini)", 2)
         chosen = [a for a in chosen if a not in (codex.AGENT, gemini.AGENT)]
+    if project_scope and copilot.AGENT in chosen:
+        if name != "all":
+            fail("--project is for Claude Code: nmem installs Copilot's hooks in $COPILOT_HOME (default ~/.copilot)", 2)
+        chosen = [a for a in chosen if a != copilot.AGENT]
     return chosen
 
 
@@ -108,6 +112,8 @@ def install(
         _install_codex(print_only, no_mcp)
     if "gemini" in agents:
         _install_gemini(print_only, no_mcp)
+    if "copilot" in agents:
+        _install_copilot(print_only, no_mcp)
     if "claude-code" in agents:
         _install_claude(project_scope, print_only, no_mcp, import_history)
 
@@ -152,6 +158,27 @@ def _install_gemini(print_only: bool, no_mcp: bool) -> None:
         out().print("import your existing Gemini CLI history with: nmem import-transcripts", highlight=False)
 
 
+def _install_copilot(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import copilot
+
+    try:
+        plan = copilot.plan_install(mcp=not no_mcp)
+        if print_only:
+            sys.stdout.write(copilot.printed(plan))
+            return
+        hooks_written, mcp_written = copilot.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    console.print(f"Copilot hooks: {plan.settings} ({_outcome(hooks_written)})", highlight=False)
+    if plan.mcp_data is not None:
+        console.print(f"Copilot MCP server '{copilot.MCP_NAME}': {plan.mcp} ({_outcome(mcp_written)})", highlight=False)
+    from nmemd.capture.copilot import session_state
+
+    if session_state().is_dir():
+        console.print("import your existing Copilot history with: nmem import-transcripts", highlight=False)
+
+
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
     from nmemd.setup import install as inst
 
@@ -189,6 +216,8 @@ def uninstall(
         _uninstall_codex(no_mcp)
     if "gemini" in agents:
         _uninstall_gemini(no_mcp)
+    if "copilot" in agents:
+        _uninstall_copilot(no_mcp)
     if "claude-code" in agents:
         _uninstall_claude(project_scope, no_mcp)
     settings = load_settings()
@@ -229,6 +258,23 @@ def _uninstall_gemini(no_mcp: bool) -> None:
         out().print(f"Gemini CLI {what} removed from {plan.path}", highlight=False)
     else:
         out().print(f"no nmem hooks in {plan.path}", highlight=False)
+
+
+def _uninstall_copilot(no_mcp: bool) -> None:
+    from nmemd.setup import copilot
+
+    try:
+        plan = copilot.plan_uninstall(mcp=not no_mcp)
+        hooks_written, mcp_written = copilot.apply(plan, uninstall=True)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    if hooks_written.changed:
+        console.print(f"Copilot hooks removed from {plan.settings}", highlight=False)
+    else:
+        console.print(f"no nmem hooks in {plan.settings}", highlight=False)
+    if mcp_written.changed:
+        console.print(f"Copilot MCP server '{copilot.MCP_NAME}' removed from {plan.mcp}", highlight=False)
 
 
 def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:

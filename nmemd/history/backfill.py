@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import ImportParamsError
-from nmemd.history import codex, gemini
+from nmemd.history import codex, copilot, gemini
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted, clamp_ts
 
@@ -204,15 +204,20 @@ def gemini_root() -> str:
 
 
 def default_roots() -> list[str]:
-    """The history folders of the agents on this machine (Claude Code's, Codex's, the Gemini CLI's), those
-    that exist."""
-    return [root for root in (default_root(), codex_root(), gemini_root()) if os.path.isdir(root)]
+    """The history folders of the agents on this machine (Claude Code's, Codex's, the Gemini CLI's,
+    Copilot's), those that exist."""
+    from nmemd.capture.copilot import session_state
+
+    roots = (default_root(), codex_root(), gemini_root(), str(session_state()))
+    return [root for root in roots if os.path.isdir(root)]
 
 
-Reader = TranscriptReader | codex.RolloutReader | gemini.SessionReader
+Reader = TranscriptReader | codex.RolloutReader | gemini.SessionReader | copilot.EventsReader
 
 
 def reader_for(path: str) -> Reader:
+    if copilot.is_events(path):
+        return copilot.EventsReader(path=path)
     if codex.is_rollout(path):
         return codex.RolloutReader(path=path)
     if gemini.is_session(path):
@@ -519,7 +524,7 @@ class Importer:
 
         Returns False when it found one (the file is being written)."""
         readline = f.readline
-        own = isinstance(cur.reader, codex.RolloutReader | gemini.SessionReader)
+        own = isinstance(cur.reader, codex.RolloutReader | gemini.SessionReader | copilot.EventsReader)
         decode = codex.decode_line if own else decode_line
         feed = cur.reader.feed
         add = self._add

@@ -37,7 +37,9 @@ CONTEXT_TIME_BUDGET_S: Final = 0.3
 _encoder = msgspec.json.Encoder()
 
 
-def _reply(event: str, text: str) -> bytes:
+def _reply(event: str, text: str, agent: str | None = None) -> bytes:
+    if agent == "copilot":  # Copilot reads only the plain form (nmemd.capture.copilot)
+        return _encoder.encode({"additionalContext": text})
     return _encoder.encode({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
 
 
@@ -52,7 +54,7 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
             source=extracted.source or "startup", budget=settings.context_budget,
             deadline=time.monotonic() + CONTEXT_TIME_BUDGET_S,
         )  # fmt: skip
-        return _reply("SessionStart", text) if text else b""
+        return _reply("SessionStart", text, extracted.agent) if text else b""
     if extracted.hook_event == "UserPromptSubmit" and settings.prompt_recall and settings.prompt_recall_budget > 0:
         prompt = next((o.content for o in extracted.observations if o.type == "prompt"), "")
         await daemon.ingestor.store.searchable()
@@ -61,7 +63,7 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
             budget=settings.prompt_recall_budget, min_score=settings.prompt_recall_min_score,
             max_hits=settings.prompt_recall_max_hits,
         )  # fmt: skip
-        return _reply("UserPromptSubmit", text) if text else b""
+        return _reply("UserPromptSubmit", text, extracted.agent) if text else b""
     return b""
 
 

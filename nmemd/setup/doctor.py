@@ -29,7 +29,7 @@ from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
-from nmemd.setup import codex, gemini, install, plugin
+from nmemd.setup import codex, copilot, gemini, install, plugin
 from nmemd.store import readers
 from nmemd.store.migrations import MIGRATIONS
 
@@ -234,10 +234,18 @@ def _gemini_hooks() -> list[tuple[str, dict[str, Any]]]:
         return []
 
 
+def _copilot_hooks() -> list[tuple[str, str]]:
+    """(event, command) of nmem's hooks in Copilot's settings.json; [] when unreadable."""
+    try:
+        return copilot.our_hooks(install.load(copilot.settings_path()), copilot.settings_path())
+    except NmemError:
+        return []
+
+
 def _other_agents() -> str:
     """The other agents nmem's hooks are installed for ("Codex", "Codex and Gemini CLI"); "" for none."""
-    names = [n for n, found in (("Codex", _codex_hooks), ("Gemini CLI", _gemini_hooks)) if found()]
-    return " and ".join(names)
+    found = (("Codex", _codex_hooks), ("Gemini CLI", _gemini_hooks), ("Copilot CLI", _copilot_hooks))
+    return " and ".join(n for n, hooks in found if hooks())
 
 
 def check_gemini() -> list[Check]:
@@ -288,6 +296,45 @@ def check_gemini() -> list[Check]:
                             " executable", fix))  # fmt: skip
     else:
         checks.append(_ok("gemini mcp", f"mcpServers.{gemini.MCP_NAME} in {where} runs {command}"))
+    return checks
+
+
+def check_copilot() -> list[Check]:
+    """Copilot's hooks (all of nmem's events, a client that exists, hooks not all disabled) and MCP
+    server; nothing when nmem is not installed for Copilot."""
+    settings_file, mcp_file = copilot.settings_path(), copilot.mcp_path()
+    try:
+        data, servers = install.load(settings_file), install.load(mcp_file)
+        hooks = copilot.our_hooks(data, settings_file)
+    except NmemError as exc:
+        return [_fail("copilot", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    mcp = servers.get("mcpServers", {}).get(copilot.MCP_NAME) if isinstance(servers.get("mcpServers"), dict) else None
+    if not hooks and not mcp:
+        return []  # not installed for Copilot (on purpose, perhaps): nothing to check
+    fix, where = "nmem install --agent copilot", _home_tilde(settings_file)
+    missing = [e for e in copilot.HOOKS if e not in {e for e, _ in hooks}]
+    broken = sorted({p for _, c in hooks for p in _command_paths(c) if not os.path.exists(p)})
+    checks = []
+    if not hooks:
+        checks.append(_fail("copilot hooks", f"no nmem hooks in {where}", fix))
+    elif missing:
+        checks.append(_fail("copilot hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
+    elif broken:
+        checks.append(_fail("copilot hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
+    elif data.get("disableAllHooks") is True:
+        checks.append(_fail("copilot hooks", f"{where} sets disableAllHooks: Copilot runs no hook", "remove it"))
+    elif any(c != copilot.hook_command() for _, c in hooks):
+        checks.append(_warn("copilot hooks", f"hooks in {where} call another nmem installation than this one", fix))
+    else:
+        checks.append(_ok("copilot hooks", f"{len(hooks)} hook events in {where}"))
+    command = mcp.get("command") if isinstance(mcp, dict) else None
+    if mcp is None:
+        checks.append(_warn("copilot mcp", f"no mcpServers.{copilot.MCP_NAME} in {_home_tilde(mcp_file)}", fix))
+    elif not isinstance(command, str) or not os.path.exists(command):
+        checks.append(_fail("copilot mcp", f"mcpServers.{copilot.MCP_NAME} runs {command or '(nothing)'}, which"
+                            " does not exist", fix))  # fmt: skip
+    else:
+        checks.append(_ok("copilot mcp", f"mcpServers.{copilot.MCP_NAME} in {_home_tilde(mcp_file)} runs {command}"))
     return checks
 
 
@@ -570,6 +617,7 @@ def run() -> Report:
     checks += _guarded("mcp", check_mcp)
     checks += _guarded("codex", check_codex)
     checks += _guarded("gemini", check_gemini)
+    checks += _guarded("copilot", check_copilot)
     checks += _guarded("socket", lambda: check_socket(settings))
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))

@@ -1,0 +1,178 @@
+"""Read a GitHub Copilot CLI session file (`$COPILOT_HOME/session-state/<session>/events.jsonl`) as the
+hook payloads Copilot would have sent, for `nmem import-transcripts` (the format: nmemd.capture.copilot).
+
+What becomes a payload (each with `nmem_agent: copilot`, read by the daemon as live Copilot hooks are):
+
+* `user.message` -> UserPromptSubmit, keyed `prompt:<session>:<ms>` by the time its
+  `userPromptSubmitted` hook recorded (`hook.start`), as the live hook's is; a session that ran no
+  hook is keyed by the message's id (no live capture saw it);
+* `tool.execution_start` joined with its `tool.execution_complete` -> PostToolUse (PostToolUseFailure
+  when `success` is false), keyed `tool:<session>:<toolCallId>` like the live hook, with Claude Code's
+  tool names as Copilot's PascalCase hooks give them (`bash` -> Bash, `view` -> Read, `apply_patch` -> Edit);
+* a turn's last assistant text -> Stop, keyed by `reply_key`.
+
+Everything else (hooks' own records, usage, turn markers, the system prompt) only feeds the session's
+id, working directory and branch, or is counted as skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from nmemd.capture.copilot import AGENT
+from nmemd.history.codex import decode_line
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
+from nmemd.model import reply_key
+
+TOOL_NAMES: Final = {"bash": "Bash", "view": "Read", "apply_patch": "Edit"}
+__all__ = ["EventsReader", "decode_line", "is_events"]
+
+
+def is_events(path: str) -> bool:
+    return os.path.basename(path) == "events.jsonl"
+
+
+def _s(v: object) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _d(v: object) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+@dataclass
+class _Call:
+    name: str
+    input: Any
+    offset: int
+
+
+@dataclass
+class EventsReader:
+    """Turns the lines of one events.jsonl, in order, into Records (the interface of TranscriptReader)."""
+
+    path: str
+    counts: Counts = field(default_factory=Counts)
+    session: str = ""
+    cwd: str | None = None
+    branch: str | None = None
+    _pending: dict[str, _Call] = field(default_factory=dict)
+    _prompt_ms: int | None = None  # the last userPromptSubmitted hook's time, not yet used
+    _reply: str | None = None
+    _reply_ts: float = 0.0
+    _last_ts: float = 0.0
+    _big: bool = False
+
+    def __post_init__(self) -> None:
+        self.session = os.path.basename(os.path.dirname(self.path))
+
+    @staticmethod
+    def decode(raw: bytes) -> object:
+        return decode_line(raw)
+
+    def safe_offset(self, end: int) -> int:
+        waiting = [c.offset for c in self._pending.values()]
+        return min(end, *waiting) if waiting else end
+
+    def finish(self) -> list[Record]:
+        return self._turn_end()
+
+    def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
+        """Records for one decoded line. Never raises on odd input."""
+        self.counts.lines += 1
+        self._big = size > STRING_MAX
+        if not isinstance(line, dict):
+            self.counts.skipped += 1
+            return []
+        kind, data = line.get("type"), _d(line.get("data"))
+        ts = parse_ts(line.get("timestamp"), self._last_ts)
+        self._last_ts = ts
+        if kind == "session.start":
+            self.session = _s(data.get("sessionId")) or self.session
+            context = _d(data.get("context"))
+            self.cwd = _s(context.get("cwd")) or self.cwd
+            self.branch = _s(context.get("branch")) or self.branch
+        elif kind == "hook.start" and data.get("hookType") == "userPromptSubmitted":
+            stamp = _d(data.get("input")).get("timestamp")
+            self._prompt_ms = stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else None
+        elif kind == "user.message":
+            return self._prompt(data, ts)
+        elif kind == "assistant.message":
+            text = _s(data.get("content"))
+            if text and text.strip():
+                self._reply, self._reply_ts = text, ts
+                self.counts.messages += 1
+                return []
+        elif kind == "tool.execution_start":
+            call = _s(data.get("toolCallId"))
+            if call:
+                self._pending[call] = _Call(_s(data.get("toolName")) or "unknown", data.get("arguments"), offset)
+                return []
+        elif kind == "tool.execution_complete":
+            return self._result(data, ts)
+        self.counts.skipped += 1
+        return []
+
+    def _payload(self, event: str) -> dict[str, Any]:
+        p: dict[str, Any] = {"nmem_agent": AGENT, "session_id": self.session, "hook_event_name": event}
+        if self.cwd:
+            p["cwd"] = self.cwd
+        return p
+
+    def _record(self, key: str, payload: dict[str, Any], ts: float) -> Record:
+        return Record(key=key, ts=ts, payload=payload, git_branch=self.branch)
+
+    def _bound(self, value: Any) -> Any:
+        return bound(value, STRING_MAX, 0) if self._big else value
+
+    def _prompt(self, d: dict[str, Any], ts: float) -> list[Record]:
+        text = _s(d.get("content"))
+        if not text or not text.strip():
+            self.counts.skipped += 1
+            return []
+        records = self._turn_end()
+        payload = self._payload("UserPromptSubmit")
+        payload["prompt"] = self._bound(text)
+        if self._prompt_ms is not None:
+            key = f"prompt:{self.session}:{self._prompt_ms}"
+        else:
+            own = _s(d.get("messageId")) or hashlib.blake2b(f"{ts}:{text}".encode(), digest_size=12).hexdigest()
+            key = f"prompt:{self.session}:m{own}"
+        self._prompt_ms = None
+        self.counts.prompts += 1
+        records.append(self._record(key, payload, ts))
+        return records
+
+    def _result(self, d: dict[str, Any], ts: float) -> list[Record]:
+        call_id = _s(d.get("toolCallId"))
+        call = self._pending.pop(call_id, None) if call_id else None
+        if call is None or call_id is None:
+            self.counts.skipped += 1
+            return []
+        ok = d.get("success") is not False
+        payload = self._payload("PostToolUse" if ok else "PostToolUseFailure")
+        payload.update(tool_name=TOOL_NAMES.get(call.name, call.name), tool_input=self._bound(call.input),
+                       tool_use_id=call_id)  # fmt: skip
+        content = _s(_d(d.get("result")).get("content")) or ""
+        if ok:
+            payload["tool_result"] = {"result_type": "success", "text_result_for_llm": self._bound(content)}
+        else:
+            error = d.get("error")
+            payload["error"] = self._bound(_s(_d(error).get("message")) or _s(error) or content or "failed")
+            self.counts.errors += 1
+        self.counts.tools += 1
+        return [self._record(f"tool:{self.session}:{call_id}", payload, ts)]
+
+    def _turn_end(self) -> list[Record]:
+        text, ts = self._reply, self._reply_ts
+        self._reply = None
+        if not text:
+            return []
+        payload = self._payload("Stop")
+        payload["stop_hook_active"] = False
+        payload["last_assistant_message"] = text
+        self.counts.replies += 1
+        return [self._record(reply_key(self.session, text), payload, ts)]
