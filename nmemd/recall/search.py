@@ -67,9 +67,9 @@ SCAN_LIMIT: Final = 2000  # matches a filtered lookup reads at most before givin
 PHRASE_PAGE: Final = 200  # rows holding a phrase's words, checked for the phrase at a time (store/fts.py)
 # Rows holding a phrase's words checked at most (their text is read: ~5-15 ms a page at a million rows).
 PHRASE_SCAN: Final = 600
-LITERAL_SCAN: Final = 1000  # rows holding an identifier's or path's words checked for it as typed (in C)
+LITERAL_SCAN: Final = 600  # rows holding an identifier's or path's words checked for it as typed (in C)
 RARITY_PROBE: Final = 64  # a word's newest rowids read to tell how rare it is (`_Newest.rows_holding`)
-LITERAL_CONTENT_SCAN: Final = 300  # of which the content is read, when titles, paths and commands fall short
+LITERAL_CONTENT_SCAN: Final = 200  # of which the content is read, when titles, paths and commands fall short
 RESCORE: Final = 80  # best candidates ranked on their title, path and command
 LITERAL_ENOUGH: Final = RESCORE  # rows whose title, path or command hold a literal: its content is not read then
 ALL_TERMS_AT_MOST: Final = 3  # terms in the lookup of rows holding them all (the rarest)
