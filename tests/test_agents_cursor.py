@@ -1,0 +1,133 @@
+"""Cursor's hooks into nmem (nmemd.capture.cursor, nmemd.setup.cursor).
+
+Why no real Cursor: Cursor is a desktop editor, and its agent CLI (`cursor-agent`) is not on npm
+(`npm view @cursor/cli`: 404) but downloaded by a script from cursor.com, signed in to a Cursor account
+and served only by Cursor's own backend, so it cannot run offline against a local fake API. The payloads
+here are built from Cursor's hooks documentation (cursor.com/docs/hooks, read November 2026): every field
+name and value shape below is the documented one. They go through the real hook client, run as the
+installed hooks run it (`python -I -S send.py --agent cursor`), into a real daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from conftest import SEND_SCRIPT, Daemon, db_rows
+from helpers import new_id
+
+PROJECT = "/tmp/nmem-cursor-project"
+
+
+def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
+    """The hook client exactly as `nmem install --agent cursor` runs it."""
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", "cursor"],
+        input=json.dumps(payload).encode(),
+        env=dict(os.environ),
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def common(conversation: str, generation: str, event: str) -> dict[str, Any]:
+    """The fields Cursor documents for every agent hook ("Common schema")."""
+    return {"conversation_id": conversation, "generation_id": generation, "model": "claude-4.5-sonnet",
+            "hook_event_name": event, "cursor_version": "2.0.77", "workspace_roots": [PROJECT],
+            "user_email": None, "transcript_path": None}  # fmt: skip
+
+
+def session(conversation: str) -> list[dict[str, Any]]:
+    """One documented turn: start, prompt, a shell command, an edit, an MCP call, a failed tool, the
+    reply, the turn's end, a compaction, the session's end."""
+    gen = "gen-" + new_id()[:8]
+    return [
+        {**common(conversation, gen, "sessionStart"), "session_id": conversation, "is_background_agent": False,
+         "composer_mode": "agent"},
+        {**common(conversation, gen, "beforeSubmitPrompt"), "prompt": "make the walrus parser accept tabs",
+         "attachments": [{"type": "file", "file_path": f"{PROJECT}/walrus.py"}]},
+        {**common(conversation, gen, "afterShellExecution"), "command": "pytest -q tests/test_walrus.py",
+         "output": "1 failed, 3 passed", "duration": 812, "sandbox": False},
+        {**common(conversation, gen, "afterFileEdit"), "file_path": f"{PROJECT}/walrus.py",
+         "edits": [{"old_string": "line.split(' ')", "new_string": "line.split()"}]},
+        {**common(conversation, gen, "afterMCPExecution"), "tool_name": "search", "mcp_server_name": "nmem",
+         "tool_input": json.dumps({"query": "walrus"}), "result_json": json.dumps({"content": []}), "duration": 40},
+        {**common(conversation, gen, "postToolUseFailure"), "tool_name": "Shell", "tool_use_id": "tu-1",
+         "tool_input": {"command": "make lint"}, "cwd": PROJECT, "error_message": "Command timed out after 30s",
+         "failure_type": "timeout", "duration": 30000, "is_interrupt": False},
+        {**common(conversation, gen, "afterAgentResponse"), "text": "The walrus parser now splits on any whitespace."},
+        {**common(conversation, gen, "stop"), "status": "completed", "loop_count": 0},
+        {**common(conversation, gen, "preCompact"), "trigger": "auto", "context_usage_percent": 85,
+         "context_tokens": 120000, "context_window_size": 128000, "message_count": 45, "messages_to_compact": 30,
+         "is_first_compaction": True},
+        {**common(conversation, gen, "sessionEnd"), "session_id": conversation, "reason": "user_close",
+         "duration_ms": 45000, "is_background_agent": False, "final_status": "completed"},
+    ]  # fmt: skip
+
+
+def test_a_documented_cursor_session_is_stored_with_its_agent_and_types(daemon: Daemon) -> None:
+    daemon.start()
+    conversation = "conv-" + new_id()[:12]
+    for payload in session(conversation):
+        done = send(payload)
+        assert (done.returncode, done.stderr) == (0, b""), payload["hook_event_name"]
+    rows = db_rows(daemon.db, "SELECT type, title, agent, project FROM observations WHERE session_id = ? ORDER BY id",
+                   (conversation,))  # fmt: skip
+    assert {r[2] for r in rows} == {"cursor"} and {r[3] for r in rows} == {PROJECT}
+    assert [(r[0], r[1]) for r in rows] == [
+        ("session", "Session started"),
+        ("prompt", "make the walrus parser accept tabs"),
+        ("command", "$ pytest -q tests/test_walrus.py"),
+        ("edit", "Edit walrus.py (-1 +1 lines)"),
+        ("mcp", "MCP nmem/search: query: walrus"),
+        ("error", "Bash failed: Command timed out after 30s — make lint"),
+        ("stop", "Stop: The walrus parser now splits on any whitespace."),
+        ("compact", "Compacting (auto)"),
+        ("session", "Session ended (user_close)"),
+    ]  # a completed `stop` adds nothing: the reply came with afterAgentResponse
+    assert db_rows(daemon.db, "SELECT agent, project FROM sessions WHERE session_id = ?", (conversation,)) == [
+        ("cursor", PROJECT)
+    ]
+
+
+def test_the_same_cursor_events_sent_twice_are_stored_once(daemon: Daemon) -> None:
+    daemon.start()
+    conversation = "conv-" + new_id()[:12]
+    events = session(conversation)
+    for payload in events + events:
+        assert send(payload).returncode == 0
+    kinds = db_rows(daemon.db, "SELECT type, COUNT(*) FROM observations WHERE session_id = ? AND type IN "
+                    "('prompt', 'command', 'edit', 'mcp', 'error', 'stop') GROUP BY type", (conversation,))  # fmt: skip
+    assert dict(kinds) == {"prompt": 1, "command": 1, "edit": 1, "mcp": 1, "error": 1, "stop": 1}
+
+
+def test_sessionstart_answers_cursors_additional_context_naming_earlier_work(daemon: Daemon) -> None:
+    daemon.start()
+    first = "conv-" + new_id()[:12]
+    for payload in session(first)[:4]:
+        assert send(payload).returncode == 0
+    conversation = "conv-" + new_id()[:12]
+    start = {**common(conversation, "gen-2", "sessionStart"), "session_id": conversation, "is_background_agent": False}
+    done = send(start)
+    assert done.returncode == 0 and done.stderr == b""
+    reply = json.loads(done.stdout)
+    assert list(reply) == ["additional_context"]  # Cursor's documented sessionStart output
+    assert "make the walrus parser accept tabs" in reply["additional_context"]
+    assert "pytest -q tests/test_walrus.py" in reply["additional_context"]
+    prompt = {**common(start["conversation_id"], "gen-3", "beforeSubmitPrompt"), "prompt": "walrus again"}
+    assert send(prompt).stdout == b""  # beforeSubmitPrompt takes no context: nothing is printed
+
+
+def test_a_cursor_payload_without_a_workspace_is_kept_and_not_a_traceback(daemon: Daemon) -> None:
+    daemon.start()
+    for payload in ({"hook_event_name": "afterShellExecution", "conversation_id": 7, "workspace_roots": "nope",
+                     "command": ["x"], "output": None},
+                    {"hook_event_name": "afterFileEdit", "edits": "none"},
+                    {"hook_event_name": "afterMCPExecution", "tool_input": "{not json", "result_json": 3}):  # fmt: skip
+        done = send(payload)
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    titles = [r[0] for r in db_rows(daemon.db, "SELECT title FROM observations WHERE agent = 'cursor'")]
+    assert len(titles) == 3 and not any("extraction failed" in t for t in titles)
