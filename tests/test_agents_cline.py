@@ -15,10 +15,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
-from conftest import SEND_SCRIPT, Daemon, db_rows
+from conftest import BIN, SEND_SCRIPT, Daemon, db_rows
 from helpers import new_id
+
+from nmemd.setup import cline
 
 PROJECT = "/tmp/nmem-cline-project"
 
@@ -124,3 +127,65 @@ def test_a_cline_payload_of_the_wrong_shape_is_kept_and_not_a_traceback(daemon: 
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     titles = [r[0] for r in db_rows(daemon.db, "SELECT title FROM observations WHERE agent = 'cline'")]
     assert len(titles) == 3 and not any("extraction failed" in t for t in titles)
+
+
+# --- nmem install / uninstall / doctor --agent cline -------------------------------------------------------
+
+
+def nmem(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_install_twice_then_uninstall_keeps_the_users_own_hooks(nmem_env: dict[str, str]) -> None:
+    folder = Path(nmem_env["NMEM_CLINE_HOOKS_DIR"])
+    folder.mkdir(parents=True)
+    theirs = {"PreToolUse": "#!/bin/sh\necho '{\"cancel\": false}'\n", "TaskCancel": "#!/bin/sh\nlogger cancelled\n"}
+    for name, text in theirs.items():
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    first = nmem("install", "--agent", "cline")
+    assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
+    assert "TaskCancel is not nmem's: left alone" in " ".join(first.stdout.split()), first.stdout
+    assert "nmem-mcp" in first.stdout  # how to add the MCP server in Cline's MCP view
+    ours = [n for n in cline.HOOKS if n != "TaskCancel"]
+    for name in ours:
+        path = folder / name
+        assert cline.is_ours(path) and os.access(path, os.X_OK)
+        assert path.read_text().splitlines()[2].endswith("nmem_client/send.py --agent cline")
+    for name, text in theirs.items():
+        assert (folder / name).read_text() == text
+    again = nmem("install", "--agent", "cline")
+    assert again.returncode == 0 and "already up to date" in again.stdout and "written" not in again.stdout
+    doctor = nmem("doctor")
+    assert "cline hooks" in doctor.stdout and "TaskCancel" in doctor.stdout, doctor.stdout  # theirs hides ours
+    gone = nmem("uninstall", "--agent", "cline")
+    assert gone.returncode == 0 and "removed" in gone.stdout
+    assert sorted(p.name for p in folder.iterdir()) == sorted(theirs)
+    assert all((folder / n).read_text() == t for n, t in theirs.items())
+    assert "cline hooks" not in nmem("doctor").stdout
+
+
+def test_an_installed_cline_script_stores_the_event_and_answers_taskstart(daemon: Daemon) -> None:
+    """nmem's script, run as Cline runs a hook (the file itself, the payload on stdin), stores the event;
+    TaskStart's stdout is Cline's JSON reply."""
+    daemon.start()
+    assert nmem("install", "--agent", "cline").returncode == 0
+    task = "task-" + new_id()[:12]
+    script = cline.hooks_dir() / "PostToolUse"
+    payload = tool(task, "execute_command", {"command": "cargo test"}, "ok")
+    done = subprocess.run([str(script)], input=json.dumps(payload).encode(), capture_output=True, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert db_rows(daemon.db, "SELECT type, agent FROM observations WHERE session_id = ?", (task,)) == [
+        ("command", "cline")
+    ]
+    start = hook("task-" + new_id()[:12], "TaskStart", {"taskMetadata": {"taskId": "x", "initialTask": "go"}})
+    done = subprocess.run([str(cline.hooks_dir() / "TaskStart")], input=json.dumps(start).encode(),
+                          capture_output=True, timeout=30)  # fmt: skip
+    assert done.returncode == 0 and "cargo test" in json.loads(done.stdout)["contextModification"]
+
+
+def test_uninstall_without_nmems_scripts_changes_nothing(nmem_env: dict[str, str]) -> None:
+    done = nmem("uninstall", "--agent", "cline")
+    assert done.returncode == 0 and "no nmem hooks" in done.stdout
+    assert not Path(nmem_env["NMEM_CLINE_HOOKS_DIR"]).exists()
+    assert nmem("install", "--agent", "cline", "--project").returncode == 2

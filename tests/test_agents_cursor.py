@@ -14,10 +14,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
-from conftest import SEND_SCRIPT, Daemon, db_rows
+from conftest import BIN, SEND_SCRIPT, Daemon, db_rows
 from helpers import new_id
+
+from nmemd.setup import cursor
 
 PROJECT = "/tmp/nmem-cursor-project"
 
@@ -131,3 +134,76 @@ def test_a_cursor_payload_without_a_workspace_is_kept_and_not_a_traceback(daemon
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     titles = [r[0] for r in db_rows(daemon.db, "SELECT title FROM observations WHERE agent = 'cursor'")]
     assert len(titles) == 3 and not any("extraction failed" in t for t in titles)
+
+
+# --- nmem install / uninstall / doctor --agent cursor ------------------------------------------------------
+
+USER_HOOKS = {
+    "version": 1,
+    "hooks": {
+        "afterFileEdit": [{"command": "./hooks/format.sh"}],
+        "beforeShellExecution": [{"command": "./hooks/audit.sh", "timeout": 5}],
+    },
+}
+USER_MCP = {"mcpServers": {"linear": {"command": "linear-mcp", "args": ["--stdio"]}}}
+
+
+def nmem(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_install_twice_then_uninstall_keeps_the_users_hooks_and_servers(nmem_env: dict[str, str]) -> None:
+    folder = Path(nmem_env["NMEM_CURSOR_DIR"])
+    folder.mkdir()
+    (folder / "hooks.json").write_text(json.dumps(USER_HOOKS, indent=2))
+    (folder / "mcp.json").write_text(json.dumps(USER_MCP, indent=2))
+    first = nmem("install", "--agent", "cursor")
+    assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
+    data = json.loads((folder / "hooks.json").read_text())
+    assert data["version"] == 1
+    for event in cursor.HOOKS:
+        (ours,) = [h for h in data["hooks"][event] if cursor.is_ours(h)]
+        assert ours["command"].endswith("nmem_client/send.py --agent cursor") and ours["timeout"] == 10
+    assert data["hooks"]["afterFileEdit"][0] == USER_HOOKS["hooks"]["afterFileEdit"][0]  # theirs first, kept
+    assert data["hooks"]["beforeShellExecution"] == USER_HOOKS["hooks"]["beforeShellExecution"]
+    servers = json.loads((folder / "mcp.json").read_text())["mcpServers"]
+    assert servers["linear"] == USER_MCP["mcpServers"]["linear"] and servers["nmem"]["command"].endswith("nmem-mcp")
+    assert list(folder.glob("hooks.json.nmem-backup-*")) and list(folder.glob("mcp.json.nmem-backup-*"))
+    again = nmem("install", "--agent", "cursor")
+    assert again.returncode == 0 and again.stdout.count("already up to date") == 2, again.stdout
+    doctor = nmem("doctor")
+    assert "cursor hooks" in doctor.stdout and "10 hook events" in doctor.stdout, doctor.stdout
+    gone = nmem("uninstall", "--agent", "cursor")
+    assert gone.returncode == 0 and "Cursor hooks removed" in gone.stdout
+    assert json.loads((folder / "hooks.json").read_text()) == USER_HOOKS
+    assert json.loads((folder / "mcp.json").read_text()) == USER_MCP
+    assert "cursor hooks" not in nmem("doctor").stdout
+
+
+def test_installed_cursor_hook_command_stores_an_event(daemon: Daemon) -> None:
+    """The command written into hooks.json, run through the shell as Cursor runs it, stores the event."""
+    daemon.start()
+    assert nmem("install", "--agent", "cursor", "--no-mcp").returncode == 0
+    data = json.loads((cursor.hooks_path()).read_text())
+    (ours,) = [h for h in data["hooks"]["afterShellExecution"] if cursor.is_ours(h)]
+    conversation = "conv-" + new_id()[:12]
+    payload = {**common(conversation, "g", "afterShellExecution"), "command": "cargo build", "output": "ok"}
+    done = subprocess.run(["/bin/sh", "-c", ours["command"]], input=json.dumps(payload).encode(), capture_output=True,
+                          timeout=30)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert db_rows(daemon.db, "SELECT type, title, agent FROM observations WHERE session_id = ?", (conversation,)) == [
+        ("command", "$ cargo build", "cursor")
+    ]
+
+
+def test_a_bad_cursor_hooks_file_is_a_clear_error_and_left_alone(nmem_env: dict[str, str]) -> None:
+    folder = Path(nmem_env["NMEM_CURSOR_DIR"])
+    folder.mkdir()
+    for text, message in (("[1, 2", "not valid JSON"), ('{"hooks": []}', '"hooks" is not an object'),
+                          ('{"version": 2, "hooks": {}}', "version 1"),
+                          ('{"hooks": {"stop": {}}}', '"hooks.stop" is not a list')):  # fmt: skip
+        (folder / "hooks.json").write_text(text)
+        done = nmem("install", "--agent", "cursor")
+        assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert (folder / "hooks.json").read_text() == text
+    assert nmem("install", "--agent", "cursor", "--project").returncode == 2
