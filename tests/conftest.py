@@ -46,6 +46,8 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
         "NMEM_HOME": str(home),
         "NMEM_SOCKET": os.path.join(short_dir, "run", "nmemd.sock"),
         "COPILOT_HOME": str(tmp_path / "copilot"),  # never the user's ~/.copilot
+        "NMEM_CURSOR_DIR": str(tmp_path / "cursor"),  # never the user's ~/.cursor
+        "NMEM_CLINE_HOOKS_DIR": str(tmp_path / "cline" / "Hooks"),  # never the user's ~/Documents/Cline
     }
     for key in ("XDG_RUNTIME_DIR", "NMEM_TIMEOUT_MS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"):
         monkeypatch.delenv(key, raising=False)

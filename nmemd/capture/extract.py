@@ -771,6 +771,8 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         from nmemd.capture import gemini
 
         p = gemini.normalized(p)
+    elif agent_of(p) in ("cursor", "cline"):  # Claude Code's field names first (nmemd.capture.cursor, .cline)
+        p = _own_module(agent_of(p)).normalized(p)
     raw_cwd = _s(p.get("cwd"))
     cwd = _line(raw_cwd, _PATH_MAX) or None
     project = project_root(raw_cwd) if raw_cwd and len(raw_cwd) <= _PATH_MAX else raw_cwd
@@ -813,8 +815,24 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         if own is not None:
             ex.observations = own
             return ex
+    elif ex.agent in ("cursor", "cline"):
+        own = _own_module(ex.agent).observations(p, ex, root)
+        if own is not None:
+            ex.observations = own
+            return ex
     ex.observations = _EVENTS.get(event, _generic_event)(p, ex, root)
     return ex
+
+
+def _own_module(agent: str | None) -> Any:
+    """The module that reads an agent's payloads where they differ from Claude Code's."""
+    if agent == "cursor":
+        from nmemd.capture import cursor
+
+        return cursor
+    from nmemd.capture import cline
+
+    return cline
 
 
 # Events whose `prompt_id` (Claude Code 2.1.196+) names them in the transcript too: a prompt, and a

@@ -44,7 +44,8 @@ AgentOpt = Annotated[
     str,
     typer.Option(
         "--agent",
-        help="The coding agent: claude-code (claude), codex, gemini, copilot, or all (those on this machine).",
+        help="The coding agent: claude-code (claude), codex, gemini, copilot, cursor, cline, or all (those on this"
+        " machine).",
     ),
 ]
 
@@ -52,10 +53,11 @@ AgentOpt = Annotated[
 def _agents(agent: str, project_scope: bool) -> list[str]:
     """The agents an install or uninstall is for; a clear error for an unknown one."""
     from nmemd.model import AGENT_ALIASES, AGENTS
-    from nmemd.setup import codex, copilot, gemini
+    from nmemd.setup import cline, codex, copilot, cursor, gemini
 
     name = AGENT_ALIASES.get(agent.strip(), agent.strip())
-    present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found, copilot.AGENT: copilot.found}
+    present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found, copilot.AGENT: copilot.found,
+               cursor.AGENT: cursor.found, cline.AGENT: cline.found}  # fmt: skip
     if name == "all":
         found = [a for a in AGENTS if present.get(a, _claude_found)()]
         if not found:
@@ -76,6 +78,10 @@ def _agents(agent: str, project_scope: bool) -> list[str]:
         if name != "all":
             fail("--project is for Claude Code: nmem installs Copilot's hooks in $COPILOT_HOME (default ~/.copilot)", 2)
         chosen = [a for a in chosen if a != copilot.AGENT]
+    if project_scope and (cursor.AGENT in chosen or cline.AGENT in chosen):
+        if name in (cursor.AGENT, cline.AGENT):
+            fail(f"--project is for Claude Code: nmem installs {name}'s hooks in your home folder", 2)
+        chosen = [a for a in chosen if a not in (cursor.AGENT, cline.AGENT)]
     return chosen
 
 
@@ -114,6 +120,10 @@ def install(
         _install_gemini(print_only, no_mcp)
     if "copilot" in agents:
         _install_copilot(print_only, no_mcp)
+    if "cursor" in agents:
+        _install_cursor(print_only, no_mcp)
+    if "cline" in agents:
+        _install_cline(print_only, no_mcp)
     if "claude-code" in agents:
         _install_claude(project_scope, print_only, no_mcp, import_history)
 
@@ -179,6 +189,46 @@ def _install_copilot(print_only: bool, no_mcp: bool) -> None:
         console.print("import your existing Copilot history with: nmem import-transcripts", highlight=False)
 
 
+def _install_cursor(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import cursor
+
+    try:
+        plan = cursor.plan_install(mcp=not no_mcp)
+        if print_only:
+            sys.stdout.write(cursor.printed(plan))
+            return
+        hooks_written, mcp_written = cursor.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    console.print(f"Cursor hooks: {plan.hooks} ({_outcome(hooks_written)})", highlight=False)
+    if plan.mcp_data is not None:
+        console.print(f"Cursor MCP server '{cursor.MCP_NAME}': {plan.mcp} ({_outcome(mcp_written)})", highlight=False)
+
+
+def _install_cline(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import cline
+    from nmemd.setup import install as inst
+
+    if print_only:
+        sys.stdout.write(cline.printed())
+        return
+    try:
+        result = cline.install_scripts()
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    if result.written:
+        console.print(f"Cline hooks: {', '.join(result.written)} written in {result.folder}", highlight=False)
+    if result.current:
+        console.print(f"Cline hooks: {', '.join(result.current)} already up to date", highlight=False)
+    for name in result.foreign:
+        console.print(f"Cline hook {result.folder / name} is not nmem's: left alone, so nmem does not see {name}",
+                      highlight=False)  # fmt: skip
+    if not no_mcp:
+        console.print(cline.MCP_HINT.format(command=inst.mcp_command()), highlight=False)
+
+
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
     from nmemd.setup import install as inst
 
@@ -218,6 +268,10 @@ def uninstall(
         _uninstall_gemini(no_mcp)
     if "copilot" in agents:
         _uninstall_copilot(no_mcp)
+    if "cursor" in agents:
+        _uninstall_cursor(no_mcp)
+    if "cline" in agents:
+        _uninstall_cline()
     if "claude-code" in agents:
         _uninstall_claude(project_scope, no_mcp)
     settings = load_settings()
@@ -275,6 +329,36 @@ def _uninstall_copilot(no_mcp: bool) -> None:
         console.print(f"no nmem hooks in {plan.settings}", highlight=False)
     if mcp_written.changed:
         console.print(f"Copilot MCP server '{copilot.MCP_NAME}' removed from {plan.mcp}", highlight=False)
+
+
+def _uninstall_cursor(no_mcp: bool) -> None:
+    from nmemd.setup import cursor
+
+    try:
+        plan = cursor.plan_uninstall(mcp=not no_mcp)
+        hooks_written, mcp_written = cursor.apply(plan, uninstall=True)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    if hooks_written.changed:
+        console.print(f"Cursor hooks removed from {plan.hooks}", highlight=False)
+    else:
+        console.print(f"no nmem hooks in {plan.hooks}", highlight=False)
+    if mcp_written.changed:
+        console.print(f"Cursor MCP server '{cursor.MCP_NAME}' removed from {plan.mcp}", highlight=False)
+
+
+def _uninstall_cline() -> None:
+    from nmemd.setup import cline
+
+    try:
+        result = cline.uninstall_scripts()
+    except NmemError as exc:
+        fail(str(exc))
+    if result.removed:
+        out().print(f"Cline hooks {', '.join(result.removed)} removed from {result.folder}", highlight=False)
+    else:
+        out().print(f"no nmem hooks in {result.folder}", highlight=False)
 
 
 def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:

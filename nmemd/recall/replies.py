@@ -40,6 +40,10 @@ _encoder = msgspec.json.Encoder()
 def _reply(event: str, text: str, agent: str | None = None) -> bytes:
     if agent == "copilot":  # Copilot reads only the plain form (nmemd.capture.copilot)
         return _encoder.encode({"additionalContext": text})
+    if agent == "cursor":  # sessionStart's form; beforeSubmitPrompt takes no context (nmemd.capture.cursor)
+        return _encoder.encode({"additional_context": text}) if event == "SessionStart" else b""
+    if agent == "cline":  # nmemd.capture.cline
+        return _encoder.encode({"cancel": False, "contextModification": text})
     return _encoder.encode({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
 
 

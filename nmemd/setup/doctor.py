@@ -29,7 +29,7 @@ from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
-from nmemd.setup import codex, copilot, gemini, install, plugin
+from nmemd.setup import cline, codex, copilot, cursor, gemini, install, plugin
 from nmemd.store import readers
 from nmemd.store.migrations import MIGRATIONS
 
@@ -338,6 +338,64 @@ def check_copilot() -> list[Check]:
     return checks
 
 
+def check_cursor() -> list[Check]:
+    """Cursor's hooks (all of nmem's events, a client that exists) and MCP server; nothing when nmem is
+    not installed for Cursor."""
+    hooks_file, mcp_file = cursor.hooks_path(), cursor.mcp_path()
+    try:
+        hooks = cursor.our_hooks(install.load(hooks_file), hooks_file)
+        servers = install.load(mcp_file)
+    except NmemError as exc:
+        return [_fail("cursor", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    mcp = servers.get("mcpServers", {}).get(cursor.MCP_NAME) if isinstance(servers.get("mcpServers"), dict) else None
+    if not hooks and not mcp:
+        return []  # not installed for Cursor: nothing to check
+    fix, where = "nmem install --agent cursor", _home_tilde(hooks_file)
+    missing = [e for e in cursor.HOOKS if e not in {e for e, _ in hooks}]
+    broken = sorted({p for _, c in hooks for p in _command_paths(c) if not os.path.exists(p)})
+    checks = []
+    if not hooks:
+        checks.append(_fail("cursor hooks", f"no nmem hooks in {where}", fix))
+    elif missing:
+        checks.append(_fail("cursor hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
+    elif broken:
+        checks.append(_fail("cursor hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
+    elif any(c != cursor.hook_command() for _, c in hooks):
+        checks.append(_warn("cursor hooks", f"hooks in {where} call another nmem installation than this one", fix))
+    else:
+        checks.append(_ok("cursor hooks", f"{len(hooks)} hook events in {where}"))
+    command = mcp.get("command") if isinstance(mcp, dict) else None
+    if mcp is None:
+        checks.append(_warn("cursor mcp", f"no mcpServers.{cursor.MCP_NAME} in {_home_tilde(mcp_file)}", fix))
+    elif not isinstance(command, str) or not os.path.exists(command):
+        checks.append(_fail("cursor mcp", f"mcpServers.{cursor.MCP_NAME} runs {command or '(nothing)'}, which"
+                            " does not exist", fix))  # fmt: skip
+    else:
+        checks.append(_ok("cursor mcp", f"mcpServers.{cursor.MCP_NAME} in {_home_tilde(mcp_file)} runs {command}"))
+    return checks
+
+
+def check_cline() -> list[Check]:
+    """nmem's Cline hook scripts (every one, executable, a client that exists); nothing when nmem is not
+    installed for Cline."""
+    hooks = cline.our_hooks()
+    if not hooks:
+        return []
+    fix, where = "nmem install --agent cline", _home_tilde(cline.hooks_dir())
+    missing = [h for h in cline.HOOKS if h not in {h for h, _ in hooks}]
+    idle = [h for h, _ in hooks if not os.access(cline.hooks_dir() / h, os.X_OK)]
+    broken = sorted({p for _, c in hooks for p in _command_paths(c) if not os.path.exists(p)})
+    if missing:
+        return [_fail("cline hooks", f"{where} lacks nmem's {', '.join(missing)}", fix)]
+    if idle:
+        return [_fail("cline hooks", f"{where}/{idle[0]} is not executable: Cline does not run it", fix)]
+    if broken:
+        return [_fail("cline hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix)]
+    if any(c != cline.hook_command() for _, c in hooks):
+        return [_warn("cline hooks", f"hooks in {where} call another nmem installation than this one", fix)]
+    return [_ok("cline hooks", f"{len(hooks)} hook scripts in {where} (the CLI runs them with hooks-enabled=true)")]
+
+
 def check_codex() -> list[Check]:
     """Codex's hooks (all of nmem's events, a client that exists, trusted by Codex) and MCP server;
     nothing when nmem is not installed for Codex."""
@@ -618,6 +676,8 @@ def run() -> Report:
     checks += _guarded("codex", check_codex)
     checks += _guarded("gemini", check_gemini)
     checks += _guarded("copilot", check_copilot)
+    checks += _guarded("cursor", check_cursor)
+    checks += _guarded("cline", check_cline)
     checks += _guarded("socket", lambda: check_socket(settings))
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))

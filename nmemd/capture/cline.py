@@ -1,0 +1,199 @@
+"""Cline: what its hooks send, as nmem reads them.
+
+Not verified against a real Cline: the extension runs inside VS Code, and the `cline` CLI on npm
+(`npm view cline`: 3.0.65, built on `@cline/core`) needs Node >= 22 and a Cline account or a
+provider key at run time (this machine has Node 20 and no network for a model); nmem has no
+end-to-end test for it. This module follows Cline's hooks documentation (docs.cline.bot, "Hooks" and
+"Hook Reference", `docs/features/hooks/hook-reference.mdx` in cline/cline as of November 2026); the
+tests build their payloads from it (tests/test_agents_cline.py).
+
+Hooks configuration
+    An executable file named after the hook, no extension (`TaskStart`, `TaskResume`, `TaskCancel`,
+    `TaskComplete`, `PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `PreCompact`), in
+    `~/Documents/Cline/Hooks/` (every workspace) or `<workspace>/.clinerules/hooks/` (one project;
+    the project's file wins over a global one of the same name). The CLI runs them only with hooks
+    enabled (`cline config set hooks-enabled=true`), on macOS and Linux.
+
+Payloads (stdin, JSON)
+    Every hook: `clineVersion`, `hookName`, `timestamp`, `taskId`, `workspaceRoots`, `userId`, and
+    one object named after the hook in camelCase: `taskStart.taskMetadata` (`taskId`, `ulid`,
+    `initialTask`), `taskResume` (`taskMetadata`, `previousState`: `lastMessageTs`,
+    `messageCount`, `conversationHistoryDeleted`), `taskCancel` / `taskComplete`
+    (`taskMetadata`), `userPromptSubmit` (`prompt`, `attachments`), `preToolUse` (`toolName`,
+    `parameters`), `postToolUse` (`toolName`, `parameters`, `result` (a string), `success`,
+    `executionTimeMs`). The reference does not list PreCompact's fields: nmem stores it as a
+    compaction with what its object holds. Tool names are Cline's own (`execute_command`
+    {command, requires_approval}, `read_file` {path}, `write_to_file` {path, content},
+    `replace_in_file` {path, diff}, `search_files` {path, regex, file_pattern}, `list_files`,
+    `use_mcp_tool` {server_name, tool_name, arguments (a JSON string)}, `attempt_completion`
+    {result}, ...), their paths relative to the workspace root. No payload names a tool call by an
+    id: nmem names one by a hash of its tool, parameters and result.
+
+Replies
+    The last JSON object on stdout: `{"cancel": bool, "contextModification": "...",
+    "errorMessage": "..."}`. `contextModification` (up to 50 KB) is added to the conversation and
+    read by the model's next request. A hook that exits non-zero, prints invalid JSON or times out
+    blocks the action; one that prints no JSON lets it proceed, which is what nmem's client does for
+    every event but TaskStart, TaskResume and (with prompt recall on) UserPromptSubmit: for those
+    nmem's daemon answers `{"cancel": false, "contextModification": <context>}`
+    (nmemd.recall.replies).
+
+MCP
+    Cline keeps MCP servers in its extension storage (`cline_mcp_settings.json`), edited from its MCP
+    view, not in a file nmem can rely on: `nmem install --agent cline` prints how to add `nmem-mcp`
+    instead of writing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Final
+
+from nmemd.capture.extract import _PATH_MAX, _clean, _d, _join, _l, _line, _obs, _rel, _s, _short
+from nmemd.model import Extracted, Observation
+
+AGENT: Final = "cline"
+# Cline's hooks under the names nmem (and Claude Code) gives the same moments.
+EVENTS: Final = {
+    "TaskStart": "SessionStart", "TaskResume": "SessionStart", "TaskCancel": "SessionEnd",
+    "TaskComplete": "SessionEnd", "UserPromptSubmit": "UserPromptSubmit", "PostToolUse": "PostToolUse",
+    "PreToolUse": "PreToolUse", "PreCompact": "PreCompact",
+}  # fmt: skip
+HOOKS: Final = tuple(EVENTS)
+
+
+def _digest(*parts: str) -> str:
+    data = "\x00".join(parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def _part(name: str) -> str:
+    """The hook's own object's key: `TaskStart` -> `taskStart`."""
+    return name[:1].lower() + name[1:]
+
+
+def _abs(path: object, cwd: str | None) -> str:
+    raw = _line(path, _PATH_MAX)
+    if raw and not raw.startswith("/") and cwd:
+        return f"{cwd.rstrip('/')}/{raw.removeprefix('./')}"
+    return raw
+
+
+def normalized(p: dict[str, Any]) -> dict[str, Any]:
+    """A Cline hook payload as nmem reads hook payloads (Claude Code's field names); the hook's name stays in
+    `cline_hook`, its own object in `cline`."""
+    hook = _s(p.get("hookName")) or _s(p.get("hook_event_name")) or "unknown"
+    own = _d(p.get(_part(hook)))
+    out = dict(p)
+    out["cline_hook"], out["cline"] = hook, own
+    out["hook_event_name"] = EVENTS.get(hook, hook)
+    if isinstance(p.get("taskId"), str):
+        out["session_id"] = p["taskId"]
+    roots = [r for r in _l(p.get("workspaceRoots")) if isinstance(r, str) and r.startswith("/")]
+    if roots and not isinstance(p.get("cwd"), str):
+        out["cwd"] = roots[0]
+    if hook == "TaskStart":
+        out["source"] = "startup"
+    elif hook == "TaskResume":
+        out["source"] = "resume"
+    elif hook in ("TaskCancel", "TaskComplete"):
+        out["reason"] = "cancel" if hook == "TaskCancel" else "complete"
+    elif hook == "UserPromptSubmit":
+        out["prompt"] = own.get("prompt")
+    elif hook in ("PostToolUse", "PreToolUse"):
+        name = _s(own.get("toolName")) or "unknown"
+        params = own.get("parameters")
+        out["tool_name"], out["tool_input"] = name, _d(params)
+        out["tool_response"] = own.get("result")
+        if hook == "PostToolUse":
+            canonical = json.dumps(params, sort_keys=True, ensure_ascii=False, default=str)
+            raw = own.get("result")
+            result = raw if isinstance(raw, str) else json.dumps(raw, default=str)
+            out["tool_use_id"] = "cline:" + _digest(name, canonical, result)
+    return out
+
+
+def _tool(p: dict[str, Any], own: dict[str, Any], root: str | None, cwd: str | None) -> list[Observation] | None:
+    """A finished Cline tool call under nmem's types; None: one nmem does not know (stored generically)."""
+    name = _s(own.get("toolName")) or "unknown"
+    inp = _d(own.get("parameters"))
+    result = own.get("result") if isinstance(own.get("result"), str) else ""
+    failed = own.get("success") is False
+    if name == "execute_command":
+        cmd = _clean(inp.get("command"), 2000)
+        if failed:
+            first = " ".join(cmd.split())[:150]
+            content = _join(f"command: {cmd}", _clean(result, 4000, 100))
+            return [_obs("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)]
+        return [_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if (out := _clean(result, 1500, 20))
+                                                              else ""), tool_name=name, command=cmd or None,
+                     dedup_key=f"cmd:{cmd}")]  # fmt: skip
+    path = _abs(inp.get("path"), cwd)
+    rel = _rel(path, root) if path else "(no path)"
+    if failed:
+        subject = rel if path else _short(_clean(json.dumps(inp, default=str), 300), 120)
+        title = f"{name} failed: {_short(_clean(result, 300), 100) or 'error'}" + (f" — {subject}" if subject else "")
+        return [_obs("error", title, _join(f"file: {path}" if path else "", _clean(result, 4000, 100)),
+                     tool_name=name, file_path=path or None)]  # fmt: skip
+    if name == "read_file":
+        return [_obs("read", f"Read {rel}", "", file_path=path or None, tool_name=name, dedup_key=f"read:{path}")]
+    if name == "write_to_file":
+        body = _s(inp.get("content")) or ""
+        lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
+        return [_obs("write", f"Write {rel} ({lines} lines)", _join(f"{lines} lines", _clean(body, 1200, 15)),
+                     file_path=path or None, tool_name=name)]  # fmt: skip
+    if name == "replace_in_file":
+        diff = _s(inp.get("diff")) or ""
+        blocks = diff.count("<<<<<<< SEARCH") or diff.count("------- SEARCH") or 1
+        return [_obs("edit", f"Edit {rel} ({blocks} blocks)", _join(f"{blocks} blocks", _clean(diff, 1200, 20)),
+                     file_path=path or None, tool_name=name)]  # fmt: skip
+    if name in ("search_files", "list_files", "list_code_definition_names"):
+        pattern = _line(inp.get("regex") or inp.get("file_pattern") or "", 300)
+        inside = f" in {rel}" if path and path != root else ""
+        label = {"search_files": "Grep", "list_files": "List", "list_code_definition_names": "Definitions"}[name]
+        title = f"{label} '{pattern}'{inside}" if pattern else f"{label}{inside or ' ' + rel}"
+        return [_obs("search", title, _clean(result, 1500, 20), tool_name=name,
+                     dedup_key=f"{name}:{pattern}:{path}:{inp.get('file_pattern')}")]  # fmt: skip
+    if name == "use_mcp_tool":
+        server, tool = _line(inp.get("server_name"), 80) or "mcp", _line(inp.get("tool_name"), 80) or "tool"
+        args = _clean(inp.get("arguments"), 1200) if isinstance(inp.get("arguments"), str) else ""
+        return [_obs("mcp", f"MCP {server}/{tool}" + (f": {_short(args, 120)}" if args else ""),
+                     _join("args: " + args if args else "", "result:\n" + r if (r := _clean(result, 1500, 20)) else ""),
+                     tool_name=f"mcp__{server}__{tool}")]  # fmt: skip
+    return None
+
+
+def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
+    """What nmem keeps of a (normalized) Cline event, where it differs from Claude Code's; None: as Claude
+    Code's."""
+    hook = p.get("cline_hook")
+    own = _d(p.get("cline"))
+    meta = _d(own.get("taskMetadata"))
+    if hook in ("TaskStart", "TaskResume"):
+        ex.source = "startup" if hook == "TaskStart" else "resume"
+        task = _clean(meta.get("initialTask"), 4000)
+        state = _d(own.get("previousState"))
+        count = _line(state.get("messageCount"), 20)
+        title = "Task started" if hook == "TaskStart" else "Task resumed" + (f" ({count} messages)" if count else "")
+        return [_obs("session", title + (f": {_short(task, 150)}" if task else ""),
+                     _join("initial task:\n" + task if task else "", f"ulid: {_line(meta.get('ulid'), 60)}"
+                           if meta.get("ulid") else ""))]  # fmt: skip
+    if hook in ("TaskCancel", "TaskComplete"):
+        ex.end_reason = "cancel" if hook == "TaskCancel" else "complete"
+        return [_obs("session", "Task cancelled" if hook == "TaskCancel" else "Task completed")]
+    if hook == "PreCompact":
+        detail = ", ".join(f"{k}: {v}" for k, v in list(own.items())[:10] if isinstance(v, str | int | float))
+        return [_obs("compact", "Compacting", _clean(detail, 1000))]
+    if hook == "PreToolUse":
+        return []  # nmem does not install it; the call is stored when it has run (PostToolUse)
+    if hook == "PostToolUse":
+        name = _s(own.get("toolName"))
+        if name == "attempt_completion":  # the task's final answer: stored and keyed as a turn's reply
+            p["last_assistant_message"] = _d(own.get("parameters")).get("result")
+            from nmemd.capture.extract import _stop
+
+            ex.hook_event = "Stop"
+            return _stop(p, ex, root)
+        return _tool(p, own, root, ex.cwd)
+    return None

@@ -1,0 +1,192 @@
+"""Cursor: what its agent hooks send, as nmem reads them.
+
+Not verified against a real Cursor: Cursor is a desktop editor, and its `cursor-agent` CLI is
+downloaded from cursor.com by an install script (`npm view @cursor/cli` is a 404: nothing on npm),
+needs a Cursor account and talks only to Cursor's servers, so it cannot run offline here. This module
+follows Cursor's hooks documentation (cursor.com/docs/hooks, "Hooks", the version read in November
+2026, which documents `cursor_version` values such as "1.7.2" and "2.0.77"); the tests build their
+payloads from it (tests/test_agents_cursor.py).
+
+Hooks configuration
+    `~/.cursor/hooks.json` (user) or `<project>/.cursor/hooks.json` (project, trusted workspaces
+    only), `{"version": 1, "hooks": {"<event>": [{"command": "...", "timeout": <seconds>,
+    "matcher": "..."}]}}`; a command runs with the payload on stdin and answers JSON on stdout
+    (exit 0: the output is used; exit 2: deny; anything else: the hook failed and the action
+    proceeds). User hooks run from `~/.cursor/`. Cursor reloads the file when it changes.
+
+Payloads (stdin, JSON)
+    Every agent hook: `conversation_id` (stable across the conversation's turns), `generation_id`
+    (new with every user message), `model`, `hook_event_name` (camelCase), `cursor_version`,
+    `workspace_roots` (absolute paths), `user_email`, `transcript_path` (or null). Then:
+    sessionStart: `session_id` (= conversation_id), `is_background_agent`, `composer_mode`.
+    sessionEnd: `session_id`, `reason` ("completed", "aborted", "error", "window_close",
+    "user_close"), `duration_ms`, `final_status`, `error_message`.
+    beforeSubmitPrompt: `prompt`, `attachments` ([{"type": "file" | "rule", "file_path"}]).
+    afterShellExecution: `command`, `output` (the terminal's whole output; no exit code),
+    `duration` (ms), `sandbox`.
+    afterMCPExecution: `tool_name`, `tool_input` (a JSON string), `mcp_server_name`,
+    `result_json` (a JSON string), `duration`.
+    afterFileEdit: `file_path` (absolute), `edits` ([{"old_string", "new_string"}]).
+    beforeReadFile: `file_path`, `content` (the whole file), `attachments`.
+    postToolUseFailure: `tool_name` ("Shell", "Read", "Write", "Grep", "Delete", "Task",
+    "MCP:<tool>"), `tool_input`, `tool_use_id`, `cwd`, `error_message`, `failure_type` ("error",
+    "timeout", "permission_denied"), `duration`, `is_interrupt`.
+    afterAgentResponse: `text` (the assistant's message). stop: `status` ("completed", "aborted",
+    "error"), `loop_count`. preCompact: `trigger` ("auto", "manual"), `context_usage_percent`,
+    `context_tokens`, `context_window_size`, `message_count`, `messages_to_compact`,
+    `is_first_compaction`.
+    No hook but postToolUse/postToolUseFailure names a tool call by an id: nmem keys a shell
+    command, an edit or an MCP call by the turn (`generation_id`) and a hash of what it did.
+
+Replies
+    sessionStart's `{"additional_context": "..."}` is added to "the conversation's initial system
+    context" (and `env`); the hook is fire-and-forget, so the context reaches only a session whose
+    first request comes after nmem answered. beforeSubmitPrompt accepts only `continue` and
+    `user_message`: no context, so nmem prints nothing for it (the documented default on a hook that
+    prints nothing is to proceed). nmem's daemon answers Cursor's sessionStart in that form
+    (nmemd.recall.replies).
+
+Transcripts
+    `transcript_path` names the conversation's transcript, and Cursor keeps them under
+    `~/.cursor/projects/<project>/agent-transcripts/`, but the hooks documentation does not describe
+    their format (it says only "path to the main conversation transcript file"): nmem does not
+    import them.
+
+MCP
+    `~/.cursor/mcp.json`, `{"mcpServers": {"<name>": {"command": "...", "args": [...]}}}`;
+    `nmem install --agent cursor` registers `nmem` running `nmem-mcp`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Final
+
+from nmemd.capture.extract import _clean, _f, _join, _l, _obs, _s
+from nmemd.model import Extracted, Observation
+
+AGENT: Final = "cursor"
+# Cursor's events under the names nmem (and Claude Code) gives the same moments.
+EVENTS: Final = {
+    "sessionStart": "SessionStart", "sessionEnd": "SessionEnd", "beforeSubmitPrompt": "UserPromptSubmit",
+    "afterShellExecution": "PostToolUse", "afterMCPExecution": "PostToolUse", "afterFileEdit": "PostToolUse",
+    "beforeReadFile": "PostToolUse", "postToolUse": "PostToolUse", "postToolUseFailure": "PostToolUseFailure",
+    "afterAgentResponse": "Stop", "stop": "Stop", "preCompact": "PreCompact", "subagentStart": "SubagentStart",
+    "subagentStop": "SubagentStop",
+}  # fmt: skip
+# Cursor's generic tool names as Claude Code's (postToolUse / postToolUseFailure).
+TOOLS: Final = {"Shell": "Bash", "Read": "Read", "Write": "Write", "Grep": "Grep", "Task": "Task"}
+
+
+def _digest(*parts: str) -> str:
+    data = "\x00".join(parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def _json(raw: object) -> object:
+    """A JSON string Cursor passes (`tool_input`, `result_json`) as its value; anything else as it is."""
+    if isinstance(raw, str) and raw[:1] in ("{", "["):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _tool_name(raw: object) -> str:
+    name = _s(raw) or "unknown"
+    if name.startswith("MCP:"):
+        return f"mcp__cursor__{name[4:]}"
+    return TOOLS.get(name, name)
+
+
+def normalized(p: dict[str, Any]) -> dict[str, Any]:
+    """A Cursor hook payload as nmem reads hook payloads (Claude Code's field names); the original
+    event stays in `cursor_event`."""
+    event = _s(p.get("hook_event_name")) or "unknown"
+    out = dict(p)
+    out["cursor_event"] = event
+    out["hook_event_name"] = EVENTS.get(event, event)
+    session = p.get("session_id") if isinstance(p.get("session_id"), str) else p.get("conversation_id")
+    if isinstance(session, str):
+        out["session_id"] = session
+    roots = [r for r in _l(p.get("workspace_roots")) if isinstance(r, str) and r.startswith("/")]
+    if not isinstance(p.get("cwd"), str) and roots:
+        out["cwd"] = roots[0]
+    turn = _s(p.get("generation_id")) or ""
+    if event == "sessionStart":
+        out["source"] = "startup"
+    elif event == "beforeSubmitPrompt" and turn:
+        out["prompt_id"] = turn  # one prompt per generation
+    elif event == "afterShellExecution":
+        cmd = _s(p.get("command")) or ""
+        out["tool_name"], out["tool_input"] = "Bash", {"command": cmd}
+        out["tool_response"] = {"stdout": _s(p.get("output")) or ""}
+        out.setdefault("tool_use_id", "cursor:" + _digest(turn, "shell", cmd, _s(p.get("output")) or ""))
+    elif event == "afterFileEdit":
+        edits = [e for e in _l(p.get("edits")) if isinstance(e, dict)]
+        out["tool_name"] = "MultiEdit" if len(edits) > 1 else "Edit"
+        first = edits[0] if edits else {}
+        out["tool_input"] = {"file_path": p.get("file_path"), "edits": edits, "old_string": first.get("old_string"),
+                             "new_string": first.get("new_string")}  # fmt: skip
+        canonical = json.dumps(edits, sort_keys=True, ensure_ascii=False)
+        out.setdefault("tool_use_id", "cursor:" + _digest(turn, "edit", str(p.get("file_path")), canonical))
+    elif event == "afterMCPExecution":
+        server = _s(p.get("mcp_server_name")) or "mcp"
+        tool = _s(p.get("tool_name")) or "unknown"
+        out["tool_name"] = f"mcp__{server}__{tool}"
+        inp = _json(p.get("tool_input"))
+        out["tool_input"] = inp if isinstance(inp, dict) else {"input": inp} if inp else {}
+        out["tool_response"] = _json(p.get("result_json"))
+        raw = f"{p.get('tool_input')}\x00{p.get('result_json')}"
+        out.setdefault("tool_use_id", "cursor:" + _digest(turn, "mcp", server, tool, raw))
+    elif event == "beforeReadFile":
+        content = _s(p.get("content")) or ""
+        lines = content.count("\n") + (0 if not content or content.endswith("\n") else 1)
+        out["tool_name"], out["tool_input"] = "Read", {"file_path": p.get("file_path")}
+        out["tool_response"] = {"type": "text", "file": {"numLines": lines, "startLine": 1, "totalLines": lines}}
+    elif event in ("postToolUse", "postToolUseFailure"):
+        out["tool_name"] = _tool_name(p.get("tool_name"))
+        inp = _json(p.get("tool_input"))
+        out["tool_input"] = inp if isinstance(inp, dict) else {}
+        out["tool_response"] = _json(p.get("tool_output"))
+        out["error"] = p.get("error_message")
+    elif event == "afterAgentResponse":
+        out["last_assistant_message"] = p.get("text")
+    elif event == "subagentStop":
+        out["last_assistant_message"] = p.get("summary")
+        out["agent_type"] = p.get("subagent_type")
+    elif event == "subagentStart":
+        out["agent_type"] = p.get("subagent_type")
+        out["agent_id"] = p.get("subagent_id")
+    return out
+
+
+def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
+    """What nmem keeps of a (normalized) Cursor event, where it differs from Claude Code's; None: as Claude
+    Code's."""
+    event = p.get("cursor_event")
+    if event == "stop":  # the turn's end; its text came with afterAgentResponse
+        status = _f(p, "status", 40)
+        if status in (None, "completed"):
+            return []
+        return [_obs("event", f"Turn ended ({status})", f"loop count: {p.get('loop_count')}")]
+    if event == "sessionEnd":
+        ex.end_reason = _f(p, "reason", 40)
+        detail = _join(_clean(p.get("final_status"), 200), _clean(p.get("error_message"), 1000))
+        return [_obs("session", "Session ended" + (f" ({ex.end_reason})" if ex.end_reason else ""), detail)]
+    if event == "preCompact":
+        trigger = _f(p, "trigger", 40)
+        keys = ("context_usage_percent", "context_tokens", "context_window_size", "message_count",
+                "messages_to_compact")  # fmt: skip
+        detail = ", ".join(f"{k}: {v}" for k in keys if isinstance((v := p.get(k)), int | float))
+        return [_obs("compact", "Compacting" + (f" ({trigger})" if trigger else ""), detail)]
+    if event == "sessionStart":
+        mode = _f(p, "composer_mode", 40)
+        background = " (background agent)" if p.get("is_background_agent") is True else ""
+        ex.source = "startup"
+        ex.model = _f(p, "model")
+        detail = _join(f"mode: {mode}" if mode else "", f"model: {ex.model}" if ex.model else "")
+        return [_obs("session", "Session started" + background, detail)]
+    return None

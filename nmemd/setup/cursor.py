@@ -1,0 +1,156 @@
+"""nmem's hooks and MCP server in Cursor's user configuration, and out again.
+
+`~/.cursor/hooks.json` gets one handler of nmem's per event (`{"command": ..., "timeout": ...}`,
+version 1), after every other tool's; `~/.cursor/mcp.json` gets `mcpServers.nmem` running `nmem-mcp`.
+Every other key, hook and server in both files is kept; both are backed up before a change
+(nmemd.setup.install.write); uninstall removes exactly nmem's handlers and server. What the hooks send
+is in nmemd.capture.cursor.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from nmemd.errors import SettingsError
+from nmemd.setup import install
+from nmemd.setup.install import Written
+
+AGENT: Final = "cursor"
+MCP_NAME: Final = install.MCP_NAME
+# The events nmem stores. Not beforeReadFile (it runs before every read with the whole file on stdin),
+# nor postToolUse (the shell, edit and MCP hooks below say the same with their documented fields).
+HOOKS: Final = ("sessionStart", "beforeSubmitPrompt", "afterShellExecution", "afterFileEdit", "afterMCPExecution",
+                "postToolUseFailure", "afterAgentResponse", "stop", "preCompact", "sessionEnd")  # fmt: skip
+TIMEOUT_S: Final = 10
+
+
+def cursor_dir() -> Path:
+    """`~/.cursor` (NMEM_CURSOR_DIR names another, for tests and unusual setups)."""
+    return Path(os.environ.get("NMEM_CURSOR_DIR") or Path.home() / ".cursor").absolute()
+
+
+def hooks_path() -> Path:
+    return cursor_dir() / "hooks.json"
+
+
+def mcp_path() -> Path:
+    return cursor_dir() / "mcp.json"
+
+
+def found() -> bool:
+    """Whether Cursor is on this machine: its folder, or `cursor` / `cursor-agent` on PATH."""
+    return cursor_dir().is_dir() or any(shutil.which(c) for c in ("cursor", "cursor-agent"))
+
+
+def hook_command() -> str:
+    return f"{install.hook_command()} --agent {AGENT}"
+
+
+def handler(command: str) -> dict[str, Any]:
+    return {"command": command, "timeout": TIMEOUT_S}
+
+
+def is_ours(h: object) -> bool:
+    return isinstance(h, dict) and install.CLIENT_MARKER in str(h.get("command", ""))
+
+
+def _hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError(f'{path}: "hooks" is not an object')
+    for event, handlers in hooks.items():
+        if not isinstance(handlers, list):
+            raise SettingsError(f'{path}: "hooks.{event}" is not a list')
+    return hooks
+
+
+def our_hooks(data: dict[str, Any], path: Path) -> list[tuple[str, str]]:
+    """(event, command) of every handler of nmem's in a hooks.json."""
+    return [(e, str(h["command"])) for e, hs in _hooks(data, path).items() for h in hs if is_ours(h)]
+
+
+def without_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    cleaned = copy.deepcopy(data)
+    hooks = _hooks(cleaned, path)
+    for event in list(hooks):
+        kept = [h for h in hooks[event] if not is_ours(h)]
+        if len(kept) != len(hooks[event]):
+            if kept:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+    return cleaned
+
+
+def with_hooks(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
+    """A copy of `data` with nmem's handlers present once, current and last, nothing else changed."""
+    version = data.get("version", 1)
+    if version != 1:
+        raise SettingsError(f"{path}: version {version!r}, nmem knows Cursor's hooks.json version 1")
+    merged = copy.deepcopy(data)
+    hooks = _hooks(merged, path)
+    for event in HOOKS:
+        existing = hooks.get(event, [])
+        if [h for h in existing if is_ours(h)] == [handler(command)] and existing[-1] == handler(command):
+            continue
+        hooks[event] = [h for h in existing if not is_ours(h)] + [handler(command)]
+    merged["version"] = 1
+    merged["hooks"] = hooks
+    return merged
+
+
+def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
+    merged = copy.deepcopy(data)
+    servers = merged.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise SettingsError(f'{path}: "mcpServers" is not an object')
+    servers[MCP_NAME] = {"command": command, "args": []}
+    return merged
+
+
+@dataclass
+class Plan:
+    hooks: Path
+    hooks_data: dict[str, Any]
+    mcp: Path
+    mcp_data: dict[str, Any] | None  # None: leave mcp.json alone
+
+
+def plan_install(mcp: bool = True) -> Plan:
+    hp, mp = hooks_path(), mcp_path()
+    data = with_hooks(install.load(hp), hp, hook_command())
+    servers = with_mcp(install.load(mp), mp, install.mcp_command()) if mcp else None
+    return Plan(hp, data, mp, servers)
+
+
+def plan_uninstall(mcp: bool = True) -> Plan:
+    hp, mp = hooks_path(), mcp_path()
+    data = without_hooks(install.load(hp), hp) if hp.exists() else {}
+    servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
+    return Plan(hp, data, mp, servers)
+
+
+def apply(plan: Plan, uninstall: bool = False) -> tuple[Written, Written]:
+    """Write what the plan changes (both files backed up first); on uninstall a missing file stays missing."""
+    none = Written(changed=False)
+    hooks = none if uninstall and not plan.hooks.exists() else install.write(plan.hooks, plan.hooks_data)
+    mcp = none if plan.mcp_data is None else install.write(plan.mcp, plan.mcp_data)
+    return hooks, mcp
+
+
+def printed(plan: Plan) -> str:
+    out = f"# {plan.hooks}\n{install.render(plan.hooks_data)}"
+    if plan.mcp_data is not None:
+        out += f"# {plan.mcp}: mcpServers.{MCP_NAME}\n"
+        out += install.render({"mcpServers": {MCP_NAME: plan.mcp_data["mcpServers"][MCP_NAME]}})
+    return out
+
+
+def home_tilde(path: Path) -> str:
+    home = str(Path.home())
+    return "~" + str(path)[len(home) :] if str(path).startswith(home + os.sep) else str(path)
