@@ -161,21 +161,30 @@ def _open(target: str, timeout: float) -> "_socket.socket":
     return sock
 
 
-def hook_event(body: bytes) -> bytes:
-    """The payload's top-level `hook_event_name` without parsing JSON (b"" when not found).
+def hook_event(body: bytes, name: bytes = b'"hook_event_name"') -> bytes:
+    """The payload's top-level `hook_event_name` (or `name`) without parsing JSON (b"" when not found).
 
     Claude Code writes it before `tool_input`, so the first key of that name is the top-level one.
     """
-    key = body.find(b'"hook_event_name"')
+    key = body.find(name)
     if key < 0:
         return b""
-    rest = body[key + 17 : key + 80].lstrip(b" \t\r\n")
+    rest = body[key + len(name) : key + 80].lstrip(b" \t\r\n")
     if not rest.startswith(b":"):
         return b""
     rest = rest[1:].lstrip(b" \t\r\n")
     if not rest.startswith(b'"'):
         return b""
     return rest[1:].partition(b'"')[0]
+
+
+def starts_a_session(body: bytes) -> bool:
+    """The event a session starts with, by any agent's name for it: Claude Code's and most others'
+    SessionStart, Cursor's sessionStart, Cline's TaskStart and TaskResume (its `hookName`)."""
+    return hook_event(body) in (b"SessionStart", b"sessionStart") or hook_event(body, b'"hookName"') in (
+        b"TaskStart",
+        b"TaskResume",
+    )
 
 
 def answer_after_start(event_id: bytes, body: bytes) -> bytes:
@@ -272,7 +281,7 @@ def run(argv: list[str] | None = None) -> int:
     inbox.store(event_id.decode(), body)
     if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":
         inbox.start_daemon()
-        if hook_event(body) == b"SessionStart":  # its reply is the context the session starts with
+        if starts_a_session(body):  # its reply is the context the session starts with
             _print(answer_after_start(event_id, body))
     return 0
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import Daemon, run_send
+from conftest import SEND_SCRIPT, Daemon, run_send
 from helpers import count, daemon_processes, kill_all, new_id, payload, wait_until
 
 from nmemd.setup import install
@@ -153,3 +153,29 @@ def test_session_start_with_no_daemon_and_no_autostart_waits_for_nothing(daemon:
     done = run_send(_session_start(f"noauto-{new_id()[:8]}", short_dir), env={"NMEM_AUTOSTART": "0"})
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     assert count(daemon.db, "inbox") == 1
+
+
+@pytest.mark.parametrize(
+    ("agent", "start"),
+    [
+        ("cursor", {"hook_event_name": "sessionStart", "conversation_id": "{sid}", "workspace_roots": ["{cwd}"]}),
+        ("cline", {"hookName": "TaskStart", "taskId": "{sid}", "workspaceRoots": ["{cwd}"],
+                   "taskStart": {"taskMetadata": {"taskId": "{sid}"}}}),
+    ],
+)  # fmt: skip
+def test_another_agents_session_start_with_no_daemon_answers_too(
+    daemon: Daemon, short_dir: str, no_stray_daemons: None, agent: str, start: dict[str, object]
+) -> None:
+    """Cursor names its start `sessionStart`, Cline `TaskStart` (under `hookName`): the client that
+    starts the daemon waits for their context too."""
+    project = os.path.join(short_dir, "proj")
+    os.makedirs(project)
+    marker = f"ctx-{new_id()[:12]}"
+    daemon.start()
+    assert run_send(payload(marker, cwd=project)).returncode == 0
+    assert daemon.stop() == 0
+    body = json.dumps(start).replace("{sid}", f"next-{marker}").replace("{cwd}", project)
+    started = subprocess.run([sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", agent], input=body.encode(),
+                             capture_output=True, timeout=60)  # fmt: skip
+    assert started.returncode == 0 and started.stderr == b""
+    assert marker in started.stdout.decode(), started.stdout

@@ -116,7 +116,7 @@ SEARCH_FIELDS: Final = (
     ("q", "words, a question, an identifier or a path", 40),
     ("project", "project (path or name; * = all)", 24),
     ("type", "types, comma-separated", 14),
-    ("agent", "agent (claude-code, codex, gemini, copilot)", 14),
+    ("agent", "agent name (claude-code, codex, ...)", 14),
     ("session", "session id", 14),
     ("file", "file", 14),
     ("since", "since (2h, 7d, 2026-11-01)", 14),
