@@ -219,6 +219,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("NMEM_REQUIRE_CODEX=1 but NMEM_CODEX_BIN is not an executable Codex CLI binary")
     if os.environ.get("NMEM_REQUIRE_GEMINI") == "1" and not os.access(os.environ.get("NMEM_GEMINI_BIN", ""), os.X_OK):
         raise pytest.UsageError("NMEM_REQUIRE_GEMINI=1 but NMEM_GEMINI_BIN is not an executable Gemini CLI")
+    if os.environ.get("NMEM_REQUIRE_COPILOT") == "1" and not os.access(os.environ.get("NMEM_COPILOT_BIN", ""), os.X_OK):
+        raise pytest.UsageError("NMEM_REQUIRE_COPILOT=1 but NMEM_COPILOT_BIN is not an executable Copilot CLI")
     if os.environ.get("NMEM_REQUIRE_BROWSER") == "1" and not (
         os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium")
     ):
@@ -234,8 +236,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Say why the `shared`, `claude_code`, `codex`, `gemini` and `browser` tests were skipped, even under -q."""
-    for marker in ("claude_code", "codex", "gemini", "browser"):
+    """Say why the `shared` tests and those of a real agent or browser were skipped, even under -q."""
+    for marker in ("claude_code", "codex", "gemini", "copilot", "browser"):
         missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
         if missed:
             reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"

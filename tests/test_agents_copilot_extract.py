@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nmemd.capture.copilot import call_id, result_text, shell_exit_code
+from nmemd.capture.copilot import hook_call_id, mcp_name, ms_of, result_text, shell_exit_code, stop_key
 from nmemd.capture.extract import extract
 
 DATA = Path(__file__).parent / "data" / "copilot"
@@ -39,7 +39,7 @@ def test_a_real_copilot_session_becomes_nmems_observation_types(copilot_home: Pa
     by_event = {g[0]: g for g in got}
     assert by_event["UserPromptSubmit"][3] == [("prompt", "Do it E2E-one")]
     tools = [g for g in got if g[0].startswith("PostToolUse")]
-    assert [g[2] for g in tools] == ["call_e2e00047", "call_e2e00050", "call_e2e00053", "call_e2e00056"]
+    assert [g[2] for g in tools] == hook_ids()
     (ok,), (failed,), (patch,), (read,) = (g[3] for g in tools)
     assert ok[0] == "command" and ok[1].startswith("$ echo hello-e2e")
     assert failed == ("error", "Bash failed (exit 1): false")
@@ -47,25 +47,38 @@ def test_a_real_copilot_session_becomes_nmems_observation_types(copilot_home: Pa
     assert read[0] == "read" and "notes.txt" in read[1]
 
 
-def test_without_the_session_file_a_tool_call_has_no_id_and_is_still_kept(
+def hook_ids() -> list[str]:
+    """What the live hooks key the session's tool calls by: each hook's time and a digest of its input."""
+    tools = [p for p in real_payloads() if p["hook_event_name"].startswith("PostToolUse")]
+    return [hook_call_id(ms_of(p["timestamp"]) or 0, p["tool_input"]) for p in tools]
+
+
+def test_tool_calls_and_the_turns_end_are_keyed_by_their_hooks_time_without_the_session_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Copilot writes events.jsonl behind its hooks: a hook finds at most `session.start` there.
     monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "none"))
-    tools = [extract(p) for p in real_payloads() if p["hook_event_name"] == "PostToolUse"]
-    assert [e.tool_use_id for e in tools] == [None, None, None]
+    got = [extract(p) for p in real_payloads()]
+    tools = [e for e in got if e.hook_event.startswith("PostToolUse")]
+    assert [e.tool_use_id for e in tools] == hook_ids()
+    assert hook_ids()[0] == "hook-1795624356415-" + hook_ids()[0].rsplit("-", 1)[1] and len(set(hook_ids())) == 4
     assert all(e.observations for e in tools)
+    (stop,) = [e for e in got if e.hook_event == "Stop"]
+    assert stop.natural_key == stop_key(SESSION, 1795624357106) and [o.type for o in stop.observations] == ["stop"]
 
 
-def test_call_id_reads_only_a_regular_file_and_a_plain_session_id(copilot_home: Path, tmp_path: Path) -> None:
-    args = {"command": "false", "description": "fail"}
-    assert call_id(SESSION, args) == "call_e2e00050"
-    assert call_id("../" + SESSION, args) is None
-    assert call_id(SESSION, {"command": "never ran"}) is None
-    fifo = tmp_path / "fifo"
-    import os
-
-    os.mkfifo(fifo)
-    assert call_id(SESSION, args, fifo) is None
+def test_an_mcp_tool_is_named_as_the_other_agents_name_it(copilot_home: Path) -> None:
+    (copilot_home / "mcp-config.json").write_text(json.dumps({"mcpServers": {"nmem": {}, "my-docs": {}}}))
+    assert mcp_name("nmem-search") == "mcp__nmem__search"
+    assert mcp_name("my-docs-find_page") == "mcp__my-docs__find_page"
+    assert mcp_name("github-mcp-server-list_issues") == "mcp__github-mcp-server__list_issues"
+    assert mcp_name("bash") is None and mcp_name("other-tool") is None and mcp_name("nmem-") is None
+    payload = {"nmem_agent": "copilot", "hook_event_name": "PostToolUse", "session_id": SESSION,
+               "timestamp": "2026-11-25T16:32:36.415Z", "cwd": "/tmp/p", "tool_name": "nmem-search",
+               "tool_input": {"query": "x"},
+               "tool_result": {"result_type": "success", "text_result_for_llm": "1 match"}}  # fmt: skip
+    ex = extract(payload)
+    assert [(o.type, o.tool_name) for o in ex.observations] == [("mcp", "mcp__nmem__search")]
 
 
 def test_shell_exit_code_and_result_text() -> None:

@@ -42,9 +42,13 @@ Hooks configuration
     Tool names in this form are Claude Code's: `Bash` (the `bash` tool; its result ends
     `<shellId: N completed with exit code K>`, and a non-zero K is not a failure event), `Read`
     (`view`, `tool_input.path`), `Edit` (`apply_patch`; `tool_input` is then the patch itself, a
-    string, in Codex's `*** Begin Patch` format). No payload carries the tool call's id: nmem reads
-    it from the session's events.jsonl (below), where Copilot has written the call's
-    `tool.execution_start` before the PostToolUse hook runs.
+    string, in Codex's `*** Begin Patch` format). An MCP tool is named `<server>-<tool>`
+    (`nmem-search`), stored as `mcp__<server>__<tool>`. No payload carries the tool call's id, nor
+    Stop the turn's reply, and the session's events.jsonl cannot supply them: Copilot writes it behind
+    its hooks (when nmem's first PostToolUse hook ran, the file held only `session.start`; the
+    e2e test found it). So a call is keyed by its hook's `timestamp` and a digest of `tool_input`
+    (`hook_call_id`), a turn's end by its Stop hook's `timestamp` (`stop_key`): the session file's
+    `hook.start` records keep that time, and the import keys them alike.
 
 Replies
     SessionStart's and UserPromptSubmit's stdout `{"additionalContext": "..."}` reaches the model as
@@ -61,8 +65,9 @@ Session files (`nmem import-transcripts`)
     `apply_patch`), `tool.execution_complete` (`toolCallId`, `success`, `result.content`,
     `shellExecution.exitCode`, `error`), `hook.start` / `hook.end` (each hook's input and output,
     verbatim), `assistant.turn_start` / `turn_end`, `session.usage_record`, `session.shutdown`.
-    Live capture and the import name a tool call alike, `tool:<session>:<toolCallId>`, so a session
-    seen by both is stored once.
+    Live capture and the import key a tool call, a prompt and a turn's end alike (by the time of
+    the hook that saw it, from `hook.start`'s `input.timestamp`), so a session seen by both is
+    stored once; a session no hook saw is keyed by `toolCallId` and its texts.
 
 MCP
     `$COPILOT_HOME/mcp-config.json`, `{"mcpServers": {"<name>": {"type": "local", "command": "...",
@@ -72,23 +77,21 @@ MCP
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
 from nmemd.capture import codex
-from nmemd.capture.extract import _d, _line, _s, _Tool
+from nmemd.capture.extract import _d, _s, _stop, _Tool
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "copilot"
-EVENTS_TAIL: Final = 256 * 1024  # bytes of a session's events.jsonl searched for a tool call's id
 _SHELL_EXIT: Final = re.compile(r"<shellId: [^>]*? completed with exit code (-?\d+)>\s*\Z")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_SESSION_SAFE: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 def copilot_home() -> Path:
@@ -114,40 +117,9 @@ def result_text(result: object) -> str:
     return result if isinstance(result, str) else ""
 
 
-def call_id(session_id: str, tool_input: object, path: Path | None = None) -> str | None:
-    """The id of the last call in the session's events.jsonl whose arguments are `tool_input`
-    (`tool.execution_start`, written before the PostToolUse hook runs), from its last EVENTS_TAIL
-    bytes; None when it is not there or anything is odd. Only a regular file is read. Never raises."""
-    if not _SESSION_SAFE.fullmatch(session_id):
-        return None
-    file = path or session_state() / session_id / "events.jsonl"
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        start = max(st.st_size - EVENTS_TAIL, 0)
-        data = os.pread(fd, st.st_size - start, start)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    end = len(data)
-    while (at := data.rfind(b'"tool.execution_start"', 0, end)) >= 0:
-        first = data.rfind(b"\n", 0, at) + 1
-        last = data.find(b"\n", at)
-        end = first
-        try:
-            record = json.loads(data[first : last if last >= 0 else len(data)])
-        except ValueError:
-            continue
-        d = _d(_d(record).get("data"))
-        if d.get("arguments") == tool_input and isinstance(d.get("toolCallId"), str):
-            return _line(d["toolCallId"], 200) or None
-    return None
+def iso_of(ms: int) -> str:
+    """The ISO-8601 UTC time (as hooks send `timestamp`) of milliseconds since the epoch; ms_of's inverse."""
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def ms_of(iso: object) -> int | None:
@@ -163,21 +135,65 @@ def ms_of(iso: object) -> int | None:
     return (stamp - _EPOCH) // timedelta(milliseconds=1)
 
 
+def hook_call_id(ms: int, tool_input: object) -> str:
+    """A tool call's id as its PostToolUse hook and the session file both know it: the hook's time (ms)
+    and a digest of the call's arguments (two calls in one millisecond stay apart)."""
+    args = json.dumps(tool_input, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    digest = hashlib.blake2b(args.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+    return f"hook-{ms}-{digest}"
+
+
+def stop_key(session_id: str, ms: int) -> str:
+    """The natural key of a turn's end as its Stop hook and the session file (`agentStop`'s hook.start) know it."""
+    return f"stop:{session_id}:{ms}"
+
+
+def mcp_servers() -> list[str]:
+    """The MCP servers Copilot names tools after (`<server>-<tool>`): mcp-config.json's and the built-in one."""
+    try:
+        with open(copilot_home() / "mcp-config.json", encoding="utf-8") as f:
+            servers = _d(_d(json.loads(f.read(1 << 20))).get("mcpServers"))
+    except (OSError, ValueError):
+        servers = {}
+    names = [n for n in servers if isinstance(n, str) and n] + ["github-mcp-server"]
+    return sorted(names, key=len, reverse=True)
+
+
+def mcp_name(tool: str) -> str | None:
+    """`mcp__<server>__<tool>` for an MCP tool as Copilot names it (`nmem-search`); None for its own tools."""
+    for server in mcp_servers() if "-" in tool else ():
+        if tool.startswith(server + "-") and len(tool) > len(server) + 1:
+            return f"mcp__{server}__{tool[len(server) + 1 :]}"
+    return None
+
+
 def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
     """What nmem keeps of a Copilot event, where it differs from Claude Code's; None: as Claude Code's
     (after `p` is given Claude Code's field names where Copilot's differ)."""
     event = ex.hook_event
-    if event == "UserPromptSubmit" and ex.session_id != "unknown" and (ms := ms_of(p.get("timestamp"))) is not None:
+    ms = ms_of(p.get("timestamp")) if ex.session_id != "unknown" else None
+    if event == "UserPromptSubmit" and ms is not None:
         ex.prompt_id = str(ms)  # the prompt's key, as the import finds it in events.jsonl (nmemd.history.copilot)
     if event == "SessionStart" and p.get("source") == "new":
         p["source"] = "startup"
+    if event == "Stop" and ms is not None:
+        # Copilot's Stop carries no reply, and its events.jsonl is written behind the hooks: the turn's end is
+        # keyed by the hook's time, which the session file records too (the import sends it, with the reply).
+        stop = _stop(p, ex, root)
+        ex.natural_key = stop_key(ex.session_id, ms)
+        return stop
     if event not in ("PostToolUse", "PostToolUseFailure"):
         return None
-    if ex.tool_use_id is None and ex.session_id != "unknown":
-        ex.tool_use_id = call_id(ex.session_id, p.get("tool_input"))
+    if ex.tool_use_id is None and ms is not None:
+        # Not the call id in events.jsonl: Copilot writes that file behind its hooks (1.0.102 had written
+        # only `session.start` when a PostToolUse hook ran), so the hook's time keys the call.
+        ex.tool_use_id = hook_call_id(ms, p.get("tool_input"))
     if "tool_response" not in p and "tool_result" in p:
         p["tool_response"] = result_text(p["tool_result"])
     name = _s(p.get("tool_name")) or "unknown"
+    if (mcp := mcp_name(name)) is not None:
+        p["tool_name"] = mcp  # stored as Claude Code's, Codex's and Gemini's MCP calls are
+        return None
     inp = p.get("tool_input")
     if isinstance(inp, str) and name in ("Edit", "apply_patch"):  # the patch itself
         tool = _Tool("apply_patch", {"command": inp}, p.get("tool_response") or p.get("error"), root)

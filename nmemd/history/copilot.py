@@ -7,9 +7,12 @@ What becomes a payload (each with `nmem_agent: copilot`, read by the daemon as l
   `userPromptSubmitted` hook recorded (`hook.start`), as the live hook's is; a session that ran no
   hook is keyed by the message's id (no live capture saw it);
 * `tool.execution_start` joined with its `tool.execution_complete` -> PostToolUse (PostToolUseFailure
-  when `success` is false), keyed `tool:<session>:<toolCallId>` like the live hook, with Claude Code's
-  tool names as Copilot's PascalCase hooks give them (`bash` -> Bash, `view` -> Read, `apply_patch` -> Edit);
-* a turn's last assistant text -> Stop, keyed by `reply_key`.
+  when `success` is false), keyed by the time its `postToolUse` / `postToolUseFailure` hook recorded
+  and its arguments (`copilot.hook_call_id`), as the live hook's is; a call no hook saw, by its
+  `toolCallId`; with Claude Code's tool names as Copilot's PascalCase hooks give them (`bash` -> Bash,
+  `view` -> Read, `apply_patch` -> Edit; an MCP tool `<server>-<tool>` as `mcp__<server>__<tool>`);
+* a turn's last assistant text -> Stop, keyed by the time its `agentStop` hook recorded (the live Stop
+  carries no text and is keyed so: a turn seen live is not added again), else by `reply_key`.
 
 Everything else (hooks' own records, usage, turn markers, the system prompt) only feeds the session's
 id, working directory and branch, or is counted as skipped.
@@ -22,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nmemd.capture.copilot import AGENT
+from nmemd.capture.copilot import AGENT, hook_call_id, iso_of, stop_key
 from nmemd.history.codex import decode_line
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
 from nmemd.model import reply_key
@@ -33,6 +36,10 @@ __all__ = ["EventsReader", "decode_line", "is_events"]
 
 def is_events(path: str) -> bool:
     return os.path.basename(path) == "events.jsonl"
+
+
+def _ms(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _s(v: object) -> str | None:
@@ -48,6 +55,9 @@ class _Call:
     name: str
     input: Any
     offset: int
+    server: str | None = None  # an MCP tool's server and own name (`mcpServerName`, `mcpToolName`)
+    tool: str | None = None
+    hook: str | None = None  # its id as its PostToolUse hook had it (copilot.hook_call_id)
 
 
 @dataclass
@@ -63,6 +73,7 @@ class EventsReader:
     _prompt_ms: int | None = None  # the last userPromptSubmitted hook's time, not yet used
     _reply: str | None = None
     _reply_ts: float = 0.0
+    _stop_ms: int | None = None  # the agentStop hook's time for the pending reply
     _last_ts: float = 0.0
     _big: bool = False
 
@@ -96,8 +107,21 @@ class EventsReader:
             self.cwd = _s(context.get("cwd")) or self.cwd
             self.branch = _s(context.get("branch")) or self.branch
         elif kind == "hook.start" and data.get("hookType") == "userPromptSubmitted":
-            stamp = _d(data.get("input")).get("timestamp")
-            self._prompt_ms = stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else None
+            self._prompt_ms = _ms(_d(data.get("input")).get("timestamp"))
+        elif kind == "hook.start" and data.get("hookType") in ("postToolUse", "postToolUseFailure"):
+            inp = _d(data.get("input"))
+            ms, args = _ms(inp.get("timestamp")), inp.get("toolArgs")
+            seen = next((c for c in reversed(self._pending.values()) if c.hook is None and c.input == args), None)
+            if seen is not None and ms is not None:
+                seen.hook = hook_call_id(ms, args)
+            self.counts.skipped += 1
+            return []
+        elif kind == "hook.start" and data.get("hookType") == "agentStop":
+            self._stop_ms = _ms(_d(data.get("input")).get("timestamp"))
+            if self._reply is None:
+                self.counts.skipped += 1
+                return []
+            return self._turn_end()
         elif kind == "user.message":
             return self._prompt(data, ts)
         elif kind == "assistant.message":
@@ -109,7 +133,13 @@ class EventsReader:
         elif kind == "tool.execution_start":
             call = _s(data.get("toolCallId"))
             if call:
-                self._pending[call] = _Call(_s(data.get("toolName")) or "unknown", data.get("arguments"), offset)
+                self._pending[call] = _Call(
+                    _s(data.get("toolName")) or "unknown",
+                    data.get("arguments"),
+                    offset,
+                    server=_s(data.get("mcpServerName")),
+                    tool=_s(data.get("mcpToolName")),
+                )
                 return []
         elif kind == "tool.execution_complete":
             return self._result(data, ts)
@@ -154,8 +184,11 @@ class EventsReader:
             return []
         ok = d.get("success") is not False
         payload = self._payload("PostToolUse" if ok else "PostToolUseFailure")
-        payload.update(tool_name=TOOL_NAMES.get(call.name, call.name), tool_input=self._bound(call.input),
-                       tool_use_id=call_id)  # fmt: skip
+        key = call.hook or call_id
+        name = TOOL_NAMES.get(call.name, call.name)
+        if call.server and call.tool:
+            name = f"mcp__{call.server}__{call.tool}"
+        payload.update(tool_name=name, tool_input=self._bound(call.input), tool_use_id=key)
         content = _s(_d(d.get("result")).get("content")) or ""
         if ok:
             payload["tool_result"] = {"result_type": "success", "text_result_for_llm": self._bound(content)}
@@ -164,15 +197,18 @@ class EventsReader:
             payload["error"] = self._bound(_s(_d(error).get("message")) or _s(error) or content or "failed")
             self.counts.errors += 1
         self.counts.tools += 1
-        return [self._record(f"tool:{self.session}:{call_id}", payload, ts)]
+        return [self._record(f"tool:{self.session}:{key}", payload, ts)]
 
     def _turn_end(self) -> list[Record]:
-        text, ts = self._reply, self._reply_ts
-        self._reply = None
+        text, ts, stop = self._reply, self._reply_ts, self._stop_ms
+        self._reply, self._stop_ms = None, None
         if not text:
             return []
         payload = self._payload("Stop")
         payload["stop_hook_active"] = False
         payload["last_assistant_message"] = text
         self.counts.replies += 1
-        return [self._record(reply_key(self.session, text), payload, ts)]
+        if stop is not None:
+            payload["timestamp"] = iso_of(stop)  # keyed as the live Stop hook was (copilot.stop_key)
+        key = stop_key(self.session, stop) if stop is not None else reply_key(self.session, text)
+        return [self._record(key, payload, ts)]

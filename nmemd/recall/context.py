@@ -375,6 +375,10 @@ def build_context(
             if not _interrupted(exc):
                 raise
             return ""
+        if session_id and source not in ("compact", "resume"):
+            # A new session is not history yet, though an agent may store its prompt before SessionStart
+            # (Copilot CLI runs the two hooks side by side).
+            recent = [s for s in recent if s.id != session_id]
         if not recent:
             return ""
         ids = [s.id for s in recent]
