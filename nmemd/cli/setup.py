@@ -44,7 +44,8 @@ AgentOpt = Annotated[
     str,
     typer.Option(
         "--agent",
-        help="The coding agent: claude-code (claude), codex, gemini, copilot, or all (those on this machine).",
+        help="The coding agent: claude-code (claude), codex, gemini, copilot, opencode, or all (those on this"
+        " machine).",
     ),
 ]
 
@@ -52,15 +53,17 @@ AgentOpt = Annotated[
 def _agents(agent: str, project_scope: bool) -> list[str]:
     """The agents an install or uninstall is for; a clear error for an unknown one."""
     from nmemd.model import AGENT_ALIASES, AGENTS
-    from nmemd.setup import codex, copilot, gemini
+    from nmemd.setup import codex, copilot, gemini, opencode
 
     name = AGENT_ALIASES.get(agent.strip(), agent.strip())
-    present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found, copilot.AGENT: copilot.found}
+    present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found, copilot.AGENT: copilot.found,
+               opencode.AGENT: opencode.found}  # fmt: skip
     if name == "all":
         found = [a for a in AGENTS if present.get(a, _claude_found)()]
         if not found:
             fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex;"
-                 " Gemini CLI: ~/.gemini; Copilot CLI: $COPILOT_HOME or ~/.copilot)")  # fmt: skip
+                 " Gemini CLI: ~/.gemini; Copilot CLI: $COPILOT_HOME or ~/.copilot;"
+                 " OpenCode: ~/.config/opencode)")  # fmt: skip
         chosen = found
     elif name in AGENTS:
         chosen = [name]
@@ -76,6 +79,10 @@ def _agents(agent: str, project_scope: bool) -> list[str]:
         if name != "all":
             fail("--project is for Claude Code: nmem installs Copilot's hooks in $COPILOT_HOME (default ~/.copilot)", 2)
         chosen = [a for a in chosen if a != copilot.AGENT]
+    if project_scope and opencode.AGENT in chosen:
+        if name != "all":
+            fail("--project is for Claude Code: nmem installs OpenCode's plugin in ~/.config/opencode", 2)
+        chosen = [a for a in chosen if a != opencode.AGENT]
     return chosen
 
 
@@ -114,6 +121,8 @@ def install(
         _install_gemini(print_only, no_mcp)
     if "copilot" in agents:
         _install_copilot(print_only, no_mcp)
+    if "opencode" in agents:
+        _install_opencode(print_only, no_mcp)
     if "claude-code" in agents:
         _install_claude(project_scope, print_only, no_mcp, import_history)
 
@@ -179,6 +188,28 @@ def _install_copilot(print_only: bool, no_mcp: bool) -> None:
         console.print("import your existing Copilot history with: nmem import-transcripts", highlight=False)
 
 
+def _install_opencode(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import opencode
+
+    try:
+        plan = opencode.plan_install(mcp=not no_mcp)
+        if print_only:
+            sys.stdout.write(opencode.printed(plan))
+            return
+        plugin_written, config_written = opencode.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    console.print(f"OpenCode plugin: {plan.plugin_path} ({_outcome(plugin_written)})", highlight=False)
+    if config_written is not None:
+        console.print(f"OpenCode MCP server '{opencode.MCP_NAME}': {plan.config_path} ({_outcome(config_written)})",
+                      highlight=False)  # fmt: skip
+    from nmemd.capture.opencode import database
+
+    if os.path.isfile(database()):
+        console.print("import your existing OpenCode history with: nmem import-transcripts", highlight=False)
+
+
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
     from nmemd.setup import install as inst
 
@@ -218,6 +249,8 @@ def uninstall(
         _uninstall_gemini(no_mcp)
     if "copilot" in agents:
         _uninstall_copilot(no_mcp)
+    if "opencode" in agents:
+        _uninstall_opencode(no_mcp)
     if "claude-code" in agents:
         _uninstall_claude(project_scope, no_mcp)
     settings = load_settings()
@@ -275,6 +308,23 @@ def _uninstall_copilot(no_mcp: bool) -> None:
         console.print(f"no nmem hooks in {plan.settings}", highlight=False)
     if mcp_written.changed:
         console.print(f"Copilot MCP server '{copilot.MCP_NAME}' removed from {plan.mcp}", highlight=False)
+
+
+def _uninstall_opencode(no_mcp: bool) -> None:
+    from nmemd.setup import opencode
+
+    try:
+        plan = opencode.plan_uninstall(mcp=not no_mcp)
+        plugin_written, config_written = opencode.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    if plugin_written.changed:
+        console.print(f"OpenCode plugin removed: {plan.plugin_path}", highlight=False)
+    else:
+        console.print(f"no nmem plugin at {plan.plugin_path}", highlight=False)
+    if config_written is not None and config_written.changed:
+        console.print(f"OpenCode MCP server '{opencode.MCP_NAME}' removed from {plan.config_path}", highlight=False)
 
 
 def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:

@@ -79,7 +79,7 @@ class _Session:
 
 
 # How the context names an agent other than Claude Code, which it names in its header.
-AGENT_LABELS: Final = {"codex": "Codex", "gemini": "Gemini CLI", "copilot": "Copilot CLI"}
+AGENT_LABELS: Final = {"codex": "Codex", "gemini": "Gemini CLI", "copilot": "Copilot CLI", "opencode": "OpenCode"}
 
 
 @dataclass
