@@ -46,6 +46,8 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
         "NMEM_HOME": str(home),
         "NMEM_SOCKET": os.path.join(short_dir, "run", "nmemd.sock"),
         "COPILOT_HOME": str(tmp_path / "copilot"),  # never the user's ~/.copilot
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),  # never the user's ~/.config/opencode
+        "XDG_DATA_HOME": str(tmp_path / "xdg-data"),  # nor ~/.local/share/opencode (nmem's own: NMEM_HOME)
     }
     for key in ("XDG_RUNTIME_DIR", "NMEM_TIMEOUT_MS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"):
         monkeypatch.delenv(key, raising=False)
@@ -232,8 +234,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Say why the `shared`, `claude_code`, `codex`, `gemini` and `browser` tests were skipped, even under -q."""
-    for marker in ("claude_code", "codex", "gemini", "browser"):
+    """Say why the `shared`, `claude_code`, `codex`, `gemini`, `opencode` and `browser` tests were skipped, even
+    under -q."""
+    for marker in ("claude_code", "codex", "gemini", "opencode", "browser"):
         missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
         if missed:
             reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"

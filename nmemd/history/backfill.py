@@ -532,7 +532,7 @@ class Importer:
     def _import_opencode(self, path: str, st: os.stat_result, saved: FileState | None) -> None:
         """OpenCode's database: the sessions changed since the last run (the saved offset, in ms)."""
         same = saved is not None and (saved.dev, saved.inode) == (st.st_dev, st.st_ino)
-        reader = opencode.DatabaseReader(path, since=saved.offset if same and saved else 0)
+        reader = opencode.DatabaseReader(path, since=saved.offset if same and saved else -1)
         events = saved.events if same and saved else 0
         try:
             for r in reader.records():

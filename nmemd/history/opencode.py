@@ -11,10 +11,11 @@ payload (each with `nmem_agent: opencode`, read by the daemon as live OpenCode e
 * a turn's last assistant text -> Stop with `last_assistant_message`, keyed by `reply_key` (the plugin's
   `session.idle` sends the same text).
 
-So a session seen by both is stored once. Incremental: a run reads only sessions changed since the last
-one (`session.time_updated`, or a part's), and records that time as the database's offset in
-`import_files`; a session read again adds nothing (natural keys). A compaction's summary message, step
-and patch parts, and running tool parts are skipped.
+So a session seen by both is stored once. Incremental: a run reads only sessions changed after the newest
+change the last one read (`session.time_updated`, or a part's, in ms), and records that time as the
+database's offset in `import_files`; a session read again adds nothing (natural keys). A change written in
+the same millisecond as that newest change, after the run read it, waits for the session's next change.
+A compaction's summary message, step and patch parts, and running tool parts are skipped.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class DatabaseReader:
     """The records of every session of one opencode.db changed since `since` (ms), in order."""
 
     path: str
-    since: int = 0
+    since: int = -1
     counts: Counts = field(default_factory=Counts)
     watermark: int = 0  # the newest change read (ms): the next run's `since`
 
@@ -85,8 +86,8 @@ class DatabaseReader:
                 raise Unreadable(f"not an OpenCode database (no table {missing[0]})")
             try:
                 sessions = conn.execute(
-                    "SELECT id, directory, time_updated FROM session WHERE time_updated >= ?1"
-                    " OR id IN (SELECT session_id FROM part WHERE time_updated >= ?1)"
+                    "SELECT id, directory, time_updated FROM session WHERE time_updated > ?1"
+                    " OR id IN (SELECT session_id FROM part WHERE time_updated > ?1)"
                     " ORDER BY time_created, id",
                     (self.since,),
                 ).fetchall()
