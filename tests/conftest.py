@@ -219,6 +219,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("NMEM_REQUIRE_CODEX=1 but NMEM_CODEX_BIN is not an executable Codex CLI binary")
     if os.environ.get("NMEM_REQUIRE_GEMINI") == "1" and not os.access(os.environ.get("NMEM_GEMINI_BIN", ""), os.X_OK):
         raise pytest.UsageError("NMEM_REQUIRE_GEMINI=1 but NMEM_GEMINI_BIN is not an executable Gemini CLI")
+    opencode = os.environ.get("NMEM_OPENCODE_BIN", "")
+    if os.environ.get("NMEM_REQUIRE_OPENCODE") == "1" and not os.access(opencode, os.X_OK):
+        raise pytest.UsageError("NMEM_REQUIRE_OPENCODE=1 but NMEM_OPENCODE_BIN is not an executable OpenCode")
     if os.environ.get("NMEM_REQUIRE_BROWSER") == "1" and not (
         os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium")
     ):
