@@ -37,7 +37,7 @@ OBSERVATION_TYPES: Final[tuple[str, ...]] = ObservationType.__args__  # type: ig
 # The coding agents nmem captures (issue #19). Claude Code's rows store no name (NULL: existing
 # rows and Claude Code's cost no byte); every other agent's rows store theirs.
 CLAUDE_CODE: Final = "claude-code"
-Agent = Literal["claude-code", "codex", "gemini", "copilot", "cursor", "cline"]
+Agent = Literal["claude-code", "codex", "gemini", "copilot", "cursor", "cline", "opencode"]
 AGENTS: Final[tuple[str, ...]] = Agent.__args__  # type: ignore[attr-defined]
 AGENT_ALIASES: Final = {"claude": CLAUDE_CODE}
 

@@ -48,6 +48,8 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
         "COPILOT_HOME": str(tmp_path / "copilot"),  # never the user's ~/.copilot
         "NMEM_CURSOR_DIR": str(tmp_path / "cursor"),  # never the user's ~/.cursor
         "NMEM_CLINE_HOOKS_DIR": str(tmp_path / "cline" / "Hooks"),  # never the user's ~/Documents/Cline
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),  # never the user's ~/.config/opencode
+        "XDG_DATA_HOME": str(tmp_path / "xdg-data"),  # nor ~/.local/share/opencode (nmem's own: NMEM_HOME)
     }
     for key in ("XDG_RUNTIME_DIR", "NMEM_TIMEOUT_MS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"):
         monkeypatch.delenv(key, raising=False)
@@ -221,6 +223,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("NMEM_REQUIRE_GEMINI=1 but NMEM_GEMINI_BIN is not an executable Gemini CLI")
     if os.environ.get("NMEM_REQUIRE_COPILOT") == "1" and not os.access(os.environ.get("NMEM_COPILOT_BIN", ""), os.X_OK):
         raise pytest.UsageError("NMEM_REQUIRE_COPILOT=1 but NMEM_COPILOT_BIN is not an executable Copilot CLI")
+    opencode = os.environ.get("NMEM_OPENCODE_BIN", "")
+    if os.environ.get("NMEM_REQUIRE_OPENCODE") == "1" and not os.access(opencode, os.X_OK):
+        raise pytest.UsageError("NMEM_REQUIRE_OPENCODE=1 but NMEM_OPENCODE_BIN is not an executable OpenCode")
     if os.environ.get("NMEM_REQUIRE_BROWSER") == "1" and not (
         os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium")
     ):
@@ -237,7 +242,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Say why the `shared` tests and those of a real agent or browser were skipped, even under -q."""
-    for marker in ("claude_code", "codex", "gemini", "copilot", "browser"):
+    for marker in ("claude_code", "codex", "gemini", "copilot", "opencode", "browser"):
         missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
         if missed:
             reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"

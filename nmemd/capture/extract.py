@@ -820,6 +820,13 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         if own is not None:
             ex.observations = own
             return ex
+    elif ex.agent == "opencode":  # its own module: OpenCode's tool names and results (nmemd.capture.opencode)
+        from nmemd.capture import opencode
+
+        own = opencode.observations(p, ex, root)
+        if own is not None:
+            ex.observations = own
+            return ex
     ex.observations = _EVENTS.get(event, _generic_event)(p, ex, root)
     return ex
 

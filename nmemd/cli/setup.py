@@ -44,8 +44,8 @@ AgentOpt = Annotated[
     str,
     typer.Option(
         "--agent",
-        help="The coding agent: claude-code (claude), codex, gemini, copilot, cursor, cline, or all (those on this"
-        " machine).",
+        help="The coding agent: claude-code (claude), codex, gemini, copilot, cursor, cline, opencode, or all"
+        " (those on this machine).",
     ),
 ]
 
@@ -53,16 +53,17 @@ AgentOpt = Annotated[
 def _agents(agent: str, project_scope: bool) -> list[str]:
     """The agents an install or uninstall is for; a clear error for an unknown one."""
     from nmemd.model import AGENT_ALIASES, AGENTS
-    from nmemd.setup import cline, codex, copilot, cursor, gemini
+    from nmemd.setup import cline, codex, copilot, cursor, gemini, opencode
 
     name = AGENT_ALIASES.get(agent.strip(), agent.strip())
     present = {codex.AGENT: codex.found, gemini.AGENT: gemini.found, copilot.AGENT: copilot.found,
-               cursor.AGENT: cursor.found, cline.AGENT: cline.found}  # fmt: skip
+               cursor.AGENT: cursor.found, cline.AGENT: cline.found, opencode.AGENT: opencode.found}  # fmt: skip
     if name == "all":
         found = [a for a in AGENTS if present.get(a, _claude_found)()]
         if not found:
             fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex;"
-                 " Gemini CLI: ~/.gemini; Copilot CLI: $COPILOT_HOME or ~/.copilot)")  # fmt: skip
+                 " Gemini CLI: ~/.gemini; Copilot CLI: $COPILOT_HOME or ~/.copilot;"
+                 " OpenCode: ~/.config/opencode)")  # fmt: skip
         chosen = found
     elif name in AGENTS:
         chosen = [name]
@@ -82,6 +83,10 @@ def _agents(agent: str, project_scope: bool) -> list[str]:
         if name in (cursor.AGENT, cline.AGENT):
             fail(f"--project is for Claude Code: nmem installs {name}'s hooks in your home folder", 2)
         chosen = [a for a in chosen if a not in (cursor.AGENT, cline.AGENT)]
+    if project_scope and opencode.AGENT in chosen:
+        if name != "all":
+            fail("--project is for Claude Code: nmem installs OpenCode's plugin in ~/.config/opencode", 2)
+        chosen = [a for a in chosen if a != opencode.AGENT]
     return chosen
 
 
@@ -124,6 +129,8 @@ def install(
         _install_cursor(print_only, no_mcp)
     if "cline" in agents:
         _install_cline(print_only, no_mcp)
+    if "opencode" in agents:
+        _install_opencode(print_only, no_mcp)
     if "claude-code" in agents:
         _install_claude(project_scope, print_only, no_mcp, import_history)
 
@@ -229,6 +236,28 @@ def _install_cline(print_only: bool, no_mcp: bool) -> None:
         console.print(cline.MCP_HINT.format(command=inst.mcp_command()), highlight=False)
 
 
+def _install_opencode(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.setup import opencode
+
+    try:
+        plan = opencode.plan_install(mcp=not no_mcp)
+        if print_only:
+            sys.stdout.write(opencode.printed(plan))
+            return
+        plugin_written, config_written = opencode.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    console.print(f"OpenCode plugin: {plan.plugin_path} ({_outcome(plugin_written)})", highlight=False)
+    if config_written is not None:
+        console.print(f"OpenCode MCP server '{opencode.MCP_NAME}': {plan.config_path} ({_outcome(config_written)})",
+                      highlight=False)  # fmt: skip
+    from nmemd.capture.opencode import database
+
+    if os.path.isfile(database()):
+        console.print("import your existing OpenCode history with: nmem import-transcripts", highlight=False)
+
+
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
     from nmemd.setup import install as inst
 
@@ -272,6 +301,8 @@ def uninstall(
         _uninstall_cursor(no_mcp)
     if "cline" in agents:
         _uninstall_cline()
+    if "opencode" in agents:
+        _uninstall_opencode(no_mcp)
     if "claude-code" in agents:
         _uninstall_claude(project_scope, no_mcp)
     settings = load_settings()
@@ -359,6 +390,23 @@ def _uninstall_cline() -> None:
         out().print(f"Cline hooks {', '.join(result.removed)} removed from {result.folder}", highlight=False)
     else:
         out().print(f"no nmem hooks in {result.folder}", highlight=False)
+
+
+def _uninstall_opencode(no_mcp: bool) -> None:
+    from nmemd.setup import opencode
+
+    try:
+        plan = opencode.plan_uninstall(mcp=not no_mcp)
+        plugin_written, config_written = opencode.apply(plan)
+    except NmemError as exc:
+        fail(str(exc))
+    console = out()
+    if plugin_written.changed:
+        console.print(f"OpenCode plugin removed: {plan.plugin_path}", highlight=False)
+    else:
+        console.print(f"no nmem plugin at {plan.plugin_path}", highlight=False)
+    if config_written is not None and config_written.changed:
+        console.print(f"OpenCode MCP server '{opencode.MCP_NAME}' removed from {plan.config_path}", highlight=False)
 
 
 def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:

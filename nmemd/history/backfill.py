@@ -3,7 +3,8 @@ the daemon.
 
 A Codex rollout file (`rollout-*.jsonl`, nmemd.history.codex) and a Gemini CLI session file
 (`chats/session-*.jsonl`, nmemd.history.gemini) are read by their own readers; every other `*.jsonl`
-as a Claude Code transcript.
+as a Claude Code transcript. OpenCode's session database (`opencode.db`, nmemd.history.opencode) is read
+by sessions changed since the last run, its offset the time of the newest change read.
 
 CLI side: files are streamed line by line (a file is never held in memory),
 parsed with msgspec, turned into hook-shaped records by `nmemd.history.transcripts`
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import ImportParamsError
-from nmemd.history import codex, copilot, gemini
+from nmemd.history import codex, copilot, gemini, opencode
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted, clamp_ts
 
@@ -207,9 +208,11 @@ def default_roots() -> list[str]:
     """The history folders of the agents on this machine (Claude Code's, Codex's, the Gemini CLI's,
     Copilot's), those that exist."""
     from nmemd.capture.copilot import session_state
+    from nmemd.capture.opencode import database
 
     roots = (default_root(), codex_root(), gemini_root(), str(session_state()))
-    return [root for root in roots if os.path.isdir(root)]
+    found = [root for root in roots if os.path.isdir(root)]
+    return found + [database()] if os.path.isfile(database()) else found
 
 
 Reader = TranscriptReader | codex.RolloutReader | gemini.SessionReader | copilot.EventsReader
@@ -234,6 +237,7 @@ def discover(paths: Sequence[str], problems: list[Problem]) -> list[str]:
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path, onerror=lambda e: problems.append(_problem(e))):
                 dirs.sort()
+                found += [os.path.join(root, f) for f in sorted(files) if f == opencode.NAME]
                 found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".jsonl")
                           and (not _in_gemini_tmp(root) or gemini.is_session(os.path.join(root, f)))]  # fmt: skip
         elif os.path.exists(path) or os.path.islink(path):
@@ -463,6 +467,9 @@ class Importer:
                 self._note(path, "not a regular file")
                 continue
             saved = state.get(path)
+            if opencode.is_database(path):  # read by what changed in it, never by size
+                plan.append((path, st, saved))
+                continue
             same = (
                 saved is not None and (saved.dev, saved.inode) == (st.st_dev, st.st_ino) and saved.offset <= st.st_size
             )
@@ -475,6 +482,9 @@ class Importer:
         return plan
 
     def _import_file(self, path: str, st: os.stat_result, saved: FileState | None) -> None:
+        if opencode.is_database(path):
+            self._import_opencode(path, st, saved)
+            return
         try:
             f = open(path, "rb")  # noqa: SIM115 - a with-block follows
         except OSError as exc:
@@ -516,6 +526,30 @@ class Importer:
         if cur.offset != start or cur.events:
             self._done.append(cur.state())
         self._count(cur.reader.counts)
+        self.summary.files_read += 1
+        self.progress.files_done += 1
+
+    def _import_opencode(self, path: str, st: os.stat_result, saved: FileState | None) -> None:
+        """OpenCode's database: the sessions changed since the last run (the saved offset, in ms)."""
+        same = saved is not None and (saved.dev, saved.inode) == (st.st_dev, st.st_ino)
+        reader = opencode.DatabaseReader(path, since=saved.offset if same and saved else -1)
+        events = saved.events if same and saved else 0
+        try:
+            for r in reader.records():
+                events += 1
+                self.progress.events += 1
+                self._add(r)
+                if len(self._events) >= BATCH_EVENTS or self._wire_bytes >= BATCH_WIRE_BYTES:
+                    self._flush()
+        except opencode.Unreadable as exc:
+            self._note(path, str(exc))
+        else:
+            done = FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
+                             offset=reader.watermark, head_hash="", events=events)  # fmt: skip
+            self._done.append(done)
+        self.summary.bytes += st.st_size
+        self.progress.bytes_done += st.st_size
+        self._count(reader.counts)
         self.summary.files_read += 1
         self.progress.files_done += 1
 

@@ -85,6 +85,7 @@ AGENT_LABELS: Final = {
     "copilot": "Copilot CLI",
     "cursor": "Cursor",
     "cline": "Cline",
+    "opencode": "OpenCode",
 }
 
 

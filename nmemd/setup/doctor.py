@@ -396,6 +396,46 @@ def check_cline() -> list[Check]:
     return [_ok("cline hooks", f"{len(hooks)} hook scripts in {where} (the CLI runs them with hooks-enabled=true)")]
 
 
+def check_opencode() -> list[Check]:
+    """OpenCode's plugin (nmem's nmem.js, current, a client that exists) and MCP server; nothing when
+    nmem is not installed for OpenCode."""
+    from nmemd.setup import opencode
+
+    plugin_file, config_file = opencode.plugin_path(), opencode.config_path()
+    try:
+        text, data = opencode.read_plugin(plugin_file), install.load(config_file)
+    except NmemError as exc:
+        return [_fail("opencode", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    mcp = opencode.mcp_entry(data)
+    if text is None and mcp is None:
+        return []  # not installed for OpenCode (on purpose, perhaps): nothing to check
+    fix, where = "nmem install --agent opencode", _home_tilde(plugin_file)
+    argv = opencode.plugin_argv(text) if text is not None else None
+    checks: list[Check] = []
+    if text is None:
+        checks.append(_fail("opencode plugin", f"no {where}", fix))
+    elif argv is None:
+        checks.append(_fail("opencode plugin", f"{where} is not nmem's plugin", f"move it away, then {fix}"))
+    elif missing := [a for a in argv[:1] + argv[3:4] if not os.path.exists(a)]:
+        checks.append(_fail("opencode plugin", f"{where} calls {missing[0]}, which does not exist", fix))
+    elif text != opencode.plugin_text():
+        checks.append(_warn("opencode plugin", f"{where} is another nmem installation's or version's", fix))
+    else:
+        checks.append(_ok("opencode plugin", f"{where} sends OpenCode's events to nmem"))
+    command = mcp.get("command") if mcp is not None else None
+    program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else None
+    if mcp is None:
+        checks.append(_warn("opencode mcp", f"no mcp.{opencode.MCP_NAME} in {_home_tilde(config_file)}", fix))
+    elif program is None or not os.access(program, os.X_OK):
+        checks.append(_fail("opencode mcp", f"mcp.{opencode.MCP_NAME} runs {program or '(nothing)'}, not an"
+                            " executable", fix))  # fmt: skip
+    elif mcp.get("enabled") is False:
+        checks.append(_warn("opencode mcp", f"mcp.{opencode.MCP_NAME} is disabled in {_home_tilde(config_file)}", fix))
+    else:
+        checks.append(_ok("opencode mcp", f"mcp.{opencode.MCP_NAME} in {_home_tilde(config_file)} runs {program}"))
+    return checks
+
+
 def check_codex() -> list[Check]:
     """Codex's hooks (all of nmem's events, a client that exists, trusted by Codex) and MCP server;
     nothing when nmem is not installed for Codex."""
@@ -678,6 +718,7 @@ def run() -> Report:
     checks += _guarded("copilot", check_copilot)
     checks += _guarded("cursor", check_cursor)
     checks += _guarded("cline", check_cline)
+    checks += _guarded("opencode", check_opencode)
     checks += _guarded("socket", lambda: check_socket(settings))
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))
