@@ -5,6 +5,7 @@ nmem is not installed for has nothing to check."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from nmemd.errors import NmemError
@@ -102,6 +103,38 @@ def check_gemini() -> list[Check]:
     return checks
 
 
+def _hooks_check(
+    label: str, where: str, fix: str, hooks: list[tuple[str, str]], wanted: Iterable[str], expected: str
+) -> Check | None:
+    """The verdict on an agent's (event, command) hooks of nmem's; None when they are all in order."""
+    missing = [e for e in wanted if e not in {e for e, _ in hooks}]
+    broken = sorted({p for _, c in hooks for p in command_paths(c) if not os.path.exists(p)})
+    if not hooks:
+        return fail(label, f"no nmem hooks in {where}", fix)
+    if missing:
+        return fail(label, f"{where} lacks nmem hooks for {', '.join(missing)}", fix)
+    if broken:
+        return fail(label, f"hooks in {where} call {broken[0]}, which does not exist", fix)
+    if any(c != expected for _, c in hooks):
+        return warn(label, f"hooks in {where} call another nmem installation than this one", fix)
+    return None
+
+
+def _mcp_check(label: str, key: str, mcp: object, where: str, fix: str) -> Check:
+    """The verdict on an `mcpServers`-style entry of nmem's: there, and running a command that exists."""
+    command = mcp.get("command") if isinstance(mcp, dict) else None
+    if mcp is None:
+        return warn(label, f"no {key} in {where}", fix)
+    if not isinstance(command, str) or not os.path.exists(command):
+        return fail(label, f"{key} runs {command or '(nothing)'}, which does not exist", fix)
+    return ok(label, f"{key} in {where} runs {command}")
+
+
+def _servers(data: dict[str, Any], name: str) -> object:
+    servers = data.get("mcpServers")
+    return servers.get(name) if isinstance(servers, dict) else None
+
+
 def check_copilot() -> list[Check]:
     """Copilot's hooks (all of nmem's events, a client that exists, hooks not all disabled) and MCP
     server; nothing when nmem is not installed for Copilot."""
@@ -111,34 +144,18 @@ def check_copilot() -> list[Check]:
         hooks = copilot.our_hooks(data, settings_file)
     except NmemError as exc:
         return [fail("copilot", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
-    mcp = servers.get("mcpServers", {}).get(copilot.MCP_NAME) if isinstance(servers.get("mcpServers"), dict) else None
+    mcp = _servers(servers, copilot.MCP_NAME)
     if not hooks and not mcp:
         return []  # not installed for Copilot (on purpose, perhaps): nothing to check
     fix, where = "nmem install --agent copilot", home_tilde(settings_file)
-    missing = [e for e in copilot.HOOKS if e not in {e for e, _ in hooks}]
-    broken = sorted({p for _, c in hooks for p in command_paths(c) if not os.path.exists(p)})
-    checks = []
-    if not hooks:
-        checks.append(fail("copilot hooks", f"no nmem hooks in {where}", fix))
-    elif missing:
-        checks.append(fail("copilot hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
-    elif broken:
-        checks.append(fail("copilot hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
-    elif data.get("disableAllHooks") is True:
-        checks.append(fail("copilot hooks", f"{where} sets disableAllHooks: Copilot runs no hook", "remove it"))
-    elif any(c != copilot.hook_command() for _, c in hooks):
-        checks.append(warn("copilot hooks", f"hooks in {where} call another nmem installation than this one", fix))
-    else:
-        checks.append(ok("copilot hooks", f"{len(hooks)} hook events in {where}"))
-    command = mcp.get("command") if isinstance(mcp, dict) else None
-    if mcp is None:
-        checks.append(warn("copilot mcp", f"no mcpServers.{copilot.MCP_NAME} in {home_tilde(mcp_file)}", fix))
-    elif not isinstance(command, str) or not os.path.exists(command):
-        checks.append(fail("copilot mcp", f"mcpServers.{copilot.MCP_NAME} runs {command or '(nothing)'}, which"
-                            " does not exist", fix))  # fmt: skip
-    else:
-        checks.append(ok("copilot mcp", f"mcpServers.{copilot.MCP_NAME} in {home_tilde(mcp_file)} runs {command}"))
-    return checks
+    verdict = _hooks_check("copilot hooks", where, fix, hooks, copilot.HOOKS, copilot.hook_command())
+    if (verdict is None or verdict.status == "warn") and data.get("disableAllHooks") is True:
+        verdict = fail("copilot hooks", f"{where} sets disableAllHooks: Copilot runs no hook", "remove it")
+    key = f"mcpServers.{copilot.MCP_NAME}"
+    return [
+        verdict or ok("copilot hooks", f"{len(hooks)} hook events in {where}"),
+        _mcp_check("copilot mcp", key, mcp, home_tilde(mcp_file), fix),
+    ]
 
 
 def check_cursor() -> list[Check]:
@@ -150,32 +167,15 @@ def check_cursor() -> list[Check]:
         servers = install.load(mcp_file)
     except NmemError as exc:
         return [fail("cursor", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
-    mcp = servers.get("mcpServers", {}).get(cursor.MCP_NAME) if isinstance(servers.get("mcpServers"), dict) else None
+    mcp = _servers(servers, cursor.MCP_NAME)
     if not hooks and not mcp:
         return []  # not installed for Cursor: nothing to check
     fix, where = "nmem install --agent cursor", home_tilde(hooks_file)
-    missing = [e for e in cursor.HOOKS if e not in {e for e, _ in hooks}]
-    broken = sorted({p for _, c in hooks for p in command_paths(c) if not os.path.exists(p)})
-    checks = []
-    if not hooks:
-        checks.append(fail("cursor hooks", f"no nmem hooks in {where}", fix))
-    elif missing:
-        checks.append(fail("cursor hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
-    elif broken:
-        checks.append(fail("cursor hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
-    elif any(c != cursor.hook_command() for _, c in hooks):
-        checks.append(warn("cursor hooks", f"hooks in {where} call another nmem installation than this one", fix))
-    else:
-        checks.append(ok("cursor hooks", f"{len(hooks)} hook events in {where}"))
-    command = mcp.get("command") if isinstance(mcp, dict) else None
-    if mcp is None:
-        checks.append(warn("cursor mcp", f"no mcpServers.{cursor.MCP_NAME} in {home_tilde(mcp_file)}", fix))
-    elif not isinstance(command, str) or not os.path.exists(command):
-        checks.append(fail("cursor mcp", f"mcpServers.{cursor.MCP_NAME} runs {command or '(nothing)'}, which"
-                            " does not exist", fix))  # fmt: skip
-    else:
-        checks.append(ok("cursor mcp", f"mcpServers.{cursor.MCP_NAME} in {home_tilde(mcp_file)} runs {command}"))
-    return checks
+    verdict = _hooks_check("cursor hooks", where, fix, hooks, cursor.HOOKS, cursor.hook_command())
+    return [
+        verdict or ok("cursor hooks", f"{len(hooks)} hook events in {where}"),
+        _mcp_check("cursor mcp", f"mcpServers.{cursor.MCP_NAME}", mcp, home_tilde(mcp_file), fix),
+    ]
 
 
 def check_cline() -> list[Check]:
