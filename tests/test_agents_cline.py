@@ -117,6 +117,35 @@ def test_taskstart_answers_a_context_modification_naming_earlier_work(daemon: Da
     assert len(reply["contextModification"].encode()) <= 50_000  # Cline's documented maximum
 
 
+REAL = Path(__file__).parent / "data" / "cline" / "hooks-3.0.65.jsonl"
+
+
+def test_the_real_cline_cli_payloads_are_stored_under_nmems_types(daemon: Daemon) -> None:
+    """What the real Cline CLI 3.0.65 sent (tests/data/README.md): its internal event names (`agent_start`,
+    `tool_result`, `agent_end`), its own tools, a failed command inside a call whose `success` is true."""
+    daemon.start()
+    payloads = [json.loads(line) for line in REAL.read_text().splitlines()]
+    for payload in payloads + payloads[1:]:  # the calls and the end sent twice: stored once
+        done = send(payload)
+        assert (done.returncode, done.stderr) == (0, b""), payload["hookName"]
+    task = payloads[0]["taskId"]
+    rows = db_rows(daemon.db, "SELECT type, title, agent, file_path FROM observations WHERE session_id = ? "
+                   "ORDER BY id", (task,))  # fmt: skip
+    assert {r[2] for r in rows} == {"cline"}
+    assert [(r[0], r[1]) for r in rows] == [
+        ("session", "Task started"),
+        ("command", "$ echo probe-out-7"),
+        ("write", "Write notes.txt (2 lines)"),
+        ("read", "Read notes.txt"),
+        ("error", "Command failed: false"),
+        ("stop", "Stop: All done: notes.txt written."),
+    ]
+    assert rows[2][3] == "/tmp/clwfixed/notes.txt"
+    assert db_rows(daemon.db, "SELECT agent, project FROM sessions WHERE session_id = ?", (task,)) == [
+        ("cline", "/tmp/clwfixed")
+    ]
+
+
 def test_a_cline_payload_of_the_wrong_shape_is_kept_and_not_a_traceback(daemon: Daemon) -> None:
     daemon.start()
     for payload in ({"hookName": "PostToolUse", "taskId": "t-bad", "postToolUse": "oops"},
