@@ -1,12 +1,11 @@
 """Cline's hooks into nmem (nmemd.capture.cline, nmemd.setup.cline).
 
-Why no real Cline: the extension runs inside VS Code, and the `cline` CLI on npm (3.0.65, `npm view
-cline`) needs Node >= 22 (this machine has 20) and a signed-in Cline account or a provider's key, and
-it runs hooks only inside its own task runner: no offline run against a local fake API was possible
-in this session. The payloads here are built from Cline's hook reference (docs.cline.bot "Hook
-Reference", `docs/features/hooks/hook-reference.mdx` in cline/cline, November 2026): every field name
-and shape below is the documented one. They go through the real hook client, run as nmem's installed
-hook scripts run it (`send.py --agent cline`), into a real daemon.
+The documented payloads below follow Cline's hook reference (docs.cline.bot "Hook Reference", as the VS
+Code extension sends them). The real Cline CLI 3.0.65 was run offline (Node 20, a local OpenAI-compatible
+fake API) and sends other shapes: its payloads, captured, are replayed from tests/data/cline/ (what differs
+is in nmemd/capture/cline.py's docstring); in that CLI TaskStart's context does not reach the model. Both
+go through the real hook client, run as nmem's installed hook scripts run it (`send.py --agent cline`),
+into a real daemon.
 """
 
 from __future__ import annotations

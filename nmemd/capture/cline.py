@@ -1,11 +1,26 @@
 """Cline: what its hooks send, as nmem reads them.
 
-Not verified against a real Cline: the extension runs inside VS Code, and the `cline` CLI on npm
-(`npm view cline`: 3.0.65, built on `@cline/core`) needs Node >= 22 and a Cline account or a
-provider key at run time (this machine has Node 20 and no network for a model); nmem has no
-end-to-end test for it. This module follows Cline's hooks documentation (docs.cline.bot, "Hooks" and
-"Hook Reference", `docs/features/hooks/hook-reference.mdx` in cline/cline as of November 2026); the
-tests build their payloads from it (tests/test_agents_cline.py).
+Verified against the real Cline CLI 3.0.65 (November 2026), offline: `npm install cline@3.0.65` brings a
+Bun-compiled binary (`@cline/cli-linux-x64`) that runs on this machine's Node 20; `cline auth -p
+openai-compatible -k KEY -m m1 -b http://127.0.0.1:PORT/v1` points it at a local chat-completions API (the
+anthropic provider refuses a base URL); `cline --json -c <workspace> "<prompt>"` runs a task. Its payloads
+are kept in tests/data/cline/hooks-3.0.65.jsonl. What the real CLI showed, against the hook reference:
+- `hookName` is its internal event name, not the hook file's: agent_start (file TaskStart), agent_resume,
+  agent_abort (TaskCancel), agent_end (TaskComplete, one per run, with `turn.outputText`), agent_error
+  (TaskError), tool_call (PreToolUse), tool_result (PostToolUse, with `tool_result` {id, name, input,
+  output}), prompt_submit (UserPromptSubmit), pre_compact, session_shutdown (SessionShutdown): HOOK_FILES.
+- `taskMetadata` is empty (no initialTask); `clineVersion` is "".
+- Its tools are its own: `run_commands` {commands: [...]}, `editor` {path, new_text, old_text,
+  insert_line}, `read_files` {files: [{path}]}, ...; a failed command's `postToolUse.success` is true, the
+  failure is in `tool_result.output[i].success`.
+- It reads hooks from `~/Documents/Cline/Hooks/`, `~/.cline/hooks/`, `<workspace>/.clinerules/hooks/`,
+  `<workspace>/.cline/hooks/` and `--hooks-dir`, with no `hooks-enabled` setting.
+- TaskStart, TaskResume and UserPromptSubmit run detached with stdio ignored (`blockingRunStartHooks`
+  off, and no CLI option or setting turns it on): their `contextModification` never reaches the model
+  (checked: the context was not in the request). Only PreToolUse runs blocking. A one-shot prompt fired no
+  UserPromptSubmit. The VS Code extension (not tried) runs them as the reference says.
+- It keeps task history in `~/.cline/data/sessions/<id>/<id>.messages.json` and `db/sessions.db` (no
+  import yet).
 
 Hooks configuration
     An executable file named after the hook, no extension (`TaskStart`, `TaskResume`, `TaskCancel`,
