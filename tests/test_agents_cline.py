@@ -1,12 +1,11 @@
 """Cline's hooks into nmem (nmemd.capture.cline, nmemd.setup.cline).
 
-Why no real Cline: the extension runs inside VS Code, and the `cline` CLI on npm (3.0.65, `npm view
-cline`) needs Node >= 22 (this machine has 20) and a signed-in Cline account or a provider's key, and
-it runs hooks only inside its own task runner: no offline run against a local fake API was possible
-in this session. The payloads here are built from Cline's hook reference (docs.cline.bot "Hook
-Reference", `docs/features/hooks/hook-reference.mdx` in cline/cline, November 2026): every field name
-and shape below is the documented one. They go through the real hook client, run as nmem's installed
-hook scripts run it (`send.py --agent cline`), into a real daemon.
+The documented payloads below follow Cline's hook reference (docs.cline.bot "Hook Reference", as the VS
+Code extension sends them). The real Cline CLI 3.0.65 was run offline (Node 20, a local OpenAI-compatible
+fake API) and sends other shapes: its payloads, captured, are replayed from tests/data/cline/ (what differs
+is in nmemd/capture/cline.py's docstring); in that CLI TaskStart's context does not reach the model. Both
+go through the real hook client, run as nmem's installed hook scripts run it (`send.py --agent cline`),
+into a real daemon.
 """
 
 from __future__ import annotations
@@ -115,6 +114,35 @@ def test_taskstart_answers_a_context_modification_naming_earlier_work(daemon: Da
     assert reply["cancel"] is False and set(reply) == {"cancel", "contextModification"}
     assert "npm test -- yak" in reply["contextModification"] and "by Cline" in reply["contextModification"]
     assert len(reply["contextModification"].encode()) <= 50_000  # Cline's documented maximum
+
+
+REAL = Path(__file__).parent / "data" / "cline" / "hooks-3.0.65.jsonl"
+
+
+def test_the_real_cline_cli_payloads_are_stored_under_nmems_types(daemon: Daemon) -> None:
+    """What the real Cline CLI 3.0.65 sent (tests/data/README.md): its internal event names (`agent_start`,
+    `tool_result`, `agent_end`), its own tools, a failed command inside a call whose `success` is true."""
+    daemon.start()
+    payloads = [json.loads(line) for line in REAL.read_text().splitlines()]
+    for payload in payloads + payloads[1:]:  # the calls and the end sent twice: stored once
+        done = send(payload)
+        assert (done.returncode, done.stderr) == (0, b""), payload["hookName"]
+    task = payloads[0]["taskId"]
+    rows = db_rows(daemon.db, "SELECT type, title, agent, file_path FROM observations WHERE session_id = ? "
+                   "ORDER BY id", (task,))  # fmt: skip
+    assert {r[2] for r in rows} == {"cline"}
+    assert [(r[0], r[1]) for r in rows] == [
+        ("session", "Task started"),
+        ("command", "$ echo probe-out-7"),
+        ("write", "Write notes.txt (2 lines)"),
+        ("read", "Read notes.txt"),
+        ("error", "Command failed: false"),
+        ("stop", "Stop: All done: notes.txt written."),
+    ]
+    assert rows[2][3] == "/tmp/clwfixed/notes.txt"
+    assert db_rows(daemon.db, "SELECT agent, project FROM sessions WHERE session_id = ?", (task,)) == [
+        ("cline", "/tmp/clwfixed")
+    ]
 
 
 def test_a_cline_payload_of_the_wrong_shape_is_kept_and_not_a_traceback(daemon: Daemon) -> None:

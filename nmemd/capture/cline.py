@@ -1,11 +1,26 @@
 """Cline: what its hooks send, as nmem reads them.
 
-Not verified against a real Cline: the extension runs inside VS Code, and the `cline` CLI on npm
-(`npm view cline`: 3.0.65, built on `@cline/core`) needs Node >= 22 and a Cline account or a
-provider key at run time (this machine has Node 20 and no network for a model); nmem has no
-end-to-end test for it. This module follows Cline's hooks documentation (docs.cline.bot, "Hooks" and
-"Hook Reference", `docs/features/hooks/hook-reference.mdx` in cline/cline as of November 2026); the
-tests build their payloads from it (tests/test_agents_cline.py).
+Verified against the real Cline CLI 3.0.65 (November 2026), offline: `npm install cline@3.0.65` brings a
+Bun-compiled binary (`@cline/cli-linux-x64`) that runs on this machine's Node 20; `cline auth -p
+openai-compatible -k KEY -m m1 -b http://127.0.0.1:PORT/v1` points it at a local chat-completions API (the
+anthropic provider refuses a base URL); `cline --json -c <workspace> "<prompt>"` runs a task. Its payloads
+are kept in tests/data/cline/hooks-3.0.65.jsonl. What the real CLI showed, against the hook reference:
+- `hookName` is its internal event name, not the hook file's: agent_start (file TaskStart), agent_resume,
+  agent_abort (TaskCancel), agent_end (TaskComplete, one per run, with `turn.outputText`), agent_error
+  (TaskError), tool_call (PreToolUse), tool_result (PostToolUse, with `tool_result` {id, name, input,
+  output}), prompt_submit (UserPromptSubmit), pre_compact, session_shutdown (SessionShutdown): HOOK_FILES.
+- `taskMetadata` is empty (no initialTask); `clineVersion` is "".
+- Its tools are its own: `run_commands` {commands: [...]}, `editor` {path, new_text, old_text,
+  insert_line}, `read_files` {files: [{path}]}, ...; a failed command's `postToolUse.success` is true, the
+  failure is in `tool_result.output[i].success`.
+- It reads hooks from `~/Documents/Cline/Hooks/`, `~/.cline/hooks/`, `<workspace>/.clinerules/hooks/`,
+  `<workspace>/.cline/hooks/` and `--hooks-dir`, with no `hooks-enabled` setting.
+- TaskStart, TaskResume and UserPromptSubmit run detached with stdio ignored (`blockingRunStartHooks`
+  off, and no CLI option or setting turns it on): their `contextModification` never reaches the model
+  (checked: the context was not in the request). Only PreToolUse runs blocking. A one-shot prompt fired no
+  UserPromptSubmit. The VS Code extension (not tried) runs them as the reference says.
+- It keeps task history in `~/.cline/data/sessions/<id>/<id>.messages.json` and `db/sessions.db` (no
+  import yet).
 
 Hooks configuration
     An executable file named after the hook, no extension (`TaskStart`, `TaskResume`, `TaskCancel`,
@@ -61,6 +76,14 @@ EVENTS: Final = {
     "PreToolUse": "PreToolUse", "PreCompact": "PreCompact",
 }  # fmt: skip
 HOOKS: Final = tuple(EVENTS)
+# The Cline CLI 3.x (@cline/core) runs the file named after the hook but sends its own event name as
+# `hookName` (verified with 3.0.65): the file each one runs.
+HOOK_FILES: Final = {
+    "agent_start": "TaskStart", "agent_resume": "TaskResume", "agent_abort": "TaskCancel",
+    "agent_end": "TaskComplete", "agent_error": "TaskError", "tool_call": "PreToolUse",
+    "tool_result": "PostToolUse", "prompt_submit": "UserPromptSubmit", "pre_compact": "PreCompact",
+    "session_shutdown": "SessionShutdown",
+}  # fmt: skip
 
 
 def _digest(*parts: str) -> str:
@@ -84,6 +107,7 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
     """A Cline hook payload as nmem reads hook payloads (Claude Code's field names); the hook's name stays in
     `cline_hook`, its own object in `cline`."""
     hook = _s(p.get("hookName")) or _s(p.get("hook_event_name")) or "unknown"
+    hook = HOOK_FILES.get(hook, hook)
     own = _d(p.get(_part(hook)))
     out = dict(p)
     out["cline_hook"], out["cline"] = hook, own
@@ -106,12 +130,72 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
         params = own.get("parameters")
         out["tool_name"], out["tool_input"] = name, _d(params)
         out["tool_response"] = own.get("result")
-        if hook == "PostToolUse":
+        call_id = _d(p.get("tool_result")).get("id")
+        if hook == "PostToolUse" and isinstance(call_id, str) and call_id and isinstance(p.get("taskId"), str):
+            out["tool_use_id"] = "cline:" + _digest(p["taskId"], call_id)  # the CLI names its calls
+        elif hook == "PostToolUse":
             canonical = json.dumps(params, sort_keys=True, ensure_ascii=False, default=str)
             raw = own.get("result")
             result = raw if isinstance(raw, str) else json.dumps(raw, default=str)
             out["tool_use_id"] = "cline:" + _digest(name, canonical, result)
     return out
+
+
+def _outputs(record: dict[str, Any]) -> list[dict[str, Any]]:
+    out = record.get("output")
+    return [_d(o) for o in (out if isinstance(out, list) else [out])]
+
+
+def _cli_tool(name: str, record: dict[str, Any], root: str | None, cwd: str | None) -> list[Observation]:
+    """A finished call of the Cline CLI 3.x's own tools (`tool_result`: `input`, `output` with a `success` per
+    command or file: the call's `postToolUse.success` stays true when a command fails)."""
+    inp, outputs = _d(record.get("input")), _outputs(record)
+    obs: list[Observation] = []
+    if name == "run_commands":
+        commands = [c for c in _l(inp.get("commands")) if isinstance(c, str)]
+        for i, command in enumerate(commands):
+            o = outputs[i] if i < len(outputs) else {}
+            cmd, result = _clean(command, 2000), _s(o.get("result")) or ""
+            if o.get("success") is False:
+                first = " ".join(cmd.split())[:150]
+                content = _join(f"command: {cmd}", _clean(_s(o.get("error")) or result, 4000, 100))
+                obs.append(_obs("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None))
+            else:
+                out = _clean(result, 1500, 20)
+                obs.append(_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if out else ""),
+                                tool_name=name, command=cmd or None, dedup_key=f"cmd:{cmd}"))  # fmt: skip
+        return obs
+    if name == "read_files":
+        for i, f in enumerate(_l(inp.get("files"))):
+            path = _abs(_d(f).get("path"), cwd)
+            o = outputs[i] if i < len(outputs) else {}
+            rel = _rel(path, root) if path else "(no path)"
+            if o.get("success") is False:
+                error = _s(o.get("error")) or _s(o.get("result")) or ""
+                title = f"read_files failed: {_short(_clean(error, 300), 100) or 'error'} — {rel}"
+                obs.append(_obs("error", title, _join(f"file: {path}", _clean(error, 4000, 100)), tool_name=name,
+                                file_path=path or None))  # fmt: skip
+            else:
+                obs.append(_obs("read", f"Read {rel}", "", file_path=path or None, tool_name=name,
+                                dedup_key=f"read:{path}"))  # fmt: skip
+        return obs
+    path = _abs(inp.get("path"), cwd)
+    rel = _rel(path, root) if path else "(no path)"
+    o = outputs[0] if outputs else {}
+    body = _s(inp.get("new_text")) or ""
+    if o.get("success") is False:
+        error = _s(o.get("error")) or _s(o.get("result")) or ""
+        title = f"editor failed: {_short(_clean(error, 300), 100) or 'error'} — {rel}"
+        return [_obs("error", title, _join(f"file: {path}", _clean(error, 4000, 100)), tool_name=name,
+                     file_path=path or None)]  # fmt: skip
+    if "created" in (_s(o.get("result")) or "").lower() or (inp.get("old_text") is None and
+                                                             inp.get("insert_line") is None):  # fmt: skip
+        lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
+        return [_obs("write", f"Write {rel} ({lines} lines)", _join(f"{lines} lines", _clean(body, 1200, 15)),
+                     file_path=path or None, tool_name=name)]  # fmt: skip
+    old = _s(inp.get("old_text")) or ""
+    diff = _join("- " + old if old else "", "+ " + body)
+    return [_obs("edit", f"Edit {rel}", _clean(diff, 1200, 20), file_path=path or None, tool_name=name)]
 
 
 def _tool(p: dict[str, Any], own: dict[str, Any], root: str | None, cwd: str | None) -> list[Observation] | None:
@@ -129,6 +213,9 @@ def _tool(p: dict[str, Any], own: dict[str, Any], root: str | None, cwd: str | N
         return [_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if (out := _clean(result, 1500, 20))
                                                               else ""), tool_name=name, command=cmd or None,
                      dedup_key=f"cmd:{cmd}")]  # fmt: skip
+    record = _d(p.get("tool_result"))
+    if name in ("run_commands", "read_files", "editor") and record:
+        return _cli_tool(name, record, root, cwd)
     path = _abs(inp.get("path"), cwd)
     rel = _rel(path, root) if path else "(no path)"
     if failed:
@@ -179,6 +266,14 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
         return [_obs("session", title + (f": {_short(task, 150)}" if task else ""),
                      _join("initial task:\n" + task if task else "", f"ulid: {_line(meta.get('ulid'), 60)}"
                            if meta.get("ulid") else ""))]  # fmt: skip
+    reply = _d(p.get("turn")).get("outputText")
+    if hook == "TaskComplete" and isinstance(reply, str) and reply.strip():
+        # The CLI's agent_end: one run (a prompt's turn) ended with this answer; stored as a turn's reply.
+        p["last_assistant_message"] = reply
+        from nmemd.capture.extract import _stop
+
+        ex.hook_event = "Stop"
+        return _stop(p, ex, root)
     if hook in ("TaskCancel", "TaskComplete"):
         ex.end_reason = "cancel" if hook == "TaskCancel" else "complete"
         return [_obs("session", "Task cancelled" if hook == "TaskCancel" else "Task completed")]
