@@ -223,6 +223,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("NMEM_REQUIRE_GEMINI=1 but NMEM_GEMINI_BIN is not an executable Gemini CLI")
     if os.environ.get("NMEM_REQUIRE_COPILOT") == "1" and not os.access(os.environ.get("NMEM_COPILOT_BIN", ""), os.X_OK):
         raise pytest.UsageError("NMEM_REQUIRE_COPILOT=1 but NMEM_COPILOT_BIN is not an executable Copilot CLI")
+    if os.environ.get("NMEM_REQUIRE_CLINE") == "1" and not os.access(os.environ.get("NMEM_CLINE_BIN", ""), os.X_OK):
+        raise pytest.UsageError("NMEM_REQUIRE_CLINE=1 but NMEM_CLINE_BIN is not an executable Cline CLI")
     opencode = os.environ.get("NMEM_OPENCODE_BIN", "")
     if os.environ.get("NMEM_REQUIRE_OPENCODE") == "1" and not os.access(opencode, os.X_OK):
         raise pytest.UsageError("NMEM_REQUIRE_OPENCODE=1 but NMEM_OPENCODE_BIN is not an executable OpenCode")
@@ -242,7 +244,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Say why the `shared` tests and those of a real agent or browser were skipped, even under -q."""
-    for marker in ("claude_code", "codex", "gemini", "copilot", "opencode", "browser"):
+    for marker in ("claude_code", "codex", "gemini", "copilot", "opencode", "cline", "browser"):
         missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
         if missed:
             reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"
