@@ -127,7 +127,7 @@ def test_the_real_cline_cli_payloads_are_stored_under_nmems_types(daemon: Daemon
     for payload in payloads + payloads[1:]:  # the calls and the end sent twice: stored once
         done = send(payload)
         assert (done.returncode, done.stderr) == (0, b""), payload["hookName"]
-    task = payloads[0]["taskId"]
+    task = payloads[0]["sessionContext"]["rootSessionId"]  # the CLI's session, not the run's taskId
     rows = db_rows(daemon.db, "SELECT type, title, agent, file_path FROM observations WHERE session_id = ? "
                    "ORDER BY id", (task,))  # fmt: skip
     assert {r[2] for r in rows} == {"cline"}
