@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,7 @@ def test_the_real_cline_cli_payloads_are_stored_under_nmems_types(daemon: Daemon
     for payload in payloads + payloads[1:]:  # the calls and the end sent twice: stored once
         done = send(payload)
         assert (done.returncode, done.stderr) == (0, b""), payload["hookName"]
-    task = payloads[0]["taskId"]
+    task = payloads[0]["sessionContext"]["rootSessionId"]  # the CLI's session, not the run's taskId
     rows = db_rows(daemon.db, "SELECT type, title, agent, file_path FROM observations WHERE session_id = ? "
                    "ORDER BY id", (task,))  # fmt: skip
     assert {r[2] for r in rows} == {"cline"}
@@ -217,3 +218,36 @@ def test_uninstall_without_nmems_scripts_changes_nothing(nmem_env: dict[str, str
     assert done.returncode == 0 and "no nmem hooks" in done.stdout
     assert not Path(nmem_env["NMEM_CLINE_HOOKS_DIR"]).exists()
     assert nmem("install", "--agent", "cline", "--project").returncode == 2
+
+
+SESSIONS = Path(__file__).parent / "data" / "cline" / "sessions"
+
+
+def _imported(*paths: str) -> dict[str, Any]:
+    done = subprocess.run([str(BIN / "nmem"), "import-transcripts", *paths, "--json"], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return report
+
+
+def test_a_real_cline_cli_task_history_imports_once(daemon: Daemon, tmp_path: Path) -> None:
+    """The messages file the real Cline CLI 3.0.65 wrote for tests/e2e/test_cline.py's task, imported twice, with
+    a bad file beside it: reported, the rest imported."""
+    daemon.start()
+    shutil.copytree(SESSIONS, tmp_path / "sessions")
+    bad = tmp_path / "sessions" / "x" / "x.messages.json"
+    bad.parent.mkdir()
+    bad.write_text("{not json")
+    first = _imported(str(tmp_path / "sessions"))
+    assert (first["events_new"], first["prompts"], first["tool_calls"], first["replies"]) == (4, 1, 2, 1), first
+    assert [b["path"] for b in first["bad_files"]] == [str(bad)], first
+    rows = db_rows(daemon.db, "SELECT session_id, type, title, agent FROM observations ORDER BY id")
+    assert rows == [
+        ("1795627691279_50kdn", "prompt", "E2E-cline write the okapi notes", "cline"),
+        ("1795627691279_50kdn", "command", "$ echo nmem-e2e-out", "cline"),
+        ("1795627691279_50kdn", "write", "Write notes.txt (1 lines)", "cline"),
+        ("1795627691279_50kdn", "stop", "Stop: Finished the okapi notes.", "cline"),
+    ]
+    assert _imported(str(tmp_path / "sessions"))["events_new"] == 0
+    assert len(db_rows(daemon.db, "SELECT id FROM observations")) == 4

@@ -19,8 +19,9 @@ are kept in tests/data/cline/hooks-3.0.65.jsonl. What the real CLI showed, again
   off, and no CLI option or setting turns it on): their `contextModification` never reaches the model
   (checked: the context was not in the request). Only PreToolUse runs blocking. A one-shot prompt fired no
   UserPromptSubmit. The VS Code extension (not tried) runs them as the reference says.
-- It keeps task history in `~/.cline/data/sessions/<id>/<id>.messages.json` and `db/sessions.db` (no
-  import yet).
+- It keeps task history in `~/.cline/data/sessions/<id>/<id>.messages.json` and `db/sessions.db`, `<id>`
+  being the hooks' `sessionContext.rootSessionId` (their `taskId` is a per-run conversation id): read by
+  nmemd.history.cline.
 
 Hooks configuration
     An executable file named after the hook, no extension (`TaskStart`, `TaskResume`, `TaskCancel`,
@@ -91,6 +92,11 @@ def _digest(*parts: str) -> str:
     return hashlib.blake2b(data, digest_size=12).hexdigest()
 
 
+def tool_key(session: str, call_id: str) -> str:
+    """A CLI tool call's `tool_use_id`: its session and the CLI's own call id (live and imported alike)."""
+    return "cline:" + _digest(session, call_id)
+
+
 def _part(name: str) -> str:
     """The hook's own object's key: `TaskStart` -> `taskStart`."""
     return name[:1].lower() + name[1:]
@@ -112,8 +118,11 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
     out = dict(p)
     out["cline_hook"], out["cline"] = hook, own
     out["hook_event_name"] = EVENTS.get(hook, hook)
-    if isinstance(p.get("taskId"), str):
-        out["session_id"] = p["taskId"]
+    # The CLI's session (`sessionContext.rootSessionId`, its history's `sessions/<id>/`), not the run's
+    # `taskId` (a conversation id found nowhere on disk): what `nmem import-transcripts` reads back.
+    session = _s(_d(p.get("sessionContext")).get("rootSessionId")) or _s(p.get("taskId"))
+    if session:
+        out["session_id"] = session
     roots = [r for r in _l(p.get("workspaceRoots")) if isinstance(r, str) and r.startswith("/")]
     if roots and not isinstance(p.get("cwd"), str):
         out["cwd"] = roots[0]
@@ -131,8 +140,8 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
         out["tool_name"], out["tool_input"] = name, _d(params)
         out["tool_response"] = own.get("result")
         call_id = _d(p.get("tool_result")).get("id")
-        if hook == "PostToolUse" and isinstance(call_id, str) and call_id and isinstance(p.get("taskId"), str):
-            out["tool_use_id"] = "cline:" + _digest(p["taskId"], call_id)  # the CLI names its calls
+        if hook == "PostToolUse" and isinstance(call_id, str) and call_id and session:
+            out["tool_use_id"] = tool_key(session, call_id)  # the CLI names its calls
         elif hook == "PostToolUse":
             canonical = json.dumps(params, sort_keys=True, ensure_ascii=False, default=str)
             raw = own.get("result")

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import ImportParamsError
-from nmemd.history import codex, copilot, gemini, opencode
+from nmemd.history import cline, codex, copilot, gemini, opencode
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted, clamp_ts
 
@@ -210,7 +210,8 @@ def default_roots() -> list[str]:
     from nmemd.capture.copilot import session_state
     from nmemd.capture.opencode import database
 
-    roots = (default_root(), codex_root(), gemini_root(), str(session_state()))
+    cline_root = os.path.join(os.path.expanduser("~"), ".cline", "data", "sessions")
+    roots = (default_root(), codex_root(), gemini_root(), str(session_state()), cline_root)
     found = [root for root in roots if os.path.isdir(root)]
     return found + [database()] if os.path.isfile(database()) else found
 
@@ -238,6 +239,7 @@ def discover(paths: Sequence[str], problems: list[Problem]) -> list[str]:
             for root, dirs, files in os.walk(path, onerror=lambda e: problems.append(_problem(e))):
                 dirs.sort()
                 found += [os.path.join(root, f) for f in sorted(files) if f == opencode.NAME]
+                found += [os.path.join(root, f) for f in sorted(files) if cline.is_messages(os.path.join(root, f))]
                 found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".jsonl")
                           and (not _in_gemini_tmp(root) or gemini.is_session(os.path.join(root, f)))]  # fmt: skip
         elif os.path.exists(path) or os.path.islink(path):
@@ -485,6 +487,9 @@ class Importer:
         if opencode.is_database(path):
             self._import_opencode(path, st, saved)
             return
+        if cline.is_messages(path):
+            self._import_cline(path, st, saved)
+            return
         try:
             f = open(path, "rb")  # noqa: SIM115 - a with-block follows
         except OSError as exc:
@@ -546,6 +551,29 @@ class Importer:
         else:
             done = FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
                              offset=reader.watermark, head_hash="", events=events)  # fmt: skip
+            self._done.append(done)
+        self.summary.bytes += st.st_size
+        self.progress.bytes_done += st.st_size
+        self._count(reader.counts)
+        self.summary.files_read += 1
+        self.progress.files_done += 1
+
+    def _import_cline(self, path: str, st: os.stat_result, saved: FileState | None) -> None:
+        """A Cline task's messages file: one JSON document, read whole once it changed (keys dedupe)."""
+        reader = cline.MessagesReader(path)
+        events = saved.events if saved is not None else 0
+        try:
+            for r in reader.records():
+                events += 1
+                self.progress.events += 1
+                self._add(r)
+                if len(self._events) >= BATCH_EVENTS or self._wire_bytes >= BATCH_WIRE_BYTES:
+                    self._flush()
+        except cline.Unreadable as exc:
+            self._note(path, str(exc))
+        else:
+            done = FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
+                             offset=st.st_size, head_hash="", events=events)  # fmt: skip
             self._done.append(done)
         self.summary.bytes += st.st_size
         self.progress.bytes_done += st.st_size

@@ -6,11 +6,13 @@ One task runs a shell command, writes a file and answers; its hooks (run by the 
 daemon up at first) must store each of them once, as Cline's. Not checked: the TaskStart context reaching
 the model. Cline CLI 3.0.65 runs TaskStart, TaskResume and UserPromptSubmit hooks in the background and
 ignores what they print (nmemd/capture/cline.py records how that was verified). Skipped, with the reason,
-without the binary.
+without the binary. Then `nmem import-transcripts` reads the CLI's task history
+(~/.cline/data/sessions): only the prompt, which no live hook sent, is new.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -92,5 +94,16 @@ def test_a_cline_task_is_remembered_as_clines() -> None:
         assert sum("echo nmem-e2e-out" in t for t in titles) == 1, titles
         assert sum("notes.txt" in t for t in titles) == 1, titles
         assert any("Finished the okapi notes" in t for t in titles), titles
+        # The CLI's own history read back: the command, the write and the answer were seen live (same keys);
+        # the prompt was not (a one-shot task fires no prompt hook), so it alone is new. Again: nothing new.
+        for new in (1, 0):
+            done = subprocess.run([str(BIN / "nmem"), "import-transcripts", "--json"], env=env, capture_output=True,
+                                  text=True, timeout=120)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            report = json.loads(done.stdout.splitlines()[-1])
+            assert report["bad_files"] == [], report
+            assert (report["events_sent"], report["events_new"]) == ((4, 1) if new else (0, 0)), report
+        rows = _rows(db)
+        assert [t for _, t, _ in rows].count("prompt") == 1 and len(rows) == 5, rows
     finally:
         subprocess.run([str(BIN / "nmem"), "daemon", "stop"], env=env, capture_output=True, timeout=60)

@@ -1,0 +1,174 @@
+"""Read a Cline CLI task's history (`~/.cline/data/sessions/<id>/<id>.messages.json`, Cline CLI 3.x) as the
+hook payloads the CLI would have sent, for `nmem import-transcripts` (the format: nmemd.capture.cline).
+
+The file is one JSON document, `{"sessionId", "messages": [{id, role, content: [...], ts}, ...]}`,
+rewritten whole as the task goes on (verified with the real CLI 3.0.65: tests/data/cline/). It is read
+whole whenever its size or time changed; what was stored before adds nothing (natural keys). What becomes
+a payload (each with `nmem_agent: cline` and the CLI's hook names, read by the daemon as live hooks are):
+
+* a user message's text (its `<user_input mode="...">` wrapper removed) -> `prompt_submit`, with the
+  message's id as `prompt_id` (a one-shot `cline "PROMPT"` fires no live prompt hook);
+* an assistant `tool_use` joined with the next user message's `tool_result` of the same id ->
+  `tool_result` with the CLI's call id, keyed by `cline.tool_key` as the live hook is;
+* a run's last assistant text -> `agent_end` with `turn.outputText`, keyed by `reply_key` as the live
+  hook is.
+
+The session is the file's `sessionId`: the hooks' `sessionContext.rootSessionId`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from nmemd.capture.cline import AGENT
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound
+
+SUFFIX: Final = ".messages.json"
+FILE_MAX: Final = 256 * 1024 * 1024  # a larger messages file is reported, not read
+_WRAPPER: Final = re.compile(r"\A\s*<user_input(?:\s[^>]*)?>(.*)</user_input>\s*\Z", re.S)
+
+
+class Unreadable(Exception):
+    """The file is not a Cline messages file nmem can read."""
+
+
+def is_messages(path: str) -> bool:
+    """A task's messages file: `<id>/<id>.messages.json`."""
+    name = os.path.basename(path)
+    return name.endswith(SUFFIX) and name[: -len(SUFFIX)] == os.path.basename(os.path.dirname(path))
+
+
+def _d(v: object) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _s(v: object) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _prompt(text: str) -> str:
+    m = _WRAPPER.match(text)
+    return m.group(1).strip() if m else text.strip()
+
+
+def _output(content: object) -> Any:
+    """A tool result's content as the live hook's `tool_result.output`: a JSON string (editor) decoded."""
+    if isinstance(content, str):
+        try:
+            return json.loads(content)
+        except ValueError:
+            return content
+    return content
+
+
+@dataclass
+class MessagesReader:
+    """Turns one messages file into Records."""
+
+    path: str
+    counts: Counts = field(default_factory=Counts)
+    session: str = ""
+    cwd: str | None = None
+
+    def records(self) -> list[Record]:
+        """Every record of the file. Raises Unreadable (with the reason) on a file it cannot read."""
+        try:
+            if os.path.getsize(self.path) > FILE_MAX:
+                raise Unreadable("messages file over 256 MB skipped")
+            with open(self.path, "rb") as f:
+                doc = json.loads(f.read())
+        except OSError as exc:
+            raise Unreadable(f"read failed: {exc.strerror or exc}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise Unreadable(f"not a Cline messages file: {exc}") from exc
+        if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+            raise Unreadable("not a Cline messages file: no `messages` list")
+        self.session = _s(doc.get("sessionId")) or os.path.basename(os.path.dirname(self.path))
+        self._find_cwd()
+        out: list[Record] = []
+        calls: dict[str, dict[str, Any]] = {}
+        reply: tuple[str, float] | None = None
+        for message in doc["messages"]:
+            self.counts.lines += 1
+            m = _d(message)
+            ts = m["ts"] / 1000 if isinstance(m.get("ts"), int | float) and not isinstance(m.get("ts"), bool) else 0.0
+            parts = [_d(c) for c in m.get("content", [])] if isinstance(m.get("content"), list) else []
+            if isinstance(m.get("content"), str):
+                parts = [{"type": "text", "text": m["content"]}]
+            if m.get("role") == "assistant":
+                self.counts.messages += 1
+                texts = [p["text"] for p in parts if p.get("type") == "text" and _s(p.get("text"))]
+                for p in parts:
+                    if p.get("type") == "tool_use" and _s(p.get("id")):
+                        calls[p["id"]] = p
+                if texts and "".join(texts).strip():
+                    reply = ("\n".join(texts), ts)
+                continue
+            if m.get("role") != "user":
+                self.counts.skipped += 1
+                continue
+            for p in parts:
+                if p.get("type") == "tool_result":
+                    call = calls.pop(_s(p.get("tool_use_id")) or "", None)
+                    if call is not None:
+                        out.append(self._tool(call, p, ts))
+                elif p.get("type") == "text" and _s(p.get("text")) and _prompt(p["text"]):
+                    if reply is not None:
+                        out.append(self._end(*reply))
+                        reply = None
+                    out.append(self._prompt_record(_s(m.get("id")), _prompt(p["text"]), ts))
+        if reply is not None:
+            out.append(self._end(*reply))
+        return out
+
+    def _find_cwd(self) -> None:
+        """The task's working directory, from its `<id>.json` beside the messages file."""
+        meta = self.path[: -len(SUFFIX)] + ".json"
+        try:
+            with open(meta, "rb") as f:
+                self.cwd = _s(_d(json.loads(f.read())).get("cwd"))
+        except (OSError, ValueError, RecursionError):
+            self.cwd = None
+
+    def _payload(self, hook: str) -> dict[str, Any]:
+        p: dict[str, Any] = {"nmem_agent": AGENT, "hookName": hook, "taskId": self.session,
+                             "sessionContext": {"rootSessionId": self.session}}  # fmt: skip
+        if self.cwd:
+            p["cwd"], p["workspaceRoots"] = self.cwd, [self.cwd]
+        return p
+
+    def _prompt_record(self, message_id: str | None, text: str, ts: float) -> Record:
+        p = self._payload("prompt_submit")
+        p["userPromptSubmit"] = {"prompt": bound(text, STRING_MAX, 0)}
+        own = message_id or f"{ts}"
+        p["prompt_id"] = own
+        self.counts.prompts += 1
+        return Record(key=f"prompt:{self.session}:{own}", ts=ts, payload=p)
+
+    def _tool(self, call: dict[str, Any], result: dict[str, Any], ts: float) -> Record:
+        name = _s(call.get("name")) or "unknown"
+        inp = _d(call.get("input"))
+        output = _output(result.get("content"))
+        outputs = output if isinstance(output, list) else [output]
+        failed = result.get("is_error") is True or any(_d(o).get("success") is False for o in outputs)
+        if failed:
+            self.counts.errors += 1
+        p = self._payload("tool_result")
+        p["tool_result"] = {"id": call["id"], "name": name, "input": bound(inp, STRING_MAX, 0),
+                            "output": bound(output, STRING_MAX, 0)}  # fmt: skip
+        text = output if isinstance(output, str) else json.dumps(output, separators=(",", ":"), ensure_ascii=False)
+        ok = result.get("is_error") is not True
+        p["postToolUse"] = {"toolName": name, "parameters": p["tool_result"]["input"],
+                            "result": bound(text, STRING_MAX, 0), "success": ok}  # fmt: skip
+        self.counts.tools += 1
+        return Record(key=f"tool:{self.session}:{call['id']}", ts=ts, payload=p)
+
+    def _end(self, text: str, ts: float) -> Record:
+        p = self._payload("agent_end")
+        p["turn"], p["taskComplete"] = {"outputText": bound(text, STRING_MAX, 0)}, {"taskMetadata": {}}
+        self.counts.replies += 1
+        return Record(key=f"reply:{self.session}:{ts}", ts=ts, payload=p)
