@@ -13,6 +13,7 @@ injected by the client, not what the user asked, and would swamp search.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -767,12 +768,8 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
             hook_event="unknown", session_id="unknown", observations=[_obs("event", title, _summary(payload, 1000))]
         )
     p: dict[str, Any] = payload
-    if agent_of(p) == "gemini":  # its events under nmem's names first (nmemd.capture.gemini)
-        from nmemd.capture import gemini
-
-        p = gemini.normalized(p)
-    elif agent_of(p) in ("cursor", "cline"):  # Claude Code's field names first (nmemd.capture.cursor, .cline)
-        p = _own_module(agent_of(p)).normalized(p)
+    if (agent := agent_of(p)) in _NORMALIZED:  # its events under Claude Code's names and fields first
+        p = _own_module(str(agent)).normalized(p)
     raw_cwd = _s(p.get("cwd"))
     cwd = _line(raw_cwd, _PATH_MAX) or None
     project = project_root(raw_cwd) if raw_cwd and len(raw_cwd) <= _PATH_MAX else raw_cwd
@@ -794,36 +791,8 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
-    if ex.agent == "codex":  # its own module: what Codex sends differently (nmemd.capture.codex)
-        from nmemd.capture import codex
-
-        own = codex.observations(p, ex, root)
-        if own is not None:
-            ex.observations = own
-            return ex
-    elif ex.agent == "gemini":
-        from nmemd.capture import gemini
-
-        own = gemini.observations(p, ex, root)
-        if own is not None:
-            ex.observations = own
-            return ex
-    elif ex.agent == "copilot":  # its own module: what Copilot sends differently (nmemd.capture.copilot)
-        from nmemd.capture import copilot
-
-        own = copilot.observations(p, ex, root)
-        if own is not None:
-            ex.observations = own
-            return ex
-    elif ex.agent in ("cursor", "cline"):
+    if ex.agent in _OWN_MODULES:  # what the agent sends differently, read by its own module
         own = _own_module(ex.agent).observations(p, ex, root)
-        if own is not None:
-            ex.observations = own
-            return ex
-    elif ex.agent == "opencode":  # its own module: OpenCode's tool names and results (nmemd.capture.opencode)
-        from nmemd.capture import opencode
-
-        own = opencode.observations(p, ex, root)
         if own is not None:
             ex.observations = own
             return ex
@@ -831,15 +800,15 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     return ex
 
 
-def _own_module(agent: str | None) -> Any:
+# The agents whose payloads their own module reads (nmemd.capture.<agent>), imported on first use;
+# of those, the ones whose events are renamed to Claude Code's before anything else reads them.
+_OWN_MODULES: Final = frozenset({"codex", "gemini", "copilot", "cursor", "cline", "opencode"})
+_NORMALIZED: Final = frozenset({"gemini", "cursor", "cline"})
+
+
+def _own_module(agent: str) -> Any:
     """The module that reads an agent's payloads where they differ from Claude Code's."""
-    if agent == "cursor":
-        from nmemd.capture import cursor
-
-        return cursor
-    from nmemd.capture import cline
-
-    return cline
+    return importlib.import_module(f"nmemd.capture.{agent}")
 
 
 # Events whose `prompt_id` (Claude Code 2.1.196+) names them in the transcript too: a prompt, and a
