@@ -230,6 +230,9 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("c1.words", prompt(c1, cli, "log every tab split during window layout")),
         ("c1.edit_auth", edit(c1, cli, "src/auth.ts", "token = None", "token = load_token()")),
         ("c1.cat_dash", bash(c1, cli, "cat metrics/dashboard.json", '{"panels": []}')),
+        # Words side by side beat the same words apart (SUBMODULE_TOKEN: "submodule ... token").
+        ("c1.token_far", prompt(c1, cli, "the release workflow cannot clone a submodule: is the token's scope wrong?")),
+        ("c1.token_near", bash(c1, cli, "gh secret set SUBMODULE_TOKEN", "Set secret for the sync workflow")),
         ("c1.cargo", bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
     ]
 
@@ -373,6 +376,7 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("pane creation", {}, "c1.camel"),  # two words find the camelCase identifier
     ("tabSplit", {}, "c1.words"),  # the identifier finds its words
     ("supabase server client", {}, "w2.supabase_write"),  # "client" in createServerClient
+    ("submodule workflow token", {}, "c1.token_near"),  # two of the words side by side
     # filters: type, project, session, file, time
     ("src/auth.ts", {"types": ["read"]}, "w2.reread_auth"),  # equal reads: the newer first
     ("auth.ts", {"session_id": "sess-cli-1"}, "c1.edit_auth"),

@@ -27,7 +27,7 @@ import msgspec
 from nmemd.errors import QueryError
 from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where
 from nmemd.recall.summary import command_kind
-from nmemd.recall.terms import Query, Term, compiled, parse
+from nmemd.recall.terms import Query, Term, compiled, occurrences, parse
 from nmemd.store import fts
 
 # How much an observation type matters when ranking equally relevant text. What changed the
@@ -57,6 +57,7 @@ COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
 FIELD_WEIGHTS: Final = (4.0, 1.0, 1.0, 2.5, 2.5)  # title, content, file_path's folders and its name, command
 CAMEL_PART_WEIGHT: Final = 0.5  # a word as part of a camelCase identifier, against the word itself
+NEAR_WEIGHT: Final = 1.0  # two query words side by side, against one word's own weight
 TURN_WEIGHT: Final = 0.3  # the turn's prompt, for the words a row lacks (`_turn_prompts`)
 K1: Final = 1.2  # BM25's term-frequency saturation
 B: Final = 0.5  # and its length normalisation (less than 0.75: long outputs hold answers too)
@@ -520,11 +521,16 @@ class _Counted:
 
     tf: list[float]
     length: int
+    near: list[float] = field(default_factory=list)  # by `Query.neighbours`: the pair standing together
 
 
 def _count(query: Query, fields: Iterable[tuple[float, str | None]], into: _Counted | None = None) -> _Counted:
     """Each term's weighted frequency in `fields` ((weight, text) pairs), added to `into`'s."""
-    counted = _Counted([0.0] * len(query.terms), 0) if into is None else _Counted(list(into.tf), into.length)
+    neighbours = query.neighbours
+    if into is None:
+        counted = _Counted([0.0] * len(query.terms), 0, [0.0] * len(neighbours))
+    else:
+        counted = _Counted(list(into.tf), into.length, list(into.near))
     tf = counted.tf
     for w, text in fields:
         if not text:
@@ -532,12 +538,17 @@ def _count(query: Query, fields: Iterable[tuple[float, str | None]], into: _Coun
         raw = text[:SCORED_CHARS]
         low = raw.lower()
         counted.length += len(low)
+        here = [0] * len(query.terms)
         for i, term in enumerate(query.terms):
             n = term.count(low)
             if n:
                 tf[i] += w * min(n, 20)
+                here[i] = n
             elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
                 tf[i] += CAMEL_PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
+        for k, (i, j, together) in enumerate(neighbours):
+            if here[i] and here[j] and (n := occurrences(together, low)):
+                counted.near[k] += w * min(n, 20)
     return counted
 
 
@@ -574,6 +585,9 @@ def _score(
             covered.update(term.covers or (i,))
     if not relevance:
         return None  # found through another term's lookup only, and holds none of the words
+    for k, (i, j, _) in enumerate(query.neighbours):
+        if near := counted.near[k]:
+            relevance += NEAR_WEIGHT * min(idf[i], idf[j]) * near * (K1 + 1) / (near + length_norm)
     if asked:
         for i, term in enumerate(query.terms):
             stands_for = set(term.covers or (i,))

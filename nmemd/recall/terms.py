@@ -22,6 +22,7 @@ from nmemd.store import fts, grams
 MAX_TERMS: Final = 12  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS: Final = 200
 MAX_PAIRS: Final = 3  # each is one more lookup
+NEAR_TERMS: Final = 3  # of a query's first words, each pair is looked for side by side (`Query.neighbours`)
 
 STOP_WORDS: Final = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below
@@ -112,12 +113,8 @@ class Term:
         best = 0
         for patterns in self.matchers:
             fewest = None
-            for key, tail, edged in patterns:
-                n = 0
-                if key in text:  # the substring test is ~50x cheaper than the regex
-                    n = sum(
-                        1 for m in tail.finditer(text) if not (edged and m.start() and text[m.start() - 1].isalnum())
-                    )
+            for found in patterns:
+                n = occurrences(found, text)
                 fewest = n if fewest is None else min(fewest, n)
                 if not n:
                     break
@@ -138,6 +135,20 @@ class Query:
     @cached_property
     def word_indexes(self) -> frozenset[int]:
         return frozenset(range(self.words))
+
+    @cached_property
+    def neighbours(self) -> tuple[tuple[int, int, tuple[str, re.Pattern[str], bool]], ...]:
+        """Pairs of the query's words as they would stand side by side in text, in the query's order,
+        with only spaces or punctuation between: "submodule workflow token" in SUBMODULE_TOKEN, "nix
+        build" in `nix build .#x`; with the indexes of their two terms, as a `matcher`."""
+        out = []
+        n = min(self.words, NEAR_TERMS)
+        for i in range(n):
+            for j in range(i + 1, n):
+                a, b = self.terms[i], self.terms[j]
+                if a.alternatives and b.alternatives and not (a.grams or b.grams):
+                    out.append((i, j, matcher(a.alternatives[0][0] + r"[\W_]+" + b.alternatives[0][0])))
+        return tuple(out)
 
     def all_of(self) -> str:
         """Every term (FTS5 AND)."""
@@ -185,6 +196,14 @@ def matcher(pattern: str) -> tuple[str, re.Pattern[str], bool]:
 
 
 _EDGE: Final = r"(?<![^\W_])"
+
+
+def occurrences(found: tuple[str, re.Pattern[str], bool], text: str) -> int:
+    """How often a `matcher` matches in `text`."""
+    key, tail, edged = found
+    if key not in text:  # the substring test is ~50x cheaper than the regex
+        return 0
+    return sum(1 for m in tail.finditer(text) if not (edged and m.start() and text[m.start() - 1].isalnum()))
 
 
 def _word(word: str, ending: int = 4) -> str:
