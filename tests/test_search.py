@@ -366,7 +366,9 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("which file did we edit to use decimal amounts?", {}, "w2.edit_invoice"),  # edit beats the prompt
     ("what did the payments tests fail with?", {}, "w1.pytest_fail"),
     ("how do we start the postgres container for the webapp", {}, "w2.docker"),
-    ("stripe_connector nonexistentword", {}, "w1.pytest_fail"),  # one unknown word empties nothing
+    ("stripe_connector nonexistentword", {}, "w1.pytest_fail"),
+    ("which module was missing?", {"project": "WEB"}, "w1.pytest_fail"),  # "missing": an error
+    ("what did the numbat cache answer?", {"project": "CLI"}, "c2.stop"),  # one unknown word empties nothing
     ("Authentication signed rotated", {}, "w1.write_doc"),  # every word in one row ranks it first
     ("what command checks the redirect-loop", {}, "w1.test_ok"),  # hyphenated words: both, anywhere
     # the command holds one of the words, its turn's prompt the others: it beats one that holds two

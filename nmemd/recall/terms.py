@@ -47,13 +47,20 @@ TYPE_HINTS: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys("write wrote written create created creating add added new".split(), ("write", "edit")),
     **dict.fromkeys(
         "error errors fail fails failed failing failure failures exception exceptions crash crashed broke"
-        " broken traceback stacktrace".split(),
+        " broken traceback stacktrace missing".split(),
         ("error",),
     ),
-    **dict.fromkeys("command commands run runs ran running execute executed invoke invoked".split(), ("command",)),
+    **dict.fromkeys(
+        "command commands run runs ran running execute executed invoke invoked start starts launch".split(),
+        ("command",),
+    ),
     **dict.fromkeys("file files".split(), ("edit", "write", "read")),
-    **dict.fromkeys("decided decision decide concluded conclusion answer answered summary".split(), ("stop",)),
+    # Not "answer": what an API or a command answered is its output, not the assistant's conclusion.
+    **dict.fromkeys("decided decision decide concluded conclusion summary".split(), ("stop",)),
 }
+
+# Hint words that are searched for too: a command seldom says "start", but a prompt or a title may.
+HINTS_KEPT: Final = frozenset("start starts launch".split())
 
 _TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
 _WORDISH: Final = re.compile(r"\w", re.UNICODE)
@@ -331,8 +338,9 @@ def parse(text: str) -> Query:
         if not phrase and not term.prefix and _PLAIN_WORD.match(term.text):
             if lower in TYPE_HINTS:
                 hints.update(TYPE_HINTS[lower])
-                dropped.append(term)
-                continue
+                if lower not in HINTS_KEPT:
+                    dropped.append(term)
+                    continue
             if lower in STOP_WORDS or len(lower) == 1:
                 dropped.append(term)
                 continue
