@@ -71,11 +71,11 @@ PHRASE_SCAN: Final = 600
 LITERAL_SCAN: Final = 600  # rows holding an identifier's or path's words checked for it as typed (in C)
 RARITY_PROBE: Final = 64  # a word's newest rowids read to tell how rare it is (`_Newest.rows_holding`)
 LITERAL_CONTENT_SCAN: Final = 200  # of which the content is read, when titles, paths and commands fall short
-RESCORE: Final = 80  # best candidates ranked on their title, path and command
+RESCORE: Final = 60  # best candidates ranked on their title, path and command
 LITERAL_ENOUGH: Final = RESCORE  # rows whose title, path or command hold a literal: its content is not read then
 ALL_TERMS_AT_MOST: Final = 3  # terms in the lookup of rows holding them all (the rarest)
 ENOUGH_CANDIDATES: Final = 200  # a filtered search stops looking up its common words with this many
-WITH_CONTENT: Final = 25  # the best of those ranked again with their content
+WITH_CONTENT: Final = 20  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
 SNIPPET_CHARS: Final = 160
 # Lookups still running after this are cut short and the rest is ranked: an FTS5 prefix query has to
