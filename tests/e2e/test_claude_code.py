@@ -182,6 +182,16 @@ def test_no_end_of_session_hook_is_cancelled_at_exit(scenario: Scenario) -> None
         assert not ours, ours
 
 
+def test_claude_code_waits_for_no_nmem_hook_at_exit_nor_for_the_prompt(scenario: Scenario) -> None:
+    """SessionEnd and (prompt recall off) UserPromptSubmit are moved to the background; the test above
+    checks that every one of them is stored all the same."""
+    for run in _runs(scenario):
+        for event, ran in run.hooks_fired().items():
+            if event in ("SessionEnd", "UserPromptSubmit"):
+                moved = [ln for ln in run.debug.splitlines() if "Registering async hook" in ln and f"({event}" in ln]
+                assert len(moved) == ran, f"Claude Code waited for nmem's {event} hook"
+
+
 def test_the_tools_session_is_stored_with_types_paths_and_commands(scenario: Scenario) -> None:
     assert scenario.tools is not None
     sid = scenario.tools.session_id
