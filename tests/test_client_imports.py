@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 from conftest import SEND_SCRIPT
+from hypothesis import given
+from hypothesis import strategies as st
 
 FORBIDDEN = ("nmemd", "anyio", "aiosqlite", "msgspec", "typer", "mcp", "pydantic", "rich")
 
@@ -64,3 +67,28 @@ def test_the_cli_starts_without_the_daemons_or_the_servers_libraries() -> None:
     for argv in (["--help"], ["--version"], ["search", "--help"], ["daemon", "--help"]):
         loaded = {m.split(".")[0] for m in _cli_modules(*argv)}
         assert not loaded & {"pydantic", "rich", "aiosqlite", "mcp", "anyio", "starlette"}, (argv, loaded)
+
+
+def test_the_mcp_bridge_starts_without_json_socket_or_threading() -> None:
+    """nmem-mcp starts beside Claude Code's own start and its SessionStart hook, on the same cores."""
+    bridge = SEND_SCRIPT.parent / "bridge.py"
+    code = (
+        "import sys; sys.argv=['bridge.py']; "
+        f"sys.path.insert(0, {str(bridge.parent.parent)!r}); import nmem_client.bridge"
+    )
+    mods = _modules_after(code, "-S")
+    for heavy in ("json", "socket", "threading", "re", "enum", "selectors", "sqlite3", "subprocess"):
+        assert heavy not in mods, heavy
+
+
+@given(st.one_of(st.none(), st.text()))
+def test_the_bridges_request_body_is_the_json_of_its_project(project: str | None) -> None:
+    from nmem_client.bridge import request_body
+
+    body = request_body(project)
+    try:
+        (project or "").encode("utf-8")
+    except UnicodeEncodeError:  # not a path a project can have: the daemon serves every project
+        assert json.loads(body) == {"project": None}
+        return
+    assert json.loads(body) == {"project": project}
