@@ -222,3 +222,17 @@ def test_hooks_waited_for_against_prompt_recall(env: dict[str, str], tmp_path: P
     assert checks["hooks"]["status"] == "warn" and "SessionEnd" in checks["hooks"]["detail"], checks
     apply_fix(checks["hooks"]["fix"], env, tmp_path)
     assert diagnose(env, tmp_path)[1]["hooks"]["status"] == "ok"
+
+
+def test_an_mcp_server_whose_bridge_is_gone(env: dict[str, str], tmp_path: Path) -> None:
+    """The MCP server runs `python -I -S .../bridge.py`: a removed checkout is named, `nmem install` fixes it."""
+    assert run([NMEM, "install"], env, tmp_path).returncode == 0
+    state = Path(env["CLAUDE_CONFIG_DIR"]) / ".claude.json"
+    data = json.loads(state.read_text())
+    data["mcpServers"]["nmem"]["args"][-1] = "/gone/nmem_client/bridge.py"
+    state.write_text(json.dumps(data))
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1 and checks["mcp"]["status"] == "fail" and "/gone/" in checks["mcp"]["detail"], checks["mcp"]
+    apply_fix(checks["mcp"]["fix"], env, tmp_path)
+    _, checks, _ = diagnose(env, tmp_path)
+    assert checks["mcp"]["status"] == "ok" and "bridge.py" in checks["mcp"]["detail"], checks["mcp"]

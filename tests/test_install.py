@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,9 @@ def test_install_keeps_everything_is_idempotent_and_uninstall_restores(claude_di
     assert list(claude_dir.glob("settings.json.nmem-backup-*"))
     mcp = json.loads(state.read_text())
     assert mcp["numStartups"] == 7 and mcp["mcpServers"]["other"] == {"command": "x"}
-    assert mcp["mcpServers"]["nmem"]["command"].endswith("nmem-mcp")
+    server = mcp["mcpServers"]["nmem"]  # the bridge as hooks run the client: no site, ~10 ms less at start
+    assert Path(server["command"]).resolve() == Path(sys.executable).resolve() and server["args"][:2] == ["-I", "-S"]
+    assert server["args"][2].endswith("nmem_client/bridge.py") and Path(server["args"][2]).is_file()
 
     again = nmem("install")
     assert again.returncode == 0 and "already up to date" in again.stdout
@@ -84,7 +87,7 @@ def test_install_into_missing_file_then_uninstall_leaves_empty_object(claude_dir
 
 def test_install_print_changes_nothing(claude_dir: Path) -> None:
     out = nmem("install", "--print")
-    assert out.returncode == 0 and "nmem_client/send.py" in out.stdout and "nmem-mcp" in out.stdout
+    assert out.returncode == 0 and "nmem_client/send.py" in out.stdout and "nmem_client/bridge.py" in out.stdout
     assert not (claude_dir / "settings.json").exists() and not (claude_dir / ".claude.json").exists()
 
 

@@ -276,7 +276,7 @@ def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_
         specs = inst.hook_specs(_prompt_recall())
         settings = inst.with_hooks(inst.load(target), target, inst.hook_command(), specs)
         state_path = inst.user_state_path()
-        state = None if no_mcp else inst.with_mcp(inst.load(state_path), state_path, inst.mcp_command())
+        state = None if no_mcp else inst.with_mcp(inst.load(state_path), state_path, sys.executable, inst.mcp_args())
         if print_only:
             sys.stdout.write(f"# {target}\n{inst.render(settings)}")
             if state is not None:

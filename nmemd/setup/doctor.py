@@ -221,7 +221,12 @@ def check_mcp() -> Check:
     if not os.access(command, os.X_OK):
         return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {command or '(nothing)'}, not an executable",
                      "nmem install")  # fmt: skip
-    return ok("mcp", f"'{install.MCP_NAME}' in {where} runs {command}")
+    given = entry.get("args")
+    args = [str(a) for a in given] if isinstance(given, list) else []
+    gone = [a for a in args if a.startswith("/") and not os.path.exists(a)]
+    if gone:
+        return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {gone[0]}, which does not exist", "nmem install")
+    return ok("mcp", f"'{install.MCP_NAME}' in {where} runs {shlex.join([command, *args])}")
 
 
 def check_socket(settings: Settings) -> Check:

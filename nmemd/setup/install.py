@@ -98,6 +98,13 @@ def mcp_command() -> str:
     return str(Path(sys.executable).parent / "nmem-mcp")
 
 
+def mcp_args() -> list[str]:
+    """Claude Code's MCP server is the bridge run as the hooks run the client (`hook_command`):
+    without `site`, whose .pth files (an editable install's finder most of all) cost 5-10 ms of CPU
+    while Claude Code starts, on the cores its start and SessionStart hook share."""
+    return ["-I", "-S", str(install_root() / "nmem_client" / "bridge.py")]
+
+
 def _is_ours(handler: Any) -> bool:
     return isinstance(handler, dict) and CLIENT_MARKER in str(handler.get("command", ""))
 
@@ -196,12 +203,12 @@ def without_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     return cleaned
 
 
-def with_mcp(state: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
+def with_mcp(state: dict[str, Any], path: Path, command: str, args: list[str] | None = None) -> dict[str, Any]:
     merged = copy.deepcopy(state)
     servers = merged.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise SettingsError(f'{path}: "mcpServers" is not an object')
-    servers[MCP_NAME] = {"type": "stdio", "command": command, "args": [], "env": {}}
+    servers[MCP_NAME] = {"type": "stdio", "command": command, "args": list(args or []), "env": {}}
     return merged
 
 
