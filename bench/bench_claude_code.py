@@ -28,6 +28,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from datetime import datetime
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,22 @@ def hook_waits(run: Run) -> dict[str, list[int]]:
 
 
 MCP_CONNECTED = re.compile(r'MCP server "nmem": Successfully connected \(transport: stdio\) in (\d+)ms')
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z ", re.M)
+
+
+def exit_ms(run: Run) -> float | None:
+    """What `claude -p` does after its last turn, by its debug log: from `turn N end` to its last line
+    (MCP servers stopped, SessionEnd hooks run); the process exits right after."""
+    ends = [m.start() for m in re.finditer(r"\[engine\] turn \d+ end", run.debug)]
+    stamps = STAMP.findall(run.debug)
+    if not ends or not stamps:
+        return None
+    line_start = run.debug.rfind("\n", 0, ends[-1]) + 1
+    turn_end = STAMP.match(run.debug, line_start)
+    if turn_end is None:
+        return None
+    parse = datetime.fromisoformat
+    return (parse(stamps[-1]) - parse(turn_end.group(1))).total_seconds() * 1000
 
 
 def bench_timing(binary: str, runs: int, load: bool) -> None:
@@ -177,6 +194,7 @@ def bench_timing(binary: str, runs: int, load: bool) -> None:
                 prompts[name] = f"E2E-bench{n}"
                 api.scripts[f"bench{n}"] = script(world)
             walls: dict[str, list[float]] = {name: [] for name in worlds}
+            exits: dict[str, list[float]] = {name: [] for name in worlds}
             waits: dict[str, list[int]] = {}
             mcp: list[int] = []
             with Load(load):
@@ -189,6 +207,8 @@ def bench_timing(binary: str, runs: int, load: bool) -> None:
                         start = time.monotonic()
                         run = world.claude_run(f"{prompts[name]} run {i}")
                         walls[name].append(time.monotonic() - start)
+                        if (took := exit_ms(run)) is not None:
+                            exits[name].append(took)
                         if name != "without nmem":
                             for k, v in hook_waits(run).items():
                                 waits.setdefault(k, []).extend(v)
@@ -198,6 +218,10 @@ def bench_timing(binary: str, runs: int, load: bool) -> None:
             for name, values in walls.items():
                 extra = "" if name == "without nmem" else f" ({(median(values) / base - 1) * 100:+.1f} %)"
                 print(f"  {name}: median {median(values) * 1000:.0f} ms, p90 {p90(values) * 1000:.0f} ms{extra}")
+            print("  after the last turn (its debug log: `turn N end` to its last line):")
+            for name, values in exits.items():
+                if values:
+                    print(f"    {name}: median {median(values):.0f} ms, p90 {p90(values):.0f} ms")
             print("  Claude Code's wait per hook (its debug log; async: until it is moved to the background):")
             for k in sorted(waits):
                 print(f"    {k}: n={len(waits[k])} median {median(waits[k]):.0f} ms, p90 {p90(waits[k]):.0f} ms")
