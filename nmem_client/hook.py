@@ -57,8 +57,8 @@ __all__ = [
 DEFAULT_TIMEOUT_MS = 500
 # Why 500 ms: an idle daemon acknowledges in ~1-3 ms and under a 32-client
 # flood in tens of ms, so 500 ms only fires when the daemon is stuck; then the
-# fallback costs ~15 ms more. Tool hooks run async, so the agent never waits for them; it
-# waits for SessionStart, UserPromptSubmit and the end-of-turn/session hooks.
+# fallback costs ~15 ms more. Tool hooks, SessionEnd and (prompt recall off) UserPromptSubmit run
+# async, so the agent never waits for them; it waits for SessionStart and the end-of-turn hooks.
 
 _ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
 # SessionStart's hook timeout is 10 s (nmemd.setup.install); a daemon starts in ~0.3-1 s,
