@@ -175,7 +175,8 @@ def test_every_hook_claude_code_ran_is_stored_exactly_once(scenario: Scenario) -
 
 def test_no_end_of_session_hook_is_cancelled_at_exit(scenario: Scenario) -> None:
     """`claude -p` cancels background hooks when it exits (`Hook Stop (Stop) cancelled`): nmem's
-    end-of-turn, subagent, compaction and session hooks are synchronous, so it never cancels them."""
+    end-of-turn, subagent and compaction hooks are synchronous, and a background SessionEnd is left
+    running as Claude Code exits, so it never cancels them."""
     for run in _runs(scenario):
         cancelled = [line for line in run.debug.splitlines() if " cancelled" in line and "Hook " in line]
         ours = [line for line in cancelled if any(f"Hook {e} " in line for e in END_EVENTS)]
