@@ -9,8 +9,9 @@ fresh HOME by `nmem install`.
   --load        keep every core busy with a spinning process meanwhile (the issue's "busy machine").
   --before REF  the hooks and client of commit REF (e.g. main before the fix) instead of this tree's.
   --timing N    N runs each without nmem, with its hooks only, and with hooks and MCP server,
-                rotating: wall time of `claude -p`, the time Claude Code waits for each hook and
-                for the MCP server to connect (from its --debug-file).
+                rotating: wall time of `claude -p` and its three parts (before the first request,
+                the turns' own work, after the last turn), the time Claude Code waits for each hook
+                and for the MCP server to connect (from its --debug-file).
 
     NMEM_CLAUDE_BIN=/path/to/claude .venv/bin/python bench/bench_claude_code.py --loss 20 --load
     NMEM_CLAUDE_BIN=/path/to/claude .venv/bin/python bench/bench_claude_code.py --timing 7
@@ -28,6 +29,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from datetime import datetime
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -162,6 +164,24 @@ def hook_waits(run: Run) -> dict[str, list[int]]:
 
 
 MCP_CONNECTED = re.compile(r'MCP server "nmem": Successfully connected \(transport: stdio\) in (\d+)ms')
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z ", re.M)
+TURN_END = re.compile(r"^(\S+)Z \[DEBUG\] \[engine\] turn \d+ end", re.M)
+FIRST_REQUEST = re.compile(r"^(\S+)Z \[DEBUG\] \[API REQUEST\]", re.M)
+STOP_WAIT = re.compile(r"Hooks: Stop \[[^\]]*\] finished with status \d+ \((\d+)ms\)")
+PHASES = ("before the first request", "the turns' own work", "after the last turn")
+
+
+def phases(run: Run) -> dict[str, float]:
+    """A session's wall in three parts, by its debug log (ms): start to the first API request (SessionStart,
+    UserPromptSubmit, the MCP connection); the turns, less the Stop hooks' waits (what async hooks' CPU
+    costs shows here); `turn N end` to the last line (MCP servers stopped, SessionEnd run; exit follows)."""
+    stamps = STAMP.findall(run.debug)
+    first, ends = FIRST_REQUEST.search(run.debug), TURN_END.findall(run.debug)
+    if not stamps or first is None or not ends:
+        return {}
+    at = [datetime.fromisoformat(t).timestamp() * 1000 for t in (stamps[0], first.group(1), ends[-1], stamps[-1])]
+    stops = sum(int(ms) for ms in STOP_WAIT.findall(run.debug))
+    return dict(zip(PHASES, (at[1] - at[0], at[2] - at[1] - stops, at[3] - at[2]), strict=True))
 
 
 def bench_timing(binary: str, runs: int, load: bool) -> None:
@@ -177,6 +197,7 @@ def bench_timing(binary: str, runs: int, load: bool) -> None:
                 prompts[name] = f"E2E-bench{n}"
                 api.scripts[f"bench{n}"] = script(world)
             walls: dict[str, list[float]] = {name: [] for name in worlds}
+            parts: dict[str, dict[str, list[float]]] = {name: {p: [] for p in PHASES} for name in worlds}
             waits: dict[str, list[int]] = {}
             mcp: list[int] = []
             with Load(load):
@@ -189,6 +210,8 @@ def bench_timing(binary: str, runs: int, load: bool) -> None:
                         start = time.monotonic()
                         run = world.claude_run(f"{prompts[name]} run {i}")
                         walls[name].append(time.monotonic() - start)
+                        for part, took in phases(run).items():
+                            parts[name][part].append(took)
                         if name != "without nmem":
                             for k, v in hook_waits(run).items():
                                 waits.setdefault(k, []).extend(v)
@@ -198,6 +221,9 @@ def bench_timing(binary: str, runs: int, load: bool) -> None:
             for name, values in walls.items():
                 extra = "" if name == "without nmem" else f" ({(median(values) / base - 1) * 100:+.1f} %)"
                 print(f"  {name}: median {median(values) * 1000:.0f} ms, p90 {p90(values) * 1000:.0f} ms{extra}")
+            print("  medians by Claude Code's debug log: " + "; ".join(PHASES))
+            for name, by_part in parts.items():
+                print(f"    {name}: " + ", ".join(f"{median(v):.0f} ms" if v else "-" for v in by_part.values()))
             print("  Claude Code's wait per hook (its debug log; async: until it is moved to the background):")
             for k in sorted(waits):
                 print(f"    {k}: n={len(waits[k])} median {median(waits[k]):.0f} ms, p90 {p90(waits[k]):.0f} ms")

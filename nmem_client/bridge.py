@@ -8,13 +8,17 @@ Framing is the daemon's business: both sides speak one JSON-RPC message per line
 
 Exit 0 when either side ends the session; 1 (with one line on stderr) when the
 daemon cannot be reached or refuses.
+
+Start-up: the bridge starts beside Claude Code's own start and its SessionStart hook, on the
+same cores, so it loads what the hook client loads (`_socket`, `_thread`; no `json`, `socket`,
+`threading`: ~10 ms of imports, `re` and `enum` among them), and `nmem install` runs it as
+`python -I -S .../nmem_client/bridge.py` (no `site`).
 """
 
-import json
+import _socket
+import _thread
 import os
-import socket
 import sys
-import threading
 import time
 
 if __package__ in (None, ""):  # run as a file: make the package importable
@@ -61,15 +65,25 @@ def project_dir() -> str | None:
         return None  # the working directory was deleted: the daemon serves every project
 
 
+def _json_string(text: str) -> str:
+    """`text` as a JSON string (what `json.dumps(text, ensure_ascii=False)` gives, without `json`)."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"')
+    if any(c < " " for c in out):
+        out = "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in out)
+    return f'"{out}"'
+
+
 def request_body(project: str | None) -> bytes:
     """`{"project": ...}`; a path that is not valid UTF-8 cannot name a project, so it becomes null."""
+    if project is None:
+        return b'{"project": null}'
     try:
-        return json.dumps({"project": project}, ensure_ascii=False).encode("utf-8")
+        return ('{"project": ' + _json_string(project) + "}").encode("utf-8")
     except UnicodeEncodeError:
         return b'{"project": null}'
 
 
-def connect(deadline: float) -> socket.socket:
+def connect(deadline: float) -> _socket.socket:
     """Connect to the daemon, starting it once when it is absent, until `deadline`."""
     path = paths.socket_path()
     autostart = os.environ.get("NMEM_AUTOSTART", "1") != "0"
@@ -77,7 +91,7 @@ def connect(deadline: float) -> socket.socket:
     if not paths.trusted_socket(path):
         raise BridgeError(f"refusing {path}: not a socket of this user's in a folder only this user controls")
     while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.connect(path)
             return sock
@@ -85,7 +99,7 @@ def connect(deadline: float) -> socket.socket:
             sock.close()
             other = paths.store_socket() if exc.errno in _ABSENT_ERRNOS else None
             if other and other != path:  # the store's daemon serves another socket (another environment)
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
                 try:
                     sock.connect(other)
                     return sock
@@ -105,7 +119,7 @@ def connect(deadline: float) -> socket.socket:
         time.sleep(POLL_S)  # the poll interval of a bounded wait for the daemon's socket
 
 
-def open_session(sock: socket.socket, project: str | None) -> bytes:
+def open_session(sock: _socket.socket, project: str | None) -> bytes:
     """Send the `mcp` request and read the daemon's OK; return bytes that came after it."""
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     try:
@@ -127,7 +141,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _stdin_to_socket(sock: socket.socket) -> None:
+def _stdin_to_socket(sock: _socket.socket) -> None:
     """Copy stdin to the daemon; on EOF half-close, so the daemon ends the session after its last reply."""
     try:
         while True:
@@ -139,14 +153,14 @@ def _stdin_to_socket(sock: socket.socket) -> None:
         pass  # the daemon left: the main thread sees EOF and exits
     finally:
         try:
-            sock.shutdown(socket.SHUT_WR)
+            sock.shutdown(_socket.SHUT_WR)
         except OSError:
             pass
 
 
-def pump(sock: socket.socket, early: bytes) -> int:
+def pump(sock: _socket.socket, early: bytes) -> int:
     """Relay until the daemon closes; return the exit code."""
-    threading.Thread(target=_stdin_to_socket, args=(sock,), name="stdin", daemon=True).start()
+    _thread.start_new_thread(_stdin_to_socket, (sock,))  # never joined: main() ends with os._exit
     try:
         if early:
             _write_all(1, early)

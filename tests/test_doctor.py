@@ -190,3 +190,49 @@ def test_entry_points_missing_from_a_bin_dir(tmp_path: Path) -> None:
     assert check.status == "fail" and "nmemd, nmem-send, nmem-mcp" in check.detail
     assert check.fix is not None and "pip install --force-reinstall" in check.fix
     assert doctor.check_entry_points().status == "ok"  # this venv
+
+
+def test_hooks_waited_for_against_prompt_recall(env: dict[str, str], tmp_path: Path) -> None:
+    """Prompt recall on with UserPromptSubmit in the background: its text never reaches the model (warn,
+    `nmem install` fixes it); an older install that makes Claude Code wait for hooks printing nothing:
+    warn, the same fix."""
+    assert run([NMEM, "install"], env, tmp_path).returncode == 0
+    assert diagnose(env, tmp_path)[1]["hooks"]["status"] == "ok"
+
+    home = Path(env["NMEM_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text("prompt_recall = true\n")
+    _, checks, _ = diagnose(env, tmp_path)
+    assert checks["hooks"]["status"] == "warn" and "prompt recall is on" in checks["hooks"]["detail"], checks
+    assert checks["hooks"]["fix"] == "nmem install"
+    apply_fix(checks["hooks"]["fix"], env, tmp_path)
+    assert diagnose(env, tmp_path)[1]["hooks"]["status"] == "ok"
+
+    (home / "config.toml").write_text("prompt_recall = false\n")
+    _, checks, _ = diagnose(env, tmp_path)
+    assert checks["hooks"]["status"] == "warn" and "UserPromptSubmit" in checks["hooks"]["detail"], checks
+    apply_fix(checks["hooks"]["fix"], env, tmp_path)
+    assert diagnose(env, tmp_path)[1]["hooks"]["status"] == "ok"
+
+    settings = Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json"  # SessionEnd as nmem installed it before
+    data = json.loads(settings.read_text())
+    data["hooks"]["SessionEnd"][0]["hooks"][0].pop("async")
+    settings.write_text(json.dumps(data))
+    _, checks, _ = diagnose(env, tmp_path)
+    assert checks["hooks"]["status"] == "warn" and "SessionEnd" in checks["hooks"]["detail"], checks
+    apply_fix(checks["hooks"]["fix"], env, tmp_path)
+    assert diagnose(env, tmp_path)[1]["hooks"]["status"] == "ok"
+
+
+def test_an_mcp_server_whose_bridge_is_gone(env: dict[str, str], tmp_path: Path) -> None:
+    """The MCP server runs `python -I -S .../bridge.py`: a removed checkout is named, `nmem install` fixes it."""
+    assert run([NMEM, "install"], env, tmp_path).returncode == 0
+    state = Path(env["CLAUDE_CONFIG_DIR"]) / ".claude.json"
+    data = json.loads(state.read_text())
+    data["mcpServers"]["nmem"]["args"][-1] = "/gone/nmem_client/bridge.py"
+    state.write_text(json.dumps(data))
+    code, checks, _ = diagnose(env, tmp_path)
+    assert code == 1 and checks["mcp"]["status"] == "fail" and "/gone/" in checks["mcp"]["detail"], checks["mcp"]
+    apply_fix(checks["mcp"]["fix"], env, tmp_path)
+    _, checks, _ = diagnose(env, tmp_path)
+    assert checks["mcp"]["status"] == "ok" and "bridge.py" in checks["mcp"]["detail"], checks["mcp"]

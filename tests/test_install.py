@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,9 @@ def test_install_keeps_everything_is_idempotent_and_uninstall_restores(claude_di
     assert list(claude_dir.glob("settings.json.nmem-backup-*"))
     mcp = json.loads(state.read_text())
     assert mcp["numStartups"] == 7 and mcp["mcpServers"]["other"] == {"command": "x"}
-    assert mcp["mcpServers"]["nmem"]["command"].endswith("nmem-mcp")
+    server = mcp["mcpServers"]["nmem"]  # the bridge as hooks run the client: no site, ~10 ms less at start
+    assert Path(server["command"]).resolve() == Path(sys.executable).resolve() and server["args"][:2] == ["-I", "-S"]
+    assert server["args"][2].endswith("nmem_client/bridge.py") and Path(server["args"][2]).is_file()
 
     again = nmem("install")
     assert again.returncode == 0 and "already up to date" in again.stdout
@@ -84,7 +87,7 @@ def test_install_into_missing_file_then_uninstall_leaves_empty_object(claude_dir
 
 def test_install_print_changes_nothing(claude_dir: Path) -> None:
     out = nmem("install", "--print")
-    assert out.returncode == 0 and "nmem_client/send.py" in out.stdout and "nmem-mcp" in out.stdout
+    assert out.returncode == 0 and "nmem_client/send.py" in out.stdout and "nmem_client/bridge.py" in out.stdout
     assert not (claude_dir / "settings.json").exists() and not (claude_dir / ".claude.json").exists()
 
 
@@ -152,3 +155,38 @@ def test_the_repositorys_claude_code_plugin_is_what_nmem_renders() -> None:
         assert path.read_text() == text, f"{path} is stale: run .venv/bin/python -m nmemd.setup.plugin"
     hooks = json.loads((root / plugin.FOLDER / "hooks" / "hooks.json").read_text())["hooks"]
     assert set(hooks) == {spec.event for spec in install.HOOKS}
+
+
+def _waited_for(settings: Path) -> set[str]:
+    """The events whose nmem hook Claude Code waits for (no `"async": true`)."""
+    hooks = json.loads(settings.read_text())["hooks"]
+    return {event for event, groups in hooks.items() for g in groups for h in g["hooks"] if h.get("async") is not True}
+
+
+def test_claude_code_waits_only_for_hooks_whose_reply_matters(
+    claude_dir: Path, nmem_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UserPromptSubmit prints nothing while prompt recall is off (the default), and SessionEnd never
+    prints: both run in the background. Prompt recall on (config.toml), install waits for the prompt's."""
+    settings = claude_dir / "settings.json"
+    assert nmem("install", "--no-mcp").returncode == 0
+    end_of_work = {"SessionStart", "PreCompact", "PostCompact", "Stop", "SubagentStop"}
+    assert _waited_for(settings) == end_of_work
+
+    home = Path(nmem_env["NMEM_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text("prompt_recall = true\n")
+    assert nmem("install", "--no-mcp").returncode == 0
+    assert _waited_for(settings) == end_of_work | {"UserPromptSubmit"}
+
+    (home / "config.toml").write_text("prompt_recall = false\n")
+    monkeypatch.setenv("NMEM_PROMPT_RECALL", "true")  # the variable counts as the file does
+    assert nmem("install", "--no-mcp").returncode == 0
+    assert _waited_for(settings) == end_of_work | {"UserPromptSubmit"}
+    monkeypatch.delenv("NMEM_PROMPT_RECALL")
+    assert nmem("install", "--no-mcp").returncode == 0
+    assert _waited_for(settings) == end_of_work
+
+    (home / "config.toml").write_text("prompt_recall = [\n")  # unreadable: recall may be on, so wait for it
+    assert nmem("install", "--no-mcp").returncode == 0
+    assert _waited_for(settings) == end_of_work | {"UserPromptSubmit"}

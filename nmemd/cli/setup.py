@@ -258,14 +258,25 @@ def _install_opencode(print_only: bool, no_mcp: bool) -> None:
         console.print("import your existing OpenCode history with: nmem import-transcripts", highlight=False)
 
 
+def _prompt_recall() -> bool:
+    """Whether prompt recall is on (config.toml, NMEM_PROMPT_RECALL): its UserPromptSubmit hook must then
+    be waited for. A config that cannot be read counts as on: a hook waited for costs ~15 ms, one not
+    waited for loses the recalled text."""
+    try:
+        return config.load().prompt_recall
+    except NmemError:
+        return True
+
+
 def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_history: bool | None) -> None:
     from nmemd.setup import install as inst
 
     target = _settings_target(project_scope)
     try:
-        settings = inst.with_hooks(inst.load(target), target, inst.hook_command())
+        specs = inst.hook_specs(_prompt_recall())
+        settings = inst.with_hooks(inst.load(target), target, inst.hook_command(), specs)
         state_path = inst.user_state_path()
-        state = None if no_mcp else inst.with_mcp(inst.load(state_path), state_path, inst.mcp_command())
+        state = None if no_mcp else inst.with_mcp(inst.load(state_path), state_path, sys.executable, inst.mcp_args())
         if print_only:
             sys.stdout.write(f"# {target}\n{inst.render(settings)}")
             if state is not None:

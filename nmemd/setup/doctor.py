@@ -139,10 +139,13 @@ def _plugin_check(name: str, command: str, plugin_id: str) -> Check:
     return ok(name, f"from the Claude Code plugin {plugin_id} ({command}: {home_tilde(found)})")
 
 
-def check_hooks() -> Check:
-    """nmem's handler on every hook event it needs, calling a client that exists (or the plugin's)."""
-    wanted = [h.event for h in install.HOOKS]
+def check_hooks(prompt_recall: bool = False) -> Check:
+    """nmem's handler on every hook event it needs, calling a client that exists (or the plugin's),
+    waited for where its reply matters (UserPromptSubmit with prompt recall on) and nowhere else."""
+    specs = install.hook_specs(prompt_recall)
+    wanted = [h.event for h in specs]
     found: dict[str, str] = {}  # event -> command
+    waits: dict[str, bool] = {}  # event -> Claude Code waits for it (no "async": true)
     where: list[str] = []
     fix = "nmem install"
     for path, command in _settings_files():
@@ -159,6 +162,7 @@ def check_hooks() -> Check:
                 for h in handlers if isinstance(handlers, list) else []:
                     if isinstance(h, dict) and install.CLIENT_MARKER in str(h.get("command", "")):
                         found.setdefault(event, str(h["command"]))
+                        waits.setdefault(event, h.get("async") is not True)
                         if home_tilde(path) not in where:
                             where.append(home_tilde(path))
                             fix = command
@@ -168,6 +172,10 @@ def check_hooks() -> Check:
         return warn("hooks", f"nmem's hooks are in {', '.join(where)} and in the Claude Code plugin {plugin_id}",
                      f"nmem uninstall  # or: claude plugin disable {plugin_id}")  # fmt: skip
     if plugin_id:
+        if prompt_recall:  # the plugin's hooks are fixed: UserPromptSubmit runs in the background there
+            return warn("hooks", f"prompt recall is on, but the Claude Code plugin {plugin_id} runs UserPromptSubmit"
+                        " in the background, so what it recalls never reaches the model",
+                        f"claude plugin disable {plugin_id} && nmem install")  # fmt: skip
         return _plugin_check("hooks", "nmem-send", plugin_id)
     if not found:
         detail = f"no nmem hooks in {user} (nor in this project's .claude/settings.local.json)"
@@ -183,6 +191,13 @@ def check_hooks() -> Check:
         return fail("hooks", f"hooks in {', '.join(where)} call {broken[0]}, which does not exist", fix)
     if any(c != current for c in found.values()):
         return warn("hooks", f"hooks in {', '.join(where)} call another nmem installation than this one", fix)
+    if prompt_recall and not waits.get(install.REPLY_EVENT, True):
+        return warn("hooks", f"prompt recall is on, but {', '.join(where)} runs UserPromptSubmit in the background,"
+                    " so what it recalls never reaches the model", fix)  # fmt: skip
+    slow = [s.event for s in specs if s.run_async and waits.get(s.event, False)]
+    if slow:
+        return warn("hooks", f"Claude Code waits for nmem's {', '.join(slow)} hook in {', '.join(where)}, which"
+                    " prints nothing (~15 ms each time; an install from an older nmem)", fix)  # fmt: skip
     return ok("hooks", f"{len(wanted)} hook events in {', '.join(where)}")
 
 
@@ -206,7 +221,12 @@ def check_mcp() -> Check:
     if not os.access(command, os.X_OK):
         return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {command or '(nothing)'}, not an executable",
                      "nmem install")  # fmt: skip
-    return ok("mcp", f"'{install.MCP_NAME}' in {where} runs {command}")
+    given = entry.get("args")
+    args = [str(a) for a in given] if isinstance(given, list) else []
+    gone = [a for a in args if a.startswith("/") and not os.path.exists(a)]
+    if gone:
+        return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {gone[0]}, which does not exist", "nmem install")
+    return ok("mcp", f"'{install.MCP_NAME}' in {where} runs {shlex.join([command, *args])}")
 
 
 def check_socket(settings: Settings) -> Check:
@@ -410,7 +430,7 @@ def run() -> Report:
     first, settings = check_config()
     checks = [first]
     checks += _guarded("entry points", check_entry_points)
-    checks += _guarded("hooks", check_hooks)
+    checks += _guarded("hooks", lambda: check_hooks(settings.prompt_recall))
     checks += _guarded("mcp", check_mcp)
     checks += _guarded("codex", check_codex)
     checks += _guarded("gemini", check_gemini)

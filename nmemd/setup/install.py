@@ -32,23 +32,35 @@ class HookSpec(msgspec.Struct, frozen=True):
     run_async: bool = False
 
 
-# Tool hooks run async: the agent never waits for them. SessionStart and UserPromptSubmit
-# are synchronous because their stdout is the injected context. The events that come at
-# the end of a turn, a subagent, a compaction or the session are synchronous too: `claude -p`
-# cancels the hooks still running in the background when it exits (issue #15: Stop lost in
-# 8 of 20 runs; 5 of 20 in bench_claude_code.py under load), and the client costs a few
-# milliseconds over Python's own start.
+# Claude Code waits only for a synchronous hook; an async one is moved to the background at once
+# (`"async": true`). SessionStart is synchronous because its stdout is the injected context, and
+# UserPromptSubmit only while prompt recall is on (its stdout is then the recalled text; off, the
+# default, it prints nothing, so nothing is worth its ~15 ms per prompt). The events that come at
+# the end of a turn, a subagent or a compaction are synchronous: `claude -p` cancelled the ones
+# still running in the background when it exits (issue #15: Stop lost in 8 of 20 runs). SessionEnd
+# is async: Claude Code 2.1.330 leaves a backgrounded SessionEnd hook running as it exits instead of
+# waiting ~15 ms for it (0 lost in `bench_claude_code.py --loss 20 --load`), and the client spools
+# to the inbox on a SIGTERM either way (hook_command).
 HOOKS: tuple[HookSpec, ...] = (
     HookSpec("SessionStart", matcher="startup|resume|clear|compact"),
-    HookSpec("UserPromptSubmit"),
+    HookSpec("UserPromptSubmit", run_async=True),
     HookSpec("PostToolUse", matcher="*", run_async=True),
     HookSpec("PostToolUseFailure", matcher="*", run_async=True),
     HookSpec("PreCompact"),
     HookSpec("PostCompact"),
     HookSpec("Stop"),
     HookSpec("SubagentStop"),
-    HookSpec("SessionEnd", timeout=5),
+    HookSpec("SessionEnd", timeout=5, run_async=True),
 )
+REPLY_EVENT = "UserPromptSubmit"  # synchronous only when prompt recall has something to print
+
+
+def hook_specs(prompt_recall: bool = False) -> tuple[HookSpec, ...]:
+    """HOOKS as `nmem install` writes them for this config: UserPromptSubmit waited for when its
+    reply (prompt recall) reaches the model, in the background otherwise."""
+    if not prompt_recall:
+        return HOOKS
+    return tuple(msgspec.structs.replace(s, run_async=False) if s.event == REPLY_EVENT else s for s in HOOKS)
 
 
 def claude_dir() -> Path:
@@ -84,6 +96,13 @@ def hook_command() -> str:
 
 def mcp_command() -> str:
     return str(Path(sys.executable).parent / "nmem-mcp")
+
+
+def mcp_args() -> list[str]:
+    """Claude Code's MCP server is the bridge run as the hooks run the client (`hook_command`):
+    without `site`, whose .pth files (an editable install's finder most of all) cost 5-10 ms of CPU
+    while Claude Code starts, on the cores its start and SessionStart hook share."""
+    return ["-I", "-S", str(install_root() / "nmem_client" / "bridge.py")]
 
 
 def _is_ours(handler: Any) -> bool:
@@ -124,11 +143,13 @@ def _hooks_of(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     return hooks
 
 
-def with_hooks(settings: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
+def with_hooks(
+    settings: dict[str, Any], path: Path, command: str, specs: tuple[HookSpec, ...] = HOOKS
+) -> dict[str, Any]:
     """A copy of `settings` with nmem's handlers present once, current, and nothing else changed."""
     merged = copy.deepcopy(settings)
     hooks = _hooks_of(merged, path)
-    for spec in HOOKS:
+    for spec in specs:
         groups = hooks.setdefault(spec.event, [])
         if not isinstance(groups, list):
             raise SettingsError(f"{path}: hooks.{spec.event} is not a list")
@@ -182,12 +203,12 @@ def without_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     return cleaned
 
 
-def with_mcp(state: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
+def with_mcp(state: dict[str, Any], path: Path, command: str, args: list[str] | None = None) -> dict[str, Any]:
     merged = copy.deepcopy(state)
     servers = merged.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise SettingsError(f'{path}: "mcpServers" is not an object')
-    servers[MCP_NAME] = {"type": "stdio", "command": command, "args": [], "env": {}}
+    servers[MCP_NAME] = {"type": "stdio", "command": command, "args": list(args or []), "env": {}}
     return merged
 
 

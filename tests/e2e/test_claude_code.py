@@ -175,11 +175,22 @@ def test_every_hook_claude_code_ran_is_stored_exactly_once(scenario: Scenario) -
 
 def test_no_end_of_session_hook_is_cancelled_at_exit(scenario: Scenario) -> None:
     """`claude -p` cancels background hooks when it exits (`Hook Stop (Stop) cancelled`): nmem's
-    end-of-turn, subagent, compaction and session hooks are synchronous, so it never cancels them."""
+    end-of-turn, subagent and compaction hooks are synchronous, and a background SessionEnd is left
+    running as Claude Code exits, so it never cancels them."""
     for run in _runs(scenario):
         cancelled = [line for line in run.debug.splitlines() if " cancelled" in line and "Hook " in line]
         ours = [line for line in cancelled if any(f"Hook {e} " in line for e in END_EVENTS)]
         assert not ours, ours
+
+
+def test_claude_code_waits_for_no_nmem_hook_at_exit_nor_for_the_prompt(scenario: Scenario) -> None:
+    """SessionEnd and (prompt recall off) UserPromptSubmit are moved to the background; the test above
+    checks that every one of them is stored all the same."""
+    for run in _runs(scenario):
+        for event, ran in run.hooks_fired().items():
+            if event in ("SessionEnd", "UserPromptSubmit"):
+                moved = [ln for ln in run.debug.splitlines() if "Registering async hook" in ln and f"({event}" in ln]
+                assert len(moved) == ran, f"Claude Code waited for nmem's {event} hook"
 
 
 def test_the_tools_session_is_stored_with_types_paths_and_commands(scenario: Scenario) -> None:

@@ -110,3 +110,17 @@ def test_the_plugins_mcp_tools_are_offered(played: Played) -> None:
     assert checks["hooks"]["status"] == "ok" and "plugin nmem@nmem" in checks["hooks"]["detail"], checks["hooks"]
     assert checks["mcp"]["status"] == "ok" and "plugin" in checks["mcp"]["detail"], checks["mcp"]
     assert os.path.exists(played.world.db)
+
+
+def test_the_doctor_says_the_plugin_cannot_wait_for_prompt_recall(played: Played) -> None:
+    """The plugin's hooks are fixed, its UserPromptSubmit in the background: with prompt recall on, what
+    the daemon recalls would never reach the model, and the doctor says so."""
+    world = played.world
+    world.env["NMEM_PROMPT_RECALL"] = "true"
+    try:
+        doctor = world.nmem("doctor", "--json")
+    finally:
+        del world.env["NMEM_PROMPT_RECALL"]
+    hooks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["hooks"]
+    assert hooks["status"] == "warn" and "prompt recall is on" in hooks["detail"], hooks
+    assert "nmem@nmem" in hooks["detail"] and "nmem install" in hooks["fix"], hooks
