@@ -450,14 +450,16 @@ def _rank(
             f"SELECT {_HIT_COLUMNS}, o.last_ts, o.command FROM observations o WHERE o.id IN ({_marks(best)})", best
         )
     }
-    # Two passes: title, path and command for every candidate, then the content of the best of them
-    # (content is most of the bytes a row holds, and reading it is most of a search's time), with the
-    # prompt of their turn.
+    # Two passes: title, path and command for every candidate, with the prompt of its turn (a terse
+    # command that its turn asked for is not cut here), then the content of the best of them (content
+    # is most of the bytes a row holds, and reading it is most of a search's time).
     short = {rowid: _count(query, _short_fields(r)) for rowid, r in rows.items()}
-    first = {rowid: _score(query, found[rowid], idf, r, short[rowid], now) for rowid, r in rows.items()}
+    asked = _turn_prompts(conn, rows)
+    first = {
+        rowid: _score(query, found[rowid], idf, r, short[rowid], now, asked.get(rowid)) for rowid, r in rows.items()
+    }
     top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
     top = top[:WITH_CONTENT]
-    asked = _turn_prompts(conn, {rowid: rows[rowid] for rowid in top})
     contents = dict(
         conn.execute(
             f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({_marks(top)})", [SCORED_CHARS, *top]
