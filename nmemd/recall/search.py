@@ -454,7 +454,14 @@ def _rank(
     # command that its turn asked for is not cut here), then the content of the best of them (content
     # is most of the bytes a row holds, and reading it is most of a search's time).
     short = {rowid: _count(query, _short_fields(r)) for rowid, r in rows.items()}
-    asked = _turn_prompts(conn, rows)
+    words = query.word_indexes
+    lacking = {  # rows that may lack a word: only for those does their turn's prompt count (`_score`)
+        rowid: r
+        for rowid, r in rows.items()
+        if not found[rowid].all_terms
+        and not words <= found[rowid].found_by | {i for i, tf in enumerate(short[rowid].tf) if tf}
+    }
+    asked = _turn_prompts(conn, query, lacking)
     first = {
         rowid: _score(query, found[rowid], idf, r, short[rowid], now, asked.get(rowid)) for rowid, r in rows.items()
     }
@@ -485,8 +492,9 @@ def _rank(
     return hits, contents
 
 
-def _turn_prompts(conn: sqlite3.Connection, rows: dict[int, Any]) -> dict[int, str]:
-    """The prompt of each candidate's turn (lowercase, its first SCORED_CHARS), by candidate id.
+def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) -> dict[int, tuple[int, ...]]:
+    """How often each term occurs in the prompt of each candidate's turn (its first SCORED_CHARS), by
+    candidate id; counted once per prompt, which a turn's rows share.
 
     A command or an edit seldom repeats the words of what it was for ("start the app":
     `uv run streamlit run app.py`); the prompt that asked for it does."""
@@ -501,15 +509,15 @@ def _turn_prompts(conn: sqlite3.Connection, rows: dict[int, Any]) -> dict[int, s
         (json.dumps(pairs),),
     ).fetchall()
     prompts = {p for _, p in turn if p is not None}
-    text = {
-        r[0]: r[1].lower()
+    counts = {
+        r[0]: tuple(term.count(r[1].lower()) for term in query.terms)
         for r in conn.execute(
             "SELECT id, substr(title || ' ' || content, 1, ?) FROM observations"
             " WHERE id IN (SELECT value FROM json_each(?))",
             (SCORED_CHARS, json.dumps(sorted(prompts))),
         )
     }
-    return {rowid: text[p] for rowid, p in turn if p in text}
+    return {rowid: counts[p] for rowid, p in turn if p in counts}
 
 
 def _marks(ids: list[int]) -> str:
@@ -570,11 +578,12 @@ def _score(
     r: Sequence[Any],
     counted: _Counted,
     now: float,
-    asked: str | None = None,
+    asked: Sequence[int] | None = None,
 ) -> float | None:
     """Negative (lower is better), as FTS5 ranks; None: it holds none of the words.
 
-    `asked`: the prompt of the row's turn, a field of low weight for the words the row lacks."""
+    `asked`: each term's count in the prompt of the row's turn, a field of low weight for the words
+    the row lacks (`_turn_prompts`)."""
     length_norm = K1 * (1 - B + B * (counted.length / AVERAGE_CHARS))
     relevance = 0.0
     covered: set[int] = set()
@@ -593,7 +602,7 @@ def _score(
     if asked:
         for i, term in enumerate(query.terms):
             stands_for = set(term.covers or (i,))
-            if not stands_for <= covered and (n := term.count(asked)):
+            if not stands_for <= covered and (n := asked[i]):
                 tf = TURN_WEIGHT * min(n, 20)
                 relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
                 covered.update(stands_for)
