@@ -12,8 +12,11 @@ without the binary. Then `nmem import-transcripts` reads the CLI's task history
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -42,6 +45,28 @@ pytestmark = [
     ),
     pytest.mark.timeout(600),
 ]
+
+
+def _processes_under(root: str) -> list[int]:
+    """Processes whose command line names `root`: the CLI leaves a hub daemon (`cline --cline-hub-daemon
+    --cwd ROOT/w`) running after the task, detached from the test's process group."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            with contextlib.suppress(OSError):
+                if root.encode() in Path("/proc", entry, "cmdline").read_bytes():
+                    pids.append(int(entry))
+    return pids
+
+
+def _stop_processes_under(root: str) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _processes_under(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: not _processes_under(root), 5.0, "the Cline CLI's processes gone")
+            return
 
 
 def _rows(db: Path) -> list[tuple[str | None, str, str]]:
@@ -107,3 +132,6 @@ def test_a_cline_task_is_remembered_as_clines() -> None:
         assert [t for _, t, _ in rows].count("prompt") == 1 and len(rows) == 5, rows
     finally:
         subprocess.run([str(BIN / "nmem"), "daemon", "stop"], env=env, capture_output=True, timeout=60)
+        _stop_processes_under(root)
+        assert not _processes_under(root), "the Cline CLI left processes running"
+        shutil.rmtree(root, ignore_errors=True)
