@@ -233,6 +233,9 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         # Words side by side beat the same words apart (SUBMODULE_TOKEN: "submodule ... token").
         ("c1.token_far", prompt(c1, cli, "the release workflow cannot clone a submodule: is the token's scope wrong?")),
         ("c1.token_near", bash(c1, cli, "gh secret set SUBMODULE_TOKEN", "Set secret for the sync workflow")),
+        # ... and a word dropped from between them in the query may stand between them in the row too.
+        ("c1.sb_far", write(c1, cli, "docs/storybook.md", "# storybook\nopen it with yarn; storybook, yarn\n")),
+        ("c1.sb_near", bash(c1, cli, "yarn dev storybook --ci", "Storybook started on port 6006")),
         ("c1.cargo", bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
     ]
 
@@ -379,6 +382,7 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("tabSplit", {}, "c1.words"),  # the identifier finds its words
     ("supabase server client", {}, "w2.supabase_write"),  # "client" in createServerClient
     ("submodule workflow token", {}, "c1.token_near"),  # two of the words side by side
+    ("yarn the storybook", {"project": "CLI"}, "c1.sb_near"),  # "the" dropped: one word may stand between
     # filters: type, project, session, file, time
     ("src/auth.ts", {"types": ["read"]}, "w2.reread_auth"),  # equal reads: the newer first
     ("auth.ts", {"session_id": "sess-cli-1"}, "c1.edit_auth"),

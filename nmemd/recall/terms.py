@@ -22,6 +22,7 @@ from nmemd.store import fts, grams
 MAX_TERMS: Final = 12  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS: Final = 200
 MAX_PAIRS: Final = 3  # each is one more lookup
+NEAR_GAP: Final = 1  # words dropped from between two query words that may stand between them in a row too
 NEAR_TERMS: Final = 3  # of a query's first words, each pair is looked for side by side (`Query.neighbours`)
 
 STOP_WORDS: Final = frozenset(
@@ -133,6 +134,9 @@ class Term:
 class Query:
     terms: list[Term]
     type_hints: set[str] = field(default_factory=set)
+    # Each term's place among the words typed, dropped ones counted: "npm run dev" keeps npm and dev,
+    # one word apart (`neighbours`).
+    places: list[int] = field(default_factory=list)
 
     @cached_property
     def words(self) -> int:
@@ -153,8 +157,12 @@ class Query:
         for i in range(n):
             for j in range(i + 1, n):
                 a, b = self.terms[i], self.terms[j]
+                # the words typed between them that are not terms ("run" in "npm run dev")
+                between = self.places[j] - self.places[i] - (j - i) if len(self.places) > j else 0
+                between = min(max(between, 0), NEAR_GAP)
                 if a.alternatives and b.alternatives and not (a.grams or b.grams):
-                    out.append((i, j, matcher(a.alternatives[0][0] + r"[\W_]+" + b.alternatives[0][0])))
+                    gap = rf"(?:[\W_]+[^\W_]+){{0,{between}}}" if between else ""
+                    out.append((i, j, matcher(a.alternatives[0][0] + gap + r"[\W_]+" + b.alternatives[0][0])))
         return tuple(out)
 
     def all_of(self) -> str:
@@ -325,9 +333,10 @@ def parse(text: str) -> Query:
     """Terms and hints from what a person or a model typed. Raises QueryError when nothing is searchable."""
     kept: list[Term] = []
     dropped: list[Term] = []
+    places: list[int] = []
     hints: set[str] = set()
     seen: set[str] = set()
-    for match in _TOKEN.finditer(plain(text)):
+    for place, match in enumerate(_TOKEN.finditer(plain(text))):
         phrase = match.group(1) is not None
         raw = match.group(1) if phrase else _EDGE_PUNCT.sub("", match.group(2))
         term = _term(raw, phrase=phrase)
@@ -345,12 +354,13 @@ def parse(text: str) -> Query:
                 dropped.append(term)
                 continue
         kept.append(term)
+        places.append(place)
     if not kept:
-        kept = dropped  # "what failed?" still searches for something
+        kept, places = dropped, []  # "what failed?" still searches for something
     if not kept:
         raise QueryError("the query has nothing to search for (no letters or digits)")
     kept = kept[:MAX_TERMS]
-    return Query(terms=kept + _joined_pairs(kept), type_hints=hints)
+    return Query(terms=kept + _joined_pairs(kept), type_hints=hints, places=places[:MAX_TERMS])
 
 
 def _joined_pairs(terms: list[Term]) -> list[Term]:
