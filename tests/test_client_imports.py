@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import SEND_SCRIPT
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,15 +32,22 @@ def test_client_package_imports_no_third_party_module() -> None:
     assert not leaked
 
 
-def test_hot_path_imports_only_builtins() -> None:
-    """Running send.py as hooks do must not load json, socket, re or sqlite3 when the daemon answers."""
+# Running send.py as hooks do must not load json, socket, re or sqlite3 when the daemon answers;
+# nmem-mcp starts beside Claude Code's own start and its SessionStart hook, on the same cores.
+_LEAN_STARTS = [
+    ("send", ("os", "json", "socket", "re", "sqlite3", "subprocess", "selectors", "enum")),
+    ("bridge", ("json", "socket", "threading", "re", "enum", "selectors", "sqlite3", "subprocess")),
+]
+
+
+@pytest.mark.parametrize(("module", "heavy"), _LEAN_STARTS, ids=[m for m, _ in _LEAN_STARTS])
+def test_the_client_and_the_mcp_bridge_start_on_builtins(module: str, heavy: tuple[str, ...]) -> None:
     code = (
-        "import sys; sys.argv=['send.py']; "
-        f"sys.path.insert(0, {str(SEND_SCRIPT.parent.parent)!r}); import nmem_client.send"
+        f"import sys; sys.argv=['{module}.py']; "
+        f"sys.path.insert(0, {str(SEND_SCRIPT.parent.parent)!r}); import nmem_client.{module}"
     )
     mods = _modules_after(code, "-S")
-    for heavy in ("os", "json", "socket", "re", "sqlite3", "subprocess", "selectors", "enum"):
-        assert heavy not in mods, heavy
+    assert not set(heavy) & mods, set(heavy) & mods
 
 
 def test_the_script_hooks_run_is_a_stub_whose_code_comes_from_bytecode() -> None:
@@ -84,16 +92,6 @@ def test_the_cli_starts_without_the_daemons_or_the_servers_libraries() -> None:
         assert not loaded & {"pydantic", "rich", "aiosqlite", "mcp", "anyio", "starlette"}, (argv, loaded)
 
 
-def test_the_mcp_bridge_starts_without_json_socket_or_threading() -> None:
-    """nmem-mcp starts beside Claude Code's own start and its SessionStart hook, on the same cores."""
-    bridge = SEND_SCRIPT.parent / "bridge.py"
-    code = (
-        "import sys; sys.argv=['bridge.py']; "
-        f"sys.path.insert(0, {str(bridge.parent.parent)!r}); import nmem_client.bridge"
-    )
-    mods = _modules_after(code, "-S")
-    for heavy in ("json", "socket", "threading", "re", "enum", "selectors", "sqlite3", "subprocess"):
-        assert heavy not in mods, heavy
 
 
 @given(st.one_of(st.none(), st.text()))
