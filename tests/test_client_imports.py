@@ -92,8 +92,6 @@ def test_the_cli_starts_without_the_daemons_or_the_servers_libraries() -> None:
         assert not loaded & {"pydantic", "rich", "aiosqlite", "mcp", "anyio", "starlette"}, (argv, loaded)
 
 
-
-
 @given(st.one_of(st.none(), st.text()))
 def test_the_bridges_request_body_is_the_json_of_its_project(project: str | None) -> None:
     from nmem_client.bridge import request_body
