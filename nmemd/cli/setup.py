@@ -2,6 +2,7 @@
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,7 +17,7 @@ from nmemd.daemon import control
 from nmemd.errors import NmemError
 
 if TYPE_CHECKING:  # nmemd.setup.install loads when a command runs
-    from nmemd.setup.install import Written
+    from nmemd.setup.install import HooksAndMcp, Written
 
 daemon_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Start, stop or restart the nmemd daemon.")
 service_app = typer.Typer(
@@ -176,41 +177,38 @@ def _install_gemini(print_only: bool, no_mcp: bool) -> None:
 
 
 def _install_copilot(print_only: bool, no_mcp: bool) -> None:
+    from nmemd.capture.copilot import session_state
     from nmemd.setup import copilot
 
-    try:
-        plan = copilot.plan_install(mcp=not no_mcp)
-        if print_only:
-            sys.stdout.write(copilot.printed(plan))
-            return
-        hooks_written, mcp_written = copilot.apply(plan)
-    except NmemError as exc:
-        fail(str(exc))
-    console = out()
-    console.print(f"Copilot hooks: {plan.settings} ({_outcome(hooks_written)})", highlight=False)
-    if plan.mcp_data is not None:
-        console.print(f"Copilot MCP server '{copilot.MCP_NAME}': {plan.mcp} ({_outcome(mcp_written)})", highlight=False)
-    from nmemd.capture.copilot import session_state
-
-    if session_state().is_dir():
-        console.print("import your existing Copilot history with: nmem import-transcripts", highlight=False)
+    _install_hooks_and_mcp("Copilot", copilot.plan_install, print_only, no_mcp)
+    if not print_only and session_state().is_dir():
+        out().print("import your existing Copilot history with: nmem import-transcripts", highlight=False)
 
 
 def _install_cursor(print_only: bool, no_mcp: bool) -> None:
     from nmemd.setup import cursor
 
+    _install_hooks_and_mcp("Cursor", cursor.plan_install, print_only, no_mcp)
+
+
+def _install_hooks_and_mcp(
+    label: str, plan_install: "Callable[..., HooksAndMcp]", print_only: bool, no_mcp: bool
+) -> None:
+    """An agent whose hooks and MCP servers are two JSON files of its own (`install.HooksAndMcp`)."""
+    from nmemd.setup.install import MCP_NAME
+
     try:
-        plan = cursor.plan_install(mcp=not no_mcp)
+        plan = plan_install(mcp=not no_mcp)
         if print_only:
-            sys.stdout.write(cursor.printed(plan))
+            sys.stdout.write(plan.printed())
             return
-        hooks_written, mcp_written = cursor.apply(plan)
+        hooks_written, mcp_written = plan.apply()
     except NmemError as exc:
         fail(str(exc))
     console = out()
-    console.print(f"Cursor hooks: {plan.hooks} ({_outcome(hooks_written)})", highlight=False)
+    console.print(f"{label} hooks: {plan.hooks} ({_outcome(hooks_written)})", highlight=False)
     if plan.mcp_data is not None:
-        console.print(f"Cursor MCP server '{cursor.MCP_NAME}': {plan.mcp} ({_outcome(mcp_written)})", highlight=False)
+        console.print(f"{label} MCP server '{MCP_NAME}': {plan.mcp} ({_outcome(mcp_written)})", highlight=False)
 
 
 def _install_cline(print_only: bool, no_mcp: bool) -> None:
@@ -359,35 +357,30 @@ def _uninstall_gemini(no_mcp: bool) -> None:
 def _uninstall_copilot(no_mcp: bool) -> None:
     from nmemd.setup import copilot
 
-    try:
-        plan = copilot.plan_uninstall(mcp=not no_mcp)
-        hooks_written, mcp_written = copilot.apply(plan, uninstall=True)
-    except NmemError as exc:
-        fail(str(exc))
-    console = out()
-    if hooks_written.changed:
-        console.print(f"Copilot hooks removed from {plan.settings}", highlight=False)
-    else:
-        console.print(f"no nmem hooks in {plan.settings}", highlight=False)
-    if mcp_written.changed:
-        console.print(f"Copilot MCP server '{copilot.MCP_NAME}' removed from {plan.mcp}", highlight=False)
+    _uninstall_hooks_and_mcp("Copilot", copilot.plan_uninstall, no_mcp)
 
 
 def _uninstall_cursor(no_mcp: bool) -> None:
     from nmemd.setup import cursor
 
+    _uninstall_hooks_and_mcp("Cursor", cursor.plan_uninstall, no_mcp)
+
+
+def _uninstall_hooks_and_mcp(label: str, plan_uninstall: "Callable[..., HooksAndMcp]", no_mcp: bool) -> None:
+    from nmemd.setup.install import MCP_NAME
+
     try:
-        plan = cursor.plan_uninstall(mcp=not no_mcp)
-        hooks_written, mcp_written = cursor.apply(plan, uninstall=True)
+        plan = plan_uninstall(mcp=not no_mcp)
+        hooks_written, mcp_written = plan.apply(uninstall=True)
     except NmemError as exc:
         fail(str(exc))
     console = out()
     if hooks_written.changed:
-        console.print(f"Cursor hooks removed from {plan.hooks}", highlight=False)
+        console.print(f"{label} hooks removed from {plan.hooks}", highlight=False)
     else:
         console.print(f"no nmem hooks in {plan.hooks}", highlight=False)
     if mcp_written.changed:
-        console.print(f"Cursor MCP server '{cursor.MCP_NAME}' removed from {plan.mcp}", highlight=False)
+        console.print(f"{label} MCP server '{MCP_NAME}' removed from {plan.mcp}", highlight=False)
 
 
 def _uninstall_cline() -> None:

@@ -10,16 +10,14 @@ other key, hook and server in both files is kept; both are backed up before a ch
 from __future__ import annotations
 
 import copy
-import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from nmemd.capture.copilot import copilot_home
 from nmemd.errors import SettingsError
 from nmemd.setup import install
-from nmemd.setup.install import Written
+from nmemd.setup.install import HooksAndMcp
 
 AGENT: Final = "copilot"
 MCP_NAME: Final = install.MCP_NAME
@@ -107,44 +105,15 @@ def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
     return merged
 
 
-@dataclass
-class Plan:
-    settings: Path
-    settings_data: dict[str, Any]
-    mcp: Path
-    mcp_data: dict[str, Any] | None  # None: leave mcp-config.json alone
-
-
-def plan_install(mcp: bool = True) -> Plan:
+def plan_install(mcp: bool = True) -> HooksAndMcp:
     sp, mp = settings_path(), mcp_path()
     data = with_hooks(install.load(sp), sp, hook_command())
     servers = with_mcp(install.load(mp), mp, install.mcp_command()) if mcp else None
-    return Plan(sp, data, mp, servers)
+    return HooksAndMcp(sp, data, mp, servers)
 
 
-def plan_uninstall(mcp: bool = True) -> Plan:
+def plan_uninstall(mcp: bool = True) -> HooksAndMcp:
     sp, mp = settings_path(), mcp_path()
     data = without_hooks(install.load(sp), sp) if sp.exists() else {}
     servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
-    return Plan(sp, data, mp, servers)
-
-
-def apply(plan: Plan, uninstall: bool = False) -> tuple[Written, Written]:
-    """Write what the plan changes (both files backed up first); on uninstall a missing file stays missing."""
-    none = Written(changed=False)
-    hooks = none if uninstall and not plan.settings.exists() else install.write(plan.settings, plan.settings_data)
-    mcp = none if plan.mcp_data is None else install.write(plan.mcp, plan.mcp_data)
-    return hooks, mcp
-
-
-def printed(plan: Plan) -> str:
-    out = f"# {plan.settings}\n{install.render(plan.settings_data)}"
-    if plan.mcp_data is not None:
-        out += f"# {plan.mcp}: mcpServers.{MCP_NAME}\n"
-        out += install.render({"mcpServers": {MCP_NAME: plan.mcp_data["mcpServers"][MCP_NAME]}})
-    return out
-
-
-def home_tilde(path: Path) -> str:
-    home = str(Path.home())
-    return "~" + str(path)[len(home) :] if str(path).startswith(home + os.sep) else str(path)
+    return HooksAndMcp(sp, data, mp, servers)

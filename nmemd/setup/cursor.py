@@ -12,13 +12,12 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from nmemd.errors import SettingsError
 from nmemd.setup import install
-from nmemd.setup.install import Written
+from nmemd.setup.install import HooksAndMcp
 
 AGENT: Final = "cursor"
 MCP_NAME: Final = install.MCP_NAME
@@ -113,44 +112,15 @@ def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
     return merged
 
 
-@dataclass
-class Plan:
-    hooks: Path
-    hooks_data: dict[str, Any]
-    mcp: Path
-    mcp_data: dict[str, Any] | None  # None: leave mcp.json alone
-
-
-def plan_install(mcp: bool = True) -> Plan:
+def plan_install(mcp: bool = True) -> HooksAndMcp:
     hp, mp = hooks_path(), mcp_path()
     data = with_hooks(install.load(hp), hp, hook_command())
     servers = with_mcp(install.load(mp), mp, install.mcp_command()) if mcp else None
-    return Plan(hp, data, mp, servers)
+    return HooksAndMcp(hp, data, mp, servers)
 
 
-def plan_uninstall(mcp: bool = True) -> Plan:
+def plan_uninstall(mcp: bool = True) -> HooksAndMcp:
     hp, mp = hooks_path(), mcp_path()
     data = without_hooks(install.load(hp), hp) if hp.exists() else {}
     servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
-    return Plan(hp, data, mp, servers)
-
-
-def apply(plan: Plan, uninstall: bool = False) -> tuple[Written, Written]:
-    """Write what the plan changes (both files backed up first); on uninstall a missing file stays missing."""
-    none = Written(changed=False)
-    hooks = none if uninstall and not plan.hooks.exists() else install.write(plan.hooks, plan.hooks_data)
-    mcp = none if plan.mcp_data is None else install.write(plan.mcp, plan.mcp_data)
-    return hooks, mcp
-
-
-def printed(plan: Plan) -> str:
-    out = f"# {plan.hooks}\n{install.render(plan.hooks_data)}"
-    if plan.mcp_data is not None:
-        out += f"# {plan.mcp}: mcpServers.{MCP_NAME}\n"
-        out += install.render({"mcpServers": {MCP_NAME: plan.mcp_data["mcpServers"][MCP_NAME]}})
-    return out
-
-
-def home_tilde(path: Path) -> str:
-    home = str(Path.home())
-    return "~" + str(path)[len(home) :] if str(path).startswith(home + os.sep) else str(path)
+    return HooksAndMcp(hp, data, mp, servers)

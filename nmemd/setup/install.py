@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,31 @@ def render(data: dict[str, Any]) -> str:
 class Written(msgspec.Struct, frozen=True):
     changed: bool
     backup: Path | None = None
+
+
+@dataclass
+class HooksAndMcp:
+    """What an install or uninstall writes for an agent that keeps its hooks and its MCP servers in
+    two JSON files of its own (Copilot CLI, Cursor)."""
+
+    hooks: Path
+    hooks_data: dict[str, Any]
+    mcp: Path
+    mcp_data: dict[str, Any] | None  # None: leave the MCP file alone
+
+    def apply(self, uninstall: bool = False) -> tuple[Written, Written]:
+        """Write what the plan changes (both files backed up first); on uninstall a missing file stays missing."""
+        none = Written(changed=False)
+        hooks = none if uninstall and not self.hooks.exists() else write(self.hooks, self.hooks_data)
+        mcp = none if self.mcp_data is None else write(self.mcp, self.mcp_data)
+        return hooks, mcp
+
+    def printed(self) -> str:
+        out = f"# {self.hooks}\n{render(self.hooks_data)}"
+        if self.mcp_data is not None:
+            out += f"# {self.mcp}: mcpServers.{MCP_NAME}\n"
+            out += render({"mcpServers": {MCP_NAME: self.mcp_data["mcpServers"][MCP_NAME]}})
+        return out
 
 
 def _backup(path: Path, old: str) -> Path:
