@@ -12,17 +12,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import sqlite3
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_world import KEEP_ENV, AgentWorld
+
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 PINNED = "2.1.330"
 TOOLS = "Bash,Read,Write,Edit,Grep,Glob,Agent"
 RUN_TIMEOUT_S = 300.0  # a whole `claude -p` session on a 2-core machine others share
@@ -69,19 +66,14 @@ class Run:
         return counts
 
 
-class World:
+class World(AgentWorld):
+    NAME = "claude_code"
+
     def __init__(self, claude: str, api_url: str) -> None:
+        super().__init__("cc", keep=(*KEEP_ENV, "TMPDIR"))
         self.claude = claude
-        self.root = Path(tempfile.mkdtemp(prefix="cc", dir="/tmp"))
-        self.home = self.root / "h"
-        self.project = self.root / "proj"
-        self.home.mkdir()
-        self.project.mkdir()
         self.runs = 0
-        keep = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
-        self.env = {k: v for k, v in os.environ.items() if k in keep}
         self.env.update(
-            HOME=str(self.home),
             ANTHROPIC_BASE_URL=api_url,
             ANTHROPIC_API_KEY="sk-ant-e2e-fake",
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
@@ -92,21 +84,8 @@ class World:
         )
 
     @property
-    def nmem_home(self) -> Path:
-        return self.home / ".local" / "share" / "nmem"
-
-    @property
-    def db(self) -> Path:
-        return self.nmem_home / "nmem.db"
-
-    @property
     def socket(self) -> str:
         return str(self.nmem_home / "run" / "nmemd.sock")
-
-    def nmem(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / "nmem"), *args], env=self.env, cwd=self.project, capture_output=True, text=True, timeout=timeout
-        )
 
     def claude_run(self, prompt: str, *args: str, timeout: float = RUN_TIMEOUT_S) -> Run:
         self.runs += 1
@@ -126,27 +105,6 @@ class World:
         assert proc.returncode == 0, f"claude exited {proc.returncode}: {proc.stderr[-3000:]}"
         return run
 
-    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-        if not self.db.exists():
-            return []
-        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10.0)
-        try:
-            return list(conn.execute(sql, params))
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return []
-            raise
-        finally:
-            conn.close()
-
     def stop_daemon(self) -> None:
         done = self.nmem("daemon", "stop")
         assert done.returncode == 0, done.stderr
-
-    def cleanup(self) -> None:
-        """Stop the daemon; remove everything unless NMEM_E2E_KEEP=1 (then say where it is)."""
-        self.nmem("daemon", "stop")
-        if os.environ.get("NMEM_E2E_KEEP") == "1":
-            print(f"\nclaude_code e2e: kept {self.root}")
-        else:
-            shutil.rmtree(self.root, ignore_errors=True)

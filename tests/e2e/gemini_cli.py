@@ -12,14 +12,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
-BIN = Path(sys.executable).parent
+from agent_world import AgentWorld
+
 PINNED = "0.61.0"
 MODEL = "gemini-2.5-pro"
 RUN_TIMEOUT_S = 300.0
@@ -37,46 +34,19 @@ SKIP_REASON = (
 )
 
 
-class GeminiWorld:
+class GeminiWorld(AgentWorld):
+    NAME = "gemini"
+
     def __init__(self, gemini: str, api_url: str) -> None:
+        super().__init__("gm")
         self.gemini = gemini
-        self.root = Path(tempfile.mkdtemp(prefix="gm", dir="/tmp"))
-        self.home = self.root / "h"
         self.gemini_dir = self.home / ".gemini"
-        self.project = self.root / "proj"
-        self.gemini_dir.mkdir(parents=True)
-        self.project.mkdir()
+        self.gemini_dir.mkdir()
         settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
         (self.gemini_dir / "settings.json").write_text(json.dumps(settings, indent=2))
-        keep = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
-        self.env = {k: v for k, v in os.environ.items() if k in keep}
-        self.env.update(HOME=str(self.home), TMPDIR=str(self.root), GOOGLE_GEMINI_BASE_URL=api_url,
+        self.env.update(TMPDIR=str(self.root), GOOGLE_GEMINI_BASE_URL=api_url,
                         GEMINI_API_KEY="e2e-fake-key", GEMINI_CLI_TRUST_WORKSPACE="true")  # fmt: skip
         self.runs: list[subprocess.CompletedProcess[str]] = []
-
-    @property
-    def nmem_home(self) -> Path:
-        return self.home / ".local" / "share" / "nmem"
-
-    @property
-    def db(self) -> Path:
-        return self.nmem_home / "nmem.db"
-
-    def nmem(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / "nmem"), *args], env=self.env, cwd=self.project, capture_output=True, text=True, timeout=timeout
-        )
-
-    def send(self, payload: dict[str, Any], *args: str) -> subprocess.CompletedProcess[bytes]:
-        """The hook client as a hook runs it (for events of another agent in the same project)."""
-        client = Path(__file__).resolve().parents[2] / "nmem_client" / "send.py"
-        return subprocess.run(
-            [sys.executable, "-I", "-S", str(client), *args],
-            input=json.dumps(payload).encode(),
-            env=self.env,
-            capture_output=True,
-            timeout=60,
-        )
 
     def run(self, prompt: str, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         argv = [self.gemini, "-p", prompt, "--yolo", "-m", MODEL]
@@ -90,24 +60,3 @@ class GeminiWorld:
 
     def sessions_files(self) -> list[Path]:
         return sorted((self.gemini_dir / "tmp").glob("*/chats/session-*.jsonl"))
-
-    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-        if not self.db.exists():
-            return []
-        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10.0)
-        try:
-            return list(conn.execute(sql, params))
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return []
-            raise
-        finally:
-            conn.close()
-
-    def cleanup(self) -> None:
-        """Stop the daemon; remove everything unless NMEM_E2E_KEEP=1 (then say where it is)."""
-        self.nmem("daemon", "stop")
-        if os.environ.get("NMEM_E2E_KEEP") == "1":
-            print(f"\ngemini e2e: kept {self.root}")
-        else:
-            shutil.rmtree(self.root, ignore_errors=True)

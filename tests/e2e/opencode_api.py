@@ -17,17 +17,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
+from agent_world import AgentWorld
+
 PINNED = "1.18.33"
 MARKER = re.compile(r"E2E-([A-Za-z0-9_]+)")
 RUN_TIMEOUT_S = 300.0
@@ -128,15 +126,15 @@ class FakeChat:
         self.server.server_close()
 
 
-class OpenCodeWorld:
+class OpenCodeWorld(AgentWorld):
+    NAME = "opencode"
+
     def __init__(self, opencode: str, api_url: str) -> None:
+        super().__init__("oc")
         self.opencode = opencode
-        self.root = Path(tempfile.mkdtemp(prefix="oc", dir="/tmp"))
-        self.home = self.root / "h"
         self.config_dir = self.home / ".config" / "opencode"
-        self.project = self.root / "proj"
         self.config_dir.mkdir(parents=True)
-        (self.project / ".git").mkdir(parents=True)
+        (self.project / ".git").mkdir()
         config = {
             "$schema": "https://opencode.ai/config.json",
             "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake", "options": {
@@ -147,23 +145,12 @@ class OpenCodeWorld:
             "share": "disabled",
         }  # fmt: skip
         (self.config_dir / "opencode.json").write_text(json.dumps(config, indent=2))
-        keep = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
-        self.env = {k: v for k, v in os.environ.items() if k in keep}
-        self.env.update(HOME=str(self.home), TMPDIR=str(self.root), OPENCODE_DISABLE_AUTOUPDATE="1",
+        self.env.update(TMPDIR=str(self.root), OPENCODE_DISABLE_AUTOUPDATE="1",
                         OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_LSP_DOWNLOAD="1")  # fmt: skip
-
-    @property
-    def db(self) -> Path:
-        return self.home / ".local" / "share" / "nmem" / "nmem.db"
 
     @property
     def opencode_db(self) -> Path:
         return self.home / ".local" / "share" / "opencode" / "opencode.db"
-
-    def nmem(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / "nmem"), *args], env=self.env, cwd=self.project, capture_output=True, text=True, timeout=timeout
-        )
 
     def send(self, payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
         """Claude Code's hook client, as its hooks run it (no --agent)."""
@@ -177,24 +164,3 @@ class OpenCodeWorld:
                               text=True, timeout=RUN_TIMEOUT_S)  # fmt: skip
         assert proc.returncode == 0, f"opencode exited {proc.returncode}: {proc.stderr[-3000:]}"
         return proc
-
-    def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-        if not self.db.exists():
-            return []
-        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10.0)
-        try:
-            return list(conn.execute(sql, params))
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return []
-            raise
-        finally:
-            conn.close()
-
-    def cleanup(self) -> None:
-        """Stop the daemon; remove everything unless NMEM_E2E_KEEP=1 (then say where it is)."""
-        self.nmem("daemon", "stop")
-        if os.environ.get("NMEM_E2E_KEEP") == "1":
-            print(f"\nopencode e2e: kept {self.root}")
-        else:
-            shutil.rmtree(self.root, ignore_errors=True)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from claude_code import BIN, REPO, SKIP_REASON, Run, World, claude_bin
+from agent_world import BIN
+from claude_code import REPO, SKIP_REASON, Run, World, claude_bin
 from fakeapi import FakeAPI, all_text, text, tool
 from helpers import wait_until
 
