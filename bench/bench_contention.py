@@ -31,7 +31,7 @@ CONNECTIONS = 8
 SEARCHER = r"""
 import json, os, sys, threading
 from nmem_client import protocol
-from nmem_client.send import deliver
+from nmem_client.hook import deliver
 queries = ["error", "file", "test", "the", "run", "co*", "config", "import"]
 stop = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()

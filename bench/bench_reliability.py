@@ -35,7 +35,7 @@ from conftest import Daemon, db_rows  # noqa: E402
 from helpers import count, kill_all, new_id, payload, wait_until  # noqa: E402
 
 from nmem_client import inbox, protocol  # noqa: E402
-from nmem_client.send import deliver  # noqa: E402
+from nmem_client.hook import deliver  # noqa: E402
 
 # The scale of each long run: CI sizes times this (see each scenario for what grows).
 LONG_SCALE: dict[int, float] = {

@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a file: make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nmem_client import paths, protocol  # noqa: E402
-from nmem_client.send import read_reply  # noqa: E402
+from nmem_client.hook import read_reply  # noqa: E402
 
 CONNECT_TIMEOUT_S = 10.0  # an autostarted daemon listens within ~0.3 s
 # Why this long: the daemon imports mcp (~1 s, more on a loaded machine) before it

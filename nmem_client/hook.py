@@ -37,23 +37,6 @@ import time
 
 from nmem_client import paths, protocol
 
-__all__ = [
-    "AGENT_KEY",
-    "DEFAULT_START_WAIT_MS",
-    "DEFAULT_TIMEOUT_MS",
-    "USAGE",
-    "Terminated",
-    "agent_arg",
-    "answer_after_start",
-    "deliver",
-    "hook_event",
-    "main",
-    "read_reply",
-    "run",
-    "starts_a_session",
-    "with_agent",
-]
-
 DEFAULT_TIMEOUT_MS = 500
 # Why 500 ms: an idle daemon acknowledges in ~1-3 ms and under a 32-client
 # flood in tens of ms, so 500 ms only fires when the daemon is stuck; then the

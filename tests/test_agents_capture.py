@@ -19,7 +19,7 @@ import pytest
 from conftest import BIN, SEND_SCRIPT, Daemon, db_rows
 from helpers import new_id, wait_until
 
-from nmem_client.send import agent_arg, with_agent
+from nmem_client.hook import agent_arg, with_agent
 from nmemd.capture.extract import extract
 from nmemd.mcp import tools
 from nmemd.recall import queries

@@ -11,7 +11,7 @@ from conftest import Daemon, db_rows, integrity_ok
 from helpers import new_id, payload, wait_until
 
 from nmem_client import protocol
-from nmem_client.send import deliver
+from nmem_client.hook import deliver
 from nmemd import config
 from nmemd.model import Extracted, Observation
 from nmemd.store.checkpointer import Checkpointer

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmem_client import inbox, protocol
-from nmem_client.send import deliver
+from nmem_client.hook import deliver
 from nmemd.capture.extract import extract_event
 from nmemd.store import fts
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL

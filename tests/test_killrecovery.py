@@ -10,8 +10,8 @@ Budget: 20 x 50 x 10 rounds = 10,000 events. Running every event as its own
 `python -I -S send.py` process costs ~20 ms of CPU each (~100 s on 2 cores), so each
 of the 20 clients (a thread) sends every SUBPROCESS_EVERY-th event through the real
 client script and the others through the client's own code in-process:
-`nmem_client.send.deliver` (the real wire code, same timeout) and, when no ack comes,
-`nmem_client.inbox.store` under the same event_id -- exactly what `send.run` does.
+`nmem_client.hook.deliver` (the real wire code, same timeout) and, when no ack comes,
+`nmem_client.inbox.store` under the same event_id -- exactly what `hook.run` does.
 Mixing per client keeps both kinds in flight for the whole round, so the kill lands
 among both.
 """
@@ -31,7 +31,7 @@ from conftest import Daemon, db_rows, integrity_ok, run_send
 from helpers import count, new_id, payload, wait_until
 
 from nmem_client import inbox, protocol
-from nmem_client.send import deliver
+from nmem_client.hook import deliver
 
 ROUNDS = 10
 CLIENTS = 20
@@ -85,7 +85,7 @@ class Round:
         self._done_one()
 
     def send_in_process(self, marker: str) -> None:
-        """`send.run` minus stdin: deliver with the hook timeout, else the inbox under the same id."""
+        """`hook.run` minus stdin: deliver with the hook timeout, else the inbox under the same id."""
         event_id = new_id()
         body = payload(marker)
         try:

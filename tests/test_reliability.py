@@ -62,7 +62,7 @@ from helpers import (
 )
 
 from nmem_client import inbox, protocol
-from nmem_client.send import deliver
+from nmem_client.hook import deliver
 from nmemd.daemon import control
 from nmemd.errors import DaemonUnavailable
 
@@ -192,7 +192,7 @@ class Figures:
 
 
 def send_in_process(marker: str, timeout_s: float, body: bytes | None = None) -> tuple[str, float, str, str]:
-    """`send.run` minus stdin: deliver within the timeout, else the inbox under the same event_id.
+    """`hook.run` minus stdin: deliver within the timeout, else the inbox under the same event_id.
 
     Returns (outcome, wall seconds, event_id, the daemon's error code or "");
     outcome as in `Figures.client_done`.

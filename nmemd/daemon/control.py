@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from nmem_client import inbox, protocol
-from nmem_client.send import deliver
+from nmem_client.hook import deliver
 from nmemd.config import Settings
 from nmemd.daemon.instance import holder, lock_holder, startup_problem
 from nmemd.daemon.status import DaemonFacts, Status, database_facts
