@@ -237,6 +237,15 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("c1.sb_far", write(c1, cli, "docs/storybook.md", "# storybook\nopen it with yarn; storybook, yarn\n")),
         ("c1.sb_near", bash(c1, cli, "yarn dev storybook --ci", "Storybook started on port 6006")),
         ("c1.cargo", bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
+        # A word standing alone beats the same word inside a kebab-case name.
+        ("w2.nix_whole", bash(w2, web, "nix build --rebuild --show-trace .#wombat", "built")),
+        ("w2.nix_part", bash(w2, web, "nix build --rebuild .#wombat-simple", "built")),
+        # The project's own path, named by every row that prints it, says nothing about the row.
+        ("w2.image", bash(w2, web, "docker build --no-cache --progress=plain --pull -t webapp .", "built 3f9a")),
+        ("w2.in_dir", bash(w2, web, f"docker build {web}", "Successfully built 3f9a")),
+        # A word that names a kind of work is searched too: the output that says "error".
+        ("w2.billing_doc", write(w2, web, "docs/billing.md", "# Billing API\n\nHow the billing API charges cards.\n")),
+        ("w2.billing_curl", bash(w2, web, "curl -s localhost:3000/api/billing", '{"error": "billing key expired"}')),
     ]
 
 
@@ -383,6 +392,9 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("supabase server client", {}, "w2.supabase_write"),  # "client" in createServerClient
     ("submodule workflow token", {}, "c1.token_near"),  # two of the words side by side
     ("yarn the storybook", {"project": "CLI"}, "c1.sb_near"),  # "the" dropped: one word may stand between
+    ("nix build wombat", {"project": "WEB"}, "w2.nix_whole"),  # .#wombat, not .#checks.wombat-simple
+    ("docker webapp", {"project": "WEB"}, "w2.image"),  # not the project's path in the command
+    ("billing api error", {"project": "WEB"}, "w2.billing_curl"),  # "error": a hint, and a word too
     # filters: type, project, session, file, time
     ("src/auth.ts", {"types": ["read"]}, "w2.reread_auth"),  # equal reads: the newer first
     ("auth.ts", {"session_id": "sess-cli-1"}, "c1.edit_auth"),
@@ -709,7 +721,7 @@ def parse_terms(text: str) -> list[terms.Term]:
 
 
 def test_a_word_counts_as_a_part_of_a_camelcase_identifier() -> None:
-    """Ranking counts "client" in createServerClient (at CAMEL_PART_WEIGHT), not in "clientside"."""
+    """Ranking counts "client" in createServerClient (at PART_WEIGHT), not in "clientside"."""
     client = parse_terms("client")[0]
     found = {text: client.parts_in(text) for text in ("createServerClient()", "ServerClient", "clientId", "myClientID")}
     assert found == {"createServerClient()": 1, "ServerClient": 1, "clientId": 1, "myClientID": 1}

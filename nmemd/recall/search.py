@@ -56,7 +56,8 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
 COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
 FIELD_WEIGHTS: Final = (4.0, 1.0, 1.0, 2.5, 2.5)  # title, content, file_path's folders and its name, command
-CAMEL_PART_WEIGHT: Final = 0.5  # a word as part of a camelCase identifier, against the word itself
+PART_WEIGHT: Final = 0.5  # a word as part of an identifier (camelCase, kebab-case), against the word itself
+HINT_WORD_WEIGHT: Final = 0.5  # a word that names a kind of work ("error", "command"), against another word
 NEAR_WEIGHT: Final = 1.0  # two query words side by side, against one word's own weight
 TURN_WEIGHT: Final = 0.3  # the turn's prompt, for the words a row lacks (`_turn_prompts`)
 K1: Final = 1.2  # BM25's term-frequency saturation
@@ -114,7 +115,7 @@ def search(
     try:
         found, idf = _candidates(conn, query, filters)
         conn.set_progress_handler(None, 0)  # the budget is for lookups; ranking what they found is bounded
-        hits, contents = _rank(conn, query, found, idf, now)
+        hits, contents = _rank(conn, query, found, idf, now, _unsaid(filters))
     except sqlite3.OperationalError as exc:
         raise QueryError(f"search failed: {exc}") from exc
     except UnicodeEncodeError:
@@ -430,13 +431,27 @@ def _as_dict(filters: Filters) -> dict[str, Any]:
     return {name: getattr(filters, name) for name in filters.__struct_fields__}
 
 
+def _unsaid(filters: Filters) -> str:
+    """The project's own path, lowercase, when the search is in one project: every row there may
+    name it ("warning: Git tree '/home/me/skypilot-flake' is dirty"), so its words say nothing."""
+    project = filters.project if filters.project and filters.project != ALL_PROJECTS else ""
+    top = project.rstrip("/\\").lower()
+    return top if len(top) > 1 else ""
+
+
 def _rank(
-    conn: sqlite3.Connection, query: Query, found: dict[int, _Candidate], idf: list[float], now: float
+    conn: sqlite3.Connection,
+    query: Query,
+    found: dict[int, _Candidate],
+    idf: list[float],
+    now: float,
+    unsaid: str = "",
 ) -> tuple[list[Hit], dict[int, str]]:
     """BM25 over title, content, path and command, computed here on the best candidates' text; and the
-    content read (its first SCORED_CHARS) of the best of them, by id."""
+    content read (its first SCORED_CHARS) of the best of them, by id. `unsaid`: text not counted."""
     if not found:
         return [], {}
+    idf = [w * HINT_WORD_WEIGHT if term.hint else w for term, w in zip(query.terms, idf, strict=True)]
 
     def rough(kv: tuple[int, _Candidate]) -> tuple[float, int]:
         cand = kv[1]
@@ -453,7 +468,7 @@ def _rank(
     # Two passes: title, path and command for every candidate, with the prompt of its turn (a terse
     # command that its turn asked for is not cut here), then the content of the best of them (content
     # is most of the bytes a row holds, and reading it is most of a search's time).
-    short = {rowid: _count(query, _short_fields(r)) for rowid, r in rows.items()}
+    short = {rowid: _count(query, _short_fields(r), unsaid=unsaid) for rowid, r in rows.items()}
     words = query.word_indexes
     lacking = {  # rows that may lack a word: only for those does their turn's prompt count (`_score`)
         rowid: r
@@ -478,7 +493,7 @@ def _rank(
         if content is None:
             score = first[rowid]
         else:
-            whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid])
+            whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid], unsaid=unsaid)
             score = _score(query, found[rowid], idf, r, whole, now, asked.get(rowid))
         if score is None:
             continue
@@ -534,8 +549,12 @@ class _Counted:
     near: list[float] = field(default_factory=list)  # by `Query.neighbours`: the pair standing together
 
 
-def _count(query: Query, fields: Iterable[tuple[float, str | None]], into: _Counted | None = None) -> _Counted:
-    """Each term's weighted frequency in `fields` ((weight, text) pairs), added to `into`'s."""
+def _count(
+    query: Query, fields: Iterable[tuple[float, str | None]], into: _Counted | None = None, unsaid: str = ""
+) -> _Counted:
+    """Each term's weighted frequency in `fields` ((weight, text) pairs), added to `into`'s, less what
+    the text `unsaid` holds (`_unsaid`). A word inside an identifier (clientId, skypilot-simple) counts
+    PART_WEIGHT of a word standing alone."""
     neighbours = query.neighbours
     if into is None:
         counted = _Counted([0.0] * len(query.terms), 0, [0.0] * len(neighbours))
@@ -547,19 +566,28 @@ def _count(query: Query, fields: Iterable[tuple[float, str | None]], into: _Coun
             continue
         raw = text[:SCORED_CHARS]
         low = raw.lower()
+        if unsaid and unsaid in low:
+            raw = _without(unsaid).sub("/", raw)
+            low = raw.lower()
         counted.length += len(low)
         here = [0] * len(query.terms)
         for i, term in enumerate(query.terms):
             n = term.count(low)
             if n:
-                tf[i] += w * min(n, 20)
+                parts = min(n, term.kebab_parts(low)) if term.camel and "-" in low else 0
+                tf[i] += w * (min(n, 20) - (1 - PART_WEIGHT) * min(parts, 20))
                 here[i] = n
             elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
-                tf[i] += CAMEL_PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
+                tf[i] += PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
         for k, (i, j, together) in enumerate(neighbours):
             if here[i] and here[j] and (n := occurrences(together, low)):
                 counted.near[k] += w * min(n, 20)
     return counted
+
+
+@lru_cache(maxsize=64)
+def _without(unsaid: str) -> re.Pattern[str]:
+    return re.compile(re.escape(unsaid), re.IGNORECASE)
 
 
 def _short_fields(r: Sequence[Any]) -> tuple[tuple[float, str | None], ...]:

@@ -3,8 +3,8 @@
 Agents and people ask in sentences ("which file did we edit to fix the CORS error?") as
 often as in keywords. Words that carry no subject (stop words, question words) are
 dropped, unless nothing else is left; words that name a kind of work ("edit", "error",
-"command") become type hints for ranking rather than terms that every row must hold,
-since an error row says "Bash failed", not "error". Quoted phrases, `prefix*`,
+"command") become type hints for ranking and terms of less weight, since an error row
+says "Bash failed", not "error", though its output may say it. Quoted phrases, `prefix*`,
 identifiers and paths stay whole terms.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Final
 
@@ -60,9 +60,6 @@ TYPE_HINTS: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys("decided decision decide concluded conclusion summary".split(), ("stop",)),
 }
 
-# Hint words that are searched for too: a command seldom says "start", but a prompt or a title may.
-HINTS_KEPT: Final = frozenset("start starts launch".split())
-
 _TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
 _WORDISH: Final = re.compile(r"\w", re.UNICODE)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
@@ -92,6 +89,7 @@ class Term:
     alternatives: tuple[tuple[str, ...], ...] = ()
     grams: str | None = None  # unspaced script (store/grams.py): the same word anywhere inside a run
     camel: re.Pattern[str] | None = None  # the word as a part of a camelCase identifier (`parts_in`)
+    hint: bool = False  # a word of TYPE_HINTS: searched too, at less weight (an error seldom says "error")
 
     @cached_property
     def text_lower(self) -> str:
@@ -101,6 +99,28 @@ class Term:
         """Occurrences as a camelCase part in `raw` (original case): `Client` in createServerClient or
         ServerClient, `client` in clientId; the whole word is `count`'s."""
         return sum(1 for _ in self.camel.finditer(raw)) if self.camel else 0
+
+    def kebab_parts(self, low: str) -> int:
+        """Occurrences in `low` (lowercase) joined to another word by a hyphen (skypilot-simple,
+        kebab-case), the word's stems included; `count` counts them with the rest. A scan for `gate`
+        in C: a regex that starts with a look-behind would be tried at every position."""
+        gate = self.gate
+        if not gate:
+            return 0
+        found = 0
+        end = len(low)
+        at = low.find(gate)
+        while at >= 0:
+            after = at + len(gate)
+            while after < end and low[after].isalnum():
+                after += 1
+            before = low[at - 1] if at else " "
+            if (before == "-" and at > 1 and low[at - 2].isalnum()) or (
+                not before.isalnum() and after + 1 < end and low[after] == "-" and low[after + 1].isalnum()
+            ):
+                found += 1
+            at = low.find(gate, after)
+        return found
 
     @cached_property
     def matchers(self) -> tuple[tuple[tuple[str, re.Pattern[str], bool], ...], ...]:
@@ -347,9 +367,7 @@ def parse(text: str) -> Query:
         if not phrase and not term.prefix and _PLAIN_WORD.match(term.text):
             if lower in TYPE_HINTS:
                 hints.update(TYPE_HINTS[lower])
-                if lower not in HINTS_KEPT:
-                    dropped.append(term)
-                    continue
+                term = replace(term, hint=True)
             if lower in STOP_WORDS or len(lower) == 1:
                 dropped.append(term)
                 continue
