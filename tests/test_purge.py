@@ -18,8 +18,10 @@ from helpers import wait_until
 
 NMEM = str(BIN / "nmem")
 TIMEOUT_S = 30.0
-TOKEN = "zebra-quartz-7731-nebula"
-TERMS = (TOKEN.encode(), b"quartz", b"nebula", b"7731")  # the FTS index stores the parts, not the token
+# Its parts are letters and digits no id, hex digest or number on disk holds by chance ("7731" did,
+# once in a fresh clone's run).
+TOKEN = "zebra-quartz-q7731x-nebula"
+TERMS = (TOKEN.encode(), b"quartz", b"nebula", b"q7731x")  # the FTS index stores the parts, not the token
 SECRET_SESSION = "sess-secret"
 OTHER_SESSION = "sess-other"
 CWD = "/tmp/nmem-test-project"
