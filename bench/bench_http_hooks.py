@@ -562,7 +562,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", action="store_true")
     parser.add_argument("--timing", type=int, default=0, metavar="N")
-    parser.add_argument("--variants", default="abcdefgh", help="which variants to time, by letter (default all: abcdefgh)")
+    parser.add_argument("--variants", default="abcdefgh", help="variants to time, by letter")
     args = parser.parse_args()
     binary = claude_bin()
     if binary is None:
