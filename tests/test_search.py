@@ -392,7 +392,7 @@ QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("supabase server client", {}, "w2.supabase_write"),  # "client" in createServerClient
     ("submodule workflow token", {}, "c1.token_near"),  # two of the words side by side
     ("yarn the storybook", {"project": "CLI"}, "c1.sb_near"),  # "the" dropped: one word may stand between
-    ("nix build wombat", {"project": "WEB"}, "w2.nix_whole"),  # .#wombat, not .#checks.wombat-simple
+    ("nix build wombat", {"project": "WEB"}, "w2.nix_whole"),  # .#wombat, not .#wombat-simple
     ("docker webapp", {"project": "WEB"}, "w2.image"),  # not the project's path in the command
     ("billing api error", {"project": "WEB"}, "w2.billing_curl"),  # "error": a hint, and a word too
     # filters: type, project, session, file, time
@@ -718,6 +718,16 @@ def test_an_identifier_or_path_is_found_as_typed_between_word_edges() -> None:
 
 def parse_terms(text: str) -> list[terms.Term]:
     return terms.parse(text).terms
+
+
+def test_a_word_counts_as_a_part_of_a_kebab_case_name() -> None:
+    """Ranking counts "wombat" joined by a hyphen (at PART_WEIGHT) apart from the word standing alone."""
+    wombat = parse_terms("wombat")[0]
+    found = {
+        text: wombat.kebab_parts(text)
+        for text in (".#wombat-simple", "x-wombat", "wombats-lib", ".#wombat", "xwombat-y")
+    }
+    assert found == {".#wombat-simple": 1, "x-wombat": 1, "wombats-lib": 1, ".#wombat": 0, "xwombat-y": 0}
 
 
 def test_a_word_counts_as_a_part_of_a_camelcase_identifier() -> None:

@@ -392,10 +392,15 @@ _INDEXED_BY_PROJECT: Final = "SELECT 1 FROM schema_migrations WHERE name = 'm010
 SUBPROJECTS: Final = 64  # folders under a project with rows of their own, asked of the index by name
 
 
+def _one_project(filters: Filters) -> str | None:
+    """The project the search is narrowed to, or None for every project."""
+    return filters.project if filters.project and filters.project != ALL_PROJECTS else None
+
+
 def _project_match(conn: sqlite3.Connection, filters: Filters) -> str | None:
     """The project filter as index terms: the project's and those of the folders under it that have
     rows (a session that `cd`ed into one), or None without a project or with too many of them."""
-    project = filters.project if filters.project and filters.project != ALL_PROJECTS else None
+    project = _one_project(filters)
     if not project or not conn.execute(_INDEXED_BY_PROJECT).fetchone():
         return None  # a store the daemon has not migrated yet (a read-only CLI): rows are filtered as read
     top = project.rstrip("/") or "/"
@@ -418,7 +423,7 @@ def _project_match(conn: sqlite3.Connection, filters: Filters) -> str | None:
 
 def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:
     """`_where`, except that a project also takes the folders under it (a session that `cd`ed into one)."""
-    project = filters.project if filters.project and filters.project != ALL_PROJECTS else None
+    project = _one_project(filters)
     clauses, params = _where(Filters(**{**_as_dict(filters), "project": None}))
     if project:
         top = project.rstrip("/") or "/"
@@ -434,8 +439,7 @@ def _as_dict(filters: Filters) -> dict[str, Any]:
 def _unsaid(filters: Filters) -> str:
     """The project's own path, lowercase, when the search is in one project: every row there may
     name it ("warning: Git tree '/home/me/skypilot-flake' is dirty"), so its words say nothing."""
-    project = filters.project if filters.project and filters.project != ALL_PROJECTS else ""
-    top = project.rstrip("/\\").lower()
+    top = (_one_project(filters) or "").rstrip("/\\").lower()
     return top if len(top) > 1 else ""
 
 
