@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pg_cluster as pgc
 import pytest
 from fixtures import SHARED
 
@@ -136,6 +137,27 @@ def daemon(nmem_env: dict[str, str], short_dir: str) -> Iterator[Daemon]:
         d.proc.stderr.close()  # a daemon that died: its pipe must not leak into a later test's warnings
 
 
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[pgc.Cluster]:
+    """A real PostgreSQL cluster for the whole session (tests/pg_cluster.py); tests marked
+    `postgres` skip, with the reason, where none can start, or fail where NMEM_REQUIRE_POSTGRES=1."""
+    reason = pgc.unavailable()
+    if reason:
+        if os.environ.get(pgc.REQUIRE_ENV) == "1":
+            pytest.fail(f"{pgc.REQUIRE_ENV}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    with pgc.running_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def pg_db(pg_cluster: pgc.Cluster) -> Iterator[pgc.Database]:
+    """A fresh database of the session's cluster, owned by its own CREATEROLE admin (no superuser);
+    dropped after the test with every role the test created."""
+    with pg_cluster.database() as db:
+        yield db
+
+
 def run_send(
     payload: bytes, env: dict[str, str] | None = None, timeout: float = 15.0
 ) -> subprocess.CompletedProcess[bytes]:
@@ -244,7 +266,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Say why the `shared` tests and those of a real agent or browser were skipped, even under -q."""
-    for marker in ("claude_code", "codex", "gemini", "copilot", "opencode", "cline", "browser"):
+    for marker in ("claude_code", "codex", "gemini", "copilot", "opencode", "cline", "browser", "postgres"):
         missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
         if missed:
             reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"
