@@ -1,5 +1,6 @@
 """Reading commands: status, search, show, timeline, sessions and context."""
 
+import os
 import sys
 import time
 from typing import Annotated
@@ -35,6 +36,7 @@ from nmemd.cli.common import (
 from nmemd.daemon import control
 from nmemd.daemon.status import Status
 from nmemd.model import AGENTS, OBSERVATION_TYPES
+from nmemd.recall import snippets
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRow
 
 
@@ -100,10 +102,23 @@ def _tail(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
+def _snippet_into(cell: Cell, hit: Hit, bold: bool) -> None:
+    """The hit's snippet on a line of its own: matched words in bold on a terminal with colour; elsewhere
+    marked ⟦word⟧, a ⟦ or ⟧ of the text itself doubled, so stored text never reads as a mark."""
+    text = hit.snippet or ""
+    if not bold:
+        cell.append("\n" + snippets.marked(text, hit.spans), style="dim")
+        return
+    cell.append("\n", style="dim")
+    for piece, matched in snippets.parts(text, hit.spans):
+        cell.append(piece, style="bold" if matched else "dim")
+
+
 def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> Grid:
     now = time.time()
     # On a terminal the title gets what the path leaves; elsewhere every cell is printed whole.
     path_width = max(16, ui.Console().width // 4) if sys.stdout.isatty() else 100_000
+    bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     grid = Grid(header_style="bold")
     grid.add_column("id", justify="right", style="cyan", no_wrap=True)
     grid.add_column("when", no_wrap=True)
@@ -118,8 +133,8 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
             title.append(f" (x{hit.count})", style="dim")
         if hit.similar:
             title.append(f" (+{hit.similar} similar)", style="dim")
-        if hit.snippet and hit.snippet.replace("[", "").replace("]", "").strip("… ") not in hit.title:
-            title.append("\n" + " ".join(hit.snippet.split()), style="dim")
+        if hit.snippet and hit.snippet.strip("… ") not in hit.title:
+            _snippet_into(title, hit, bold)
         row: list[str | Cell] = [str(hit.id), ago(hit.ts, now), hit.type]
         if show_project:
             row.append(one_line(short_name(hit.project) if hit.project else "-"))

@@ -213,7 +213,8 @@ def build_server() -> "MCPServer[Any]":
         """Full-text search of this project's memory (prompts, edits, commands, errors, reads, ...).
 
         Returns a header line, then one line per observation, best match first:
-        `#id type · age · s:session · title · path · snippet`. The number after `#` is the id that
+        `#id type · age · s:session · title · path · snippet`, the snippet's matched words ⟦marked⟧.
+        The number after `#` is the id that
         get_observations(ids) and timeline(id) take. Cheap; use it first, then get_observations for
         the details of the few ids that matter.
         """

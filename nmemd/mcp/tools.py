@@ -19,7 +19,7 @@ from typing import Final
 
 from nmemd.capture.project import short_name
 from nmemd.errors import ToolInputError
-from nmemd.recall import queries, search
+from nmemd.recall import queries, search, snippets
 from nmemd.recall.context import build_context
 from nmemd.recall.summary import ago, clip, rel
 
@@ -105,18 +105,18 @@ def ref(obs_id: int) -> str:
 
 
 def _hit_line(hit: queries.Hit, now: float, mark: str = "", all_projects: bool = False) -> str:
-    """`#id type · age · s:session · title · path · snippet`, leaving out what repeats the title."""
+    """`#id type · age · s:session · title · path · snippet`, leaving out what repeats the title; the
+    snippet's matched words as ⟦word⟧, a ⟦ or ⟧ of the stored text doubled (`snippets.marked`)."""
     parts = [f"{mark}{ref(hit.id)} {hit.type}", ago(hit.ts, now), f"s:{hit.session_id[:8]}"]
     if all_projects and hit.project:
         parts.append(f"[{short_name(hit.project)}]")
     title = clip(hit.title, TEXT_TITLE)
-    parts.append(title)
+    parts.append(snippets.escaped(title))
     path = clip(rel(hit.file_path, hit.project), TEXT_TITLE) if hit.file_path else None
     if path and path not in title:
-        parts.append(path)
-    snippet = hit.snippet
-    if snippet and snippet.replace("[", "").replace("]", "").strip("… ") not in hit.title:
-        parts.append(clip(snippet, TEXT_TITLE))
+        parts.append(snippets.escaped(path))
+    if hit.snippet and hit.snippet.strip("… ") not in hit.title:
+        parts.append(snippets.marked(hit.snippet, hit.spans, TEXT_TITLE))
     line = " · ".join(parts) + (f" (×{hit.count})" if hit.count > 1 else "")
     return line + (f" (+{hit.similar} similar)" if hit.similar else "")
 

@@ -52,7 +52,8 @@ class Hit(msgspec.Struct, kw_only=True):
     title: str
     file_path: str | None = None
     count: int = 1
-    snippet: str | None = None
+    snippet: str | None = None  # plain text around the best matching line (`nmemd.recall.snippets`)
+    spans: list[tuple[int, int]] = []  # the matched words in `snippet`: [start, end) offsets in code points
     score: float | None = None
     similar: int = 0  # near-identical hits folded into this one (search)
 

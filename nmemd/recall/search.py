@@ -25,9 +25,10 @@ from typing import Any, Final
 import msgspec
 
 from nmemd.errors import QueryError
+from nmemd.recall import snippets
 from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where
 from nmemd.recall.summary import command_kind
-from nmemd.recall.terms import Query, Term, compiled, occurrences, parse
+from nmemd.recall.terms import Query, Term, occurrences, parse
 from nmemd.store import fts
 
 # How much an observation type matters when ranking equally relevant text. What changed the
@@ -78,7 +79,6 @@ ALL_TERMS_AT_MOST: Final = 3  # terms in the lookup of rows holding them all (th
 ENOUGH_CANDIDATES: Final = 200  # a filtered search stops looking up its common words with this many
 WITH_CONTENT: Final = 20  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
-SNIPPET_CHARS: Final = 160
 # Lookups still running after this are cut short and the rest is ranked: an FTS5 prefix query has to
 # merge every token under its prefix ("co*": ~0.25 s at a million rows), and a memory must answer.
 # A person or a tool call can wait that long for a two-letter prefix; a hook gets less (replies).
@@ -123,9 +123,24 @@ def search(
     finally:
         conn.set_progress_handler(None, 0)
     best = _fold(hits)[:limit]
-    for hit in best:  # only for what is shown: a snippet costs a regex per word over the content
-        hit.snippet = _snippet(query, hit.title, contents.get(hit.id) or "")
+    _snippets(conn, query, best, contents)
     return best
+
+
+def _snippets(conn: sqlite3.Connection, query: Query, hits: list[Hit], contents: dict[int, str]) -> None:
+    """Each shown hit's snippet (only for what is shown: it costs a regex per word over the content). Ranking
+    read the first SCORED_CHARS of the best rows; the line that answers may be further down a long output."""
+    longer = [h.id for h in hits if h.id not in contents or len(contents[h.id]) >= SCORED_CHARS]
+    if longer:
+        rows = conn.execute(
+            f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({_marks(longer)})",
+            [snippets.SCAN_CHARS, *longer],
+        )
+        contents = {**contents, **dict(rows.fetchall())}
+    for hit in hits:
+        cut = snippets.cut(query, contents.get(hit.id) or "", hit.title)
+        if cut is not None:
+            hit.snippet, hit.spans = cut
 
 
 def _candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tuple[dict[int, _Candidate], list[float]]:
@@ -679,28 +694,6 @@ def _fold(hits: list[Hit]) -> list[Hit]:
         else:
             first.similar += 1
     return list(kept.values())
-
-
-def _snippet(query: Query, title: str, content: str) -> str | None:
-    """The first matched word of the content in context, marked like FTS5's snippet(): `…before [word] after…`."""
-    if not content:
-        return None
-    low = content[: SCORED_CHARS * 4].lower()
-    first: tuple[int, int] | None = None
-    for term in query.terms:
-        for patterns in term.alternatives:
-            for pattern in patterns:
-                m = compiled(pattern).search(low)
-                if m and (first is None or m.start() < first[0]):
-                    first = (m.start(), m.end())
-    if first is None:
-        return None
-    start, end = first
-    lo = max(0, start - SNIPPET_CHARS // 2)
-    hi = min(len(content), end + SNIPPET_CHARS // 2)
-    text = content[lo:start] + "[" + content[start:end] + "]" + content[end:hi]
-    text = _SPACE.sub(" ", text).strip()
-    return ("…" if lo > 0 else "") + text + ("…" if hi < len(content) else "")
 
 
 __all__ = ["TYPE_WEIGHT", "Term", "search"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any, Final
 from urllib.parse import urlencode
+
+from nmemd.recall import snippets
 
 NAV: Final = (
     ("/", "Feed"),
@@ -21,7 +22,6 @@ NAV: Final = (
     ("/context", "Context"),
     ("/status", "Status"),
 )
-_MARK: Final = re.compile(r"\[([^\[\]]{1,200})\]")
 
 STYLE: Final = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f7f8fa}
@@ -53,16 +53,19 @@ def when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def highlight(snippet: str | None) -> str:
-    """A search snippet with its matched words (`[word]`, as FTS5's snippet marks them) in <mark>."""
+def highlight(snippet: str | None, spans: Iterable[Sequence[int]] = ()) -> str:
+    """A search snippet (plain text) with its matched words, given as spans, in <mark>; the rest escaped."""
     if not snippet:
         return ""
-    return _MARK.sub(lambda m: f"<mark>{m.group(1)}</mark>", escape(snippet, quote=False))
+    return "".join(
+        f"<mark>{escape(piece, quote=False)}</mark>" if matched else escape(piece, quote=False)
+        for piece, matched in snippets.parts(snippet, spans)
+    )
 
 
 def hit_row(h: Mapping[str, Any]) -> str:
     more = f' <span class="t">(+{h["similar"]} alike)</span>' if h.get("similar") else ""
-    snippet = f'<div class="t">{highlight(h.get("snippet"))}</div>' if h.get("snippet") else ""
+    snippet = f'<div class="t">{highlight(h.get("snippet"), h.get("spans") or ())}</div>' if h.get("snippet") else ""
     return (
         f'<tr data-id="{int(h["id"])}"><td class="t">{when(h.get("ts"))}</td>'
         f'<td><span class="type">{escape(str(h.get("type", "")))}</span></td>'

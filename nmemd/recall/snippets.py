@@ -1,0 +1,291 @@
+"""Snippets that hold the answer, and matched words marked so that no stored text can pass for a mark.
+
+A hit's snippet is cut around the line of its content that matches the query best *and* carries a
+fact: an error line, a path, a command, a number, an identifier. A person or a model reads the
+line before deciding what to open, so the line should say the thing itself, not only that it is
+near. The snippet is plain text with the matches as spans (character offsets, code points); each
+reader marks them its own way (`marked`): bold on a terminal, `<mark>` in the viewer (escaping
+everything else), and in a pipe or an MCP reply ⟦word⟧, with a ⟦ or ⟧ of the text itself doubled,
+so `[100%]` from pytest stays `[100%]` and a single ⟦ always opens a mark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+if TYPE_CHECKING:  # the CLI marks snippets without paying for the query parser's start
+    from nmemd.recall.terms import Query
+
+SNIPPET_CHARS: Final = 160  # the snippet's text, ellipses aside
+SCAN_CHARS: Final = 8000  # of the content: where the answer of a long output is, in practice
+MAX_MATCHES: Final = 400  # match positions collected at most (a word in every line of a long log)
+OPEN: Final = "⟦"
+CLOSE: Final = "⟧"
+ELLIPSIS: Final = "…"
+
+Span = tuple[int, int]
+
+# What makes a line worth reading: it names what went wrong, a file, a command, a number or a name.
+_ERRORISH: Final = re.compile(
+    r"(?i)\b(?:error|errors|failed|failure|fatal|exception|traceback|cannot|can't|couldn't|could not|unable"
+    r"|denied|refused|not found|no such|missing|invalid|unknown|undefined|panic|abort(?:ed)?|timed? ?out"
+    r"|conflict|not allowed|forbidden|unauthori[sz]ed|requires?|expected|warning|deprecated)\b"
+)
+# A conclusion stated in prose: what the cause was, what was decided, what fixed it.
+CONCLUSION: Final = re.compile(
+    r"(?i)\b(?:root cause|the (?:real |actual )?(?:issue|problem|cause|culprit|bug|fix|solution|reason) (?:is|was)"
+    r"|turned out|caused by|because|due to|instead of|decided|decision|we(?:'ll| will) use|(?:i|we) (?:chose|picked)"
+    r"|solution:|problem:|fixed by|the fix:|conclusion)"
+)
+_CODE: Final = re.compile(r"\b(?:[A-Z]{1,5}\d{2,6}|E\d{4}|[A-Z][A-Z0-9_]{3,}|CVE-\d{4}-\d+)\b")  # TS18004, N818
+_PATH: Final = re.compile(r"(?:[\w.@~-]+/)+[\w.@-]+|\b[\w-]+\.(?:[a-z]{1,5}|tsx|json|yaml|toml)\b")
+_IDENT: Final = re.compile(r"\b[a-z]+[A-Z]\w*|\b\w+_\w+\b|\b\w+(?:::\w+)+|@[\w-]+/[\w.-]+|\b\w+@\d[\w.]*")
+_NUMBER: Final = re.compile(r"\b\d+(?:[.:]\d+)+\b|\b\d{2,}\b|:\d{2,5}\b")
+_COMMAND: Final = re.compile(r"^\s*(?:\$ |> |command: )|`[^`\n]{3,}`")
+# Lines that say nothing: the exit status nmem already shows, progress bars, rules, blank decoration.
+_EMPTY: Final = re.compile(r"^\s*(?:exit code \d+|command: .*|[-=_*#~.\s│|+]*)$", re.IGNORECASE)
+_LINE: Final = re.compile(r"[^\n]+")
+_SPACE: Final = re.compile(r"\s+")
+
+
+def fact_weight(line: str) -> float:
+    """How much of a fact one line carries: an error line most, then codes, paths, commands, names, numbers."""
+    if _EMPTY.match(line):
+        return 0.0
+    weight = 0.0
+    if _ERRORISH.search(line):
+        weight += 1.0
+    if CONCLUSION.search(line):
+        weight += 1.0
+    if _CODE.search(line):
+        weight += 0.6
+    if _PATH.search(line):
+        weight += 0.5
+    if _COMMAND.search(line):
+        weight += 0.4
+    if _IDENT.search(line):
+        weight += 0.3
+    if _NUMBER.search(line):
+        weight += 0.2
+    return weight
+
+
+def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
+    """The lines of a failure's output that say what went wrong, best first, at most `limit`: the
+    earliest lines naming an error, preferring those with a code or a path (`TS18004`, `file.py:12`)."""
+    scored: list[tuple[float, int, str]] = []
+    seen: set[str] = set()
+    for n, m in enumerate(_LINE.finditer(text[:scan])):
+        line = " ".join(m.group().split())
+        if not line or line in seen or _EMPTY.match(line) or not _ERRORISH.search(line):
+            continue
+        seen.add(line)
+        weight = 1.0 + (0.6 if _CODE.search(line) else 0.0) + (0.3 if _PATH.search(line) else 0.0)
+        scored.append((-weight + n * 0.01, n, line))  # a line further down must say more to come first
+    return [line for _, _, line in sorted(scored)[:limit]]
+
+
+class Match(NamedTuple):
+    start: int
+    end: int
+    term: int  # the query term's index
+    weight: float  # a word that names a kind of work ("error") weighs half
+
+
+def matches(query: Query, low: str) -> list[Match]:
+    """Every match of the query's terms in `low` (lowercase text), in order."""
+    from nmemd.recall.terms import compiled
+
+    found: list[Match] = []
+    for i, term in enumerate(query.terms):
+        weight = 0.5 if term.hint else 1.0
+        for patterns in term.alternatives:
+            for pattern in patterns:
+                for m in compiled(pattern).finditer(low):
+                    if m.end() > m.start() and len(found) < MAX_MATCHES:
+                        found.append(Match(m.start(), m.end(), i, weight))
+    found.sort()
+    return found
+
+
+def cut(query: Query, content: str, title: str = "", limit: int = SNIPPET_CHARS) -> tuple[str, list[Span]] | None:
+    """The snippet of `content` for `query`, with its matches' spans; None when there is nothing to show.
+
+    The line scored highest by the distinct terms it matches (those the `title` lacks count double: the
+    line is printed beside the title) plus the fact it carries; without any match in the content (the
+    title or the path matched), the line carrying the most of a fact. An error line just above the chosen
+    line is shown with it (`N818 Exception name ...` above `--> src/safety.py:19:7`)."""
+    if not content:
+        return None
+    text = content[:SCAN_CHARS]
+    found = matches(query, text.lower())
+    shown = {f.term for f in matches(query, title.lower())} if title else set()
+    line = _best_line(text, found, shown)
+    if line is None:
+        return None
+    lo, hi = _window(text, line, found, limit)
+    return _collapse(content, lo, hi, found)
+
+
+def _best_line(text: str, found: list[Match], shown: set[int]) -> tuple[int, int] | None:
+    """The (start, end) of the line to show, or of it and the error line above it."""
+    best: tuple[float, int, int] | None = None
+    k = 0
+    before: tuple[int, int, bool] | None = None  # the previous non-empty line: start, end, says an error
+    for n, m in enumerate(_LINE.finditer(text)):
+        start, end = m.span()
+        line = m.group()
+        empty = bool(_EMPTY.match(line))
+        above = before
+        if not empty:
+            before = (start, end, bool(_ERRORISH.search(line)))
+        while k < len(found) and found[k].start < start:
+            k += 1
+        terms: dict[int, float] = {}
+        j = k
+        while j < len(found) and found[j].start < end:
+            f = found[j]
+            terms[f.term] = max(terms.get(f.term, 0.0), f.weight * (0.5 if f.term in shown else 1.0))
+            j += 1
+        if empty or (found and not terms):
+            continue
+        score = 2.0 * sum(terms.values()) + min(fact_weight(line), 1.5) - n * 0.002
+        if not found and score <= 0:
+            continue
+        if best is None or score > best[0]:
+            lead = above is not None and above[2] and above[1] - above[0] <= 120 and not _ERRORISH.search(line)
+            best = (score, above[0] if lead and above is not None else start, end)
+    return None if best is None else (best[1], best[2])
+
+
+def _window(text: str, line: tuple[int, int], found: list[Match], limit: int) -> tuple[int, int]:
+    """`limit` chars of `text` for the line: the line from its start when it fits, with what follows it
+    (never what precedes it: the line is the point); in a long line, the stretch holding the most
+    matches, from a little before the first."""
+    start, end = line
+    while start < end and text[start].isspace():
+        start += 1
+    if end - start <= limit:
+        return start, _word_end(text, min(len(text), start + limit), start)
+    inside = [f for f in found if start <= f.start < end]
+    lo = start
+    if inside:
+        held = [(sum(1 for g in inside if f.start <= g.start and g.end <= f.start + limit), -f.start) for f in inside]
+        first = -max(held)[1]
+        lo = _word_start(text, max(start, first - limit // 4), start)
+    return lo, _word_end(text, min(end, lo + limit), lo)
+
+
+def _word_start(text: str, at: int, floor: int) -> int:
+    """`at`, moved back to the start of its word when that is near."""
+    space = text.rfind(" ", floor, at + 1)
+    return space + 1 if space >= 0 and at - space < 20 else at
+
+
+def _word_end(text: str, at: int, floor: int) -> int:
+    """`at`, moved back to the end of the previous word when it falls inside one (and that is near)."""
+    if at >= len(text) or not (text[at - 1].isalnum() and text[at].isalnum()):
+        return at
+    space = max(text.rfind(" ", max(floor, at - 20), at), text.rfind("\n", max(floor, at - 20), at))
+    return space if space > floor else at
+
+
+def _collapse(content: str, lo: int, hi: int, found: list[Match]) -> tuple[str, list[Span]]:
+    """content[lo:hi] with each whitespace run as one space, an ellipsis where it was cut, and the spans
+    of the matches inside it, in the new text's offsets."""
+    out: list[str] = []
+    at: list[int] = []  # for each offset in lo..hi, the offset in `out` its character went to
+    for i in range(lo, hi):
+        c = content[i]
+        if not c.isspace():
+            out.append(c)
+        elif out and out[-1] != " ":
+            out.append(" ")
+        at.append(len(out) - 1)
+    while out and out[-1] == " ":
+        out.pop()
+    head = ELLIPSIS if lo > 0 else ""
+    tail = ELLIPSIS if hi < len(content) else ""
+    spans: list[Span] = []
+    for f in found:
+        if f.start < lo or f.end > hi:
+            continue
+        s, e = at[f.start - lo], at[f.end - 1 - lo] + 1
+        if e > s and e <= len(out) and (not spans or s >= spans[-1][1] - len(head)):
+            spans.append((s + len(head), e + len(head)))
+    return head + "".join(out) + tail, merged(spans)
+
+
+def merged(spans: Iterable[Sequence[int]]) -> list[Span]:
+    """Spans sorted, overlapping and touching ones joined."""
+    out: list[Span] = []
+    for s, e in sorted((int(x[0]), int(x[1])) for x in spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def escaped(text: str) -> str:
+    """A ⟦ or ⟧ of the text itself doubled: what remains single is a mark."""
+    return text.replace(OPEN, OPEN * 2).replace(CLOSE, CLOSE * 2) if OPEN in text or CLOSE in text else text
+
+
+def marked(text: str, spans: Iterable[Sequence[int]], limit: int | None = None) -> str:
+    """`text` with its spans as ⟦…⟧ and every other ⟦ or ⟧ doubled (`escaped`); cut to about `limit`
+    chars of text first, at a word, never inside a mark."""
+    spans = merged(spans)
+    if limit is not None and len(text) > limit:
+        cut_at = text.rfind(" ", limit // 2, limit)
+        cut_at = cut_at if cut_at > 0 else limit - 1
+        for s, e in spans:
+            if s < cut_at < e:
+                cut_at = s
+        text = text[:cut_at].rstrip() + ELLIPSIS
+        spans = [(s, e) for s, e in spans if e <= cut_at]
+    parts: list[str] = []
+    at = 0
+    for s, e in spans:
+        if s < at or e > len(text):
+            continue
+        parts += [escaped(text[at:s]), OPEN, escaped(text[s:e]), CLOSE]
+        at = e
+    parts.append(escaped(text[at:]))
+    return "".join(parts)
+
+
+def unmarked(line: str) -> str:
+    """What `marked` marked, as plain text again (a reader that wants the words, not the marks)."""
+    out = []
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c in (OPEN, CLOSE):
+            if i + 1 < len(line) and line[i + 1] == c:
+                out.append(c)
+                i += 2
+                continue
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def parts(text: str, spans: Iterable[Sequence[int]]) -> list[tuple[str, bool]]:
+    """`text` split at its spans: (piece, matched) in order, for readers that style the matches."""
+    out: list[tuple[str, bool]] = []
+    at = 0
+    for s, e in merged(spans):
+        if s < at or e > len(text):
+            continue
+        if s > at:
+            out.append((text[at:s], False))
+        out.append((text[s:e], True))
+        at = e
+    if at < len(text):
+        out.append((text[at:], False))
+    return out
