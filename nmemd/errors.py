@@ -20,6 +20,8 @@
   + TransferError        an export file that cannot be read
   + SettingsError        an agent's settings file that cannot be read or written safely
   + ServiceError         no usable service manager, or it refused
+  + TeamError            a team server unreachable, refusing, or holding what we cannot use
+    - TeamSchemaError    the server has no nmem schema, or a newer one than this nmem
 """
 
 from __future__ import annotations
@@ -103,3 +105,12 @@ class SettingsError(NmemError):
 
 class ToolInputError(NmemError):
     """An argument the tool cannot use (bad time, unknown project, ambiguous session prefix)."""
+
+
+class TeamError(NmemError):
+    """A team server (PostgreSQL) is unreachable, refused (credentials, privileges), or holds
+    something this nmem cannot use. The message is one line, without the password."""
+
+
+class TeamSchemaError(TeamError):
+    """The server has no nmem schema, or a newer one than this nmem knows."""

@@ -1,0 +1,223 @@
+"""What a team server's admin does: create or upgrade the schema, create a team, add and remove
+members. Each member is a PostgreSQL LOGIN role in `nmem_member`; the password is hashed (SCRAM)
+here, so it never reaches the server, its logs or `pg_stat_activity` in clear.
+
+Every failure is a TeamError whose message is one line and never holds a password.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+from urllib.parse import quote, urlencode
+
+from nmemd.errors import TeamError
+from nmemd.team import schema
+
+if TYPE_CHECKING:
+    import psycopg
+
+TEAM_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+MEMBER_NAME: Final = re.compile(r"[a-z_][a-z0-9_.-]{0,62}")
+RESERVED_PREFIXES: Final = ("pg_", "nmem_")
+# libpq options that say where and how to connect, carried from the admin's DSN into a member's.
+CARRIED: Final = ("host", "hostaddr", "port", "dbname", "sslmode", "sslrootcert", "sslcrl", "target_session_attrs")
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def check_team(team: str) -> str:
+    if not TEAM_NAME.fullmatch(team):
+        raise TeamError(
+            f"invalid team name {team!r}: letters, digits, '_', '.', '-' (up to 63, a letter or digit first)"
+        )
+    return team
+
+
+def check_member(member: str) -> str:
+    if not MEMBER_NAME.fullmatch(member) or member.startswith(RESERVED_PREFIXES):
+        raise TeamError(
+            f"invalid member name {member!r}: lower-case letters, digits, '_', '.', '-' (up to 63),"
+            " not starting with a digit, 'pg_' or 'nmem_'"
+        )
+    return member
+
+
+def _server_error(exc: Exception) -> TeamError:
+    """A psycopg error as one line, in words an admin acts on."""
+    import psycopg
+
+    diag = getattr(exc, "diag", None)
+    primary = one_line(getattr(diag, "message_primary", None) or str(exc))
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return TeamError(f"the server refused: {primary} (the admin role needs CREATEROLE and CREATE on the database)")
+    if isinstance(exc, psycopg.OperationalError):
+        return TeamError(f"cannot reach the team server: {primary.removeprefix('connection failed: ')}")
+    return TeamError(f"the team server refused: {primary}")
+
+
+@contextmanager
+def connect(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A connection to the server, every psycopg failure turned into a one-line TeamError."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise TeamError("team memory needs psycopg: pip install 'nmem[team]'") from exc
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise TeamError(f"invalid DSN: {one_line(str(exc))}") from None
+    try:
+        if "connect_timeout" in given:
+            conn = psycopg.connect(dsn)
+        else:
+            conn = psycopg.connect(dsn, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise _server_error(exc) from None
+    try:
+        with conn:
+            yield conn
+    except psycopg.Error as exc:
+        raise _server_error(exc) from None
+
+
+@dataclass(frozen=True)
+class Initialized:
+    version_before: int
+    version: int
+    team_created: bool
+
+
+@dataclass(frozen=True)
+class Added:
+    member: str
+    dsn: str  # what the member joins with: holds the password when one was set here
+    role_created: bool
+    password_set: bool
+
+
+@dataclass(frozen=True)
+class Removed:
+    member: str
+    was_member: bool
+    role_dropped: bool
+
+
+def init(dsn: str, team: str) -> Initialized:
+    """Create or upgrade the schema, then create `team` (idempotent)."""
+    check_team(team)
+    with connect(dsn) as conn:
+        before, after = schema.migrate(conn)
+        with conn.transaction():
+            row = conn.execute(
+                "INSERT INTO nmem.teams (name) VALUES (%s) ON CONFLICT DO NOTHING RETURNING name", (team,)
+            ).fetchone()
+    return Initialized(before, after, row is not None)
+
+
+def _ready(conn: psycopg.Connection[tuple[object, ...]], team: str) -> None:
+    """The server has this nmem's schema and the team exists."""
+    schema.refuse_newer(schema.server_version(conn))
+    if conn.execute("SELECT 1 FROM nmem.teams WHERE name = %s", (team,)).fetchone() is None:
+        raise TeamError(f"no team {team!r} on this server: run `nmem team init ADMIN_DSN --team {team}` first")
+
+
+def member_dsn(admin_dsn: str, member: str, password: str | None, host: str | None = None) -> str:
+    """The DSN a member joins with: where the admin connects (or `host`), as the member."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(admin_dsn)
+    params = {k: str(given[k]) for k in CARRIED if given.get(k) not in (None, "")}
+    if host:
+        params["host"] = host
+        params.pop("hostaddr", None)
+    where = params.pop("host", "")
+    port = params.pop("port", "")
+    dbname = params.pop("dbname", "")
+    netloc = quote(member, safe="")
+    if password is not None:
+        netloc += ":" + quote(password, safe="")
+    if where and not where.startswith("/"):
+        netloc += "@" + (f"[{where}]" if ":" in where else where) + (f":{port}" if port else "")
+    else:
+        netloc += "@"
+        if where:
+            params["host"] = where
+        if port:
+            params["port"] = port
+    query = urlencode(params)
+    return f"postgresql://{netloc}/{quote(dbname, safe='')}" + (f"?{query}" if query else "")
+
+
+def add_member(
+    dsn: str, team: str, member: str, *, is_admin: bool = False, password: str | None = None, host: str | None = None
+) -> Added:
+    """Create `member`'s LOGIN role (a generated password unless given) when it does not exist, put
+    it in `nmem_member` and in `team`. An existing role keeps its password unless one is given."""
+    from psycopg import sql
+
+    check_team(team)
+    check_member(member)
+    if password is not None and (not password or "\n" in password or "\0" in password):
+        raise TeamError("the password is empty or holds a newline or NUL")
+    with connect(dsn) as conn, conn.transaction():
+        _ready(conn, team)
+        role = conn.execute(
+            "SELECT r.rolsuper OR r.rolcreaterole OR r.rolbypassrls,"
+            " pg_has_role(r.oid, %s, 'MEMBER') FROM pg_roles r WHERE r.rolname = %s",
+            (schema.MEMBER_ROLE, member),
+        ).fetchone()
+        created = role is None
+        if role is not None and (role[0] or not role[1]):
+            raise TeamError(f"a role {member!r} already exists and is not an nmem member: choose another name")
+        secret = password if password is not None else (secrets.token_urlsafe(24) if created else None)
+        ident = sql.Identifier(member)
+        if secret is not None:
+            hashed = conn.pgconn.encrypt_password(secret.encode(), member.encode(), b"scram-sha-256").decode()
+            verb = "CREATE ROLE {} LOGIN PASSWORD {}" if created else "ALTER ROLE {} PASSWORD {}"
+            conn.execute(sql.SQL(verb).format(ident, sql.Literal(hashed)))
+        if created:
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(schema.MEMBER_ROLE), ident))
+        conn.execute(
+            "INSERT INTO nmem.members (team, member, is_admin) VALUES (%s, %s, %s)"
+            " ON CONFLICT (team, member) DO UPDATE SET is_admin = excluded.is_admin",
+            (team, member, is_admin),
+        )
+    return Added(member, member_dsn(dsn, member, secret, host), created, secret is not None)
+
+
+def remove_member(dsn: str, team: str, member: str) -> Removed:
+    """Take `member` out of `team` (their access ends with their next statement); drop their role
+    when they are in no other team. Their rows stay (an admin purges them with tombstones)."""
+    import psycopg
+    from psycopg import sql
+
+    check_team(team)
+    check_member(member)
+    with connect(dsn) as conn:
+        with conn.transaction():
+            _ready(conn, team)
+            gone = conn.execute(
+                "DELETE FROM nmem.members WHERE team = %s AND member = %s RETURNING 1", (team, member)
+            ).fetchone()
+            left = conn.execute("SELECT count(*) FROM nmem.members WHERE member = %s", (member,)).fetchone()
+            is_nmem = conn.execute(
+                "SELECT pg_has_role(oid, %s, 'MEMBER') AND NOT rolsuper FROM pg_roles WHERE rolname = %s",
+                (schema.MEMBER_ROLE, member),
+            ).fetchone()
+            drop = bool(is_nmem and is_nmem[0] and left is not None and left[0] == 0)
+        if drop:
+            try:  # their open sessions end too, where this admin may signal them (RLS shuts them out anyway)
+                with conn.transaction():
+                    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (member,))
+            except psycopg.Error:
+                pass
+            with conn.transaction():
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(member)))
+    return Removed(member, gone is not None, drop)

@@ -1,0 +1,319 @@
+"""The team server's schema: versioned migrations of schema `nmem` in a PostgreSQL database.
+
+Access control is PostgreSQL's own. Every member is a LOGIN role in the group role `nmem_member`;
+every table has row-level security ENABLEd and FORCEd. A member reads the rows of the teams they
+belong to, inserts rows only as themselves (`author` defaults to `session_user`, has no INSERT
+privilege, and a policy checks it), and deletes only their own rows, or any row of a team they
+administer. Membership is looked up through SECURITY DEFINER functions (`nmem.my_teams()`,
+`nmem.my_admin_teams()`, each returning text[]) so policies do not recurse into `nmem.members`.
+The operator who runs `nmem team init` is granted the group role `nmem_admin`, whose policies
+allow everything (the table owner is under FORCEd RLS too).
+
+`session_user`, not `current_user`: a member may `SET ROLE nmem_member`, which changes
+`current_user` but never `session_user` (only a superuser can), so neither the author nor the
+membership can be borrowed from a group role.
+
+Every row of observations, sessions and tombstones takes its `seq` from one sequence in a BEFORE
+trigger, after the trigger took `pg_advisory_xact_lock(hashtext('nmem:' || team))`: one team's
+writers commit one at a time, in seq order, so a reader's `seq > cursor` never skips a row that
+commits later with a lower seq, whatever the client does. An AFTER statement trigger sends
+`pg_notify('nmem_feed', team)` (a wake-up only).
+
+Never edit a migration that has shipped: append one and bump its number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from nmemd.errors import TeamError, TeamSchemaError
+
+if TYPE_CHECKING:
+    import psycopg
+
+SCHEMA: Final = "nmem"
+MEMBER_ROLE: Final = "nmem_member"
+ADMIN_ROLE: Final = "nmem_admin"
+NOTIFY_CHANNEL: Final = "nmem_feed"
+TSV_MAX_CHARS: Final = 250_000  # to_tsvector fails past a 1 MB tsvector: a huge body must not block a push
+
+_BOOTSTRAP: Final = """
+CREATE SCHEMA IF NOT EXISTS nmem;
+CREATE TABLE IF NOT EXISTS nmem.schema_version (version int NOT NULL);
+"""
+
+# @TRGM@ is the schema that holds pg_trgm (its operator class is qualified with it).
+M001: Final = f"""
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{MEMBER_ROLE}') THEN
+    CREATE ROLE {MEMBER_ROLE} NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ADMIN_ROLE}') THEN
+    CREATE ROLE {ADMIN_ROLE} NOLOGIN;
+  END IF;
+END $$;
+GRANT {ADMIN_ROLE} TO CURRENT_USER;
+
+REVOKE ALL ON SCHEMA nmem FROM PUBLIC;
+GRANT USAGE ON SCHEMA nmem TO {MEMBER_ROLE}, {ADMIN_ROLE};
+
+CREATE TABLE nmem.teams (
+  name text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{{0,62}}$'),
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE nmem.members (
+  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
+  member name NOT NULL,
+  is_admin bool NOT NULL DEFAULT false,
+  PRIMARY KEY (team, member)
+);
+CREATE INDEX members_member ON nmem.members (member);
+
+CREATE FUNCTION nmem.my_teams() RETURNS text[]
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $f$ SELECT coalesce(array_agg(team), '{{}}') FROM nmem.members WHERE member = session_user $f$;
+CREATE FUNCTION nmem.my_admin_teams() RETURNS text[]
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $f$ SELECT coalesce(array_agg(team), '{{}}') FROM nmem.members WHERE member = session_user AND is_admin $f$;
+REVOKE ALL ON FUNCTION nmem.my_teams(), nmem.my_admin_teams() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION nmem.my_teams(), nmem.my_admin_teams() TO {MEMBER_ROLE}, {ADMIN_ROLE};
+
+-- array_to_string is STABLE for anyarray; for text[] it is immutable, as an index needs.
+CREATE FUNCTION nmem.files_text(text[]) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  AS $f$ SELECT array_to_string($1, ' ') $f$;
+
+CREATE SEQUENCE nmem.feed_seq;
+
+-- The per-team lock, then the seq: rows of one team become visible in seq order.
+CREATE FUNCTION nmem.take_seq() RETURNS trigger
+  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+  AS $f$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('nmem:' || NEW.team));
+  NEW.seq := nextval('nmem.feed_seq');
+  RETURN NEW;
+END $f$;
+CREATE FUNCTION nmem.notify_feed() RETURNS trigger
+  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+  AS $f$
+BEGIN
+  PERFORM pg_notify('{NOTIFY_CHANNEL}', team) FROM (SELECT DISTINCT team FROM new_rows) AS t;
+  RETURN NULL;
+END $f$;
+
+CREATE TABLE nmem.observations (
+  seq bigint PRIMARY KEY DEFAULT nextval('nmem.feed_seq'),
+  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
+  project text NOT NULL,
+  event_id text NOT NULL,
+  ordinal int NOT NULL DEFAULT 0,
+  author name NOT NULL DEFAULT session_user,
+  machine text NOT NULL,
+  agent text NOT NULL,
+  session_id text NOT NULL,
+  kind text NOT NULL,
+  title text NOT NULL,
+  body text NOT NULL,
+  files text[] NOT NULL DEFAULT '{{}}',
+  created_at timestamptz NOT NULL,
+  pushed_at timestamptz NOT NULL DEFAULT now(),
+  tsv tsvector GENERATED ALWAYS AS (
+    to_tsvector('simple'::regconfig, left(title || ' ' || body || ' ' || nmem.files_text(files), {TSV_MAX_CHARS}))
+  ) STORED,
+  UNIQUE (team, event_id, ordinal)
+);
+CREATE INDEX observations_team_seq ON nmem.observations (team, seq);
+CREATE INDEX observations_team_project_seq ON nmem.observations (team, project, seq);
+CREATE INDEX observations_tsv ON nmem.observations USING gin (tsv);
+CREATE INDEX observations_title_trgm ON nmem.observations USING gin (title @TRGM@.gin_trgm_ops);
+CREATE INDEX observations_files_trgm ON nmem.observations USING gin (nmem.files_text(files) @TRGM@.gin_trgm_ops);
+
+CREATE TABLE nmem.sessions (
+  seq bigint PRIMARY KEY DEFAULT nextval('nmem.feed_seq'),
+  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
+  project text NOT NULL,
+  session_id text NOT NULL,
+  author name NOT NULL DEFAULT session_user,
+  machine text NOT NULL,
+  agent text NOT NULL,
+  started_at timestamptz NOT NULL,
+  ended_at timestamptz,
+  summary text NOT NULL,
+  UNIQUE (team, session_id, author)
+);
+CREATE INDEX sessions_team_seq ON nmem.sessions (team, seq);
+
+CREATE TABLE nmem.tombstones (
+  seq bigint PRIMARY KEY DEFAULT nextval('nmem.feed_seq'),
+  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
+  event_id text NOT NULL,
+  author name NOT NULL DEFAULT session_user,
+  deleted_at timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (team, event_id)
+);
+CREATE INDEX tombstones_team_seq ON nmem.tombstones (team, seq);
+
+-- A tombstone deletes its event's observations, as the one who inserted it (RLS applies).
+CREATE FUNCTION nmem.apply_tombstone() RETURNS trigger
+  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+  AS $f$
+BEGIN
+  DELETE FROM nmem.observations WHERE team = NEW.team AND event_id = NEW.event_id;
+  RETURN NULL;
+END $f$;
+
+CREATE TRIGGER observations_seq BEFORE INSERT ON nmem.observations FOR EACH ROW EXECUTE FUNCTION nmem.take_seq();
+CREATE TRIGGER sessions_seq BEFORE INSERT OR UPDATE ON nmem.sessions FOR EACH ROW EXECUTE FUNCTION nmem.take_seq();
+CREATE TRIGGER tombstones_seq BEFORE INSERT ON nmem.tombstones FOR EACH ROW EXECUTE FUNCTION nmem.take_seq();
+CREATE TRIGGER tombstones_apply AFTER INSERT ON nmem.tombstones FOR EACH ROW EXECUTE FUNCTION nmem.apply_tombstone();
+CREATE TRIGGER observations_notify AFTER INSERT ON nmem.observations
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
+CREATE TRIGGER sessions_notify_insert AFTER INSERT ON nmem.sessions
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
+CREATE TRIGGER sessions_notify_update AFTER UPDATE ON nmem.sessions
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
+CREATE TRIGGER tombstones_notify AFTER INSERT ON nmem.tombstones
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
+
+-- Privileges: no column a member may write holds the author or the seq.
+REVOKE ALL ON ALL TABLES IN SCHEMA nmem FROM PUBLIC;
+GRANT SELECT ON nmem.schema_version, nmem.teams, nmem.members TO {MEMBER_ROLE};
+GRANT SELECT, DELETE ON nmem.observations, nmem.sessions TO {MEMBER_ROLE};
+GRANT INSERT (team, project, event_id, ordinal, machine, agent, session_id, kind, title, body, files, created_at)
+  ON nmem.observations TO {MEMBER_ROLE};
+GRANT INSERT (team, project, session_id, machine, agent, started_at, ended_at, summary),
+  UPDATE (project, machine, agent, started_at, ended_at, summary) ON nmem.sessions TO {MEMBER_ROLE};
+GRANT SELECT ON nmem.tombstones TO {MEMBER_ROLE};
+GRANT INSERT (team, event_id) ON nmem.tombstones TO {MEMBER_ROLE};
+GRANT USAGE ON SEQUENCE nmem.feed_seq TO {MEMBER_ROLE};
+GRANT ALL ON ALL TABLES IN SCHEMA nmem TO {ADMIN_ROLE};
+GRANT ALL ON SEQUENCE nmem.feed_seq TO {ADMIN_ROLE};
+
+-- Row-level security on every table, the owner included.
+ALTER TABLE nmem.schema_version ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE nmem.teams ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE nmem.members ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE nmem.observations ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE nmem.sessions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+ALTER TABLE nmem.tombstones ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+CREATE POLICY operator ON nmem.schema_version TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
+CREATE POLICY operator ON nmem.teams TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
+CREATE POLICY operator ON nmem.members TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
+CREATE POLICY operator ON nmem.observations TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
+CREATE POLICY operator ON nmem.sessions TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
+CREATE POLICY operator ON nmem.tombstones TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
+
+-- (SELECT nmem.my_teams()) is an InitPlan: the lookup runs once a statement, not once a row.
+CREATE POLICY read ON nmem.schema_version FOR SELECT TO {MEMBER_ROLE} USING (true);
+CREATE POLICY read ON nmem.teams FOR SELECT TO {MEMBER_ROLE} USING (name = ANY ((SELECT nmem.my_teams())::text[]));
+CREATE POLICY read ON nmem.members FOR SELECT TO {MEMBER_ROLE} USING (team = ANY ((SELECT nmem.my_teams())::text[]));
+
+CREATE POLICY read ON nmem.observations FOR SELECT TO {MEMBER_ROLE}
+  USING (team = ANY ((SELECT nmem.my_teams())::text[]));
+CREATE POLICY write ON nmem.observations FOR INSERT TO {MEMBER_ROLE}
+  WITH CHECK (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]));
+CREATE POLICY remove ON nmem.observations FOR DELETE TO {MEMBER_ROLE}
+  USING (team = ANY ((SELECT nmem.my_teams())::text[])
+         AND (author = session_user OR team = ANY ((SELECT nmem.my_admin_teams())::text[])));
+
+CREATE POLICY read ON nmem.sessions FOR SELECT TO {MEMBER_ROLE}
+  USING (team = ANY ((SELECT nmem.my_teams())::text[]));
+CREATE POLICY write ON nmem.sessions FOR INSERT TO {MEMBER_ROLE}
+  WITH CHECK (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]));
+CREATE POLICY change ON nmem.sessions FOR UPDATE TO {MEMBER_ROLE}
+  USING (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]))
+  WITH CHECK (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]));
+CREATE POLICY remove ON nmem.sessions FOR DELETE TO {MEMBER_ROLE}
+  USING (team = ANY ((SELECT nmem.my_teams())::text[])
+         AND (author = session_user OR team = ANY ((SELECT nmem.my_admin_teams())::text[])));
+
+-- A tombstone for one's own event (or one not pushed yet), or for any event of a team one administers.
+CREATE POLICY read ON nmem.tombstones FOR SELECT TO {MEMBER_ROLE}
+  USING (team = ANY ((SELECT nmem.my_teams())::text[]));
+CREATE POLICY write ON nmem.tombstones FOR INSERT TO {MEMBER_ROLE}
+  WITH CHECK (
+    author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[])
+    AND (team = ANY ((SELECT nmem.my_admin_teams())::text[])
+         OR NOT EXISTS (SELECT 1 FROM nmem.observations o
+                        WHERE o.team = tombstones.team AND o.event_id = tombstones.event_id
+                          AND o.author <> session_user)));
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    what: str
+    sql: str
+
+
+MIGRATIONS: Final = (Migration(1, "teams, members, observations, sessions, tombstones; roles, grants, RLS", M001),)
+SCHEMA_VERSION: Final = MIGRATIONS[-1].version
+
+
+def refuse_newer(found: int | None) -> int:
+    """The server's schema version, when this nmem can use it; TeamSchemaError otherwise."""
+    if found is None:
+        raise TeamSchemaError("the server has no nmem schema: an admin runs `nmem team init ADMIN_DSN --team NAME`")
+    if found > SCHEMA_VERSION:
+        raise TeamSchemaError(f"server schema v{found} is newer than this nmem (v{SCHEMA_VERSION}): upgrade nmem")
+    return found
+
+
+def server_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
+    """The schema version on the server, None when it has no nmem schema (or none visible)."""
+    row = conn.execute(
+        "SELECT to_regclass('nmem.schema_version') IS NOT NULL AND has_table_privilege('nmem.schema_version', 'SELECT')"
+    ).fetchone()
+    if not row or not row[0]:
+        return None
+    row = conn.execute("SELECT max(version) FROM nmem.schema_version").fetchone()
+    return int(row[0]) if row and row[0] is not None else None  # type: ignore[call-overload]
+
+
+def _trgm_schema(conn: psycopg.Connection[tuple[object, ...]]) -> str:
+    """The schema holding pg_trgm, created in `nmem` when absent (a trusted extension since 13)."""
+    import psycopg
+
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"
+    ).fetchone()
+    if row:
+        return str(row[0])
+    try:
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION pg_trgm WITH SCHEMA nmem")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise TeamError(
+            "this role cannot create the pg_trgm extension; a superuser runs `CREATE EXTENSION pg_trgm` once"
+        ) from exc
+    except psycopg.errors.UndefinedFile as exc:
+        raise TeamError("the server has no pg_trgm extension (PostgreSQL's contrib package)") from exc
+    return SCHEMA
+
+
+def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[int, int]:
+    """Create or upgrade schema `nmem` in one transaction; returns (version before, after).
+    Idempotent: a server already at this version is left as it is; a newer one is refused."""
+    from psycopg import sql
+
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:schema'))")
+        conn.execute(_BOOTSTRAP.encode())
+        row = conn.execute("SELECT max(version) FROM nmem.schema_version").fetchone()
+        before = int(row[0]) if row and row[0] is not None else 0  # type: ignore[call-overload]
+        if before > SCHEMA_VERSION:
+            refuse_newer(before)
+        trgm = _trgm_schema(conn)
+        for migration in MIGRATIONS:
+            if migration.version <= before:
+                continue
+            quoted = sql.Identifier(trgm).as_string(conn)
+            conn.execute(migration.sql.replace("@TRGM@", quoted).encode())
+        if before < SCHEMA_VERSION:
+            conn.execute("DELETE FROM nmem.schema_version")
+            conn.execute("INSERT INTO nmem.schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
+    return before, SCHEMA_VERSION
