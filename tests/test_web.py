@@ -53,12 +53,15 @@ def test_only_the_secret_on_our_own_host_and_origin_gets_in(viewer: Viewer) -> N
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a client as another user")
 def test_another_user_on_this_machine_is_refused(viewer: Viewer) -> None:
-    """Another uid reaches the port (it is 127.0.0.1) but not the secret: it gets nothing."""
+    """Another uid reaches the port (it is 127.0.0.1) but not the secret path nor the secret: it
+    gets nothing, not even with the path."""
     code = (
         "import http.client, sys\n"
-        f"c = http.client.HTTPConnection('127.0.0.1', {viewer.port}, timeout=10)\n"
-        f"c.request('GET', '/', headers={{'Host': '127.0.0.1:{viewer.port}'}})\n"
-        "sys.exit(0 if c.getresponse().status == 403 else 1)\n"
+        "def get(path):\n"
+        f"    c = http.client.HTTPConnection('127.0.0.1', {viewer.port}, timeout=10)\n"
+        f"    c.request('GET', path, headers={{'Host': '127.0.0.1:{viewer.port}'}})\n"
+        "    return c.getresponse().status\n"
+        f"sys.exit(0 if (get('/'), get('{viewer.root}/')) == (404, 403) else 1)\n"
     )
     python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
     if python is None:
@@ -70,7 +73,11 @@ def test_another_user_on_this_machine_is_refused(viewer: Viewer) -> None:
 def _sse_until(viewer: Viewer, after: int, needle: str) -> str:
     """Read the live feed (server-sent events) until an event holds `needle`; bounded."""
     conn = http.client.HTTPConnection("127.0.0.1", viewer.port, timeout=FEED_WAIT_S)
-    conn.request("GET", f"/events?after={after}", headers={"Host": f"127.0.0.1:{viewer.port}", "Cookie": viewer.cookie})
+    conn.request(
+        "GET",
+        f"{viewer.root}/events?after={after}",
+        headers={"Host": f"127.0.0.1:{viewer.port}", "Cookie": viewer.cookie},
+    )
     reply = conn.getresponse()
     assert reply.status == 200 and reply.getheader("content-type", "").startswith("text/event-stream")
     deadline = time.monotonic() + FEED_WAIT_S
@@ -103,7 +110,7 @@ def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer,
     oid = int(re.findall(r'data-id=\\"(\d+)\\"', event)[-1])
     # search finds it, the matched word marked
     status, page = viewer.get("/search?" + urlencode({"q": "wallaby cache", "project": PROJECT}))
-    assert status == 200 and f'href="/o/{oid}"' in page and "<mark>wallaby</mark>" in page
+    assert status == 200 and f'href="o/{oid}"' in page and "<mark>wallaby</mark>" in page
     status, page = viewer.get(f"/o/{oid}")
     assert status == 200 and "the wallaby cache must be warmed" in page and "Its session around it" in page
     # forget asks first, showing what goes
@@ -112,10 +119,10 @@ def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer,
     status, page = viewer.post("/do/forget", {"ids": str(oid), "csrf": viewer.secret})
     assert status == 200 and "forgot 1 observations" in page
     status, page = viewer.get("/search?" + urlencode({"q": "wallaby", "project": PROJECT}))
-    assert status == 200 and f'href="/o/{oid}"' not in page and "Nothing found" in page
+    assert status == 200 and f'href="o/{oid}"' not in page and "Nothing found" in page
     assert viewer.get(f"/o/{oid}")[0] == 404
     # the other one stays, and pinning goes through the daemon
-    keep = int(re.search(r'href="/o/(\d+)"', viewer.get("/search?q=okapi&project=*")[1]).group(1))  # type: ignore[union-attr]
+    keep = int(re.search(r'href="o/(\d+)"', viewer.get("/search?q=okapi&project=*")[1]).group(1))  # type: ignore[union-attr]
     status, _, _ = viewer.request("POST", "/do/pin", body={"ids": str(keep), "csrf": viewer.secret},
                                   headers={"Origin": f"http://127.0.0.1:{viewer.port}"})  # fmt: skip
     assert status == 303
@@ -165,7 +172,7 @@ def test_purge_by_filter_shows_what_it_removes_and_asks_first(viewer: Viewer) ->
     assert status == 200 and link is not None
     import html
 
-    status, page = viewer.get(html.unescape(link.group(1)))
+    status, page = viewer.get("/" + html.unescape(link.group(1)))
     assert status == 200 and "Purge will delete <b>2</b> observations" in page
     fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
     assert fields["csrf"] == viewer.secret and fields["q"] == "okapi"
@@ -180,9 +187,9 @@ def test_long_lists_come_a_page_at_a_time(viewer: Viewer) -> None:
     for n in range(52):
         prompt(f"numbered prompt {n}", session=f"paged-{n:02}")
     first = viewer.get("/")[1]
-    older = re.search(r'id="older" href="(/\?before=\d+)"', first)
+    older = re.search(r'id="older" href="(\?before=\d+)"', first)
     assert older is not None and "EventSource" in first
-    second = viewer.get(older.group(1))[1]
+    second = viewer.get("/" + older.group(1))[1]
     assert "EventSource" not in second  # an older page is not live
     ids = [re.findall(r'data-id="(\d+)"', page) for page in (first, second)]
     assert len(ids[0]) == 50 and not set(ids[0]) & set(ids[1]) and len(ids[0]) + len(ids[1]) == 52
@@ -191,7 +198,7 @@ def test_long_lists_come_a_page_at_a_time(viewer: Viewer) -> None:
     sessions = viewer.get("/sessions")[1]
     more = re.search(r'id="older" href="([^"]+)"', sessions)
     assert more is not None and sessions.count(">paged-") == 30
-    rest = viewer.get(html.unescape(more.group(1)))[1]
+    rest = viewer.get("/" + html.unescape(more.group(1)))[1]
     assert rest.count(">paged-") == 22 and ">paged-00<" in rest and ">paged-00<" not in sessions
     assert viewer.get("/sessions?before=soon")[0] == 400
 
@@ -207,3 +214,37 @@ def test_search_and_sessions_tell_the_agents_apart(viewer: Viewer) -> None:
     status, page = viewer.get("/search?" + urlencode({"q": "okapi", "agent": "gemini-ish"}))
     assert status == 400 and "unknown agent" in page
     assert "codex" in viewer.get("/sessions")[1]
+
+
+def _raw_request(viewer: Viewer, target: bytes) -> tuple[int, bytes]:
+    """A request line sent byte for byte (http.client would refuse a non-ASCII target)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", viewer.port), timeout=10) as s:
+        s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % viewer.port)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    return int(reply.split(b" ", 2)[1]), reply
+
+
+def test_every_answer_forbids_framing_and_no_address_leads_off_site(viewer: Viewer) -> None:
+    """Issue #28: findings 2 (framing) and 12 (an open redirect, a 500 on an odd path)."""
+    for path, raw in (("/", False), ("/", True), ("/?token=wrong", False), ("/status", False)):
+        status, headers, _ = viewer.request("GET", path, raw=raw)
+        assert status in (403, 404), (path, status)
+        assert "frame-ancestors 'none'" in headers["content-security-policy"] and headers["x-frame-options"] == "DENY"
+        assert headers["referrer-policy"] == "same-origin"
+    login(viewer)
+    status, headers, _ = viewer.request("GET", "/status")
+    assert status == 200 and headers["x-frame-options"] == "DENY"
+    root, secret = viewer.root.encode(), viewer.secret.encode()
+    for target in (b"//evil.example/?token=" + secret, root + b"//evil.example/?token=" + secret,
+                   b"/%E2%82%AC?token=" + secret, root + b"/%E2%82%AC?token=" + secret,
+                   "/€?token=".encode() + secret, root + "/€?token=".encode() + secret):  # fmt: skip
+        status, reply = _raw_request(viewer, target)
+        assert status < 500, (target, reply)
+        # where the answer sends the browser (a redirect, or the page that signs it in): our path only
+        for to in re.findall(rb"(?im)^location: *(\S+)|content=\"0;url=([^\"]*)\"", reply):
+            assert (to[0] or to[1]).startswith(root + b"/"), (target, reply)
+    wait_until(lambda: viewer.proc.poll() is None, 1, "the viewer still runs")

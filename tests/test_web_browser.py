@@ -14,9 +14,11 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from conftest import BIN, Daemon, run_send
+from helpers import wait_until
 from web_viewer import PROJECT, Viewer, open_viewer, prompt
 
 pytestmark = pytest.mark.browser
@@ -92,14 +94,14 @@ def test_the_viewer_in_a_browser(daemon: Daemon, browser_page: Any, tmp_path: Pa
     daemon.start()
     _a_morning_of_work()
     with open_viewer() as v:
-        page.goto(f"http://127.0.0.1:{v.port}/?token={v.secret}")  # the secret buys the cookie
+        page.goto(v.url(f"/?token={v.secret}"))  # the secret buys the cookie
         expect(page.locator("#feed tbody tr").first).to_be_visible()
         # the live feed: an event sent after the page loaded appears in it
         prompt("warm the wallaby cache after every deploy", "browser-2")
         expect(page.locator("#feed tbody tr.new", has_text="wallaby")).to_be_visible()
         page.screenshot(path=str(shots / "ui-feed.png"), full_page=True)
         # search finds it, the words marked
-        page.goto(f"http://127.0.0.1:{v.port}/search")
+        page.goto(v.url("/search"))
         page.fill("input[name=q]", "wallaby cache")
         page.fill("input[name=project]", PROJECT)
         page.click("form.f button")
@@ -114,27 +116,27 @@ def test_the_viewer_in_a_browser(daemon: Daemon, browser_page: Any, tmp_path: Pa
         expect(page.locator("h3", has_text="Its session around it")).to_be_visible()
         page.screenshot(path=str(shots / "ui-observation.png"), full_page=True)
         # forget asks first, then the search no longer finds it
-        page.goto(f"http://127.0.0.1:{v.port}/search?q=wallaby&project={PROJECT}")
+        page.goto(v.url(f"/search?q=wallaby&project={PROJECT}"))
         page.locator("#hits tbody tr a", has_text="wallaby").first.click()
         page.click("a.danger")
         expect(page.locator("#confirm")).to_be_visible()
         page.screenshot(path=str(shots / "ui-confirm.png"), full_page=True)
         page.click("#confirm")
         expect(page.locator("#done")).to_contain_text("forgot 1 observations")
-        page.goto(f"http://127.0.0.1:{v.port}/search?q=wallaby&project={PROJECT}")
+        page.goto(v.url(f"/search?q=wallaby&project={PROJECT}"))
         expect(page.locator("main")).to_contain_text("Nothing found")
         # the context preview is what `nmem context` prints
         done = subprocess.run([str(BIN / "nmem"), "context", "--project", PROJECT, "--json"],
                               capture_output=True, timeout=60)  # fmt: skip
         assert done.returncode == 0, done.stderr
-        page.goto(f"http://127.0.0.1:{v.port}/context")
+        page.goto(v.url("/context"))
         page.fill("input[name=project]", PROJECT)
         page.click("form.f button")
         expect(page.locator("#context")).to_be_visible()
         assert page.locator("#context").inner_text() == json.loads(done.stdout)["context"]
         page.screenshot(path=str(shots / "ui-context.png"), full_page=True)
         for name in ("sessions", "status"):
-            page.goto(f"http://127.0.0.1:{v.port}/{name}")
+            page.goto(v.url(f"/{name}"))
             page.screenshot(path=str(shots / f"ui-{name}.png"), full_page=True)
         # another site's page in the same browser: its form posts carry its own Origin: refused
         assert _foreign_post_status(page, v) == 403
@@ -142,6 +144,97 @@ def test_the_viewer_in_a_browser(daemon: Daemon, browser_page: Any, tmp_path: Pa
 
 def _foreign_post_status(page: Any, v: Viewer) -> int:
     """A form post the way a page of another origin would send it (this browser's cookie and all)."""
-    reply = page.request.post(f"http://127.0.0.1:{v.port}/do/forget", form={"ids": "1", "csrf": "unknown"},
+    reply = page.request.post(v.url("/do/forget"), form={"ids": "1", "csrf": "unknown"},
                               headers={"Origin": "http://evil.example"}, fail_on_status_code=False)  # fmt: skip
     return int(reply.status)
+
+
+class _Neighbour:
+    """Another server on 127.0.0.1, another user's say: records the Cookie header of every request
+    a browser sends it, and serves a page that frames `frame_src` (issue #28, finding 2)."""
+
+    def __init__(self, frame_src: str) -> None:
+        import http.server
+        import threading
+
+        seen: list[str] = []
+        self.cookies = seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+                seen.append(self.headers.get("Cookie") or "")
+                body = f'<!doctype html><iframe id=f src="{frame_src}" onload="document.title=\'loaded\'"></iframe>'
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_secret_reaches_no_other_server_on_this_host_and_no_page_frames_the_viewer(
+    daemon: Daemon, browser_page: Any
+) -> None:
+    """A signed-in browser that follows links to another port of 127.0.0.1 (cookies ignore ports)
+    sends it no secret, and that port's page (same-site) cannot frame the viewer."""
+    from playwright.sync_api import expect
+
+    page = browser_page
+    daemon.start()
+    prompt("the okapi exporter keeps its secrets")
+    with open_viewer() as v:
+        page.goto(v.url(f"/?token={v.secret}"))
+        expect(page.locator("#feed tbody tr").first).to_be_visible()
+        neighbour = _Neighbour(v.url("/"))
+        try:
+            for path in ("/", f"/{v.key}x/", "/nmem/"):
+                page.goto(f"http://127.0.0.1:{neighbour.port}{path}")
+                expect(page).to_have_title("loaded")  # the frame's load ended, whatever it showed
+                for frame in page.frames[1:]:
+                    assert "okapi" not in frame.content(), "the viewer was shown inside another site's frame"
+            assert len(neighbour.cookies) >= 3, neighbour.cookies  # the pages (and a favicon or two)
+            assert not any(v.secret in c for c in neighbour.cookies), neighbour.cookies
+        finally:
+            neighbour.close()
+        # and the viewer itself still has its session
+        page.goto(v.url("/"))
+        expect(page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
+
+
+def test_nmem_ui_opens_the_browser_without_the_secret_on_its_command_line(
+    daemon: Daemon, browser_page: Any, tmp_path: Path
+) -> None:
+    """`nmem ui` starts the browser with a 0600 file that forwards it (`ps` shows every user a
+    command line); that file, opened by a real Chromium, signs it in (issue #28, finding 3)."""
+    from playwright.sync_api import expect
+
+    argv_file = tmp_path / "argv"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\n')
+    browser.chmod(0o755)
+    daemon.start()
+    prompt("the okapi exporter opens in a browser")
+    with open_viewer(env={"BROWSER": f"{browser} %s"}, browser=True) as v:
+        argv = wait_until(lambda: argv_file.exists() and argv_file.read_text(), 20, "the browser to be started")
+        assert v.secret not in argv and v.key not in argv, argv
+        (target,) = argv.split()
+        assert target.startswith("file:///")
+        opener = Path(unquote(target[len("file://") :]))
+        assert opener.stat().st_mode & 0o777 == 0o600 and opener.parent.stat().st_mode & 0o777 == 0o700
+        assert v.secret in opener.read_text()
+        browser_page.goto(target)
+        expect(browser_page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
+        assert v.secret not in browser_page.url  # the address bar and the history keep no token
+    assert not opener.exists()  # gone with the viewer

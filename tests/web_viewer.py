@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import select
 import subprocess
@@ -23,12 +24,29 @@ READY_S = 20.0
 class Viewer:
     proc: subprocess.Popen[bytes]
     port: int
+    key: str
     secret: str
     cookie: str = ""
 
+    @property
+    def root(self) -> str:
+        return f"/{self.key}"
+
+    def url(self, path: str = "/") -> str:
+        """The address of `path` below the viewer's secret path, for a browser."""
+        return f"http://127.0.0.1:{self.port}{self.root}{path}"
+
     def request(
-        self, method: str, path: str, *, body: dict[str, str] | None = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> tuple[int, dict[str, str], str]:
+        """`path` below the viewer's secret path (`raw`: as it is)."""
+        path = path if raw else self.root + path
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             sent = {"Host": f"127.0.0.1:{self.port}", **({"Cookie": self.cookie} if self.cookie else {})}
@@ -53,17 +71,19 @@ class Viewer:
 
 
 @contextmanager
-def open_viewer() -> Iterator[Viewer]:
-    """`nmem ui --no-open` until the block ends; its URL's port and secret."""
-    proc = subprocess.Popen([str(BIN / "nmem"), "ui", "--no-open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def open_viewer(*args: str, env: dict[str, str] | None = None, browser: bool = False) -> Iterator[Viewer]:
+    """`nmem ui --no-open ARGS` (`browser`: without --no-open) until the block ends; its URL's port,
+    path and secret."""
+    argv = [str(BIN / "nmem"), "ui", *([] if browser else ["--no-open"]), *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], READY_S)
         assert ready, "nmem ui printed no URL"
         line = proc.stdout.readline().decode()
-        m = re.fullmatch(r"nmem ui: http://127\.0\.0\.1:(\d+)/\?token=(\S+)\n", line)
+        m = re.fullmatch(r"nmem ui: http://127\.0\.0\.1:(\d+)/([\w-]{20,})/\?token=(\S+)\n", line)
         assert m, line
-        yield Viewer(proc, int(m.group(1)), m.group(2))
+        yield Viewer(proc, int(m.group(1)), m.group(2), m.group(3))
     finally:
         proc.terminate()
         try:
@@ -77,10 +97,10 @@ def open_viewer() -> Iterator[Viewer]:
 
 
 def login(v: Viewer) -> None:
-    status, headers, _ = v.request("GET", f"/?token={v.secret}")
-    assert status == 303 and headers["location"] == "/"
+    status, headers, text = v.request("GET", f"/?token={v.secret}")
+    assert status == 200 and f'content="0;url={v.root}/"' in text
     cookie = headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and f"Path={v.root}/" in cookie
     v.cookie = cookie.split(";")[0]
 
 

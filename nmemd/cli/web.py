@@ -7,9 +7,13 @@ daemon, like the CLI, and lives as long as someone looks.
 
 from __future__ import annotations
 
+import html
+import os
+import signal
 import socket
 import sys
 import webbrowser
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -30,7 +34,7 @@ def ui(
     import uvicorn
 
     from nmemd.web.app import create_app
-    from nmemd.web.guard import new_secret
+    from nmemd.web.guard import new_key, new_secret
 
     settings = load_settings()
     try:
@@ -44,16 +48,52 @@ def ui(
         fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")
     listener.listen(64)
     port = listener.getsockname()[1]
-    secret = new_secret()
-    url = f"http://127.0.0.1:{port}/?token={secret}"
+    secret, key = new_secret(), new_key()
+    url = f"http://127.0.0.1:{port}/{key}/?token={secret}"
     sys.stdout.write(f"nmem ui: {url}\n")
     sys.stdout.flush()
     sys.stderr.write("Only this URL opens it (it holds this run's secret). Ctrl-C stops it.\n")
+    opener = None
     if not no_open:
-        webbrowser.open(url)
-    app = create_app(settings, secret=secret, port=port)
+        try:
+            opener = open_file(settings.home, port, url)
+        except OSError as exc:
+            sys.stderr.write(f"nmem ui: could not write the page that opens the viewer ({exc}); open the URL above\n")
+        else:
+            webbrowser.open(opener.as_uri())  # the browser's command line names the file, not the secret
+    app = create_app(settings, secret=secret, key=key, port=port)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+    # uvicorn stops on SIGTERM, then raises it again under the handler it found: this one, so that
+    # the `finally` below still removes the file holding the secret.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         server.run(sockets=[listener])
     except KeyboardInterrupt:
         pass
+    finally:
+        if opener is not None:
+            opener.unlink(missing_ok=True)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def open_file(home: str, port: int, url: str) -> Path:
+    """A 0600 page in a 0700 folder that sends the browser to `url` (as notebook servers do): a
+    browser started with the URL itself would show the secret to every user in `ps`."""
+    from nmemd.daemon.instance import ensure_private_dir
+
+    folder = Path(home) / "ui"
+    ensure_private_dir(str(folder))
+    path = folder / f"open-{port}.html"
+    path.unlink(missing_ok=True)
+    target = html.escape(url)
+    page = (
+        f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={target}">'
+        f'<title>nmem</title></head><body><p><a href="{target}">Open the nmem viewer</a></p></body></html>\n'
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(page)
+    return path

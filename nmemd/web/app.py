@@ -33,14 +33,16 @@ WRITE_TIMEOUT_S: Final = 300.0  # a purge rebuilds the full-text index: large st
 ACTIONS: Final = frozenset({"pin", "unpin", "forget", "purge"})
 
 
-def create_app(settings: Settings, *, secret: str, port: int) -> Starlette:
-    """The viewer for `settings`' store, answering only with `secret` on 127.0.0.1:`port` (guard.py)."""
+def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age: int | None = None) -> Starlette:
+    """The viewer for `settings`' store, answering only under `/<key>/` with `secret` on
+    127.0.0.1:`port` (guard.py); `max_age`: the cookie outlives the browser (a viewer that stays)."""
+    root = f"/{key}"
 
     async def read(method: str, params: dict[str, Any]) -> Any:
         return await anyio.to_thread.run_sync(control.read, settings, method, params)
 
     async def html(title: str, body: str, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(pages.page(title, body), status_code=status)
+        return HTMLResponse(pages.page(title, body, root), status_code=status)
 
     async def feed(request: Request) -> Response:
         before = _int(request.query_params.get("before"), 0) or None
@@ -165,7 +167,7 @@ def create_app(settings: Settings, *, secret: str, port: int) -> Starlette:
                     message = f"forgot {done['observations']:,} observations"
                 else:
                     await anyio.to_thread.run_sync(_write, settings, "pin", {"ids": ids, "unpin": action == "unpin"})
-                    return RedirectResponse(f"/o/{ids[0]}", status_code=303)
+                    return RedirectResponse(f"{root}/o/{ids[0]}", status_code=303)
         except (NmemError, ValueError) as exc:
             return await html("Failed", pages.error(str(exc)), 400)
         return await html("Done", f"<p id=done>{message}.</p>")
@@ -181,7 +183,7 @@ def create_app(settings: Settings, *, secret: str, port: int) -> Starlette:
         Route("/confirm/{action}", confirm),
         Route("/do/{action}", do, methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(Guard, secret=secret, port=port)])
+    return Starlette(routes=routes, middleware=[Middleware(Guard, secret=secret, key=key, port=port, max_age=max_age)])
 
 
 def _write(settings: Settings, method: str, params: dict[str, Any]) -> Any:

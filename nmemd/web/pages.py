@@ -16,11 +16,11 @@ from urllib.parse import urlencode
 from nmemd.recall import snippets
 
 NAV: Final = (
-    ("/", "Feed"),
-    ("/search", "Search"),
-    ("/sessions", "Sessions"),
-    ("/context", "Context"),
-    ("/status", "Status"),
+    ("./", "Feed"),
+    ("search", "Search"),
+    ("sessions", "Sessions"),
+    ("context", "Context"),
+    ("status", "Status"),
 )
 
 STYLE: Final = """
@@ -38,10 +38,12 @@ form.f input,form.f select{margin:0 .4em .4em 0;padding:.25em} .warn{color:#9b2c
 """
 
 
-def page(title: str, body: str) -> str:
+def page(title: str, body: str, root: str) -> str:
+    """A whole page; every link in it is relative to `root`, the viewer's secret path (guard.py)."""
     nav = "".join(f'<a href="{href}">{name}</a>' for href, name in NAV)
     return (
-        f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)} · nmem</title>"
+        f"<!doctype html><html><head><meta charset=utf-8><base href='{escape(root)}/'>"
+        f"<title>{escape(title)} · nmem</title>"
         f"<style>{STYLE}</style></head><body><header><b>nmem</b>{nav}</header>"
         f"<main><h2>{escape(title)}</h2>{body}</main></body></html>"
     )
@@ -69,7 +71,7 @@ def hit_row(h: Mapping[str, Any]) -> str:
     return (
         f'<tr data-id="{int(h["id"])}"><td class="t">{when(h.get("ts"))}</td>'
         f'<td><span class="type">{escape(str(h.get("type", "")))}</span></td>'
-        f'<td><a href="/o/{int(h["id"])}">{escape(str(h.get("title", "")))}</a>{more}{snippet}</td>'
+        f'<td><a href="o/{int(h["id"])}">{escape(str(h.get("title", "")))}</a>{more}{snippet}</td>'
         f'<td class="t">{escape(str(h.get("project") or ""))}</td><td class="k">#{int(h["id"])}</td></tr>'
     )
 
@@ -88,16 +90,16 @@ def older(href: str) -> str:
 
 def feed(hits: list[Mapping[str, Any]], *, live: bool = True, full: bool = False) -> str:
     """The newest observations, and (`live`) the script that prepends new ones as they are stored."""
-    pager = older(f"/?before={min(int(h['id']) for h in hits)}") if full else ""
+    pager = older(f"?before={min(int(h['id']) for h in hits)}") if full else ""
     if not live:
-        return '<p class="t">Older observations, newest first. <a href="/">Back to the live feed</a></p>' + (
+        return '<p class="t">Older observations, newest first. <a href="./">Back to the live feed</a></p>' + (
             hit_table(hits, "feed") + pager
         )
     after = max((int(h["id"]) for h in hits), default=0)
     script = (
         """<script>
 const body = document.querySelector('#feed tbody');
-const source = new EventSource('/events?after="""
+const source = new EventSource('events?after="""
         + str(after)
         + """');
 source.addEventListener('observation', (e) => {
@@ -132,13 +134,13 @@ def search_form(values: Mapping[str, str]) -> str:
         f'<input name="{name}" placeholder="{escape(hint)}" size="{size}" value="{escape(values.get(name, ""))}">'
         for name, hint, size in SEARCH_FIELDS
     )
-    return f'<form class="f" action="/search">{inputs}<button class="btn">Search</button></form>'
+    return f'<form class="f" action="search">{inputs}<button class="btn">Search</button></form>'
 
 
 def found(count: int, limit: int, query: Mapping[str, str]) -> str:
     """How many hits, and the way to purge everything the search's filters match (asks first)."""
     more = f" (the best {limit}; narrow the search for others)" if count >= limit else ""
-    purge = "/confirm/purge?" + urlencode({k: v for k, v in query.items() if v})
+    purge = "confirm/purge?" + urlencode({k: v for k, v in query.items() if v})
     return (
         f'<p class="t">{count} results{more} · '
         f'<a class="danger" id="purge" href="{escape(purge)}">purge everything that matches…</a></p>'
@@ -157,8 +159,8 @@ def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) 
     oid = int(d["id"])
     pin = ("unpin", "Unpin") if d.get("pinned") else ("pin", "Pin")
     actions = (
-        f'<p><a class="btn" href="/confirm/{pin[0]}?ids={oid}">{pin[1]}</a> '
-        f'<a class="btn danger" href="/confirm/forget?ids={oid}">Forget</a></p>'
+        f'<p><a class="btn" href="confirm/{pin[0]}?ids={oid}">{pin[1]}</a> '
+        f'<a class="btn danger" href="confirm/forget?ids={oid}">Forget</a></p>'
     )
     tl = "".join(
         ("<tr style='background:#fff6bf'>" if int(h["id"]) == oid else "<tr>")
@@ -174,14 +176,14 @@ def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) 
 
 def sessions(rows: list[Mapping[str, Any]], project: str, *, full: bool = False) -> str:
     form = (
-        '<form class="f" action="/sessions">'
+        '<form class="f" action="sessions">'
         f'<input name="project" size="40" placeholder="project (path or name; * = all)"'
         f' value="{escape(project)}"><button class="btn">Show</button></form>'
     )
     items = []
     for s in rows:
         summary = escape(s.get("summary") or "") or '<span class="t">no summary yet</span>'
-        search = "/search?" + urlencode({"q": "*", "session": s["session_id"], "project": "*"})
+        search = "search?" + urlencode({"q": "*", "session": s["session_id"], "project": "*"})
         items.append(
             f'<tr><td class="t">{when(s.get("last_event_at"))}</td><td class="k"><a href="{escape(search)}">'
             f"{escape(s['session_id'][:12])}</a></td><td>{escape(s.get('project') or '')}</td>"
@@ -190,13 +192,13 @@ def sessions(rows: list[Mapping[str, Any]], project: str, *, full: bool = False)
         )
     pager = ""
     if full:
-        pager = older("/sessions?" + urlencode({"project": project, "before": repr(rows[-1]["last_event_at"])}))
+        pager = older("sessions?" + urlencode({"project": project, "before": repr(rows[-1]["last_event_at"])}))
     return form + "<table><tbody>" + "".join(items) + "</tbody></table>" + pager
 
 
 def context(project: str, text: str, budget: int) -> str:
     form = (
-        f'<form class="f" action="/context"><input name="project" size="50" placeholder="project path or name"'
+        f'<form class="f" action="context"><input name="project" size="50" placeholder="project path or name"'
         f' value="{escape(project)}"><button class="btn">Show</button></form>'
     )
     if not project:
@@ -236,10 +238,10 @@ def status(facts: Mapping[str, Any]) -> str:
 def confirm(action: str, what: str, fields: Mapping[str, str], token: str) -> str:
     hidden = "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in fields.items())
     return (
-        f'<form method="post" action="/do/{escape(action)}"><p>{what}</p>{hidden}'
+        f'<form method="post" action="do/{escape(action)}"><p>{what}</p>{hidden}'
         f'<input type="hidden" name="csrf" value="{escape(token)}">'
         f'<button class="btn danger" id="confirm">Yes, {escape(action)}</button>'
-        ' <a class="btn" href="/">Cancel</a></form>'
+        ' <a class="btn" href="./">Cancel</a></form>'
     )
 
 
