@@ -40,10 +40,11 @@ class Viewer:
         assert self.proc.stdout is not None
         if not select.select([self.proc.stdout], [], [], 30)[0]:
             raise SystemExit("nmem ui printed no URL within 30 s")
-        m = re.fullmatch(r"nmem ui: http://127\.0\.0\.1:(\d+)/\?token=(\S+)\n", self.proc.stdout.readline().decode())
+        line = self.proc.stdout.readline().decode()
+        m = re.fullmatch(r"nmem ui: http://127\.0\.0\.1:(\d+)(/[\w-]+)/\?token=(\S+)\n", line)
         if m is None:
             raise SystemExit("nmem ui printed no URL")
-        self.port, secret = int(m.group(1)), m.group(2)
+        self.port, self.root, secret = int(m.group(1)), m.group(2), m.group(3)
         self.cookie = ""
         _, headers, _ = self.get(f"/?token={secret}")
         self.cookie = headers["set-cookie"].split(";")[0]
@@ -51,7 +52,7 @@ class Viewer:
     def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
-            conn.request("GET", path, headers={"Host": f"127.0.0.1:{self.port}", "Cookie": self.cookie})
+            conn.request("GET", self.root + path, headers={"Host": f"127.0.0.1:{self.port}", "Cookie": self.cookie})
             reply = conn.getresponse()
             return reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read()
         finally:
@@ -68,7 +69,8 @@ class Viewer:
         """ms from a hook event sent by the real client to its row on the live feed's stream."""
         top = max(int(x) for x in re.findall(rb'data-id="(\d+)"', self.get("/")[2]) or [b"0"])
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        conn.request("GET", f"/events?after={top}", headers={"Host": f"127.0.0.1:{self.port}", "Cookie": self.cookie})
+        headers = {"Host": f"127.0.0.1:{self.port}", "Cookie": self.cookie}
+        conn.request("GET", f"{self.root}/events?after={top}", headers=headers)
         reply = conn.getresponse()
         word = "feedmark" + uuid.uuid4().hex[:8]
         payload = {"session_id": "bench-ui", "hook_event_name": "UserPromptSubmit", "prompt": word, "cwd": "/tmp"}
