@@ -162,12 +162,40 @@ def store_socket() -> str | None:
     for a client whose environment names another socket (issue #16, finding 1); None without one.
     The file is the daemon's own, in the user's private NMEM_HOME."""
     try:
-        with open(join(home(), "store.lock"), "rb") as f:
-            lines = f.read(4096).split(b"\n")
+        lines = read_regular(join(home(), "store.lock"), 4096).split(b"\n")
     except OSError:
         return None
     socket = lines[1].decode("utf-8", "surrogateescape").strip() if len(lines) > 1 else ""
     return socket if socket.startswith("/") else None
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at `path` (not through a symlink), at most `limit` of them.
+
+    Never waits: opened non-blocking, so a FIFO planted there answers at once; anything that is
+    not a regular file, or is larger than `limit` (`/dev/zero`, a 2 GB file), raises OSError."""
+    flags = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOFOLLOW | posix.O_NOCTTY | posix.O_CLOEXEC
+    fd = posix.open(path, flags)
+    try:
+        st = posix.fstat(fd)
+        if st.st_mode & 0o170000 != 0o100000:  # S_IFREG
+            raise OSError(22, "not a regular file", path)
+        if st.st_size > limit:
+            raise OSError(27, f"larger than {limit} bytes", path)  # EFBIG
+        chunks = []
+        left = limit + 1  # a file that grew since fstat is refused too
+        while left > 0:
+            chunk = posix.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        posix.close(fd)
+    if len(data) > limit:
+        raise OSError(27, f"larger than {limit} bytes", path)
+    return data
 
 
 def db_path() -> str:

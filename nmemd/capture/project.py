@@ -19,9 +19,12 @@ import time
 from functools import lru_cache
 from typing import Final
 
+from nmem_client import paths
+
 _TTL_SECONDS: Final = 300.0  # a later `git init` is seen within this time
 _HOME: Final = os.path.normpath(os.path.expanduser("~"))
 _NOT_ROOTS: Final = frozenset({_HOME, os.path.sep})
+_GIT_FILE_MAX: Final = 4096  # a `.git` file or `commondir` is one line
 
 
 def project_root(cwd: str | None) -> str | None:
@@ -61,17 +64,16 @@ def _find_root(cwd: str) -> str:
 
 def _main_worktree(dot_git: str) -> str | None:
     """The main checkout of a linked worktree whose `.git` file is `dot_git`; None for anything else
-    (a `.git` directory, a submodule's `.git` file: its gitdir has no `commondir`)."""
-    if not os.path.isfile(dot_git):
-        return None
+    (a `.git` directory, a submodule's `.git` file: its gitdir has no `commondir`). Anyone may
+    plant `/tmp/.git`: both files are read only if regular, small, and without waiting (a FIFO
+    there froze the daemon, issue #28 finding 1)."""
     try:
-        with open(dot_git, encoding="utf-8", errors="replace") as fh:
-            first = fh.read(4096).strip()
+        first = paths.read_regular(dot_git, _GIT_FILE_MAX).decode("utf-8", "replace").strip()
         if not first.startswith("gitdir:"):
             return None
         gitdir = os.path.join(os.path.dirname(dot_git), first[len("gitdir:") :].strip())
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8", errors="replace") as fh:
-            common = os.path.normpath(os.path.join(gitdir, fh.read(4096).strip()))
+        raw = paths.read_regular(os.path.join(gitdir, "commondir"), _GIT_FILE_MAX)
+        common = os.path.normpath(os.path.join(gitdir, raw.decode("utf-8", "replace").strip()))
     except (OSError, ValueError):
         return None
     # <main>/.git for a normal repository; a bare repository (`repo.git`) has no checkout: name it.
