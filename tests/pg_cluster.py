@@ -56,7 +56,7 @@ def unavailable() -> str | None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return "psycopg is not installed (pip install -e '.[test]' or 'nmem[team]')"
+        return "psycopg is not installed (pip install -e '.[test]' or 'nmem-agent-memory[team]')"
     if find_bindir() is None:
         return "no PostgreSQL server binaries (initdb, pg_ctl, postgres) on PATH or in /usr/lib/postgresql/*/bin"
     if os.geteuid() == 0:

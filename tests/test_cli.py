@@ -266,7 +266,7 @@ def test_version() -> None:
 
     for flag in ("--version", "-V"):
         done = nmem(flag)
-        assert done.returncode == 0 and done.stdout == f"nmem {version('nmem')}\n" and done.stderr == ""
+        assert done.returncode == 0 and done.stdout == f"nmem {version('nmem-agent-memory')}\n" and done.stderr == ""
 
 
 def test_outside_a_terminal_lines_are_whole_and_ids_unambiguous(daemon: Daemon) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, Daemon
+from conftest import BIN, REPO, Daemon
 from helpers import kill_all, new_id, payload, send_hook
 
 from nmemd.daemon.instance import InstanceLock
@@ -65,7 +66,8 @@ def test_a_good_install_passes(env: dict[str, str], daemon: Daemon, tmp_path: Pa
     code, checks, _ = diagnose(env, tmp_path)
     assert code == 0, checks
     assert {name: c["status"] for name, c in checks.items()} == dict.fromkeys(
-        ["config", "entry points", "hooks", "mcp", "socket", "daemon", "database", "wal", "backlog", "service"], "ok"
+        ["config", "entry points", "path", "hooks", "mcp", "socket", "daemon", "database", "wal", "backlog", "service"],
+        "ok",
     )
     text = run([NMEM, "doctor"], env, tmp_path)
     assert text.returncode == 0 and "FAIL" not in text.stdout and "hooks" in text.stdout
@@ -190,6 +192,47 @@ def test_entry_points_missing_from_a_bin_dir(tmp_path: Path) -> None:
     assert check.status == "fail" and "nmemd, nmem-send, nmem-mcp" in check.detail
     assert check.fix is not None and "pip install --force-reinstall" in check.fix
     assert doctor.check_entry_points().status == "ok"  # this venv
+
+
+def test_another_nmem_first_on_path_is_named(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue #31: `nmem` on the package index is another project; its command, first on PATH, is named."""
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "nmem").write_text("#!/bin/sh\necho 'Cognitive memory for AI agents'\n")
+    os.chmod(other / "nmem", 0o755)
+    code, checks, _ = diagnose({**env, "PATH": f"{other}:{env['PATH']}"}, tmp_path)
+    path = checks["path"]
+    assert (
+        path["status"] == "warn" and f"{other}/nmem comes first on PATH: another program called nmem" in path["detail"]
+    )
+    assert path["fix"].startswith(f"put {BIN} first on PATH") and "pipx uninstall nmem" in path["fix"]
+    shutil.copy(BIN / "nmem", other / "nmem")  # a second installation of ours
+    _, checks, _ = diagnose({**env, "PATH": f"{other}:{env['PATH']}"}, tmp_path)
+    assert "another installation of this nmem" in checks["path"]["detail"]
+    _, checks, _ = diagnose(env, tmp_path)
+    assert checks["path"] == {"name": "path", "status": "ok", "detail": f"nmem: {BIN}/nmem", "fix": None}
+
+
+def test_a_daemon_of_another_installation_is_named_with_its_restart(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue #31: a daemon left running by another installation (a clone's .venv after the README's first
+    command) is not the one this nmem's hooks were installed for: doctor names it and the restart."""
+    other = tmp_path / "other-install"
+    for package in ("nmemd", "nmem_client"):
+        shutil.copytree(REPO / package, other / package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert run([NMEM, "install"], env, tmp_path).returncode == 0
+    try:
+        started = run([NMEM, "daemon", "start"], {**env, "PYTHONPATH": str(other)}, tmp_path)  # that copy's
+        assert started.returncode == 0, started.stderr
+        _, checks, _ = diagnose(env, tmp_path)
+        check = checks["daemon"]
+        assert check["status"] == "warn" and f"from {other} (python " in check["detail"], check
+        assert f"not this nmem (0.1.0.dev0 in {REPO})" in check["detail"]
+        assert check["fix"] == f"{BIN}/nmem daemon restart"
+        apply_fix(check["fix"], env, tmp_path)
+        _, checks, _ = diagnose(env, tmp_path)
+        assert checks["daemon"]["status"] == "ok", checks["daemon"]
+    finally:
+        run([NMEM, "daemon", "stop"], env, tmp_path)
 
 
 def test_hooks_waited_for_against_prompt_recall(env: dict[str, str], tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import os
 import resource
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ from nmemd.store.database import open_store
 LOG = logging.getLogger("nmemd.server")
 SHUTDOWN_GRACE_S = 5.0
 ACCEPT_BACKOFF_S = 0.1  # out of file descriptors: wait for some to close instead of dying
+# The folder this daemon imports nmemd from (a checkout or site-packages): which installation it is.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
@@ -108,6 +111,8 @@ class Daemon:
             batches=self.ingestor.batches,
             last_error=self.ingestor.last_error,
             version=__version__,
+            executable=sys.executable,
+            package=PACKAGE_ROOT,
             post_commit_pending=self.post_commit_pending,
             mcp_building=self.mcp_building,
             worker=self.extractor.facts() if self.extractor is not None else None,

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from nmem_client import paths
-from nmemd import __version__, config
+from nmemd import DISTRIBUTION, __version__, config
 from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
@@ -87,7 +87,7 @@ def check_config() -> tuple[Check, Settings]:
 
 def _reinstall_command() -> str:
     source = install.install_root()
-    spec = shlex.quote(str(source)) if (source / "pyproject.toml").exists() else "nmem"
+    spec = shlex.quote(str(source)) if (source / "pyproject.toml").exists() else DISTRIBUTION
     editable = "-e " if (source / "pyproject.toml").exists() else ""
     return f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps {editable}{spec}"
 
@@ -102,6 +102,27 @@ def check_entry_points(bin_dir: str | None = None) -> Check:
     if missing:
         return fail("entry points", f"missing in {where}: {', '.join(missing)}", _reinstall_command())
     return ok("entry points", f"{', '.join(ENTRY_POINTS)} in {where}")
+
+
+def check_path(bin_dir: str | None = None) -> Check:
+    """The `nmem` a shell runs is this one: `nmem` on the package index is another project, whose
+    command has the same name, and a second installation of ours would talk to the same store."""
+    where = bin_dir or os.path.dirname(os.path.abspath(sys.executable))
+    here = os.path.join(where, "nmem")
+    found = shutil.which("nmem")
+    if found is None:  # a venv not on PATH: the hooks call this one by its path, all is well
+        return ok("path", f"nmem is not on PATH; this one is {home_tilde(here)}")
+    if os.path.realpath(found) == os.path.realpath(here):
+        return ok("path", f"nmem: {home_tilde(found)}")
+    try:
+        with open(found, "rb") as f:
+            ours = b"nmemd.cli" in f.read(4096)
+    except OSError:
+        ours = False
+    what = "another installation of this nmem" if ours else f"another program called nmem (not {DISTRIBUTION})"
+    fix = (f"put {home_tilde(where)} first on PATH, or remove {home_tilde(found)}"
+           + ("" if ours else " (the package index's `nmem` is another project: pipx uninstall nmem)"))  # fmt: skip
+    return warn("path", f"{home_tilde(found)} comes first on PATH: {what}, not {home_tilde(here)}", fix)
 
 
 def _settings_files() -> list[tuple[Path, str]]:
@@ -135,7 +156,7 @@ def _plugin_check(name: str, command: str, plugin_id: str) -> Check:
     found = shutil.which(command)
     if found is None:
         return fail(name, f"the Claude Code plugin {plugin_id} runs {command}, which is not on PATH",
-                     "pipx install nmem  # or: uv tool install nmem")  # fmt: skip
+                     f"pipx install {DISTRIBUTION}  # or: uv tool install {DISTRIBUTION}")  # fmt: skip
     return ok(name, f"from the Claude Code plugin {plugin_id} ({command}: {home_tilde(found)})")
 
 
@@ -254,12 +275,25 @@ def check_socket(settings: Settings) -> Check:
     return ok("socket", f"{sock} ({mode}{', socket 0600' if os.path.exists(sock) else ''})")
 
 
+def _restart_command(started_by: str | None) -> str:
+    """Restart the daemon as this installation: its own `nmem`, or the service unit rewritten for it."""
+    nmem = shlex.quote(os.path.join(os.path.dirname(sys.executable), "nmem"))
+    if started_by in ("systemd", "launchd"):
+        return f"{nmem} service install && {nmem} daemon restart"
+    return f"{nmem} daemon restart"
+
+
 def check_daemon(settings: Settings) -> Check:
     facts = control.ping(timeout=2.0)
     if facts is not None:
         detail = f"running, pid {facts.pid}, started by {facts.started_by}, version {facts.version}"
+        here = str(install.install_root())
+        if facts.package is not None and os.path.realpath(facts.package) != os.path.realpath(here):
+            exe = home_tilde(facts.executable or "?")
+            return warn("daemon", f"{detail}, from {home_tilde(facts.package)} (python {exe}): not this nmem"
+                        f" ({__version__} in {home_tilde(here)})", _restart_command(facts.started_by))  # fmt: skip
         if facts.version != __version__:
-            return warn("daemon", f"{detail}; this nmem is {__version__}", "nmem daemon restart")
+            return warn("daemon", f"{detail}; this nmem is {__version__}", _restart_command(facts.started_by))
         if facts.last_error:
             return warn("daemon", f"{detail}; last error: {facts.last_error}", f"see {settings.log_dir}/nmemd.log")
         return ok("daemon", detail)
@@ -430,6 +464,7 @@ def run() -> Report:
     first, settings = check_config()
     checks = [first]
     checks += _guarded("entry points", check_entry_points)
+    checks += _guarded("path", check_path)
     checks += _guarded("hooks", lambda: check_hooks(settings.prompt_recall))
     checks += _guarded("mcp", check_mcp)
     checks += _guarded("codex", check_codex)

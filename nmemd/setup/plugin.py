@@ -24,7 +24,8 @@ FOLDER: Final = "claude-plugin"  # the plugin, in the repository
 DESCRIPTION: Final = (
     "Local, deterministic memory for Claude Code: every hook event stored by a per-user daemon in"
     " SQLite/FTS5, a compact context of past work at session start, and MCP tools to search it."
-    " Needs nmem installed (pipx install nmem, or uv tool install nmem): nmem-send and nmem-mcp on PATH."
+    " Needs nmem installed (pipx install nmem-agent-memory, or uv tool install nmem-agent-memory):"
+    " nmem-send and nmem-mcp on PATH."
 )
 # The hook client from PATH, with SIGTERM ignored from before Python starts (install.hook_command).
 HOOK_COMMAND: Final = "trap '' TERM; exec nmem-send"
