@@ -389,7 +389,8 @@ def test_bash_details_and_bounds() -> None:
     assert obs.title == "$ make test (interrupted)"
     lines = obs.content.splitlines()
     assert lines[:5] == ["Run tests", "interrupted", "stderr:", "warning: one", "warning: two"]
-    assert lines[5:7] == ["stdout:", "line 0"] and lines[-1] == "… (480 more lines)"
+    assert lines[5:7] == ["stdout:", "line 0"] and lines[-14:-12] == ["line 9", "… (478 lines cut) …"]
+    assert lines[-1] == "line 499"
     _, text_resp = _one(post("Bash", {"command": "echo hi"}, "hi"))
     assert text_resp.content == "stdout:\nhi"
 
@@ -483,8 +484,8 @@ def test_huge_payload_is_bounded() -> None:
     big = "x = 1\n" * 3_500_000  # ~20 MB
     ex, obs = _one(post("Bash", {"command": "cat big"}, {"stdout": big, "stderr": "AKIA" * 1_000_000}))
     # hidden lines are counted in a bounded window, hence the "+"
-    assert len(obs.content) <= CONTENT_MAX and obs.content.endswith("\n… (666667+ more lines)")
-    assert obs.content.startswith("stderr:\n… (4000000 more chars)\nstdout:\nx = 1\n")
+    assert len(obs.content) <= CONTENT_MAX and "\n… (666666+ lines cut) …\nx = 1\n" in obs.content
+    assert obs.content.startswith("stderr:\n… (4000000 chars cut) …\nstdout:\nx = 1\n")
     ex, obs = _one(post("Write", {"file_path": "/p/big.py", "content": big}, {"type": "create"}))
     assert obs.title == "Write /p/big.py (created, 3500000 lines)"
     ex, obs = _one(
@@ -627,6 +628,35 @@ def test_answers_at_the_end_of_long_texts_are_kept() -> None:
     assert ex.observations[0].content == message and ex.natural_key == reply_key("s", message)
     assert ex.natural_key == reply_key("s", "  Done. " + message[6:] + "\n")  # whitespace never splits a key
     assert ex.last_assistant_message is not None and len(ex.last_assistant_message) <= CONTENT_MAX
+
+
+def test_a_successful_commands_output_keeps_its_verdict() -> None:
+    """Issue #31: a test run that passed says so on its last line, and a 5.4 MB output keeps its end too."""
+    run = "".join(f"tests/test_x.py::test_{i} PASSED{' ' * 20}[{i // 2:3d}%]\n" for i in range(200))
+    run = "============ test session starts ============\n" + run + "======= 200 passed, 3 skipped in 4.02s ======="
+    (obs,) = extract(post("Bash", {"command": "pytest -v"}, {"stdout": run, "stderr": ""})).observations
+    lines = obs.content.splitlines()
+    assert lines[:3] == ["stdout:", "============ test session starts ============", "tests/test_x.py::test_0 PASSED" +
+                         " " * 20 + "[  0%]"]  # fmt: skip
+    assert lines[-1] == "======= 200 passed, 3 skipped in 4.02s =======" and "lines cut) …" in obs.content
+    big = "".join(f'{{"row": {i}, "name": "item {i}"}}\n' for i in range(170_000)) + "done: 170000 rows"
+    assert len(big) > 5_400_000
+    stderr = "".join(f"warning {i}\n" for i in range(1000)) + "3 warnings were errors? no: 1000 warnings"
+    (obs,) = extract(post("Bash", {"command": "dump"}, {"stdout": big, "stderr": stderr})).observations
+    assert obs.content.endswith("done: 170000 rows") and len(obs.content) < 3500
+    assert "warning 0\n" in obs.content and "1000 warnings\nstdout:" in obs.content
+    mcp = {"content": [{"type": "text", "text": "".join(f"result {i}\n" for i in range(5000)) + "total: 5000"}]}
+    (obs,) = extract(post("mcp__db__query", {"sql": "select"}, mcp)).observations
+    assert obs.content.endswith("total: 5000") and "result 0\n" in obs.content
+
+
+def test_a_private_block_or_a_key_across_the_cut_never_reaches_an_output_tail() -> None:
+    body = "\n".join("MIIEowIBAAKCAQEA" + "x" * 48 for _ in range(300))
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\nafter the key"
+    private = "<private>\n" + "hidden line\n" * 300 + "</private>\nvisible at the end"
+    for out, secret in ((("start\n" * 100) + pem, "MIIEow"), (("start\n" * 100) + private, "hidden")):
+        (obs,) = extract(post("Bash", {"command": "cat notes"}, {"stdout": out})).observations
+        assert secret not in obs.content and obs.content.endswith(("after the key", "visible at the end"))
 
 
 def test_a_private_block_or_a_key_across_the_cut_never_reaches_an_errors_tail() -> None:

@@ -66,7 +66,21 @@ import hashlib
 import json
 from typing import Any, Final
 
-from nmemd.capture.extract import _PATH_MAX, _clean, _d, _join, _l, _line, _obs, _rel, _s, _short
+from nmemd.capture.extract import (
+    _PATH_MAX,
+    OUTPUT_HEAD,
+    OUTPUT_TAIL,
+    _clean,
+    _clean_ends,
+    _d,
+    _join,
+    _l,
+    _line,
+    _obs,
+    _rel,
+    _s,
+    _short,
+)
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "cline"
@@ -167,10 +181,10 @@ def _cli_tool(name: str, record: dict[str, Any], root: str | None, cwd: str | No
             cmd, result = _clean(command, 2000), _s(o.get("result")) or ""
             if o.get("success") is False:
                 first = " ".join(cmd.split())[:150]
-                content = _join(f"command: {cmd}", _clean(_s(o.get("error")) or result, 4000, 100))
+                content = _join(f"command: {cmd}", _clean_ends(_s(o.get("error")) or result))
                 obs.append(_obs("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None))
             else:
-                out = _clean(result, 1500, 20)
+                out = _clean_ends(result, OUTPUT_HEAD, OUTPUT_TAIL)
                 obs.append(_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if out else ""),
                                 tool_name=name, command=cmd or None, dedup_key=f"cmd:{cmd}"))  # fmt: skip
         return obs
@@ -217,11 +231,11 @@ def _tool(p: dict[str, Any], own: dict[str, Any], root: str | None, cwd: str | N
         cmd = _clean(inp.get("command"), 2000)
         if failed:
             first = " ".join(cmd.split())[:150]
-            content = _join(f"command: {cmd}", _clean(result, 4000, 100))
+            content = _join(f"command: {cmd}", _clean_ends(result))
             return [_obs("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)]
-        return [_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if (out := _clean(result, 1500, 20))
-                                                              else ""), tool_name=name, command=cmd or None,
-                     dedup_key=f"cmd:{cmd}")]  # fmt: skip
+        out = _clean_ends(result, OUTPUT_HEAD, OUTPUT_TAIL)
+        return [_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if out else ""), tool_name=name,
+                     command=cmd or None, dedup_key=f"cmd:{cmd}")]  # fmt: skip
     record = _d(p.get("tool_result"))
     if name in ("run_commands", "read_files", "editor") and record:
         return _cli_tool(name, record, root, cwd)

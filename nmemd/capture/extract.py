@@ -61,6 +61,14 @@ _TODO_MARK: Final = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 # lines, 8 KB) keep them whole; the tail gets the larger share because the answer is there.
 ERROR_HEAD: Final = (3000, 40)  # chars, lines
 ERROR_TAIL: Final = (5000, 60)
+# A command that succeeded keeps its head and its tail too, in less room: a test run, a build, an
+# install print their verdict last ("200 passed, 3 skipped", the last warning, a summary line).
+OUTPUT_HEAD: Final = (700, 10)
+OUTPUT_TAIL: Final = (1000, 12)
+STDERR_HEAD: Final = (400, 6)
+STDERR_TAIL: Final = (600, 10)
+MCP_HEAD: Final = (800, 15)
+MCP_TAIL: Final = (1200, 25)
 _PRIVATE_OPEN: Final = re.compile(r"<(?:private|nmem-context)", re.IGNORECASE)
 
 # --- small helpers -----------------------------------------------------------------------
@@ -186,8 +194,10 @@ def _clean_ends(raw: object, head: tuple[int, int] = ERROR_HEAD, tail: tuple[int
         return _clean(raw, n, 0)
     shown_head = redact(raw[:h]).rstrip().lstrip("\r\n")
     shown_tail = redact_tail(redact(raw[t:])).strip("\r\n").rstrip()
-    lines = raw.count("\n", h, t) - 1  # whole lines between the head's last newline and the tail's first line
-    marker = f"… ({lines} lines cut) …" if lines > 0 else f"… ({t - h} chars cut) …"
+    # whole lines between the head's last newline and the tail's first line, counted in a bounded window
+    lines = raw.count("\n", h, min(t, h + _COUNT_MAX)) - 1
+    more = "+" if t - h > _COUNT_MAX else ""
+    marker = f"… ({lines}{more} lines cut) …" if lines > 0 else f"… ({t - h} chars cut) …"
     return "\n".join(p for p in (shown_head, marker, shown_tail) if p)
 
 
@@ -410,8 +420,8 @@ def _bash(t: _Tool) -> Observation:
     content = _join(
         _clean(t.inp.get("description"), 300),
         ", ".join(f for f in [*flags, status] if f),
-        "stderr:\n" + err if (err := _clean(r.get("stderr"), 1000, 20)) else "",
-        "stdout:\n" + out if (out := _clean(stdout, 1500, 20)) else "",
+        "stderr:\n" + err if (err := _clean_ends(r.get("stderr"), STDERR_HEAD, STDERR_TAIL)) else "",
+        "stdout:\n" + out if (out := _clean_ends(stdout, OUTPUT_HEAD, OUTPUT_TAIL)) else "",
     )
     suffix = "".join(f" ({f})" for f in flags if f)
     return _obs("command", f"$ {_short(cmd, TITLE_MAX)}{suffix}", content, command=cmd, dedup_key=f"cmd:{cmd}")
@@ -554,9 +564,9 @@ def _mcp_result(resp: object) -> str:
             bd = _d(b)
             text = _s(bd.get("text")) if bd else _s(b)
             parts.append(text if text is not None else f"[{_s(bd.get('type')) or type(b).__name__}]")
-        return _clean("\n".join(p[:3000] for p in parts), 2000, 40)
+        return _clean_ends("\n".join(p[:3000] if len(parts) > 1 else p for p in parts), MCP_HEAD, MCP_TAIL)
     if isinstance(resp, str):
-        return _clean(resp, 2000, 40)
+        return _clean_ends(resp, MCP_HEAD, MCP_TAIL)
     return _summary(resp, 2000) if resp is not None else ""
 
 
