@@ -68,7 +68,7 @@ def connect(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     try:
         import psycopg
     except ImportError as exc:
-        raise TeamError("team memory needs psycopg: pip install 'nmem[team]'") from exc
+        raise TeamError("team memory needs psycopg: pip install 'nmem-agent-memory[team]'") from exc
     try:
         given = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
