@@ -248,3 +248,35 @@ def test_every_answer_forbids_framing_and_no_address_leads_off_site(viewer: View
         for to in re.findall(rb"(?im)^location: *(\S+)|content=\"0;url=([^\"]*)\"", reply):
             assert (to[0] or to[1]).startswith(root + b"/"), (target, reply)
     wait_until(lambda: viewer.proc.poll() is None, 1, "the viewer still runs")
+
+
+def test_purge_from_a_search_keeps_every_filter_of_the_search(viewer: Viewer) -> None:
+    """Issue #28, finding 7: the file filter (and the agent) went missing between the search and
+    its purge, which then offered to delete every row holding the words."""
+    import html
+
+    from conftest import run_send
+
+    login(viewer)
+    for n, name in enumerate(("okapi/exporter.py", "okapi/reader.py")):
+        payload = {"session_id": "web-f", "hook_event_name": "PostToolUse", "tool_name": "Edit", "cwd": PROJECT,
+                   "tool_use_id": f"toolu_{n}", "tool_input": {"file_path": f"{PROJECT}/{name}",
+                   "old_string": "a", "new_string": "the okapi rows"}}  # fmt: skip
+        assert run_send(json.dumps(payload).encode()).returncode == 0
+    prompt("why does the okapi exporter drop rows", session="web-f")
+    prompt("the okapi exporter for codex", session="web-g", agent="codex")
+    query = {"q": "okapi", "project": PROJECT, "file": "exporter.py"}
+    status, page = viewer.get("/search?" + urlencode(query))
+    assert status == 200 and page.count('href="o/') == 1
+    link = re.search(r'id="purge" href="([^"]+)"', page)
+    assert link is not None
+    status, page = viewer.get("/" + html.unescape(link.group(1)))
+    assert status == 200 and "Purge will delete <b>1</b> observations" in page, page
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+    status, page = viewer.post("/do/purge", {k: html.unescape(v) for k, v in fields.items()})
+    assert status == 200 and "purged 1 observations" in page
+    status, page = viewer.get("/search?" + urlencode({"q": "okapi", "project": PROJECT}))
+    assert page.count('href="o/') == 3, page  # the other file's edit and both prompts stay
+    # the agent too: a purge of codex's okapi rows leaves Claude Code's
+    status, page = viewer.get("/confirm/purge?" + urlencode({"q": "okapi", "project": PROJECT, "agent": "codex"}))
+    assert status == 200 and "Purge will delete <b>1</b> observations" in page, page

@@ -56,6 +56,8 @@ class PurgeFilter(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     project: str | None = None
     session_id: str | None = None
     types: list[str] = []
+    file: str | None = None  # as search takes it: the path, or its tail
+    agent: str | None = None
     since: float | None = None
     until: float | None = None
     ids: Annotated[list[RowId], msgspec.Meta(max_length=MAX_IDS)] = []
@@ -81,9 +83,11 @@ class PinResult(msgspec.Struct, kw_only=True):
 
 def validate(f: PurgeFilter) -> str | None:
     """Refuse filters that match everything or nothing sensible; return the FTS match, if any."""
-    criteria = [f.session_id, f.types, f.since is not None, f.until is not None, f.ids, f.query]
+    criteria = [f.session_id, f.types, f.file, f.agent, f.since is not None, f.until is not None, f.ids, f.query]
     if not any(criteria) and f.project in (None, "", ALL_PROJECTS):
-        raise QueryError("purge needs at least one filter (project, session, type, since, until, id or query)")
+        raise QueryError(
+            "purge needs at least one filter (project, session, type, file, agent, since, until, id or query)"
+        )
     unknown = [t for t in f.types if t not in OBSERVATION_TYPES]
     if unknown:
         raise QueryError(f"unknown type {unknown[0]!r} (known: {', '.join(OBSERVATION_TYPES)})")
@@ -114,7 +118,8 @@ PHRASE_CHECK_ROWS = 500  # rows holding a phrase's words read and checked at a t
 async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -> None:
     """Put the matching observation ids in `temp.purge_ids` (memory: temp_store=MEMORY)."""
     await clear_listed(conn)
-    filters = Filters(project=f.project, types=f.types, session_id=f.session_id, since=f.since, until=f.until)
+    filters = Filters(project=f.project, types=f.types, session_id=f.session_id, file=f.file, agent=f.agent,
+                      since=f.since, until=f.until)  # fmt: skip
     clauses, params = queries._where(filters)
     source = "observations o"
     if f.ids:
@@ -228,8 +233,8 @@ def _raw_match(payload: bytes, received_at: float, f: PurgeFilter, terms: list[s
     """A raw event matches on what a payload shows: the query terms, the session, the time."""
     if not terms and not f.session_id:
         return False
-    if f.ids:
-        return False  # raw events have no observation ids yet
+    if f.ids or f.file or f.agent:
+        return False  # raw events have no observation ids yet, and a file or agent is read from them later
     if f.since is not None and received_at < f.since or f.until is not None and received_at > f.until:
         return False
     text = payload.decode("utf-8", "replace")

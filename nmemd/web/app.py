@@ -242,9 +242,9 @@ async def _search_params(read: Any, q: dict[str, str]) -> dict[str, Any]:
 
 
 def _purge_filter(params: dict[str, Any]) -> dict[str, Any]:
-    flt = {k: v for k, v in params.items() if k in ("project", "types", "session_id", "since", "until")}
-    if params.get("agent"):
-        raise ValueError("purge does not filter by agent: narrow the search by project, session or time instead")
+    """Every filter of the search, so a purge removes only what the search could have found."""
+    keys = ("project", "types", "session_id", "file", "agent", "since", "until")
+    flt = {k: v for k, v in params.items() if k in keys}
     if params.get("query") and params["query"] != "*":
         flt["query"] = params["query"]
     if flt.get("project") == ALL_PROJECTS:
