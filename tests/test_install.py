@@ -127,14 +127,21 @@ def test_a_project_install_goes_to_the_local_settings_a_team_does_not_commit(cla
     assert "SessionStart" not in json.loads((repo / ".claude" / "settings.local.json").read_text()).get("hooks", {})
 
 
-def test_backups_are_private_and_only_the_newest_is_kept(claude_dir: Path) -> None:
+def test_backups_are_private_and_every_one_is_kept(claude_dir: Path) -> None:
+    """Issue #28, finding 10: only the newest backup was kept, so a second install deleted the backup
+    of the original. Every backup is a new 0600 file, the original's among them."""
     settings = claude_dir / "settings.json"
+    originals = []
     for n in range(3):  # each round changes the file, so each install backs it up again
-        settings.write_text(json.dumps({**OTHER, "model": f"m{n}"}))
+        originals.append(json.dumps({**OTHER, "model": f"m{n}"}))
+        settings.write_text(originals[-1])
         assert nmem("install", "--no-mcp").returncode == 0
+        assert nmem("install", "--no-mcp").returncode == 0  # unchanged: no backup
         assert nmem("uninstall", "--no-mcp").returncode == 0
-    backups = list(claude_dir.glob("settings.json.nmem-backup-*"))
-    assert len(backups) == 1 and backups[0].stat().st_mode & 0o777 == 0o600
+        assert settings.read_text() == originals[-1]  # nothing else changed it: given back byte for byte
+    backups = sorted(claude_dir.glob("settings.json.nmem-backup-*"))
+    assert len(backups) == 6 and all(b.stat().st_mode & 0o777 == 0o600 for b in backups)
+    assert {b.read_text() for b in backups} >= set(originals)
 
 
 def test_uninstall_says_what_went_and_where_the_memory_stays(claude_dir: Path) -> None:

@@ -120,20 +120,37 @@ def install(
 ) -> None:
     """Add nmem's hooks to a coding agent's settings and register the nmem MCP server (idempotent)."""
     agents = _agents(agent, project_scope)
-    if "codex" in agents:
-        _install_codex(print_only, no_mcp)
-    if "gemini" in agents:
-        _install_gemini(print_only, no_mcp)
-    if "copilot" in agents:
-        _install_copilot(print_only, no_mcp)
-    if "cursor" in agents:
-        _install_cursor(print_only, no_mcp)
-    if "cline" in agents:
-        _install_cline(print_only, no_mcp)
-    if "opencode" in agents:
-        _install_opencode(print_only, no_mcp)
-    if "claude-code" in agents:
-        _install_claude(project_scope, print_only, no_mcp, import_history)
+    steps: dict[str, Callable[[], None]] = {
+        "codex": lambda: _install_codex(print_only, no_mcp),
+        "gemini": lambda: _install_gemini(print_only, no_mcp),
+        "copilot": lambda: _install_copilot(print_only, no_mcp),
+        "cursor": lambda: _install_cursor(print_only, no_mcp),
+        "cline": lambda: _install_cline(print_only, no_mcp),
+        "opencode": lambda: _install_opencode(print_only, no_mcp),
+        "claude-code": lambda: _install_claude(project_scope, print_only, no_mcp, import_history),
+    }
+    _failed(_each_agent(agents, steps), agents, "install")
+
+
+def _each_agent(agents: list[str], steps: dict[str, Callable[[], None]]) -> list[str]:
+    """Run every agent's step, in this order, even after one failed (each says why on its own line);
+    the agents that failed (issue #28, finding 10: `--agent all` stopped at the first broken file)."""
+    failed = []
+    for name, step in steps.items():
+        if name in agents:
+            try:
+                step()
+            except typer.Exit as exc:
+                if exc.exit_code:
+                    failed.append(name)
+    return failed
+
+
+def _failed(failed: list[str], agents: list[str], what: str) -> None:
+    if failed and len(agents) > 1:
+        fail(f"{what} failed for {', '.join(failed)}; the other agents are done")
+    if failed:
+        raise typer.Exit(1)
 
 
 def _install_codex(print_only: bool, no_mcp: bool) -> None:
@@ -300,25 +317,23 @@ def uninstall(
 ) -> None:
     """Remove exactly the hooks and MCP registration that `nmem install` added."""
     agents = _agents(agent, project_scope)
-    if "codex" in agents:
-        _uninstall_codex(no_mcp)
-    if "gemini" in agents:
-        _uninstall_gemini(no_mcp)
-    if "copilot" in agents:
-        _uninstall_copilot(no_mcp)
-    if "cursor" in agents:
-        _uninstall_cursor(no_mcp)
-    if "cline" in agents:
-        _uninstall_cline()
-    if "opencode" in agents:
-        _uninstall_opencode(no_mcp)
-    if "claude-code" in agents:
-        _uninstall_claude(project_scope, no_mcp)
-    settings = load_settings()
-    out().print(
-        f"your memory stays in {settings.db}; delete it with: nmem daemon stop && rm -r {settings.home}",
-        highlight=False,
-    )
+    steps: dict[str, Callable[[], None]] = {
+        "codex": lambda: _uninstall_codex(no_mcp),
+        "gemini": lambda: _uninstall_gemini(no_mcp),
+        "copilot": lambda: _uninstall_copilot(no_mcp),
+        "cursor": lambda: _uninstall_cursor(no_mcp),
+        "cline": _uninstall_cline,
+        "opencode": lambda: _uninstall_opencode(no_mcp),
+        "claude-code": lambda: _uninstall_claude(project_scope, no_mcp),
+    }
+    failed = _each_agent(agents, steps)
+    if len(failed) < len(agents):
+        settings = load_settings()
+        out().print(
+            f"your memory stays in {settings.db}; delete it with: nmem daemon stop && rm -r {settings.home}",
+            highlight=False,
+        )
+    _failed(failed, agents, "uninstall")
 
 
 def _uninstall_codex(no_mcp: bool) -> None:
@@ -421,10 +436,10 @@ def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:
     targets = [target, target.with_name("settings.json")] if project_scope else [target]
     mcp_removed = False
     try:
-        removed = [t for t in targets if t.exists() and inst.write(t, inst.without_hooks(inst.load(t), t)).changed]
+        removed = [t for t in targets if t.exists() and inst.uninstall_hooks(t).changed]
         state_path = inst.user_state_path()
         if not no_mcp and state_path.exists():
-            mcp_removed = inst.write(state_path, inst.without_mcp(inst.load(state_path), state_path)).changed
+            mcp_removed = inst.uninstall_mcp(state_path).changed
     except NmemError as exc:
         fail(str(exc))
     console = out()

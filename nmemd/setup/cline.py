@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from nmem_client import paths
 from nmemd.errors import SettingsError
-from nmemd.setup import install
+from nmemd.setup import files, install
 
 AGENT: Final = "cline"
 MARK: Final = "# nmem hook: written by `nmem install --agent cline`, removed by `nmem uninstall --agent cline`"
@@ -76,10 +77,7 @@ class Result:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.nmem-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, path)
+    files.replace(path, text.encode("utf-8"), 0o755)  # private until it is whole, never writable by others
 
 
 def install_scripts(print_only: bool = False) -> Result:
@@ -100,7 +98,7 @@ def install_scripts(print_only: bool = False) -> Result:
     if print_only or not result.written:
         return result
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        paths.make_dirs(str(folder))  # not 0777 under umask 000: others could replace the scripts the agent runs
         for name in result.written:
             _write(folder / name, text)
     except OSError as exc:

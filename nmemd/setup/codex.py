@@ -23,9 +23,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from nmem_client import paths
 from nmemd.errors import SettingsError
-from nmemd.setup import install
+from nmemd.setup import files, install
 from nmemd.setup.install import HookSpec, Written
 
 AGENT: Final = "codex"
@@ -312,23 +311,18 @@ def with_config(
 
 
 def write_text(path: Path, old: str, text: str) -> Written:
-    """Write `text` atomically after a 0600 backup of the old content; unchanged content is not rewritten."""
-    if text == old and (path.exists() or not text):
+    """Write `text` atomically after a 0600 backup of the old content; unchanged content is not rewritten.
+    A symlink stays one; a read-only or another user's file is refused (nmemd.setup.files)."""
+    real = files.target(path)
+    if text == old and (real.exists() or not text):
         return Written(changed=False)
     backup: Path | None = None
     try:
-        if path.exists():
-            backup = install._backup(path, old)
-            mode = path.stat().st_mode & 0o777
-        else:
-            paths.make_dirs(str(path.parent))
-            mode = 0o600
-        tmp = path.with_name(f".{path.name}.nmem-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        if real.exists():
+            backup = install._backup(path, real.read_bytes())
+        files.replace(real, text.encode("utf-8"))
     except OSError as exc:
-        raise SettingsError(f"cannot write {path}: {exc.strerror}") from exc
+        raise SettingsError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return Written(changed=True, backup=backup)
 
 
@@ -345,6 +339,7 @@ class Plan:
         self.config_text = ""
         self.config_old = ""
         self.handlers: list[tuple[str, str]] = []
+        self.undo: install.Undo | None = None  # an uninstall's (install.restored)
 
 
 def plan_install(mcp: bool = True) -> Plan:
@@ -364,6 +359,8 @@ def plan_uninstall(mcp: bool = True) -> Plan:
     plan = Plan()
     old = install.load(plan.hooks)
     plan.hooks_data = without_hooks(old, plan.hooks)
+    path, command = plan.hooks, hook_command()
+    plan.undo = install.Undo(lambda d: with_hooks(d, path, command), lambda d: without_hooks(d, path))
     previous = our_handlers(old, plan.hooks)
     ours = our_handlers(with_hooks({}, plan.hooks, hook_command()), plan.hooks)  # this install's, wherever they are
     plan.config_old, config = load_config(plan.config)
@@ -379,13 +376,20 @@ def plan_uninstall(mcp: bool = True) -> Plan:
 
 
 def apply(plan: Plan) -> tuple[Written, Written]:
-    """Write hooks.json, then config.toml. A hooks.json that holds nothing more is removed."""
-    if plan.hooks_data:
-        hooks = install.write(plan.hooks, plan.hooks_data)
-    elif plan.hooks.exists():
-        old = plan.hooks.read_text(encoding="utf-8")
-        backup = install._backup(plan.hooks, old)
-        plan.hooks.unlink()
+    """Write hooks.json, then config.toml. An uninstall gives hooks.json back as it was before the
+    install when nothing else changed it since; a hooks.json nmem made that holds nothing more is removed."""
+    undo = plan.undo
+    exists = plan.hooks.exists() or plan.hooks.is_symlink()
+    keep = plan.hooks_data or plan.hooks.is_symlink()
+    if keep or (undo and exists and install.restored(plan.hooks, {}, undo) is not None):
+        hooks = install.write(plan.hooks, plan.hooks_data, undo)
+    elif exists:
+        real = files.target(plan.hooks)
+        try:
+            backup = install._backup(plan.hooks, real.read_bytes())
+            real.unlink()
+        except OSError as exc:
+            raise SettingsError(f"cannot remove {plan.hooks}: {exc.strerror or exc}") from exc
         hooks = Written(changed=True, backup=backup)
     else:
         hooks = Written(changed=False)

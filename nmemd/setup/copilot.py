@@ -50,7 +50,7 @@ def handler(command: str) -> dict[str, Any]:
 
 
 def is_ours(h: object) -> bool:
-    return isinstance(h, dict) and install.CLIENT_MARKER in str(h.get("bash", ""))
+    return isinstance(h, dict) and install.is_our_command(h.get("bash"))
 
 
 def _hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -116,4 +116,7 @@ def plan_uninstall(mcp: bool = True) -> HooksAndMcp:
     sp, mp = settings_path(), mcp_path()
     data = without_hooks(install.load(sp), sp) if sp.exists() else {}
     servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
-    return HooksAndMcp(sp, data, mp, servers)
+    command, server = hook_command(), install.mcp_command()
+    hooks_undo = install.Undo(lambda d: with_hooks(d, sp, command), lambda d: without_hooks(d, sp))
+    mcp_undo = install.Undo(lambda d: with_mcp(d, mp, server), lambda d: install.without_mcp(d, mp))
+    return HooksAndMcp(sp, data, mp, servers, hooks_undo, mcp_undo)

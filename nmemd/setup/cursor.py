@@ -55,7 +55,7 @@ def handler(command: str) -> dict[str, Any]:
 
 
 def is_ours(h: object) -> bool:
-    return isinstance(h, dict) and install.CLIENT_MARKER in str(h.get("command", ""))
+    return isinstance(h, dict) and install.is_our_command(h.get("command"))
 
 
 def _hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -123,4 +123,7 @@ def plan_uninstall(mcp: bool = True) -> HooksAndMcp:
     hp, mp = hooks_path(), mcp_path()
     data = without_hooks(install.load(hp), hp) if hp.exists() else {}
     servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
-    return HooksAndMcp(hp, data, mp, servers)
+    command, server = hook_command(), install.mcp_command()
+    hooks_undo = install.Undo(lambda d: with_hooks(d, hp, command), lambda d: without_hooks(d, hp))
+    mcp_undo = install.Undo(lambda d: with_mcp(d, mp, server), lambda d: install.without_mcp(d, mp))
+    return HooksAndMcp(hp, data, mp, servers, hooks_undo, mcp_undo)

@@ -103,10 +103,11 @@ def without_settings(data: dict[str, Any], path: Path, mcp: bool = True) -> dict
 class Plan:
     """What install or uninstall will write, computed before anything is written."""
 
-    def __init__(self, data: dict[str, Any], old: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], old: dict[str, Any], undo: install.Undo | None = None) -> None:
         self.path = settings_path()
         self.data = data
         self.old = old
+        self.undo = undo  # an uninstall's (install.restored)
 
 
 def plan_install(mcp: bool = True) -> Plan:
@@ -118,14 +119,16 @@ def plan_install(mcp: bool = True) -> Plan:
 def plan_uninstall(mcp: bool = True) -> Plan:
     path = settings_path()
     old = install.load(path)
-    return Plan(without_settings(old, path, mcp), old)
+    command, server = hook_command(), mcp_command() if mcp else None
+    undo = install.Undo(lambda d: with_settings(d, path, command, server), lambda d: without_settings(d, path, mcp))
+    return Plan(without_settings(old, path, mcp), old, undo)
 
 
 def apply(plan: Plan) -> Written:
     """Write settings.json (backup first); an uninstall that changes nothing writes nothing."""
     if plan.data == plan.old and not (plan.data and not plan.path.exists()):
         return Written(changed=False)
-    return install.write(plan.path, plan.data)
+    return install.write(plan.path, plan.data, plan.undo)
 
 
 def printed(plan: Plan) -> str:

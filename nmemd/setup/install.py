@@ -1,8 +1,9 @@
 """Merge nmem's hooks and MCP server into Claude Code's settings, and take them out again.
 
 Every other key and every other tool's hook is kept as it was. nmem's own
-handlers are recognised by the client path in their command, so running
-install twice changes nothing and uninstall removes exactly what install added.
+handlers are recognised by their command, exactly as install writes it (`is_our_command`), so
+running install twice changes nothing and uninstall removes exactly what install added. A file
+nothing else changed since the install is given back byte for byte from its backup (`restored`).
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shlex
 import sys
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
-from nmem_client import paths
 from nmemd.errors import SettingsError
+from nmemd.setup import files
 
 CLIENT_MARKER = "nmem_client/send.py"
 MCP_NAME = "nmem"
@@ -106,8 +108,36 @@ def mcp_args() -> list[str]:
     return ["-I", "-S", str(install_root() / "nmem_client" / "bridge.py")]
 
 
+_TRAP: Final = "trap '' TERM; exec "
+_AGENT_NAME: Final = re.compile(r"[a-z][a-z-]*")
+
+
+def is_our_command(command: object) -> bool:
+    """Whether `command` is a hook command nmem wrote: exactly `[trap '' TERM; exec ]PYTHON -I -S
+    .../nmem_client/send.py[ --agent NAME]` as `hook_command` quotes it (older versions wrote it
+    without the trap), not merely a command that mentions the client (issue #28, finding 10)."""
+    if not isinstance(command, str):
+        return False
+    body = command.removeprefix(_TRAP)
+    try:
+        argv = shlex.split(body)
+    except ValueError:
+        return False
+    tail: list[str] = []
+    if len(argv) == 6 and argv[4] == "--agent" and _AGENT_NAME.fullmatch(argv[5]):
+        argv, tail = argv[:4], argv[4:]
+    return (
+        len(argv) == 4
+        and argv[0].startswith("/")
+        and argv[1:3] == ["-I", "-S"]
+        and argv[3].startswith("/")
+        and argv[3].endswith("/" + CLIENT_MARKER)
+        and shlex.join(argv + tail) == body  # quoted as nmem quotes: nothing else hides in it
+    )
+
+
 def _is_ours(handler: Any) -> bool:
-    return isinstance(handler, dict) and CLIENT_MARKER in str(handler.get("command", ""))
+    return isinstance(handler, dict) and is_our_command(handler.get("command"))
 
 
 def handler(spec: HookSpec, command: str) -> dict[str, Any]:
@@ -204,6 +234,20 @@ def without_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     return cleaned
 
 
+def uninstall_hooks(path: Path) -> Written:
+    """Take nmem's handlers out of a Claude Code settings file (the file before the install when
+    nothing else changed it since: `restored`)."""
+    command = hook_command()
+    undo = Undo(lambda d: with_hooks(d, path, command), lambda d: without_hooks(d, path))
+    return write(path, without_hooks(load(path), path), undo)
+
+
+def uninstall_mcp(path: Path) -> Written:
+    """Take nmem's MCP server out of `~/.claude.json` (as `uninstall_hooks` does its handlers)."""
+    undo = Undo(lambda d: with_mcp(d, path, sys.executable, mcp_args()), lambda d: without_mcp(d, path))
+    return write(path, without_mcp(load(path), path), undo)
+
+
 def with_mcp(state: dict[str, Any], path: Path, command: str, args: list[str] | None = None) -> dict[str, Any]:
     merged = copy.deepcopy(state)
     servers = merged.setdefault("mcpServers", {})
@@ -223,8 +267,27 @@ def without_mcp(state: dict[str, Any], path: Path) -> dict[str, Any]:
     return cleaned
 
 
-def render(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+_ESCAPED: Final = re.compile(r"\\u(?:00[89a-fA-F]|0[1-9a-fA-F]|[1-9a-fA-F])[0-9a-fA-F]{2}")  # past ASCII
+_INDENT: Final = re.compile(r"\A\s*[{\[]\r?\n([ \t]+)\S")
+
+
+def render(data: dict[str, Any], like: str = "") -> str:
+    """`data` as JSON in the style of `like` (the file's old text): its indentation, and its non-ASCII
+    characters as `\\u` escapes when it wrote them so; 2 spaces and the characters themselves by default."""
+    indent: int | str = 2
+    if found := _INDENT.match(like):
+        indent = found.group(1) if "\t" in found.group(1) else len(found.group(1))
+    escaped = bool(_ESCAPED.search(like)) and like.isascii()
+    return json.dumps(data, indent=indent, ensure_ascii=escaped) + "\n"
+
+
+@dataclass(frozen=True)
+class Undo:
+    """What an install does to a file's content (`add`) and what its uninstall does (`remove`): how an
+    uninstall knows a backup holds the file as it was before an install nothing changed since."""
+
+    add: Callable[[dict[str, Any]], dict[str, Any]]
+    remove: Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Written(msgspec.Struct, frozen=True):
@@ -241,12 +304,15 @@ class HooksAndMcp:
     hooks_data: dict[str, Any]
     mcp: Path
     mcp_data: dict[str, Any] | None  # None: leave the MCP file alone
+    hooks_undo: Undo | None = None  # an uninstall's: give back the file as it was before the install
+    mcp_undo: Undo | None = None
 
     def apply(self, uninstall: bool = False) -> tuple[Written, Written]:
         """Write what the plan changes (both files backed up first); on uninstall a missing file stays missing."""
         none = Written(changed=False)
-        hooks = none if uninstall and not self.hooks.exists() else write(self.hooks, self.hooks_data)
-        mcp = none if self.mcp_data is None else write(self.mcp, self.mcp_data)
+        missing = uninstall and not self.hooks.exists() and not self.hooks.is_symlink()
+        hooks = none if missing else write(self.hooks, self.hooks_data, self.hooks_undo)
+        mcp = none if self.mcp_data is None else write(self.mcp, self.mcp_data, self.mcp_undo)
         return hooks, mcp
 
     def printed(self) -> str:
@@ -257,18 +323,31 @@ class HooksAndMcp:
         return out
 
 
-def _backup(path: Path, old: str) -> Path:
-    """A 0600 copy of `path`'s previous content (settings files hold tokens), the only one kept: older
-    copies nmem made of the same file are removed, so backups never pile up."""
-    backup = path.with_name(f"{path.name}.nmem-backup-{time.strftime('%Y%m%d-%H%M%S')}")
-    fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        os.fchmod(fh.fileno(), 0o600)  # an existing file of that name keeps its mode otherwise
-        fh.write(old)
-    for older in path.parent.glob(f"{path.name}.nmem-backup-*"):
-        if older != backup:
-            older.unlink(missing_ok=True)
-    return backup
+def _backup(path: Path, old: str | bytes) -> Path:
+    """A new 0600 copy of `path`'s previous content (settings files hold tokens); every earlier one is kept."""
+    return files.backup(path, old.encode("utf-8") if isinstance(old, str) else old)
+
+
+def restored(path: Path, data: dict[str, Any], undo: Undo) -> bytes | None:
+    """The bytes of the file as it was before nmem's install, when an uninstall leaves `data` (the file
+    now, nmem's entries removed) and nothing else changed since that install: the newest backup that
+    holds nothing of nmem's, if installing into it and uninstalling again gives `data`. None otherwise
+    (the uninstall then edits the file: nmem's entries out, the rest as it is now)."""
+    for copy_path in files.backups(path):
+        try:
+            old = copy_path.read_bytes()
+            before = json.loads(old) if old.strip() else {}
+        except (OSError, ValueError):
+            continue
+        if not isinstance(before, dict):
+            continue
+        try:
+            if undo.remove(before) != before:
+                continue  # a backup taken between two installs
+            return old if undo.remove(undo.add(before)) == data else None
+        except SettingsError:
+            return None
+    return None
 
 
 def project_settings_path(root: str) -> Path:
@@ -277,24 +356,31 @@ def project_settings_path(root: str) -> Path:
     return Path(root) / ".claude" / "settings.local.json"
 
 
-def write(path: Path, data: dict[str, Any]) -> Written:
-    """Write atomically after backing up the old file; unchanged content is not rewritten."""
-    text = render(data)
+def write(path: Path, data: dict[str, Any], undo: Undo | None = None) -> Written:
+    """Write atomically after backing up the old file; unchanged content is not rewritten. A symlink
+    stays one (its target is written); a read-only or another user's file is refused. With `undo`
+    (an uninstall), a file unchanged since the install gets back its old bytes (`restored`)."""
+    real = files.target(path)
     backup: Path | None = None
     try:
-        if path.exists():
-            old = path.read_text(encoding="utf-8")
-            if old.strip() and json.loads(old) == data:
+        try:
+            old: bytes | None = real.read_bytes()
+        except FileNotFoundError:
+            old = None
+        text = old.decode("utf-8", "replace") if old is not None else ""
+        new = render(data, text).encode("utf-8")
+        if old is not None:
+            try:
+                same = bool(text.strip()) and json.loads(text) == data
+            except ValueError:
+                same = False
+            if same:
                 return Written(changed=False)
+            if undo is not None:
+                before = restored(path, data, undo)
+                new = new if before is None else before
             backup = _backup(path, old)
-            mode = path.stat().st_mode & 0o777
-        else:
-            paths.make_dirs(str(path.parent))
-            mode = 0o600
-        tmp = path.with_name(f".{path.name}.nmem-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        files.replace(real, new)
     except OSError as exc:
-        raise SettingsError(f"cannot write {path}: {exc.strerror}") from exc
+        raise SettingsError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return Written(changed=True, backup=backup)

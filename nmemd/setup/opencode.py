@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Final
 
+from nmem_client import paths
 from nmemd.capture.opencode import config_dir
 from nmemd.errors import SettingsError
-from nmemd.setup import install
+from nmemd.setup import files, install
 from nmemd.setup.install import Written
 
 AGENT: Final = "opencode"
@@ -218,6 +218,7 @@ class Plan:
         self.old_plugin = old_plugin
         self.config = config  # None: leave opencode.json alone
         self.old_config = old_config
+        self.undo: install.Undo | None = None  # an uninstall's (install.restored)
 
 
 def plan_install(mcp: bool = True) -> Plan:
@@ -234,7 +235,10 @@ def plan_uninstall(mcp: bool = True) -> Plan:
     old_plugin = read_plugin()
     path = config_path()
     old = install.load(path) if mcp else {}
-    return Plan(None, old_plugin, without_mcp(old) if mcp else None, old)
+    plan = Plan(None, old_plugin, without_mcp(old) if mcp else None, old)
+    command = install.mcp_command()
+    plan.undo = install.Undo(lambda d: with_mcp(d, path, command), without_mcp)
+    return plan
 
 
 def apply(plan: Plan) -> tuple[Written, Written | None]:
@@ -259,17 +263,14 @@ def apply(plan: Plan) -> tuple[Written, Written | None]:
         if plan.config == plan.old_config and (plan.config_path.exists() or not plan.config):
             config_written = Written(changed=False)
         else:
-            config_written = install.write(plan.config_path, plan.config)
+            config_written = install.write(plan.config_path, plan.config, plan.undo)
     return plugin_written, config_written
 
 
 def _write_plugin(path: Path, text: str) -> Written:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.nmem-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        paths.make_dirs(str(path.parent))  # not 0777 under umask 000: others could replace what OpenCode runs
+        files.replace(path, text.encode("utf-8"), 0o644)
     except OSError as exc:
         raise SettingsError(f"cannot write {path}: {exc.strerror}") from exc
     return Written(changed=True)

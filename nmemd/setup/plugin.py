@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from nmem_client import paths
 from nmemd import __version__
-from nmemd.setup import install
+from nmemd.setup import files, install
 
 NAME: Final = "nmem"
 FOLDER: Final = "claude-plugin"  # the plugin, in the repository
@@ -78,8 +79,8 @@ def write(root: Path) -> list[Path]:
     """Write the plugin and its marketplace under `root` (the repository); the paths written."""
     written = []
     for path, text in rendered(root).items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        paths.make_dirs(str(path.parent), 0o755)
+        files.replace(path, text.encode("utf-8"), 0o644)
         written.append(path)
     return written
 

@@ -193,11 +193,10 @@ def _run(args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[
 
 def _write(path: Path, text: str) -> None:
     """Replace atomically so a manager never reads half a unit."""
+    from nmemd.setup import files
+
     paths.make_dirs(str(path.parent), 0o755)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    files.replace(path, text.encode("utf-8"), 0o644)  # never open to others' writes, whatever the umask
 
 
 def _stop_hand_started(socket_path: str) -> int | None:
