@@ -162,7 +162,7 @@ def test_unknown_ids_are_one_clear_line(daemon: Daemon) -> None:
         ["search", "--limit", "0", "q"],
         ["search", "--since", "last tuesday", "q"],
         ["show"],
-        ["show", "abc"],
+        ["show", "0"],
         ["timeline", "1", "--before", "-1"],
         ["sessions", "--limit", "-3"],
         ["no-such-command"],

@@ -23,9 +23,14 @@ HELP: Final = "nmem: local memory for coding agents."
 COMMANDS: Final = (
     ("status", "read", "status", "Show whether the daemon runs, where the data is and what it holds."),
     ("search", "read", "search", "Find observations by words, identifiers, paths, error text or commands, best first."),
-    ("show", "read", "show", "Print everything stored about the given observations."),
+    ("show", "read", "show", "Print everything stored about the given observations, or a session's handoff."),
     ("timeline", "read", "timeline", "Show what happened in the same session just before and after one observation."),
-    ("sessions", "read", "sessions", "List recent sessions with their agent, first prompt or summary, newest first."),
+    (
+        "sessions",
+        "read",
+        "sessions",
+        "List recent sessions with their agent and first prompt, newest first (--handoff: with their handoffs).",
+    ),
     (
         "context",
         "read",

@@ -37,7 +37,8 @@ from nmemd.daemon import control
 from nmemd.daemon.status import Status
 from nmemd.model import AGENTS, OBSERVATION_TYPES
 from nmemd.recall import snippets
-from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, Hit, SessionRow
+from nmemd.recall.handoff import LABELS, Handoff, refs
+from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, HandoffLine, Hit, SessionRow
 
 
 def _print_status(st: Status) -> None:
@@ -226,20 +227,50 @@ def search(
 
 
 def show(
-    ids: Annotated[list[int], typer.Argument(metavar="ID", min=1, help="Observation ids, as search prints them.")],
+    ids: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="ID",
+            help="Observation ids, as search prints them; or a session id or its prefix (s:ab12cd34): its handoff.",
+        ),
+    ],
     json_out: JsonOpt = False,
 ) -> None:
-    """Print everything stored about the given observations."""
-    details: list[Detail] = read_as("show", {"ids": ids}, list[Detail])
+    """Print everything stored about the given observations, or a session's handoff."""
+    numbers = [int(i) for i in ids if i.strip().isdigit()]
+    sessions = [clean_arg(i.strip().removeprefix("s:")) for i in ids if not i.strip().isdigit()]
+    if any(n < 1 for n in numbers):
+        raise typer.BadParameter("an observation id is 1 or more", param_hint="'ID'")
+    handoffs: list[Handoff] = [read_as("handoff", {"session_id": sid}, Handoff) for sid in sessions]
+    details: list[Detail] = read_as("show", {"ids": numbers}, list[Detail]) if numbers else []
     if json_out:
-        json_lines(details)
+        json_lines([*handoffs, *details])
     else:
         console = out()
+        for h in handoffs:
+            _print_handoff(h, console)
         for d in details:
             _print_detail(d, console)
-    missing = [i for i in dict.fromkeys(ids) if i not in {d.id for d in details}]
+    missing = [i for i in dict.fromkeys(numbers) if i not in {d.id for d in details}]
     if missing:
         fail(f"no observation with id {', '.join(map(str, missing))}")
+
+
+def _print_handoff(h: Handoff, console: "ui.Console") -> None:
+    head = ui.Text(f"session {h.session_id} ", style="bold cyan")
+    head.append(f"{h.agent}  {h.project or 'no project'}", style="dim")
+    console.print(head)
+    for line in h.lines or [HandoffLine(kind="none", text="nothing recorded worth handing on", ids=[])]:
+        _print_handoff_line(line, console)
+    console.print()
+
+
+def _print_handoff_line(line: HandoffLine, console: "ui.Console", indent: str = "") -> None:
+    text = ui.Text(indent + LABELS.get(line.kind, line.kind.capitalize()) + ": ", style="bold")
+    text.append(line.text)
+    if line.ids:
+        text.append(f" ({refs(line.ids)})", style="cyan")
+    console.print(text, soft_wrap=not console.is_terminal)
 
 
 def timeline(
@@ -261,14 +292,22 @@ def sessions(
     all_projects: AllOpt = False,
     agent: AgentOpt = None,
     limit: LimitOpt = 10,
+    handoff: Annotated[
+        bool, typer.Option("--handoff", "-H", help="Each session's handoff under it (asked, changed, fixed, left).")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """List recent sessions with their agent, first prompt or summary, newest first."""
+    """List recent sessions with their agent and first prompt, newest first (--handoff: with their handoffs)."""
     scope = resolve_scope(project, all_projects)
     params = {"project": scope, "limit": limit, "agent": clean_arg(agent) if agent else None}
     rows: list[SessionRow] = read_as("sessions", params, list[SessionRow])
     if json_out:
         json_lines(rows)
+        return
+    if handoff:
+        console = out()
+        for r in rows:
+            _print_handoff(Handoff(session_id=r.session_id, project=r.project, agent=r.agent, lines=r.handoff), console)
         return
     now = time.time()
     table = ui.Table(box=None, pad_edge=False, header_style="bold")

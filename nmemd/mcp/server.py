@@ -278,8 +278,9 @@ def build_server() -> "MCPServer[Any]":
         project: Project = None,
         limit: Annotated[int, Field(ge=1, le=SESSIONS_MAX, description="How many sessions.")] = 10,
     ) -> str:
-        """Recent sessions of the project, newest first, each with its summary (first prompt, activity,
-        files edited, commands, errors, last message).
+        """Recent sessions of the project, newest first, each with its handoff: what was asked, files
+        changed, what failed and what fixed it, the last build/test runs, open tasks, the conclusion;
+        each line ends with the ids it was read from.
 
         Each session's header names its first and last observation (`#id`): timeline(id) from there
         walks the session, get_observations takes the id; search(session_id=...) looks inside one.

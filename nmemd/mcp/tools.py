@@ -5,7 +5,8 @@
   twice the size. Programs have `nmem ... --json`.
 - Progressive disclosure: `search`, `timeline`, `file_history` return one line per
   observation, each starting with `#<id>` (the id `get_observations` and `timeline`
-  take); `sessions` names each session's first and last `#<id>`;
+  take); `sessions` names each session's first and last `#<id>`, and each line of its handoff ends
+  with the ids it was read from;
   `get_observations` returns the details of a few ids.
 - Each tool is a pure function over a SQLite connection (run on a reader
   thread by the server); a bad argument or an unanswerable question raises
@@ -21,6 +22,7 @@ from nmemd.capture.project import short_name
 from nmemd.errors import ToolInputError
 from nmemd.recall import queries, search, snippets
 from nmemd.recall.context import build_context
+from nmemd.recall.handoff import fit, handoff
 from nmemd.recall.summary import ago, clip, rel
 
 SEARCH_MAX: Final = 50
@@ -30,6 +32,7 @@ AROUND_MAX: Final = 50
 IDS_MAX: Final = 20
 DETAILS_BUDGET: Final = 40_000  # characters of content per get_observations call
 TEXT_TITLE: Final = 160
+SESSION_CHARS: Final = 1500  # of a session's handoff in the sessions tool (its most useful lines first)
 
 _SESSION_ID_PREFIX_MIN: Final = 4
 
@@ -245,12 +248,10 @@ def sessions_tool(conn: sqlite3.Connection, default: str | None, project: str | 
         head += f" · {state} · {r.agent}"
         if scope == queries.ALL_PROJECTS and r.project:
             head += f" · {r.project}"
-        block = [head]
-        if r.summary:
-            block.append(r.summary)
-        elif r.first_prompt:
-            block.append(f"Prompt: {clip(r.first_prompt, 220)}")
-        blocks.append("\n".join(block))
+        block = [head, *fit(handoff(conn, r.session_id).lines, SESSION_CHARS)]
+        if len(block) == 1 and r.first_prompt:
+            block.append(f"Asked: {clip(r.first_prompt, 220)}")
+        blocks.append("\n".join(snippets.escaped(line) for line in block))
     return "\n\n".join(blocks)
 
 

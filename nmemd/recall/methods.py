@@ -118,12 +118,28 @@ def _timeline(conn: sqlite3.Connection, p: TimelineParams) -> Any:
 
 
 def _sessions(conn: sqlite3.Connection, p: SessionsParams) -> Any:
+    from nmemd.recall.handoff import handoff
+
     agent = known_agent(p.agent)
     if _before_m011(conn, agent):
         return []
     if queries.agent_column(conn, "s") == "NULL":
         agent = None
-    return queries.sessions(conn, p.project, p.limit, p.before, agent=agent)
+    rows = queries.sessions(conn, p.project, p.limit, p.before, agent=agent)
+    for row in rows:
+        row.handoff = handoff(conn, row.session_id).lines
+    return rows
+
+
+class HandoffParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    session_id: Annotated[str, msgspec.Meta(min_length=1)]  # or a unique prefix of at least 4 characters
+
+
+def _handoff(conn: sqlite3.Connection, p: HandoffParams) -> Any:
+    """One session's handoff (`nmem show SESSION`)."""
+    from nmemd.recall.handoff import handoff
+
+    return handoff(conn, queries.resolve_session(conn, p.session_id))
 
 
 def _file_history(conn: sqlite3.Connection, p: FileHistoryParams) -> Any:
@@ -168,6 +184,7 @@ QUERIES: dict[str, Query] = {
     "recent": Query(RecentParams, _recent),
     "context": Query(ContextParams, _context),
     "project": Query(ProjectParams, _project),
+    "handoff": Query(HandoffParams, _handoff),
 }
 
 

@@ -80,6 +80,15 @@ class Detail(msgspec.Struct, kw_only=True):
     agent: str = "claude-code"
 
 
+class HandoffLine(msgspec.Struct, kw_only=True):
+    """One line of a session's handoff (`nmemd.recall.handoff`): its kind (asked, changed, fixed, failed,
+    checks, tasks, pending, next, learned, concluded), its text, and the observations it was read from."""
+
+    kind: str
+    text: str
+    ids: list[int]
+
+
 class SessionRow(msgspec.Struct, kw_only=True):
     session_id: str
     project: str | None
@@ -92,6 +101,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     summary: str | None
     first_prompt: str | None = None
     agent: str = "claude-code"
+    handoff: list[HandoffLine] = []  # computed from the session's observations when it is listed
 
 
 def resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
@@ -114,6 +124,24 @@ def resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
         raise QueryError(f"no project named {wanted!r}; give its path, or '*' for all projects")
     names = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
     raise QueryError(f"{wanted!r} names several projects ({names}); give more of its path")
+
+
+SESSION_PREFIX_MIN = 4
+
+
+def resolve_session(conn: sqlite3.Connection, wanted: str) -> str:
+    """A full session id, or a unique prefix of one (lines show its first 8 characters)."""
+    wanted = wanted.strip()
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (wanted,)).fetchone():
+        return wanted
+    if len(wanted) < SESSION_PREFIX_MIN:
+        raise QueryError(f"no session {wanted!r} (a prefix needs at least {SESSION_PREFIX_MIN} characters)")
+    rows = conn.execute(
+        "SELECT session_id FROM sessions WHERE substr(session_id, 1, ?) = ? LIMIT 2", (len(wanted), wanted)
+    ).fetchall()
+    if len(rows) == 1:
+        return str(rows[0][0])
+    raise QueryError(f"no session {wanted!r}" if not rows else f"session prefix {wanted!r} is ambiguous")
 
 
 class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -32,14 +32,20 @@ _ERRORISH: Final = re.compile(
     r"(?i)\b(?:error|errors|failed|failure|fatal|exception|traceback|cannot|can't|couldn't|could not|unable"
     r"|denied|refused|not found|no such|missing|invalid|unknown|undefined|panic|abort(?:ed)?|timed? ?out"
     r"|conflict|not allowed|forbidden|unauthori[sz]ed|requires?|expected|warning|deprecated)\b"
+    r"|[a-z](?:Error|Exception)\b"
 )
+_WARNING: Final = re.compile(r"(?i)^\W*(?:warning|warn|deprecat|note|hint|info)\b")
+_PASSING: Final = re.compile(r"^\s*(?:✓|✔|√|PASS\b|ok\b|\[ok\])")
 # A conclusion stated in prose: what the cause was, what was decided, what fixed it.
 CONCLUSION: Final = re.compile(
     r"(?i)\b(?:root cause|the (?:real |actual )?(?:issue|problem|cause|culprit|bug|fix|solution|reason) (?:is|was)"
     r"|turned out|caused by|because|due to|instead of|decided|decision|we(?:'ll| will) use|(?:i|we) (?:chose|picked)"
     r"|solution:|problem:|fixed by|the fix:|conclusion)"
 )
-_CODE: Final = re.compile(r"\b(?:[A-Z]{1,5}\d{2,6}|E\d{4}|[A-Z][A-Z0-9_]{3,}|CVE-\d{4}-\d+)\b")  # TS18004, N818
+# An error's name or code: TS18004, N818, E0425, SUBMODULE_TOKEN, AssertionError, CVE-2025-66478.
+_CODE: Final = re.compile(
+    r"\b(?:[A-Z]{1,5}\d{2,6}|[A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]\w*(?:Error|Exception)|CVE-\d{4}-\d+)\b"
+)
 _PATH: Final = re.compile(r"(?:[\w.@~-]+/)+[\w.@-]+|\b[\w-]+\.(?:[a-z]{1,5}|tsx|json|yaml|toml)\b")
 _IDENT: Final = re.compile(r"\b[a-z]+[A-Z]\w*|\b\w+_\w+\b|\b\w+(?:::\w+)+|@[\w-]+/[\w.-]+|\b\w+@\d[\w.]*")
 _NUMBER: Final = re.compile(r"\b\d+(?:[.:]\d+)+\b|\b\d{2,}\b|:\d{2,5}\b")
@@ -79,10 +85,11 @@ def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
     seen: set[str] = set()
     for n, m in enumerate(_LINE.finditer(text[:scan])):
         line = " ".join(m.group().split())
-        if not line or line in seen or _EMPTY.match(line) or not _ERRORISH.search(line):
+        if not line or line in seen or _EMPTY.match(line) or _PASSING.match(line) or not _ERRORISH.search(line):
             continue
         seen.add(line)
         weight = 1.0 + (0.6 if _CODE.search(line) else 0.0) + (0.3 if _PATH.search(line) else 0.0)
+        weight -= 0.9 if _WARNING.match(line) else 0.0  # a warning before the error is seldom the cause
         scored.append((-weight + n * 0.01, n, line))  # a line further down must say more to come first
     return [line for _, _, line in sorted(scored)[:limit]]
 

@@ -1,11 +1,9 @@
 """Deterministic session summaries, and the small formatting helpers recall shares.
 
-A summary is what a later session needs to know about this one, computed by
-counting and listing, never by a model: the first prompt, a signature of
-observation types, the files edited, the commands run with their outcome, the
-errors, and the last assistant message. It is stored on the session row at
-Stop/SessionEnd and shown by the SessionStart context, so it is bounded
-(`SUMMARY_MAX`) and made of whole `Key: value` lines.
+A summary is the session's handoff (`nmemd.recall.handoff`: asked, changed, failed and fixed,
+last runs, open tasks, concluded), computed by counting and listing, never by a model. It is
+stored on the session row at Stop/SessionEnd and after an import, so it is bounded
+(`SUMMARY_MAX`) and made of whole `Label: text (#ids)` lines.
 """
 
 from __future__ import annotations
@@ -16,13 +14,6 @@ from functools import lru_cache
 from typing import Final
 
 SUMMARY_MAX: Final = 1500
-# Per-line caps, summing to under SUMMARY_MAX: no single list can crowd out the others, and
-# each line fits whole in a context line (nmemd.recall.context.LINE_MAX).
-_CAPS: Final = {"Prompt": 220, "Activity": 160, "Files edited": 300, "Commands": 300, "Errors": 260,
-                "Last message": 240}  # fmt: skip
-_MAX_FILES: Final = 8
-_MAX_COMMANDS: Final = 6
-_MAX_ERRORS: Final = 3
 # Types that describe the session's bookkeeping rather than its work.
 NOT_WORK: Final = ("session", "event", "notification")
 
@@ -134,67 +125,9 @@ def signature(conn: sqlite3.Connection, session_id: str) -> list[tuple[str, int]
     return [(r[0], int(r[1])) for r in rows]
 
 
-def _files_edited(conn: sqlite3.Connection, session_id: str, project: str | None) -> list[str]:
-    rows = conn.execute(
-        "SELECT file_path, count(*) FROM observations WHERE session_id = ? AND +type IN ('edit', 'write')"
-        " AND file_path IS NOT NULL AND file_path != '' GROUP BY file_path ORDER BY count(*) DESC, max(id) DESC"
-        " LIMIT ?",
-        (session_id, _MAX_FILES + 1),
-    ).fetchall()
-    out = [short_path(rel(r[0], project), 60) + (f" ({r[1]})" if r[1] > 1 else "") for r in rows[:_MAX_FILES]]
-    return out + (["…"] if len(rows) > _MAX_FILES else [])
-
-
-def _commands(conn: sqlite3.Connection, session_id: str) -> list[str]:
-    """The last outcome of each distinct non-trivial command, most recent first."""
-    rows = conn.execute(
-        "SELECT command, type FROM observations WHERE session_id = ? AND command IS NOT NULL AND command != ''"
-        " AND +type IN ('command', 'error') ORDER BY id DESC LIMIT 500",
-        (session_id,),
-    ).fetchall()
-    seen: dict[str, str] = {}
-    for command, type_ in rows:
-        line = command_line(command, 60)
-        if line and line not in seen and command_kind(command):
-            seen[line] = "ok" if type_ == "command" else "failed"
-        if len(seen) >= _MAX_COMMANDS:
-            break
-    return [f"`{c}` {outcome}" for c, outcome in seen.items()]
-
-
-def _errors(conn: sqlite3.Connection, session_id: str) -> list[str]:
-    rows = conn.execute(
-        "SELECT title FROM observations WHERE session_id = ? AND +type = 'error' GROUP BY title"
-        " ORDER BY max(id) DESC LIMIT ?",
-        (session_id, _MAX_ERRORS),
-    ).fetchall()
-    return [clip(r[0], 120) for r in rows]
-
-
-def _line(key: str, value: str) -> str:
-    return clip(f"{key}: {value}", _CAPS[key]) if value else ""
-
-
 def summarize_session(conn: sqlite3.Connection, session_id: str) -> str:
-    """A bounded, deterministic summary of one session ("" when it did nothing worth saying)."""
-    row = conn.execute(
-        "SELECT project, last_assistant_message FROM sessions WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    project, last_message = (row[0], row[1]) if row else (None, None)
-    sig = signature(conn, session_id)
-    if not sig and not last_message:
-        return ""
-    prompt, n_prompts = first_prompt(conn, session_id)
-    lines = [
-        _line("Prompt", f'"{prompt}"' + (f" (+{n_prompts - 1} more prompts)" if n_prompts > 1 else ""))
-        if prompt else "",
-        _line("Activity", ", ".join(f"{n} {t}" for t, n in sig)),
-        _line("Files edited", ", ".join(_files_edited(conn, session_id, project))),
-        _line("Commands", "; ".join(_commands(conn, session_id))),
-        _line("Errors", "; ".join(_errors(conn, session_id))),
-        _line("Last message", last_message or ""),
-    ]  # fmt: skip
-    kept = [line for line in lines if line]
-    while kept and len("\n".join(kept)) > SUMMARY_MAX:  # the caps make this a safety net only
-        kept.pop()
-    return "\n".join(kept)
+    """The session's handoff (`nmemd.recall.handoff`) as whole `Label: text (#ids)` lines, at most
+    SUMMARY_MAX chars, the most useful kinds kept first ("" when it did nothing worth saying)."""
+    from nmemd.recall.handoff import fit, handoff  # handoff builds on the helpers above
+
+    return "\n".join(fit(handoff(conn, session_id).lines, SUMMARY_MAX))
