@@ -120,7 +120,8 @@ CREATE TABLE nmem.observations (
   created_at timestamptz NOT NULL,
   pushed_at timestamptz NOT NULL DEFAULT now(),
   tsv tsvector GENERATED ALWAYS AS (
-    to_tsvector('simple'::regconfig, left(title || ' ' || body || ' ' || nmem.files_text(files), {TSV_MAX_CHARS}))
+    setweight(to_tsvector('simple'::regconfig, left(title, 10000)), 'A')
+    || to_tsvector('simple'::regconfig, left(body || ' ' || nmem.files_text(files), {TSV_MAX_CHARS}))
   ) STORED,
   UNIQUE (team, event_id, ordinal)
 );
@@ -176,6 +177,45 @@ CREATE TRIGGER sessions_notify_update AFTER UPDATE ON nmem.sessions
   REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
 CREATE TRIGGER tombstones_notify AFTER INSERT ON nmem.tombstones
   REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
+
+-- Search runs as the schema's owner: under RLS a member's own query could not use the GIN
+-- indexes (@@ and ILIKE are not LEAKPROOF, so they may not run before the policy's filter).
+-- The function checks the team itself, by session_user. EXECUTE ... USING plans with the values.
+CREATE FUNCTION nmem.search(p_team text, p_project text, p_query text, p_pattern text, p_author name,
+                            p_candidates int, p_limit int)
+  RETURNS TABLE (seq bigint, event_id text, author name, agent text, machine text, session_id text,
+                 kind text, title text, body text, files text[], created_at timestamptz, project text,
+                 rank real)
+  LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $f$
+BEGIN
+  IF p_team IS NULL OR NOT (p_team = ANY (nmem.my_teams())) THEN
+    RETURN;
+  END IF;
+  RETURN QUERY EXECUTE $q$
+    WITH cand AS (
+      (SELECT o.seq FROM nmem.observations o
+        WHERE o.team = $1 AND ($2::text IS NULL OR o.project = $2) AND ($5::name IS NULL OR o.author = $5)
+          AND o.tsv @@ websearch_to_tsquery('simple', $3)
+        LIMIT $6)
+      UNION
+      (SELECT o.seq FROM nmem.observations o
+        WHERE $4::text IS NOT NULL AND o.team = $1 AND ($2::text IS NULL OR o.project = $2)
+          AND ($5::name IS NULL OR o.author = $5)
+          AND (o.title ILIKE $4 OR nmem.files_text(o.files) ILIKE $4)
+        LIMIT $6))
+    SELECT o.seq, o.event_id, o.author, o.agent, o.machine, o.session_id, o.kind, o.title,
+           left(o.body, 4000), o.files, o.created_at, o.project,
+           (ts_rank_cd(o.tsv, websearch_to_tsquery('simple', $3), 1)
+            + CASE WHEN $4::text IS NULL THEN 0 WHEN o.title ILIKE $4 THEN 1.0
+                   WHEN nmem.files_text(o.files) ILIKE $4 THEN 0.5 ELSE 0 END)::real
+    FROM cand JOIN nmem.observations o ON o.seq = cand.seq
+    ORDER BY 13 DESC, 1 DESC
+    LIMIT $7
+  $q$ USING p_team, p_project, p_query, p_pattern, p_author, p_candidates, p_limit;
+END $f$;
+REVOKE ALL ON FUNCTION nmem.search(text, text, text, text, name, int, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION nmem.search(text, text, text, text, name, int, int) TO {MEMBER_ROLE}, {ADMIN_ROLE};
 
 -- Privileges: no column a member may write holds the author or the seq.
 REVOKE ALL ON ALL TABLES IN SCHEMA nmem FROM PUBLIC;
