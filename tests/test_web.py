@@ -280,3 +280,37 @@ def test_purge_from_a_search_keeps_every_filter_of_the_search(viewer: Viewer) ->
     # the agent too: a purge of codex's okapi rows leaves Claude Code's
     status, page = viewer.get("/confirm/purge?" + urlencode({"q": "okapi", "project": PROJECT, "agent": "codex"}))
     assert status == 200 and "Purge will delete <b>1</b> observations" in page, page
+
+
+def test_half_open_connections_neither_stall_the_viewer_nor_flood_its_stderr(daemon: Daemon) -> None:
+    """Issue #28, finding 9 (slow-loris by any local user): 400 connections that send half a request
+    head, against a viewer whose file limit is 256. The page still answers, the oldest half-open
+    connections are closed, a head that never ends is closed after its deadline, stderr stays small."""
+    import socket
+
+    daemon.start()
+    held: list[socket.socket] = []
+    with open_viewer(max_files=256) as v:
+        try:
+            for _ in range(400):
+                s = socket.create_connection(("127.0.0.1", v.port), timeout=10)
+                s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: " % v.port)
+                held.append(s)
+            login(v)
+            assert v.get("/status")[0] == 200
+            # the first ones were closed to make room (EOF), the head that never ends is closed late
+            held[0].settimeout(30)
+            assert held[0].recv(100) == b""
+            late = socket.create_connection(("127.0.0.1", v.port), timeout=30)
+            held.append(late)
+            late.sendall(b"GET / HTTP/1.1\r\n")
+            assert late.recv(100) == b""  # bounded by the socket's timeout (the deadline is 10 s)
+            assert v.get("/status")[0] == 200
+        finally:
+            for s in held:
+                s.close()
+        v.proc.terminate()
+        v.proc.wait(10)
+        assert v.proc.stderr is not None
+        err = v.proc.stderr.read()
+    assert len(err) < 4000 and b"Traceback" not in err, err[-2000:]

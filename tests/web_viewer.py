@@ -9,12 +9,13 @@ import os
 import re
 import select
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from conftest import BIN, run_send
+from conftest import BIN, RLIMIT_WRAPPER, run_send
 
 PROJECT = "/tmp/nmem-web-test-project"
 READY_S = 20.0
@@ -71,10 +72,14 @@ class Viewer:
 
 
 @contextmanager
-def open_viewer(*args: str, env: dict[str, str] | None = None, browser: bool = False) -> Iterator[Viewer]:
-    """`nmem ui --no-open ARGS` (`browser`: without --no-open) until the block ends; its URL's port,
-    path and secret."""
+def open_viewer(
+    *args: str, env: dict[str, str] | None = None, browser: bool = False, max_files: int | None = None
+) -> Iterator[Viewer]:
+    """`nmem ui --no-open ARGS` (`browser`: without --no-open; `max_files`: under that RLIMIT_NOFILE)
+    until the block ends; its URL's port, path and secret."""
     argv = [str(BIN / "nmem"), "ui", *([] if browser else ["--no-open"]), *args]
+    if max_files is not None:
+        argv = [sys.executable, "-c", RLIMIT_WRAPPER, f"RLIMIT_NOFILE:{max_files}:{max_files}", *argv]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
     try:
         assert proc.stdout is not None

@@ -31,10 +31,9 @@ def ui(
 
     It serves the viewer until Ctrl-C.
     """
-    import uvicorn
-
     from nmemd.web.app import create_app
     from nmemd.web.guard import new_key, new_secret
+    from nmemd.web.server import serve
 
     settings = load_settings()
     try:
@@ -46,7 +45,7 @@ def ui(
         listener.bind(("127.0.0.1", port))
     except OSError as exc:
         fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")
-    listener.listen(64)
+    listener.listen(128)
     port = listener.getsockname()[1]
     secret, key = new_secret(), new_key()
     url = f"http://127.0.0.1:{port}/{key}/?token={secret}"
@@ -62,12 +61,11 @@ def ui(
         else:
             webbrowser.open(opener.as_uri())  # the browser's command line names the file, not the secret
     app = create_app(settings, secret=secret, key=key, port=port)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
     # uvicorn stops on SIGTERM, then raises it again under the handler it found: this one, so that
     # the `finally` below still removes the file holding the secret.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        server.run(sockets=[listener])
+        serve(app, listener)
     except KeyboardInterrupt:
         pass
     finally:
