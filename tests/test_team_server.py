@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -190,3 +191,42 @@ def pg_cluster_port_closed() -> int:
     from pg_cluster import free_port
 
     return free_port()
+
+
+def test_one_teams_writers_take_seqs_in_commit_order_and_other_teams_do_not_wait(pg_db: Database) -> None:
+    """The server's BEFORE trigger takes the team's advisory lock before the seq: a writer that
+    starts later waits for the earlier one's COMMIT, so its seqs are larger and a reader's
+    `seq > cursor` never skips a row that commits late. No client-side lock is taken here."""
+    import threading
+
+    admin.init(pg_db.admin_dsn, "acme")
+    admin.init(pg_db.admin_dsn, "beta")
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    lee = admin.add_member(pg_db.admin_dsn, "acme", "lee").dsn
+    admin.add_member(pg_db.admin_dsn, "beta", "lee")
+    insert = (
+        "INSERT INTO nmem.observations (team, project, event_id, machine, agent, session_id, kind, title, body,"
+        " created_at) VALUES (%s, 'p', %s, 'm', 'codex', 's', 'edit', 't', 'b', now()) RETURNING seq"
+    )
+    with psycopg.connect(kim) as first, psycopg.connect(lee, autocommit=True) as other:
+        seq_first = first.execute(insert, ("acme", "k1")).fetchone()  # open transaction, lock held
+        assert other.execute(insert, ("beta", "l0")).fetchone()  # another team: no wait
+        later: list[Any] = []
+        second = threading.Thread(target=lambda: later.append(other.execute(insert, ("acme", "l1")).fetchone()))
+        second.start()
+        waiting = False
+        for _ in range(200):  # bounded: the second writer is seen waiting on the advisory lock
+            rows = pg_db.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database ="
+                " (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            if rows[0][0] == 1:
+                waiting = True
+                break
+            second.join(0.05)
+        assert waiting and not later
+        first.commit()
+        second.join(30)
+        assert later and seq_first and later[0][0] > seq_first[0]
+    visible = pg_db.execute("SELECT event_id FROM nmem.observations WHERE team = 'acme' ORDER BY seq")
+    assert visible == [("k1",), ("l1",)]
