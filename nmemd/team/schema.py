@@ -212,7 +212,8 @@ BEGIN
     FROM cand JOIN nmem.observations o ON o.seq = cand.seq
     ORDER BY 13 DESC, 1 DESC
     LIMIT $7
-  $q$ USING p_team, p_project, p_query, p_pattern, p_author, p_candidates, p_limit;
+  $q$ USING p_team, p_project, p_query, p_pattern, p_author,
+            least(greatest(p_candidates, 1), 2000), least(greatest(p_limit, 1), 200);
 END $f$;
 REVOKE ALL ON FUNCTION nmem.search(text, text, text, text, name, int, int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION nmem.search(text, text, text, text, name, int, int) TO {MEMBER_ROLE}, {ADMIN_ROLE};
