@@ -198,6 +198,7 @@ def test_an_installed_cline_script_stores_the_event_and_answers_taskstart(daemon
     """nmem's script, run as Cline runs a hook (the file itself, the payload on stdin), stores the event;
     TaskStart's stdout is Cline's JSON reply."""
     daemon.start()
+    cline.hooks_dir().parent.mkdir(parents=True, exist_ok=True)  # Cline is installed (nmem skips an agent that is not)
     assert nmem("install", "--agent", "cline").returncode == 0
     task = "task-" + new_id()[:12]
     script = cline.hooks_dir() / "PostToolUse"

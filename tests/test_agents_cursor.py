@@ -183,6 +183,7 @@ def test_install_twice_then_uninstall_keeps_the_users_hooks_and_servers(nmem_env
 def test_installed_cursor_hook_command_stores_an_event(daemon: Daemon) -> None:
     """The command written into hooks.json, run through the shell as Cursor runs it, stores the event."""
     daemon.start()
+    cursor.cursor_dir().mkdir(parents=True, exist_ok=True)  # Cursor is installed (nmem skips an agent that is not)
     assert nmem("install", "--agent", "cursor", "--no-mcp").returncode == 0
     data = json.loads((cursor.hooks_path()).read_text())
     (ours,) = [h for h in data["hooks"]["afterShellExecution"] if cursor.is_ours(h)]

@@ -175,7 +175,7 @@ def test_bad_lines_are_reported_by_number_and_change_nothing(daemon: Daemon, tmp
         assert gone.returncode == 1 and b"Traceback" not in gone.stderr
         assert len(gone.stderr.strip().splitlines()) == 1 and b"cannot read" in gone.stderr, gone.stderr
     from_stdin = nmem("import", "-", stdin=json.dumps({**GOOD, "event_id": "ev-stdin"}).encode())
-    assert from_stdin.returncode == 0 and b"imported 1 observations" in from_stdin.stdout, from_stdin.stderr
+    assert from_stdin.returncode == 0 and b"imported 1 observation " in from_stdin.stdout, from_stdin.stderr
     assert daemon.stop() == 0
     integrity_ok(daemon.db)
 

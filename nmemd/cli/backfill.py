@@ -12,7 +12,7 @@ import typer
 
 from nmem_client import paths
 from nmemd.cli import ui
-from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
+from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings, plural
 from nmemd.daemon import control
 from nmemd.errors import NmemError
 
@@ -98,9 +98,10 @@ def _report(summary: "Summary", json_out: bool) -> None:
     console = ui.Console(soft_wrap=True, highlight=False)
     head = "interrupted: " if s.interrupted else ""
     console.print(
-        f"{head}{s.events_new:,} new events ({s.events_sent:,} sent: {s.prompts:,} prompts, {s.tool_calls:,} tool"
-        f" calls, {s.errors:,} errors, {s.compactions:,} compactions, {s.replies:,} replies) from {s.files_read}"
-        f" of {s.files} files"
+        f"{head}{plural(s.events_new, 'new event', grouped=True)} ({s.events_sent:,} sent:"
+        f" {plural(s.prompts, 'prompt', grouped=True)}, {plural(s.tool_calls, 'tool call', grouped=True)},"
+        f" {plural(s.errors, 'error', grouped=True)}, {plural(s.compactions, 'compaction', grouped=True)},"
+        f" {plural(s.replies, 'reply', 'replies', grouped=True)}) from {s.files_read} of {plural(s.files, 'file')}"
         f" ({s.files_unchanged} unchanged), {human_bytes(s.bytes)} in {s.seconds:.1f} s ({rate:.1f} MB/s)"
     )
     for bad in s.bad_files:

@@ -45,6 +45,47 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def plural(n: int, word: str, words: str | None = None, *, grouped: bool = False) -> str:
+    """`1 observation`, `2 observations` (`words` where adding an s is wrong)."""
+    number = f"{n:,}" if grouped else str(n)
+    return f"{number} {word if n == 1 else words or word + 's'}"
+
+
+def confirmed(question: str, yes: bool, what: str) -> None:
+    """Go on when `--yes` was given, or when a person at a terminal says yes; else say why not and exit 1.
+    Without a terminal there is nobody to ask: `--yes` is needed (a script says what it means)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"not confirmed (no terminal): pass --yes to {what}; nothing changed")
+    if not typer.confirm(question, default=False):
+        fail("not confirmed; nothing changed")
+
+
+def observation_id(value: str) -> int | None:
+    """An observation id as typed (`42` or `#42`, as search prints it); None when it is not one."""
+    try:
+        n = int(value.removeprefix("#"))
+    except ValueError:
+        return None
+    return n if 1 <= n <= 2**63 - 1 else None
+
+
+def bad_id(value: str) -> str:
+    return f"{value!r} is not an observation id (a positive integer, as search prints it)"
+
+
+def ids_arg(values: list[str] | None, hint: str) -> list[int]:
+    """Observation ids as typed; a bad one is one line and exit 2, not a usage box."""
+    ids = []
+    for value in values or []:
+        n = observation_id(value)
+        if n is None:
+            fail(f"{hint}: {bad_id(value)}", 2)
+        ids.append(n)
+    return ids
+
+
 def human_bytes(n: int) -> str:
     size = float(n)
     for unit in ("B", "KB", "MB", "GB"):

@@ -11,7 +11,7 @@ import msgspec
 import typer
 
 from nmemd.cli import ui
-from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, out, resolve_scope
+from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, out, plural, resolve_scope
 from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.errors import AlreadyRunning, DaemonUnavailable, NmemError
@@ -153,7 +153,7 @@ def import_(
     else:
         out().print(
             ui.Text(
-                f"imported {total.observations} observations and {total.sessions} sessions;"
+                f"imported {plural(total.observations, 'observation')} and {plural(total.sessions, 'session')};"
                 f" {total.present} already stored"
             )
         )
@@ -180,4 +180,4 @@ def doctor(json_out: JsonOpt = False) -> None:
                 console.print(f"      {'':<{width}}  fix: [bold]{ui.escape(c.fix)}[/bold]")
     failed = [c.name for c in report.checks if c.status == "fail"]
     if failed:
-        fail(f"{len(failed)} check{'s' if len(failed) > 1 else ''} failed: {', '.join(failed)}")
+        fail(f"{plural(len(failed), 'check')} failed: {', '.join(failed)}")

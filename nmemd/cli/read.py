@@ -26,6 +26,7 @@ from nmemd.cli.common import (
     load_settings,
     one_line,
     out,
+    plural,
     print_table,
     read_as,
     resolve_scope,
@@ -53,12 +54,13 @@ def _print_status(st: Status) -> None:
     grid.add_row("socket", d.socket)
     if d.running:
         grid.add_row("since", when(d.started_at))
-        grid.add_row("queue", f"{d.queued} queued, {d.connections} connections, {d.committed} stored since start")
+        connections = plural(d.connections, "connection")
+        grid.add_row("queue", f"{d.queued} queued, {connections}, {d.committed} stored since start")
         if d.worker is not None:
             w = d.worker
             grid.add_row(
                 "extraction",
-                f"worker pid {w.pid}, {w.extracted} events, {w.restarts} restarts"
+                f"worker pid {w.pid}, {plural(w.extracted, 'event')}, {plural(w.restarts, 'restart')}"
                 if w.ready
                 else Cell([("in the event loop", "yellow"), (" (the worker is starting)", "")], one_line=False),
             )
@@ -66,7 +68,8 @@ def _print_status(st: Status) -> None:
             grid.add_row("last error", Cell([(d.last_error, "red")], one_line=False))
     grid.add_row("database", db.path if db.exists else f"{db.path} (not created yet)")
     grid.add_row("size", f"{human_bytes(db.size_bytes)} + WAL {human_bytes(db.wal_bytes)}")
-    grid.add_row("stored", f"{db.observations} observations from {db.events} events in {db.sessions} sessions")
+    stored = [plural(db.observations, "observation"), plural(db.events, "event"), plural(db.sessions, "session")]
+    grid.add_row("stored", "{} from {} in {}".format(*stored))
     grid.add_row("by type", ", ".join(f"{k} {v}" for k, v in db.by_type.items()) or "-")
     grid.add_row("last event", when(db.last_event_at))
     grid.add_row("backlog", f"{db.inbox_backlog} in inbox, {db.spool_backlog} spooled")
@@ -185,7 +188,12 @@ def status(json_out: JsonOpt = False) -> None:
 
 def search(
     query: Annotated[
-        list[str], typer.Argument(metavar="QUERY", help='Words to find (all must match); "an exact phrase"; prefix*.')
+        list[str],
+        typer.Argument(
+            metavar="QUERY",
+            help='Words to find: a row needs one of them, rows holding more of them come first; "an exact phrase";'
+            " prefix*.",
+        ),
     ],
     project: ProjectOpt = None,
     all_projects: AllOpt = False,
@@ -230,8 +238,8 @@ def show(
     ids: Annotated[
         list[str],
         typer.Argument(
-            metavar="ID",
-            help="Observation ids, as search prints them; or a session id or its prefix (s:ab12cd34): its handoff.",
+            metavar="ID...",
+            help="One or more observation ids, as search prints them; or a session id or its prefix (s:ab12cd34): its handoff.",
         ),
     ],
     json_out: JsonOpt = False,
@@ -324,7 +332,8 @@ def sessions(
         if scope in (None, ALL_PROJECTS):
             row.append(cell(short_name(r.project) if r.project else "-"))
         about = r.first_prompt or (r.summary or "").strip().split("\n", 1)[0]
-        row += [r.agent, str(r.event_count), cell(about)]
+        quiet = "(started, no activity)" if r.event_count <= 2 else "(no prompt)"  # SessionStart, SessionEnd
+        row += [r.agent, str(r.event_count), cell(about) if about.strip() else cell(quiet, style="dim")]
         table.add_row(*row)
     print_table(table)
 

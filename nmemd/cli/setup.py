@@ -12,7 +12,7 @@ import typer
 from nmemd import config
 from nmemd.capture.project import project_root
 from nmemd.cli import ui
-from nmemd.cli.common import JsonOpt, cell, fail, load_settings, out, print_table
+from nmemd.cli.common import JsonOpt, cell, confirmed, fail, load_settings, out, print_table
 from nmemd.daemon import control
 from nmemd.errors import NmemError
 
@@ -91,6 +91,33 @@ def _agents(agent: str, project_scope: bool) -> list[str]:
     return chosen
 
 
+def _found_where(name: str) -> tuple[str, bool]:
+    """An agent's label, and whether it is on this machine (its folder, or its command on PATH)."""
+    from nmemd.setup import cline, codex, copilot, cursor, gemini, opencode
+
+    found = {codex.AGENT: ("Codex", codex.found), gemini.AGENT: ("Gemini CLI", gemini.found),
+             copilot.AGENT: ("Copilot CLI", copilot.found), cursor.AGENT: ("Cursor", cursor.found),
+             cline.AGENT: ("Cline", cline.found), opencode.AGENT: ("OpenCode", opencode.found)}  # fmt: skip
+    label, present = found.get(name, ("Claude Code", _claude_found))
+    return label, present()
+
+
+def _not_installed(name: str) -> str:
+    """Where nmem looked for an agent it did not find."""
+    from nmemd.capture.copilot import copilot_home
+    from nmemd.capture.opencode import config_dir
+    from nmemd.setup import cline, codex, copilot, cursor, gemini, opencode
+    from nmemd.setup import install as inst
+    from nmemd.setup.checks import home_tilde
+
+    folder, command = {
+        codex.AGENT: (codex.codex_home(), "codex"), gemini.AGENT: (gemini.gemini_dir(), "gemini"),
+        copilot.AGENT: (copilot_home(), "copilot"), cursor.AGENT: (cursor.cursor_dir(), "cursor"),
+        cline.AGENT: (cline.hooks_dir().parent, "cline"), opencode.AGENT: (Path(config_dir()), "opencode"),
+    }.get(name, (inst.claude_dir(), "claude"))  # fmt: skip
+    return f"no {home_tilde(folder)}, no {command} on PATH"
+
+
 def _claude_found() -> bool:
     import shutil
 
@@ -118,8 +145,18 @@ def install(
     ] = None,
     agent: AgentOpt = "claude-code",
 ) -> None:
-    """Add nmem's hooks to a coding agent's settings and register the nmem MCP server (idempotent)."""
+    """Add nmem's hooks to a coding agent's settings and register the nmem MCP server (idempotent).
+
+    An agent not on this machine is skipped, with a word: nmem creates no folder of an agent's."""
     agents = _agents(agent, project_scope)
+    if not print_only and not project_scope:
+        for name in [a for a in agents if not _found_where(a)[1]]:
+            label = _found_where(name)[0]
+            out().print(f"skipped {label}: not installed here ({_not_installed(name)}); install it, then run"
+                        f" this again", highlight=False)  # fmt: skip
+            agents.remove(name)
+        if not agents:
+            fail("nothing installed: no coding agent named is on this machine (nmem install --agent all finds them)")
     steps: dict[str, Callable[[], None]] = {
         "codex": lambda: _install_codex(print_only, no_mcp),
         "gemini": lambda: _install_gemini(print_only, no_mcp),
@@ -129,7 +166,13 @@ def install(
         "opencode": lambda: _install_opencode(print_only, no_mcp),
         "claude-code": lambda: _install_claude(project_scope, print_only, no_mcp, import_history),
     }
-    _failed(_each_agent(agents, steps), agents, "install")
+    failed = _each_agent(agents, steps)
+    if not print_only and len(failed) < len(agents):
+        labels = " or ".join(_found_where(a)[0] for a in agents if a not in failed)
+        out().print(f"next: start a new {labels} session in a project; it begins with what nmem remembers of the"
+                    " last ones.\n      nmem doctor checks the install; nmem search WORDS or nmem ui shows what is"
+                    " remembered.", highlight=False)  # fmt: skip
+    _failed(failed, agents, "install")
 
 
 def _each_agent(agents: list[str], steps: dict[str, Callable[[], None]]) -> list[str]:
@@ -313,10 +356,18 @@ def _install_claude(project_scope: bool, print_only: bool, no_mcp: bool, import_
 
 
 def uninstall(
-    project_scope: ProjectScopeOpt = False, no_mcp: NoMcpOpt = False, agent: AgentOpt = "claude-code"
+    project_scope: ProjectScopeOpt = False,
+    no_mcp: NoMcpOpt = False,
+    agent: AgentOpt = "claude-code",
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Remove exactly the hooks and MCP registration that `nmem install` added."""
+    """Remove exactly the hooks and MCP registration that `nmem install` added.
+
+    On a terminal it asks first (--yes does not ask)."""
     agents = _agents(agent, project_scope)
+    labels = ", ".join(_found_where(a)[0] for a in agents)
+    what = "hooks" if no_mcp else "hooks and MCP server"
+    confirmed(f"Remove nmem's {what} from {labels}? (your memory stays)", yes or not sys.stdin.isatty(), "uninstall")
     steps: dict[str, Callable[[], None]] = {
         "codex": lambda: _uninstall_codex(no_mcp),
         "gemini": lambda: _uninstall_gemini(no_mcp),

@@ -12,10 +12,13 @@ from nmemd.cli.common import (
     JsonOpt,
     ProjectOpt,
     clean_arg,
+    confirmed,
     fail,
+    ids_arg,
     json_lines,
     load_settings,
     out,
+    plural,
     print_table,
     resolve_scope,
     time_arg,
@@ -26,6 +29,7 @@ from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall.queries import ALL_PROJECTS
 
 MAINTAIN_TIMEOUT_S = 600.0
+LISTED_ROWS = 50  # nmemd.jobs.purge.LISTED_ROWS: a purge names this many of its observations
 
 
 def _maintain_locally(job: str | None) -> Any:
@@ -158,27 +162,24 @@ def _write(method: str, params: dict[str, Any]) -> Any:
 
 
 def _counts_line(c: dict[str, Any]) -> str:
-    line = f"{c['observations']} observations"
-    if c["pinned"]:
-        line += f" ({c['pinned']} pinned)"
-    line += f", {c['sessions']} sessions, {c['inbox']} waiting raw events"
-    if c["events"]:
-        line += f"; {c['events']} ledger entries kept, unlinked (they hold no content)"
+    line = plural(c["observations"], "observation") + (f" ({c['pinned']} pinned)" if c["pinned"] else "")
+    if c["sessions"]:
+        line += ", " + plural(c["sessions"], "session") + " left empty"
+    if c["inbox"]:
+        line += ", " + plural(c["inbox"], "event") + " waiting to be stored"
     return line
 
 
-def _ids_arg(values: list[str] | None, hint: str) -> list[int]:
-    """Ids as typed; a bad one is one line and exit 2, not a usage box."""
-    ids = []
-    for value in values or []:
-        try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if not 1 <= n <= 2**63 - 1:
-            fail(f"{hint}: {value!r} is not an observation id (a positive integer)", 2)
-        ids.append(n)
-    return ids
+def _print_rows(c: dict[str, Any], console: "ui.Console") -> None:
+    """The observations a purge touches: id, project, type, title; the first LISTED_ROWS, then how many more."""
+    from nmemd.capture.project import short_name
+
+    rows = c.get("rows") or []
+    for r in rows:
+        project = short_name(r["project"]) if r.get("project") else "-"
+        console.print(ui.Text(f"  #{r['id']}  {project}  {r['type']}  {' '.join(str(r['title']).split())}"))
+    if c["observations"] > len(rows):
+        console.print(ui.Text(f"  … and {plural(c['observations'] - len(rows), 'more observation')}"))
 
 
 def purge(
@@ -202,7 +203,7 @@ def purge(
     """Delete matching observations (pinned too) and every copy of their text, for good."""
     if all_projects and project:
         fail("use either --project or --all-projects, not both", 2)
-    id_list = _ids_arg(ids, "--id")
+    id_list = ids_arg(ids, "--id")
     for value in types or []:
         if value not in OBSERVATION_TYPES:
             fail(f"--type: {value!r} is not one of: {', '.join(OBSERVATION_TYPES)}", 2)
@@ -237,17 +238,17 @@ def purge(
     if dry_run or not total:
         if json_out:
             sys.stdout.write(msgspec.json.encode(counts).decode() + "\n")
-        else:
-            out().print(ui.Text(f"would delete in {where}: {_counts_line(counts)}"))
-        if not total and not dry_run:
+        elif total:
+            console = out()
+            console.print(ui.Text(f"would delete in {where}: {_counts_line(counts)}"))
+            _print_rows(counts, console)
+        if not total:
             err.print(ui.Text("nothing matches; nothing changed"))
         return
     if not yes:
         err.print(ui.Text(f"will delete in {where}: {_counts_line(counts)}"))
-        if not sys.stdin.isatty():
-            fail("not confirmed (no terminal): pass --yes to purge; nothing changed")
-        if not typer.confirm("Delete them for good?", default=False):
-            fail("not confirmed; nothing changed")
+        _print_rows(counts, err)
+    confirmed("Delete them for good?", yes, "purge")
     done = _write("purge", {"filter": flt, "dry_run": False})
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
@@ -259,16 +260,34 @@ def purge(
 
 def forget(
     ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Observation ids, as search prints them.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Delete these observations (pinned too) and every copy of their text."""
-    id_list = list(dict.fromkeys(_ids_arg(ids, "ID")))
-    done = _write("forget", {"ids": id_list})
+    """Delete these observations (pinned too) and every copy of their text.
+
+    On a terminal it lists them and asks first (--yes does not ask)."""
+    id_list = list(dict.fromkeys(ids_arg(ids, "ID")))
+    flt = {"project": ALL_PROJECTS, "ids": id_list}
+    counts = _write("purge", {"filter": flt, "dry_run": True})
+    found = {r["id"] for r in counts["rows"]} if len(id_list) <= LISTED_ROWS else set(id_list)
+    missing = [i for i in id_list if i not in found] if counts["observations"] < len(id_list) else []
+    if not counts["observations"]:
+        fail(f"no observation with id {', '.join(map(str, missing or id_list))}; nothing changed")
+    if not yes and sys.stdin.isatty():
+        err = ui.Console(stderr=True, soft_wrap=True)
+        err.print(ui.Text(f"will forget {_counts_line(counts)}:"))
+        _print_rows(counts, err)
+    confirmed("Forget them for good?", yes or not sys.stdin.isatty(), "forget")
+    done = _write("forget", {"ids": [i for i in id_list if i not in missing]})
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
-        out().print(ui.Text(f"forgot {_counts_line(done)}"))
-    if done["observations"] < len(id_list):
+        console = out()
+        console.print(ui.Text(f"forgot {_counts_line(done)}"))
+        _print_rows(done, console)
+    if missing:
+        fail(f"no observation with id {', '.join(map(str, missing))}")
+    if done["observations"] < len(id_list):  # more ids than the dry run named
         fail(f"{len(id_list) - done['observations']} of the ids did not exist")
 
 
@@ -278,12 +297,13 @@ def pin(
     json_out: JsonOpt = False,
 ) -> None:
     """Keep observations when retention cleans up (purge and forget still remove them)."""
-    id_list = list(dict.fromkeys(_ids_arg(ids, "ID")))
+    id_list = list(dict.fromkeys(ids_arg(ids, "ID")))
     done = _write("pin", {"ids": id_list, "unpin": unpin})
+    pinned = len(id_list) - len(done["missing"])
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
-    else:
+    elif pinned:
         verb = "unpinned" if unpin else "pinned"
-        out().print(ui.Text(f"{verb} {len(id_list) - len(done['missing'])} observations"))
+        out().print(ui.Text(f"{verb} {plural(pinned, 'observation')}"))
     if done["missing"]:
-        fail(f"no observation with id {', '.join(map(str, done['missing']))}")
+        fail(f"no observation with id {', '.join(map(str, done['missing']))}" + ("" if pinned else "; nothing changed"))

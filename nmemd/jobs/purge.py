@@ -64,6 +64,18 @@ class PurgeFilter(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     query: str | None = None
 
 
+LISTED_ROWS = 50  # the observations a purge names (the count says how many more)
+
+
+class PurgeRow(msgspec.Struct, kw_only=True):
+    """One observation a purge removes, as a person recognises it."""
+
+    id: int
+    project: str | None
+    type: str
+    title: str
+
+
 class PurgeCounts(msgspec.Struct, kw_only=True):
     """What a purge removed (or, with dry_run, would remove)."""
 
@@ -74,6 +86,7 @@ class PurgeCounts(msgspec.Struct, kw_only=True):
     inbox: int = 0  # raw events waiting in the inbox table or spool directory, removed
     dry_run: bool = False
     checkpointed: bool = True  # False: a reader kept the WAL from being truncated; run again
+    rows: list[PurgeRow] = []  # the first LISTED_ROWS of `observations`, oldest first
 
 
 class PinResult(msgspec.Struct, kw_only=True):
@@ -210,6 +223,10 @@ async def _plan(conn: aiosqlite.Connection, store: Store, f: PurgeFilter, match:
     in_ids = "IN (SELECT id FROM temp.purge_ids)"
     counts.pinned = await _one(conn, f"SELECT count(*) FROM observations WHERE pinned AND id {in_ids}")
     counts.events = await _one(conn, f"SELECT count(*) FROM events WHERE observation_id {in_ids}")
+    listed = await conn.execute_fetchall(
+        f"SELECT id, project, type, title FROM observations WHERE id {in_ids} ORDER BY id LIMIT {LISTED_ROWS}"
+    )
+    counts.rows = [PurgeRow(id=int(r[0]), project=r[1], type=str(r[2]), title=str(r[3])) for r in listed]
     rows = await conn.execute_fetchall(f"SELECT DISTINCT session_id FROM observations WHERE id {in_ids}")
     affected = [str(r[0]) for r in rows]
     if f.session_id and f.session_id not in affected and not (f.ids or f.types or f.query or f.since or f.until):

@@ -71,6 +71,7 @@ class World(AgentWorld):
 
     def __init__(self, claude: str, api_url: str) -> None:
         super().__init__("cc", keep=(*KEEP_ENV, "TMPDIR"))
+        (self.home / ".claude").mkdir()  # as Claude Code leaves it: nmem install skips an agent it cannot find
         self.claude = claude
         self.runs = 0
         self.env.update(

@@ -88,6 +88,7 @@ def test_a_cline_task_is_remembered_as_clines() -> None:
     home, workspace = Path(root, "h"), Path(root, "w")
     home.mkdir()
     workspace.mkdir()
+    (home / "Documents" / "Cline").mkdir(parents=True)  # Cline's own folder: nmem skips an agent it cannot find
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG")} | {"HOME": str(home)}
     try:
         installed = subprocess.run([str(BIN / "nmem"), "install", "--agent", "cline"], env=env, capture_output=True,
