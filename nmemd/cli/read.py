@@ -239,7 +239,8 @@ def show(
         list[str],
         typer.Argument(
             metavar="ID...",
-            help="One or more observation ids, as search prints them; or a session id or its prefix (s:ab12cd34): its handoff.",
+            help="One or more observation ids, as search prints them; or a session id or its prefix"
+            " (s:ab12cd34): its handoff.",
         ),
     ],
     json_out: JsonOpt = False,
