@@ -1,4 +1,4 @@
-"""The package's folders depend on each other in one direction only (README: How it works).
+"""The package's folders depend on each other in one direction only (docs/how-it-works.md: Where the code lives).
 
 Every `import` of every module is read, the lazy ones inside functions and the
 ones under TYPE_CHECKING too, so a cycle cannot hide behind either.
