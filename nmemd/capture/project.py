@@ -15,8 +15,8 @@ per repository, whichever checkout a session runs in. The session keeps its own 
 from __future__ import annotations
 
 import os
+import threading
 import time
-from functools import lru_cache
 from typing import Final
 
 from nmem_client import paths
@@ -25,19 +25,52 @@ _TTL_SECONDS: Final = 300.0  # a later `git init` is seen within this time
 _HOME: Final = os.path.normpath(os.path.expanduser("~"))
 _NOT_ROOTS: Final = frozenset({_HOME, os.path.sep})
 _GIT_FILE_MAX: Final = 4096  # a `.git` file or `commondir` is one line
+_CACHE_MAX: Final = 256
+# The walk is a few stat() calls, well under a millisecond on a local disk. One that takes longer
+# (a FUSE folder whose server never answers, planted as /tmp/.git; a hung network mount) goes on in
+# its own thread while the caller, the daemon's event loop included, takes `cwd` as the project
+# (issue #28, finding 1). At most _MAX_WALKING such walks at once; past that, no new one starts.
+_WALK_WAIT_S: Final = 0.2
+_MAX_WALKING: Final = 4
+
+_lock = threading.Lock()
+_cache: dict[str, tuple[int, str]] = {}  # cwd -> (epoch, root)
+_walking: set[str] = set()
 
 
 def project_root(cwd: str | None) -> str | None:
-    """The git top-level containing `cwd`, else `cwd` (normalized if it exists); None if empty."""
+    """The git top-level containing `cwd`, else `cwd` (normalized if it exists); None if empty.
+    Never waits more than _WALK_WAIT_S, whatever the filesystem does."""
     if not cwd:
         return None
-    return _cached_root(cwd, int(time.monotonic() // _TTL_SECONDS))
+    epoch = int(time.monotonic() // _TTL_SECONDS)
+    with _lock:
+        hit = _cache.get(cwd)
+        if hit is not None and hit[0] == epoch:
+            return hit[1]
+        if cwd in _walking or len(_walking) >= _MAX_WALKING:
+            return cwd  # a walk that has not ended: this one would not either
+        _walking.add(cwd)
+    done = threading.Event()
+    found: list[str] = []
+    walker = threading.Thread(target=_walk, args=(cwd, epoch, done, found), name="nmem-project", daemon=True)
+    walker.start()
+    return found[0] if done.wait(_WALK_WAIT_S) and found else cwd
 
 
-@lru_cache(maxsize=256)
-def _cached_root(cwd: str, epoch: int) -> str:
-    del epoch  # part of the cache key only
-    return _find_root(cwd)
+def _walk(cwd: str, epoch: int, done: threading.Event, found: list[str]) -> None:
+    """Find `cwd`'s root and cache it, however late it ends (later events then have it)."""
+    try:
+        root = _find_root(cwd)
+        found.append(root)
+        with _lock:
+            if len(_cache) >= _CACHE_MAX:
+                _cache.clear()
+            _cache[cwd] = (epoch, root)
+    finally:
+        with _lock:
+            _walking.discard(cwd)
+        done.set()
 
 
 def _find_root(cwd: str) -> str:
