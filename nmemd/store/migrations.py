@@ -275,6 +275,70 @@ ALTER TABLE sessions ADD COLUMN agent TEXT;
 ALTER TABLE observations ADD COLUMN agent TEXT;
 """
 
+# Team memory (nmemd/team, docs/team.md). Shared projects and their server (DSN without password: the
+# password is in a 0600 libpq password file); a durable outbox filled by triggers in the transaction
+# that stores a shared project's own observation or session summary (a lookup in a tiny table for an
+# unshared one), and tombstones by purge; pull cursors; teammates' rows live in `observations` with
+# their `author` (NULL: this user's own rows, which add nothing to the file), `machine` and `team_seq`,
+# so the existing full-text index finds them; their session summaries in `team_sessions`.
+M012_TEAM: Final = """
+CREATE TABLE team_projects (
+    root TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    team TEXT NOT NULL,
+    dsn TEXT NOT NULL,
+    member TEXT NOT NULL,
+    share_prompts INTEGER NOT NULL DEFAULT 0,
+    joined_at REAL NOT NULL
+);
+CREATE TABLE team_outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    op TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    project TEXT NOT NULL
+);
+CREATE TABLE team_cursors (
+    link TEXT NOT NULL,
+    feed TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (link, feed)
+) WITHOUT ROWID;
+CREATE TABLE team_links (
+    link TEXT PRIMARY KEY,
+    last_push_at REAL,
+    last_pull_at REAL,
+    pushed INTEGER NOT NULL DEFAULT 0,
+    pulled INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE team_sessions (
+    team TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    author TEXT NOT NULL,
+    machine TEXT,
+    agent TEXT,
+    project TEXT NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    summary TEXT NOT NULL,
+    team_seq INTEGER,
+    PRIMARY KEY (team, session_id, author)
+);
+CREATE INDEX team_sessions_project ON team_sessions(project, ended_at);
+ALTER TABLE observations ADD COLUMN author TEXT;
+ALTER TABLE observations ADD COLUMN machine TEXT;
+ALTER TABLE observations ADD COLUMN team_seq INTEGER;
+CREATE INDEX observations_team ON observations(author, ts) WHERE author IS NOT NULL;
+CREATE TRIGGER team_outbox_observation AFTER INSERT ON observations
+WHEN new.author IS NULL AND new.project IN (SELECT root FROM team_projects) BEGIN
+    INSERT INTO team_outbox(op, ref, project) VALUES ('obs', new.id, new.project);
+END;
+CREATE TRIGGER team_outbox_summary AFTER UPDATE OF summary ON sessions
+WHEN new.summary IS NOT NULL AND new.summary IS NOT old.summary
+ AND new.project IN (SELECT root FROM team_projects) BEGIN
+    INSERT INTO team_outbox(op, ref, project) VALUES ('session', new.session_id, new.project);
+END;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -287,6 +351,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m009_retention_notice", M009_RETENTION_NOTICE),
     ("m010_project_in_index", M010_PROJECT_IN_INDEX),
     ("m011_agent", M011_AGENT),
+    ("m012_team", M012_TEAM),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
