@@ -86,6 +86,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     retention_days: dict[ObservationType, NonNegFloat] = msgspec.field(default_factory=lambda: dict(RETENTION_DEFAULTS))
     maintenance_retention_interval_s: NonNegFloat = 3600.0
     maintenance_retention_batch: PositiveInt = 200
+    # Team memory (docs/team.md): teammates' rows are kept locally this many days (0: forever), older
+    # ones are answered by the server; a pull runs at least this often (LISTEN/NOTIFY wakes it sooner).
+    team_window_days: NonNegFloat = 30.0
+    team_pull_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    team_push_batch: PositiveInt = 1000
 
     @property
     def log_dir(self) -> str:

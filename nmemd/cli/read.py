@@ -129,6 +129,9 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
     grid.add_column("type", no_wrap=True)
     if show_project:
         grid.add_column("project", max_width=max(12, path_width // 2))
+    by_team = any(hit.author for hit in hits)
+    if by_team:
+        grid.add_column("by", no_wrap=True)
     grid.add_column("title", min_width=20)  # cells are one-line Texts: the column shrinks, text ends in …
     grid.add_column("path", max_width=path_width)
     for hit in hits:
@@ -139,9 +142,15 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
             title.append(f" (+{hit.similar} similar)", style="dim")
         if hit.snippet and hit.snippet.strip("… ") not in hit.title:
             _snippet_into(title, hit, bold)
-        row: list[str | Cell] = [str(hit.id), ago(hit.ts, now), hit.type]
+        row: list[str | Cell] = [str(hit.id) if hit.id else "server", ago(hit.ts, now), hit.type]
         if show_project:
             row.append(one_line(short_name(hit.project) if hit.project else "-"))
+        if by_team:
+            row.append(
+                f"{hit.author}{f' ({hit.agent})' if hit.agent and hit.agent != 'claude-code' else ''}"
+                if hit.author
+                else "you"
+            )
         row += [title, one_line(_tail(_rel(hit.file_path, hit.project), path_width))]
         grid.add_row(*row)
     return grid
@@ -208,6 +217,10 @@ def search(
     since: Annotated[str | None, typer.Option(help="Only newer: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
     until: Annotated[str | None, typer.Option(help="Only older: 30m, 2h, 7d, or a date like 2026-02-01.")] = None,
     agent: AgentOpt = None,
+    author: Annotated[
+        str | None, typer.Option("--author", help="Only this teammate's (team memory; your own name: yours).")
+    ] = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Only your own, no teammate's (team memory).")] = False,
     limit: LimitOpt = 20,
     json_out: JsonOpt = False,
 ) -> None:
@@ -222,9 +235,15 @@ def search(
         "since": time_arg(since, "'--since'"),
         "until": time_arg(until, "'--until'"),
         "agent": clean_arg(agent) if agent else None,
+        "author": clean_arg(author) if author else None,
+        "mine": mine,
         "limit": limit,
+        "team": True,
     }
-    hits: list[Hit] = read_as("search", params, list[Hit])
+    found = read_as("search", params, _TeamHits)
+    hits: list[Hit] = found.hits
+    for note in found.notes:
+        sys.stderr.write(note + "\n")
     if json_out:
         json_lines(hits)
     elif hits:
@@ -232,6 +251,11 @@ def search(
     else:
         where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
         sys.stderr.write(f"nothing found in {where}\n")
+
+
+class _TeamHits(msgspec.Struct):
+    hits: list[Hit]
+    notes: list[str] = []
 
 
 def show(

@@ -8,6 +8,7 @@ import.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,8 +39,16 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         parsed = parse_params(method, params)  # cheap; a bad param never costs a thread hop
         with anyio.move_on_after(INBOX_WAIT_S):  # what hooks left in the inbox before we started
             await daemon.inbox_drained.wait()
+        started = time.monotonic()
         await daemon.ingestor.store.searchable()
-        return await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed)
+        result = await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed)
+        if method == "search" and isinstance(result, dict) and daemon.team.links:
+            from nmemd.recall.methods import SearchParams
+            from nmemd.team import recall
+
+            assert isinstance(parsed, SearchParams)
+            result = await recall.with_server(daemon, parsed, result, started)
+        return result
     if method == "status":
         db = await anyio.to_thread.run_sync(database_facts, settings.db, settings.spool)
         return Status(daemon=daemon.facts(), database=db)
@@ -59,6 +68,10 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         return await purge.call(daemon.ingestor.store, method, params)
     if method in transfer.METHODS:  # import: on the daemon's one write connection
         return await transfer.call(daemon.ingestor.store, method, params)
+    if method.startswith("team_"):
+        from nmemd.team import service
+
+        return await service.call(daemon, method, params)
     if method in backfill.METHODS:  # import_events, import_state: `nmem import-transcripts`
         return await backfill.call(daemon, method, params)
     raise UnknownMethod(f"unknown method {method!r}")

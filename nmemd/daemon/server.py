@@ -48,6 +48,7 @@ from nmemd.model import Extracted
 from nmemd.recall import replies
 from nmemd.store.checkpointer import Checkpointer
 from nmemd.store.database import open_store
+from nmemd.team.sync import TeamSync
 
 LOG = logging.getLogger("nmemd.server")
 SHUTDOWN_GRACE_S = 5.0
@@ -90,9 +91,11 @@ class Daemon:
     mcp_building: bool = False  # being built
     inbox_drained: anyio.Event = field(default_factory=anyio.Event)  # the drain at start is done (or failed)
     deadlines: Deadlines = field(init=False)
+    team: TeamSync = field(init=False)  # team memory's sync (idle, psycopg unloaded, until a project is shared)
 
     def __post_init__(self) -> None:
         self.skip_tools = frozenset(self.settings.skip_tools)
+        self.team = TeamSync(self)
         self.deadlines = Deadlines(
             resolution=min(0.25, self.settings.read_timeout_s / 5),
             crowded=lambda: self.connections > self.settings.max_connections,
@@ -370,6 +373,7 @@ async def _run(
                         services.start_soon(_watch_idle, daemon, services.cancel_scope)
                         services.start_soon(_drain_periodically, daemon)
                         services.start_soon(maintenance.run_scheduler, daemon)
+                        services.start_soon(daemon.team.run)
                         LOG.info(
                             "nmemd %s serving %s (pid %d, started by %s%s)",
                             __version__,

@@ -27,7 +27,7 @@ from nmemd.errors import StorageError, UnknownJob
 from nmemd.jobs import retention
 from nmemd.store import fts, readers
 from nmemd.store.checkpointer import keep_wal_short, side_checkpoint
-from nmemd.store.database import Store, plan_fts_data_as_large, translate
+from nmemd.store.database import Store, on_writer_thread, plan_fts_data_as_large, translate
 
 if TYPE_CHECKING:
     from nmemd.capture.host import Host
@@ -348,6 +348,29 @@ async def retention_job(store: Store, *, forced: bool = False) -> str:
     return (await retention.sweep(store, between_steps=_between_steps, notice_s=notice)).line()
 
 
+async def team_window(store: Store, *, forced: bool = False) -> str:
+    """Teammates' rows older than `team_window_days` go (the server still answers for them), in
+    short steps as retention deletes."""
+    from nmemd.team import local
+
+    days, total = store.settings.team_window_days, 0
+    for _ in range(MAX_STEPS):
+        async with store.lock:
+            with anyio.CancelScope(shield=True):
+                try:
+                    gone = await on_writer_thread(
+                        store.conn, local.prune_step, days, time.time(), store.settings.maintenance_retention_batch
+                    )
+                except sqlite3.Error as exc:
+                    raise translate(exc) from exc
+                store.committed()
+        total += gone
+        if gone < store.settings.maintenance_retention_batch:
+            break
+        await _between_steps(store)
+    return f"removed {total} teammates' observations older than {days:g} days" if days > 0 else "window off"
+
+
 HISTORY_TIMEOUT_S: Final = 1800.0  # an import of years of sessions takes minutes; a hung one is stopped
 _IMPORT = "import sys; from nmemd.cli import main; sys.argv = ['nmem', 'import-transcripts', '--json']; main()"
 
@@ -391,6 +414,7 @@ JOBS: dict[str, Job] = {
     "integrity": integrity,
     "checkpoint": checkpoint,
     "history": history,
+    "team_window": team_window,
 }
 # `nmem maintain` without --job: everything but reading the agents' session files, which the
 # schedule does (and `--job history` on demand).
@@ -478,6 +502,7 @@ class Scheduler:
             "optimize": s.maintenance_optimize_interval_s,
             "integrity": s.maintenance_integrity_interval_s,
             "history": s.maintenance_history_interval_s,
+            "team_window": s.maintenance_retention_interval_s,
         }
         self.last_run: dict[str, float] = {}
         # A job never run (a new database) counts its age from this start: it waits for quiet

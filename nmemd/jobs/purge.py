@@ -37,6 +37,7 @@ from nmemd.recall.queries import ALL_PROJECTS, Filters, convert_params
 from nmemd.recall.summary import summarize_session
 from nmemd.store import fts
 from nmemd.store.database import TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
+from nmemd.team.local import ENQUEUE_TOMBSTONES
 
 LOG = logging.getLogger("nmemd.purge")
 
@@ -339,6 +340,7 @@ async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
                 f"SELECT DISTINCT session_id FROM observations WHERE hook_event = 'Stop' AND id {LISTED}"
             )
         }
+        await conn.execute(ENQUEUE_TOMBSTONES)  # team memory: the server and teammates forget them too
         await delete_listed(conn)
         await conn.executemany("DELETE FROM sessions WHERE session_id = ?", [(s,) for s in plan.emptied])
         resummarize = await _scrub_sessions(conn, set(plan.affected) - set(plan.emptied), stop_sessions, terms)

@@ -111,6 +111,8 @@ def _hit_line(hit: queries.Hit, now: float, mark: str = "", all_projects: bool =
     """`#id type · age · s:session · title · path · snippet`, leaving out what repeats the title; the
     snippet's matched words as ⟦word⟧, a ⟦ or ⟧ of the stored text doubled (`snippets.marked`)."""
     parts = [f"{mark}{ref(hit.id)} {hit.type}", ago(hit.ts, now), f"s:{hit.session_id[:8]}"]
+    if hit.author:  # a teammate's (team memory)
+        parts.append(f"by {hit.author}" + (f" with {hit.agent}" if hit.agent and hit.agent != "claude-code" else ""))
     if all_projects and hit.project:
         parts.append(f"[{short_name(hit.project)}]")
     title = clip(hit.title, TEXT_TITLE)

@@ -30,6 +30,7 @@ class SearchParams(Filters, kw_only=True, forbid_unknown_fields=True):
 
     query: str
     limit: Limit = 20
+    team: bool = False  # team memory: {"hits": [...], "notes": [...]}, the team server asked too (daemon.rpc)
 
 
 class ShowParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -105,8 +106,15 @@ def _search(conn: sqlite3.Connection, p: SearchParams) -> Any:
         since=p.since,
         until=p.until,
         agent=agent,
+        author=p.author,
+        mine=p.mine,
     )
-    return search.search(conn, p.query, filters, p.limit)
+    if (p.author or p.mine) and queries.author_column(conn) == "NULL":
+        if p.author:
+            return {"hits": [], "notes": []} if p.team else []  # a store from before team memory: only one's own rows
+        filters.mine = False
+    hits = search.search(conn, p.query, filters, p.limit)
+    return {"hits": hits, "notes": []} if p.team else hits
 
 
 def _show(conn: sqlite3.Connection, p: ShowParams) -> Any:

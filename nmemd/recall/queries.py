@@ -56,6 +56,9 @@ class Hit(msgspec.Struct, kw_only=True):
     spans: list[tuple[int, int]] = []  # the matched words in `snippet`: [start, end) offsets in code points
     score: float | None = None
     similar: int = 0  # near-identical hits folded into this one (search)
+    author: str | None = None  # a teammate's (team memory); None: this user's own
+    agent: str | None = None  # the teammate's coding agent, with `author`
+    seq: int | None = None  # a hit the team server answered (not in the local store: id 0)
 
 
 class Detail(msgspec.Struct, kw_only=True):
@@ -154,6 +157,8 @@ class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     since: float | None = None
     until: float | None = None
     agent: str | None = None  # "claude-code" (rows with no agent), "codex", ...
+    author: str | None = None  # a teammate's rows (team memory); one's own name: one's own rows too
+    mine: bool = False  # only this user's own rows (no teammate's)
 
 
 def agent_column(conn: sqlite3.Connection, alias: str) -> str:
@@ -161,6 +166,12 @@ def agent_column(conn: sqlite3.Connection, alias: str) -> str:
     after an upgrade): every row there is Claude Code's."""
     found = conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'agent'").fetchone()
     return f"{alias}.agent" if found else "NULL"
+
+
+def author_column(conn: sqlite3.Connection) -> str:
+    """`author`, or NULL on a store from before team memory (migration m012): all its rows are one's own."""
+    found = conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'author'").fetchone()
+    return "author" if found else "NULL"
 
 
 def agent_clause(agent: str, alias: str) -> tuple[str, list[Any]]:
@@ -231,7 +242,27 @@ def _where(filters: Filters, alias: str = "o") -> tuple[list[str], list[Any]]:
         clause, values = agent_clause(filters.agent, alias)
         clauses.append(clause)
         params.extend(values)
+    if filters.mine:
+        clauses.append(f"{alias}.author IS NULL")
+    if filters.author:
+        clauses.append(f"({alias}.author = ? OR ({alias}.author IS NULL AND ? IN (SELECT member FROM team_projects)))")
+        params.extend([filters.author, filters.author])
     return clauses, params
+
+
+def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
+    """Fill `author` and `agent` of the hits that are teammates' rows (team memory, migration m012)."""
+    if not hits or not conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'author'").fetchone():
+        return
+    ids = [h.id for h in hits]
+    rows = conn.execute(
+        f"SELECT id, author, agent FROM observations WHERE id IN ({','.join('?' * len(ids))}) AND author IS NOT NULL",
+        ids,
+    ).fetchall()
+    found = {r[0]: r for r in rows}
+    for hit in hits:
+        if r := found.get(hit.id):
+            hit.author, hit.agent = r[1], r[2] or "claude-code"
 
 
 def _limit(limit: int) -> int:

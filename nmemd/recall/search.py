@@ -26,7 +26,7 @@ import msgspec
 
 from nmemd.errors import QueryError
 from nmemd.recall import snippets
-from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where
+from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where, teammates_of
 from nmemd.recall.summary import command_kind
 from nmemd.recall.terms import Query, Term, occurrences, parse
 from nmemd.store import fts
@@ -123,6 +123,7 @@ def search(
     finally:
         conn.set_progress_handler(None, 0)
     best = _fold(hits)[:limit]
+    teammates_of(conn, best)
     _snippets(conn, query, best, contents)
     return best
 

@@ -13,9 +13,9 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -24,6 +24,7 @@ from nmemd.model import OBSERVATION_TYPES, stored_agent
 from nmemd.team.identity import to_local, to_relative
 
 DAY_S: Final = 86400.0
+T = TypeVar("T")
 TEXT_MAX: Final = 64 * 1024  # a row's body on the server at most (a search needs its start, not 1 MB of log)
 
 # purge.purge, inside its transaction: a tombstone for every purged row of a shared project (one's own
@@ -98,6 +99,19 @@ def links(projects: Sequence[SharedProject]) -> list[Link]:
 
 
 # --- joining and leaving (writer thread) ------------------------------------------------------------
+
+
+def in_transaction(db: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(db, *args)` between BEGIN IMMEDIATE and COMMIT (ROLLBACK on any error)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(db, *args)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return result
 
 
 def join(db: sqlite3.Connection, project: SharedProject, window_days: float) -> int:

@@ -1,0 +1,177 @@
+"""`nmem team join/leave/status`: a member's side of team memory (the admin's commands are in team.py).
+
+Thin: nmemd.team.membership checks the server and moves the password into the libpq password file;
+the daemon records the shared project and syncs it (nmemd.team.sync).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+from typing import Annotated, Any
+
+import msgspec
+import typer
+
+from nmemd.cli.common import JsonOpt, ago, fail, load_settings, out
+from nmemd.errors import DaemonUnavailable, NmemError
+
+JOIN_TIMEOUT_S = 30.0
+
+
+def _ask(method: str, params: dict[str, Any]) -> Any:
+    """The daemon's answer; a daemon is started when none runs (it is what syncs)."""
+    from nmemd.daemon import control
+
+    try:
+        return control.ask(method, params, timeout=JOIN_TIMEOUT_S)
+    except DaemonUnavailable:
+        control.start(load_settings())
+        return control.ask(method, params, timeout=JOIN_TIMEOUT_S)
+
+
+def join(
+    dsn: Annotated[str, typer.Argument(metavar="DSN", help="The DSN `nmem team add-member` printed.")],
+    project: Annotated[
+        str | None, typer.Option("--project", help="The project to share (default: this directory's).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The project's name on the server when it has no git remote.")
+    ] = None,
+    team: Annotated[str | None, typer.Option("--team", help="The team, when the member is in several.")] = None,
+    share_prompts: Annotated[
+        bool, typer.Option("--share-prompts/--no-share-prompts", help="Share the prompts typed (default: no).")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Share one project with a team: its observations and session summaries are pushed, redacted,
+    and teammates' are pulled. Nothing of other projects leaves this machine."""
+    from nmemd.team import membership
+
+    settings = load_settings()
+    try:
+        plan = membership.plan_join(settings.home, dsn, path=project, name=name, team=team, share_prompts=share_prompts)
+        done = _ask("team_join", {k: v for k, v in msgspec.to_builtins(plan).items() if k != "schema_version"})
+    except NmemError as exc:
+        fail(str(exc))
+    if json_out:
+        sys.stdout.write(msgspec.json.encode({**msgspec.to_builtins(plan), **done}).decode() + "\n")
+        return
+    prompts = "prompts too" if plan.share_prompts else "prompts not shared"
+    out().print(
+        f"sharing {plan.root} as {plan.project_id} with team {plan.team} as {plan.member}"
+        f" ({prompts}; {done.get('queued', 0)} observations of the last {settings.team_window_days:g} days queued)"
+    )
+
+
+def leave(
+    project: Annotated[
+        str | None, typer.Option("--project", help="The project to stop sharing (default: this directory's).")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Stop sharing a project: nothing more is pushed or pulled; what teammates already have stays."""
+    from nmemd.team import membership
+
+    try:
+        root = membership.resolve_root(project)
+        done = _ask("team_leave", {"root": root})
+    except NmemError as exc:
+        fail(str(exc))
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
+    elif done.get("left"):
+        out().print(f"{root} is no longer shared")
+    else:
+        fail(f"{root} was not shared")
+
+
+def _offline_status() -> list[dict[str, Any]]:
+    """No daemon: the store's shared projects, each server probed from here."""
+    import anyio
+
+    from nmemd.store import readers
+    from nmemd.team import client, local, membership
+
+    settings = load_settings()
+    if not os.path.exists(settings.db):
+        return []
+    conn = readers.open_readonly(settings.db)
+    try:
+        projects = local.shared_projects(conn)
+        links = local.links(projects)
+        result = []
+        for link in links:
+            roots = [p.root for p in link.projects]
+            row = conn.execute(
+                "SELECT last_push_at, last_pull_at FROM team_links WHERE link = ?", (link.key,)
+            ).fetchone()
+            entry: dict[str, Any] = {
+                "team": link.team, "server": client.server_label(link.dsn), "member": link.member,
+                "projects": [p.project_id for p in link.projects], "roots": roots,
+                "outbox": local.outbox_depth(conn, roots), "last_push_at": row[0] if row else None,
+                "last_pull_at": row[1] if row else None, "state": "daemon not running", "error": None,
+                "schema_version": None,
+            }  # fmt: skip
+            try:
+                facts = anyio.run(membership.probe, link.dsn, link.team, 5.0)
+                entry["schema_version"] = facts.schema_version
+                entry["state"] = "reachable (daemon not running: nothing syncs)"
+            except NmemError as exc:
+                entry["error"] = str(exc)
+            result.append(entry)
+        return result
+    except sqlite3.Error as exc:
+        fail(f"cannot read {settings.db}: {exc}")
+    finally:
+        conn.close()
+
+
+def team_statuses() -> list[dict[str, Any]]:
+    """Each link's status: the daemon's (live) when it runs, else probed from here."""
+    from nmemd.daemon import control
+
+    try:
+        got: list[dict[str, Any]] = control.ask("team_status", {}, timeout=10.0)
+        return got
+    except DaemonUnavailable:
+        return _offline_status()
+
+
+def status(json_out: JsonOpt = False) -> None:
+    """Whether each team server answers, its schema version, the outbox, the last push and pull, the lag."""
+    try:
+        links = team_statuses()
+    except NmemError as exc:
+        fail(str(exc))
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(links).decode() + "\n")
+        return
+    if not links:
+        out().print("no project is shared (nmem team join DSN --project PATH)")
+        return
+    now = time.time()
+    for st in links:
+        head = f"{st['team']} on {st['server']} as {st['member']}: "
+        head += f"ERROR: {st['error']}" if st.get("error") else str(st.get("state"))
+        out().print(head, highlight=False)
+        out().print(f"  projects: {', '.join(f'{p} ({r})' for p, r in zip(st['projects'], st['roots'], strict=False))}")
+        lag = st.get("lag")
+        out().print(
+            f"  schema v{st.get('schema_version') or '?'}, outbox {st.get('outbox', 0)},"
+            f" last push {ago(st.get('last_push_at'), now) if st.get('last_push_at') else 'never'},"
+            f" last pull {ago(st.get('last_pull_at'), now) if st.get('last_pull_at') else 'never'}"
+            + (f", lag {lag} rows" if lag is not None else ""),
+            highlight=False,
+        )
+    if any(st.get("error") for st in links):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the member's commands to the `nmem team` group."""
+    app.command(name="join")(join)
+    app.command(name="leave")(leave)
+    app.command(name="status")(status)

@@ -1,0 +1,254 @@
+"""Talking to the team's PostgreSQL server: connect, check, push a batch, pull a page.
+
+The sync protocol (docs/team.md): a push is one transaction per batch, holding the team's advisory
+lock (so rows become visible in `seq` order and a reader's cursor never skips one that commits later
+with a lower seq), `INSERT ... ON CONFLICT DO NOTHING`, `pg_notify`, COMMIT; the outbox row is deleted
+only after COMMIT returned. A pull reads each feed's rows with `seq > cursor` in pages. Every failure
+becomes a `TeamError` with one line that says what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from nmemd.errors import NmemError
+from nmemd.team.local import InObservation, InSession, InTombstone, OutRow, Page
+
+if TYPE_CHECKING:
+    import psycopg
+
+SCHEMA_VERSION: Final = 1  # the newest server schema this nmem knows
+CONNECT_TIMEOUT_S: Final = 5
+# libpq's own: a dead peer (a stalled proxy, a laptop that slept) is noticed within ~25 s even
+# when no statement runs; each statement is also bounded by the caller (sync.OP_TIMEOUT_S).
+KEEPALIVES: Final = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3"}
+CHANNEL: Final = "nmem_feed"
+
+
+class TeamError(NmemError):
+    """The team server cannot be used as asked; the message is one line saying why."""
+
+
+def server_label(dsn: str) -> str:
+    """`user@host:port/db` of a DSN, for messages (never its password)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        d = conninfo_to_dict(dsn)
+    except Exception:
+        return "the team server"
+    host = str(d.get("host") or d.get("hostaddr") or "localhost")
+    port = str(d.get("port") or "5432")
+    return f"{d.get('user') or '?'}@{host}:{port}/{d.get('dbname') or d.get('user') or '?'}"
+
+
+def describe(exc: BaseException, dsn: str = "") -> str:
+    """One line for any failure talking to the server."""
+    if isinstance(exc, TeamError):
+        return str(exc)
+    if isinstance(exc, TimeoutError):
+        return f"{server_label(dsn)}: the server did not answer in time (stalled network?)"
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    try:
+        import psycopg.errors as pe
+    except ImportError:  # pragma: no cover - the team extra is installed wherever a link runs
+        return text
+    if isinstance(exc, pe.InsufficientPrivilege):
+        return f"{server_label(dsn)}: the server refused: {text} (removed from the team?)"
+    if isinstance(exc, pe.UndefinedTable | pe.InvalidSchemaName | pe.UndefinedFunction):
+        return f"{server_label(dsn)}: no nmem schema there ({text}): run `nmem team init ADMIN_DSN --team NAME`"
+    if isinstance(exc, pe.OperationalError):
+        if "password authentication failed" in text or "no password supplied" in text:
+            return f"{server_label(dsn)}: wrong password or unknown member ({text})"
+        return f"{server_label(dsn)}: cannot connect: {text}"
+    return f"{server_label(dsn)}: {type(exc).__name__}: {text}"
+
+
+def with_keepalives(dsn: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    d = conninfo_to_dict(dsn)
+    extra = {k: v for k, v in KEEPALIVES.items() if k not in d}
+    if "connect_timeout" not in d:
+        extra["connect_timeout"] = str(CONNECT_TIMEOUT_S)
+    return make_conninfo(dsn, **extra, application_name="nmemd")
+
+
+async def connect(dsn: str) -> psycopg.AsyncConnection[Any]:
+    import psycopg
+
+    return await psycopg.AsyncConnection.connect(with_keepalives(dsn), autocommit=True)
+
+
+class ServerFacts(msgspec.Struct, kw_only=True):
+    member: str
+    schema_version: int
+    teams: list[str]
+    admin_of: list[str]
+
+
+async def check(conn: psycopg.AsyncConnection[Any], team: str | None = None) -> ServerFacts:
+    """Who we are there, the schema's version and our teams; TeamError when the schema is missing or
+    newer than this nmem, or when `team` is given and we are not in it."""
+    import psycopg.errors as pe
+
+    dsn = conn.info.dsn
+    try:
+        cur = await conn.execute("SELECT current_user, (SELECT max(version) FROM nmem.schema_version)")
+        row = await cur.fetchone()
+    except (pe.UndefinedTable, pe.InvalidSchemaName) as exc:
+        raise TeamError(describe(exc, dsn)) from None
+    except pe.InsufficientPrivilege as exc:
+        raise TeamError(f"{server_label(dsn)}: not a team member here ({describe(exc, dsn)})") from None
+    assert row is not None
+    member, version = str(row[0]), row[1]
+    if version is None:
+        raise TeamError(f"{server_label(dsn)}: the nmem schema has no version row: run `nmem team init` again")
+    if int(version) > SCHEMA_VERSION:
+        raise TeamError(f"server schema v{version} is newer than this nmem (v{SCHEMA_VERSION}): upgrade nmem")
+    cur = await conn.execute("SELECT team, is_admin FROM nmem.members WHERE member = current_user ORDER BY team")
+    rows = await cur.fetchall()
+    facts = ServerFacts(
+        member=member,
+        schema_version=int(version),
+        teams=[str(r[0]) for r in rows],
+        admin_of=[str(r[0]) for r in rows if r[1]],
+    )
+    if team is not None and team not in facts.teams:
+        raise TeamError(f"{server_label(dsn)}: {member} is not a member of team {team!r} (removed?)")
+    return facts
+
+
+# --- push ------------------------------------------------------------------------------------------
+
+_PUSH_OBS: Final = """
+INSERT INTO nmem.observations (team, project, event_id, ordinal, machine, agent, session_id, kind, title, body,
+                               files, created_at)
+SELECT %(team)s, u.project, u.event_id, 0, %(machine)s, u.agent, u.session_id, u.kind, u.title, u.body,
+       CASE WHEN u.file IS NULL THEN '{}'::text[] ELSE ARRAY[u.file] END, to_timestamp(u.created_at)
+FROM unnest(%(project)s::text[], %(event_id)s::text[], %(agent)s::text[], %(session_id)s::text[], %(kind)s::text[],
+            %(title)s::text[], %(body)s::text[], %(file)s::text[], %(created_at)s::float8[])
+     AS u(project, event_id, agent, session_id, kind, title, body, file, created_at)
+ON CONFLICT DO NOTHING
+"""
+_PUSH_SESSION: Final = """
+INSERT INTO nmem.sessions AS s (team, project, session_id, machine, agent, started_at, ended_at, summary)
+VALUES (%s, %s, %s, %s, %s, to_timestamp(%s), to_timestamp(%s), %s)
+ON CONFLICT (team, session_id, author) DO UPDATE
+SET summary = excluded.summary, ended_at = excluded.ended_at, seq = nextval('nmem.feed_seq')
+WHERE s.summary IS DISTINCT FROM excluded.summary
+"""
+_PUSH_TOMB: Final = "INSERT INTO nmem.tombstones (team, event_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+
+
+async def push(conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows: Sequence[OutRow]) -> list[str]:
+    """One batch in one transaction (see the module docstring). Returns the event ids of tombstones
+    the server refused (another member's row, and we are not the team's admin): they are dropped."""
+    import psycopg.errors as pe
+
+    obs = [r for r in rows if r.op == "obs"]
+    refused: list[str] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
+        if obs:
+            await conn.execute(
+                _PUSH_OBS,
+                {
+                    "team": team,
+                    "machine": machine,
+                    "project": [r.project_id for r in obs],
+                    "event_id": [r.event_id for r in obs],
+                    "agent": [r.agent for r in obs],
+                    "session_id": [r.session_id for r in obs],
+                    "kind": [r.kind for r in obs],
+                    "title": [r.title for r in obs],
+                    "body": [r.body for r in obs],
+                    "file": [r.files[0] if r.files else None for r in obs],
+                    "created_at": [r.created_at for r in obs],
+                },
+            )
+        for r in rows:
+            if r.op == "session":
+                await conn.execute(
+                    _PUSH_SESSION,
+                    (team, r.project_id, r.session_id, machine, r.agent, r.started_at, r.ended_at, r.summary),
+                )
+            elif r.op == "tomb":
+                try:
+                    async with conn.transaction():  # a savepoint: a refused tombstone does not undo the batch
+                        await conn.execute(_PUSH_TOMB, (team, r.event_id))
+                except pe.InsufficientPrivilege:
+                    refused.append(r.event_id)
+        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team))
+    return refused
+
+
+# --- pull ------------------------------------------------------------------------------------------
+
+FEEDS: Final = ("observations", "sessions", "tombstones")
+_PULL: Final = {
+    "observations": """
+        SELECT seq, project, event_id, ordinal, author::text, machine, agent, session_id, kind, title, body, files,
+               extract(epoch FROM created_at)::float8
+        FROM nmem.observations WHERE team = %(team)s AND project = ANY(%(projects)s) AND seq > %(after)s
+        AND NOT (author = current_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
+    "sessions": """
+        SELECT seq, project, session_id, author::text, machine, agent, extract(epoch FROM started_at)::float8,
+               extract(epoch FROM ended_at)::float8, summary
+        FROM nmem.sessions WHERE team = %(team)s AND project = ANY(%(projects)s) AND seq > %(after)s
+        AND NOT (author = current_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
+    "tombstones": """
+        SELECT seq, event_id, author::text FROM nmem.tombstones
+        WHERE team = %(team)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s""",
+}
+
+
+async def pull(
+    conn: psycopg.AsyncConnection[Any],
+    team: str,
+    projects: Sequence[str],
+    machine: str,
+    after: dict[str, int],
+    limit: int,
+) -> tuple[Page, bool]:
+    """The next page of each feed after its cursor; and whether any feed may hold more."""
+    got: dict[str, list[Any]] = {}
+    more = False
+    cursors: dict[str, int] = {}
+    for feed in FEEDS:
+        params = {
+            "team": team, "projects": list(projects), "machine": machine, "after": after.get(feed, 0), "limit": limit,
+        }  # fmt: skip
+        cur = await conn.execute(_PULL[feed], params)
+        rows = await cur.fetchall()
+        got[feed] = rows
+        if rows:
+            cursors[feed] = int(rows[-1][0])
+        more = more or len(rows) >= limit
+    page = Page(
+        observations=[
+            InObservation(
+                int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6], r[7], r[8], r[9], r[10], list(r[11]), float(r[12])
+            )
+            for r in got["observations"]
+        ],  # fmt: skip
+        sessions=[InSession(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]) for r in got["sessions"]],
+        tombstones=[InTombstone(int(r[0]), r[1], r[2]) for r in got["tombstones"]],
+        cursors=cursors,
+    )
+    return page, more
+
+
+async def newest_seq(conn: psycopg.AsyncConnection[Any], team: str) -> int:
+    """The newest seq the team's feeds hold (for the lag `nmem team status` shows)."""
+    cur = await conn.execute(
+        "SELECT greatest((SELECT max(seq) FROM nmem.observations WHERE team = %(t)s),"
+        " (SELECT max(seq) FROM nmem.sessions WHERE team = %(t)s),"
+        " (SELECT max(seq) FROM nmem.tombstones WHERE team = %(t)s))",
+        {"t": team},
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0

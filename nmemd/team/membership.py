@@ -1,0 +1,142 @@
+"""Joining a team from this machine: what `nmem team join/leave/status` do before asking the daemon.
+
+The DSN's password never reaches config.toml or the store: it moves into a 0600 libpq password
+file, `$NMEM_HOME/team.pgpass`, and the DSN kept (in the store's `team_projects`) names that file
+(`passfile=`), the libpq way. A DSN without a password uses whatever libpq finds itself
+(`~/.pgpass`, a service file, `PGPASSFILE`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Final
+
+import anyio
+import msgspec
+
+from nmemd.capture.project import project_root
+from nmemd.team import client, identity
+from nmemd.team.client import ServerFacts, TeamError
+
+PASSFILE: Final = "team.pgpass"
+
+
+class JoinPlan(msgspec.Struct, kw_only=True):
+    """What the daemon records for a joined project (`team_join`)."""
+
+    root: str
+    project_id: str
+    team: str
+    dsn: str  # without its password
+    member: str
+    share_prompts: bool
+    schema_version: int
+
+
+def _conninfo() -> Any:
+    try:
+        from psycopg import conninfo
+    except ImportError:
+        raise TeamError("team memory needs psycopg: pip install 'nmem[team]'") from None
+    return conninfo
+
+
+def split_password(dsn: str) -> tuple[dict[str, str], str | None]:
+    """The DSN's parameters without the password, and the password."""
+    try:
+        parts = {k: str(v) for k, v in _conninfo().conninfo_to_dict(dsn).items() if v is not None}
+    except Exception as exc:
+        raise TeamError(f"not a PostgreSQL DSN: {(str(exc).splitlines() or ['?'])[0]}") from None
+    return {k: v for k, v in parts.items() if k != "password"}, parts.get("password")
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(":", "\\:")
+
+
+def save_password(home: str, parts: dict[str, str], password: str) -> str:
+    """Record the password in the 0600 password file (one line per host, port, database and user);
+    return the file's path."""
+    path = os.path.join(home, PASSFILE)
+    key = [_escape(parts.get(k) or "*") for k in ("host", "port", "dbname", "user")]
+    if key[1] == "*" and key[0] != "*":
+        key[1] = "5432"
+    if key[2] == "*" and parts.get("user"):
+        key[2] = _escape(parts["user"])  # libpq's default database is the user's name
+    line = ":".join([*key, _escape(password)])
+    prefix = ":".join(key) + ":"
+    kept: list[str] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            kept = [ln.rstrip("\n") for ln in fh if ln.strip() and not ln.startswith(prefix)]
+    except FileNotFoundError:
+        pass
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join([*kept, line]) + "\n")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
+
+
+def stored_dsn(parts: dict[str, str], passfile: str | None) -> str:
+    extra = {"passfile": passfile} if passfile else {}
+    return str(_conninfo().make_conninfo("", **{**parts, **extra}))
+
+
+async def probe(dsn: str, team: str | None = None, timeout_s: float = 10.0) -> ServerFacts:
+    """Connect and check (schema version, membership); TeamError with one line otherwise."""
+    try:
+        with anyio.fail_after(timeout_s):
+            conn = await client.connect(dsn)
+            try:
+                return await client.check(conn, team)
+            finally:
+                await conn.close()
+    except Exception as exc:
+        raise TeamError(client.describe(exc, dsn)) from None
+
+
+def resolve_root(path: str | None) -> str:
+    where = os.path.abspath(path or os.getcwd())
+    if not os.path.isdir(where):
+        raise TeamError(f"{where}: not a directory")
+    return project_root(where) or where
+
+
+def plan_join(
+    home: str, dsn: str, *, path: str | None, name: str | None, team: str | None, share_prompts: bool
+) -> JoinPlan:
+    """Check the server and the project, move the password into the password file, and return what
+    the daemon records. Nothing is recorded when anything is wrong."""
+    root = resolve_root(path)
+    project_id = identity.project_id(root)
+    if name is not None:
+        if not identity.valid_name(name):
+            raise TeamError(f"{name!r} is not a project name (letters, digits, . _ / @ : + -; no spaces)")
+        project_id = project_id or name
+    if project_id is None:
+        raise TeamError(f"{root} has no git remote to name it by: give --name NAME (the same on every machine)")
+    parts, password = split_password(dsn)
+    facts = anyio.run(probe, dsn, None)
+    if team is None:
+        if len(facts.teams) != 1:
+            teams = ", ".join(facts.teams) or "none"
+            raise TeamError(f"{facts.member} is in {len(facts.teams)} teams ({teams}): give --team NAME")
+        team = facts.teams[0]
+    elif team not in facts.teams:
+        raise TeamError(f"{facts.member} is not a member of team {team!r} (teams: {', '.join(facts.teams) or 'none'})")
+    passfile = save_password(home, parts, password) if password else None
+    kept = stored_dsn(parts, passfile)
+    anyio.run(probe, kept, team)  # the password file works as libpq reads it
+    return JoinPlan(
+        root=root,
+        project_id=project_id,
+        team=team,
+        dsn=kept,
+        member=facts.member,
+        share_prompts=share_prompts,
+        schema_version=facts.schema_version,
+    )

@@ -1,0 +1,335 @@
+"""The daemon's team sync: push and pull in the background, never on the hook path.
+
+One `link` per (server, team) the shared projects name. Each runs three connections while the
+server answers: a pusher (woken by every local commit; drains the outbox in batches), a puller
+(woken by the server's NOTIFY, and every `team_pull_interval_s` anyway: a missed notification costs
+latency, never data) and the listener. Any failure closes them all and the link tries again after
+a backoff with jitter (0.5 s doubling to 30 s), for as long as the daemon runs: capture goes on
+locally meanwhile and the outbox keeps what waits. psycopg is imported by the first link only.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import anyio
+import anyio.abc
+import msgspec
+
+from nmemd.errors import StorageError
+from nmemd.store import readers
+from nmemd.store.database import on_writer_thread, translate
+from nmemd.team import client, local
+from nmemd.team.local import Link
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from nmemd.capture.host import Host
+
+LOG = logging.getLogger("nmemd.team")
+OP_TIMEOUT_S: Final = 20.0  # one server statement or batch at most: a stalled network is given up on
+BACKOFF_MIN_S: Final = 0.5
+BACKOFF_MAX_S: Final = 30.0
+PUSH_POLL_S: Final = 5.0  # the outbox is looked at this often even without a commit (a missed wake-up)
+LISTEN_CHECK_S: Final = 10.0  # the listening connection is checked alive this often
+PULL_PAGE: Final = 1000
+T = TypeVar("T")
+
+
+class LinkStatus(msgspec.Struct, kw_only=True):
+    """What `nmem team status` shows of one (server, team) link."""
+
+    team: str
+    server: str
+    member: str
+    projects: list[str]
+    roots: list[str]
+    state: str = "starting"  # starting, ok, retrying
+    error: str | None = None
+    schema_version: int | None = None
+    outbox: int = 0
+    last_push_at: float | None = None
+    last_pull_at: float | None = None
+    lag: int | None = None  # rows of the team the last pull had not reached yet (at its check)
+    pushed: int = 0  # since the daemon started
+    pulled: int = 0
+    retry_in_s: float | None = None
+
+    def line(self) -> str:
+        if self.error:
+            return f"{self.team} on {self.server}: {self.error}"
+        return f"{self.team} on {self.server}: {self.state}, outbox {self.outbox}"
+
+
+@dataclass
+class _Wake:
+    push: anyio.Event = field(default_factory=anyio.Event)
+    pull: anyio.Event = field(default_factory=anyio.Event)
+
+
+class TeamSync:
+    """The daemon's sync service: one task (`run`), started with the daemon's services."""
+
+    def __init__(self, daemon: Host) -> None:
+        self.daemon = daemon
+        self.changed = anyio.Event()
+        self.status: dict[str, LinkStatus] = {}
+        self.links: dict[str, Link] = {}
+        self._wake: dict[str, _Wake] = {}
+        self._hooked = False
+        self._search_conns: dict[str, Any] = {}
+        self._search_lock = anyio.Lock()
+        self.machine = local.machine_name()
+
+    # --- wiring ---------------------------------------------------------------------------------
+
+    def committed(self) -> None:
+        """Called after every local commit: the pushers look at the outbox."""
+        for wake in self._wake.values():
+            wake.push.set()
+
+    def _hook_commits(self) -> None:
+        if self._hooked:
+            return
+        store = self.daemon.ingestor.store
+        before = store.on_commit
+
+        def on_commit() -> None:
+            before()
+            self.committed()
+
+        store.on_commit = on_commit
+        self._hooked = True
+
+    def reload(self) -> None:
+        """The shared projects changed (join, leave): links are rebuilt."""
+        self.changed.set()
+
+    async def writer(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(sqlite3_connection, *args)` on the daemon's write connection, as a batch commit runs."""
+        store = self.daemon.ingestor.store
+        async with store.lock:
+            with anyio.CancelScope(shield=True):
+                try:
+                    result = await on_writer_thread(store.conn, fn, *args)
+                except sqlite3.Error as exc:
+                    raise translate(exc) from exc
+                store.committed()
+        return result
+
+    async def run(self) -> None:
+        """Until the daemon stops: the links of the shared projects, rebuilt when they change."""
+        db = self.daemon.settings.db
+        while True:
+            self.changed = anyio.Event()
+            try:
+                projects = await readers.run(db, local.shared_projects)
+            except (StorageError, sqlite3.Error) as exc:
+                LOG.warning("cannot read the shared projects: %s", exc)
+                projects = []
+            self.links = {link.key: link for link in local.links(projects)}
+            self.status = {k: v for k, v in self.status.items() if k in self.links}
+            if not self.links:
+                await self.changed.wait()
+                continue
+            self._hook_commits()
+            async with anyio.create_task_group() as tg:
+                for link in self.links.values():
+                    tg.start_soon(self._link_forever, link)
+                await self.changed.wait()
+                tg.cancel_scope.cancel()
+
+    # --- one link ---------------------------------------------------------------------------------
+
+    def _status_of(self, link: Link) -> LinkStatus:
+        st = self.status.get(link.key)
+        if st is None:
+            st = self.status[link.key] = LinkStatus(
+                team=link.team,
+                server=client.server_label(link.dsn),
+                member=link.member,
+                projects=[p.project_id for p in link.projects],
+                roots=[p.root for p in link.projects],
+            )
+        return st
+
+    async def _link_forever(self, link: Link) -> None:
+        st = self._status_of(link)
+        attempt = 0
+        while True:
+            began = time.monotonic()
+            try:
+                await self._session(link, st)
+            except Exception as exc:  # every failure: note it, back off, try again
+                leaf = _first_leaf(exc)
+                st.error = client.describe(leaf, link.dsn)
+                st.state = "retrying"
+                if isinstance(leaf, StorageError):
+                    LOG.warning("team %s: local store: %s", link.team, leaf)
+                else:
+                    LOG.warning("team %s: %s", link.team, st.error)
+            if time.monotonic() - began > BACKOFF_MAX_S:
+                attempt = 0  # it ran a while: a new outage starts from a short wait
+            delay = min(BACKOFF_MAX_S, BACKOFF_MIN_S * 2**attempt) * random.uniform(0.5, 1.0)
+            attempt = min(attempt + 1, 16)
+            st.retry_in_s = round(delay, 1)
+            await anyio.sleep(delay)
+
+    async def _session(self, link: Link, st: LinkStatus) -> None:
+        wake = self._wake.setdefault(link.key, _Wake())
+        with anyio.fail_after(OP_TIMEOUT_S):
+            push_conn = await client.connect(link.dsn)
+        try:
+            with anyio.fail_after(OP_TIMEOUT_S):
+                facts = await client.check(push_conn, link.team)
+                pull_conn = await client.connect(link.dsn)
+            try:
+                with anyio.fail_after(OP_TIMEOUT_S):
+                    listen_conn = await client.connect(link.dsn)
+                    await listen_conn.execute(f"LISTEN {client.CHANNEL}")
+                try:
+                    st.schema_version = facts.schema_version
+                    st.state, st.error, st.retry_in_s = "ok", None, None
+                    LOG.info("team %s: connected to %s as %s", link.team, st.server, facts.member)
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._pusher, push_conn, link, st, wake)
+                        tg.start_soon(self._puller, pull_conn, link, st, wake)
+                        tg.start_soon(self._listener, listen_conn, link, wake)
+                finally:
+                    await _close(listen_conn)
+            finally:
+                await _close(pull_conn)
+        finally:
+            await _close(push_conn)
+
+    async def _pusher(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, wake: _Wake) -> None:
+        db = self.daemon.settings.db
+        batch = self.daemon.settings.team_push_batch
+        while True:
+            wake.push = anyio.Event()  # before reading: a commit from now on wakes the next round
+            while True:
+                rows, skipped = await readers.run(db, local.read_outbox, link, batch)
+                if not rows and not skipped:
+                    break
+                refused: list[str] = []
+                if rows:
+                    with anyio.fail_after(OP_TIMEOUT_S):
+                        refused = await client.push(conn, link.team, self.machine, rows)
+                # Acknowledged only now, after the server's COMMIT returned.
+                done = [r.outbox_id for r in rows] + skipped
+                await self.writer(local.ack, link.key, done, len(rows), time.time())
+                st.pushed += len(rows)
+                st.last_push_at = time.time()
+                if refused:
+                    LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
+            st.outbox = await readers.run(db, local.outbox_depth, [p.root for p in link.projects])
+            with anyio.move_on_after(PUSH_POLL_S):
+                await wake.push.wait()
+
+    async def _puller(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, wake: _Wake) -> None:
+        db = self.daemon.settings.db
+        settings = self.daemon.settings
+        projects = [p.project_id for p in link.projects]
+        while True:
+            wake.pull = anyio.Event()
+            while True:
+                after = await readers.run(db, local.cursors, link.key)
+                with anyio.fail_after(OP_TIMEOUT_S):
+                    page, more = await client.pull(conn, link.team, projects, self.machine, after, PULL_PAGE)
+                if page.cursors:
+                    st.pulled += await self.writer(self._apply, link, page)
+                st.last_pull_at = time.time()
+                if not more:
+                    break
+            with anyio.fail_after(OP_TIMEOUT_S):
+                newest = await client.newest_seq(conn, link.team)
+            reached = max((await readers.run(db, local.cursors, link.key)).values(), default=0)
+            st.lag = max(0, newest - reached) if newest > reached else 0
+            with anyio.move_on_after(settings.team_pull_interval_s):
+                await wake.pull.wait()
+
+    def _apply(self, db: sqlite3.Connection, link: Link, page: local.Page) -> int:
+        """On the writer thread, under the store lock: one pulled page and its cursors, one transaction."""
+        store = self.daemon.ingestor.store
+        window = self.daemon.settings.team_window_days
+        store.next_observation_id = local.apply_page(db, link, page, store.next_observation_id, window, time.time())
+        return len(page.observations) + len(page.sessions) + len(page.tombstones)
+
+    async def _listener(self, conn: psycopg.AsyncConnection[Any], link: Link, wake: _Wake) -> None:
+        while True:
+            async for note in conn.notifies(timeout=LISTEN_CHECK_S):
+                if note.payload == link.team:
+                    wake.pull.set()
+            with anyio.fail_after(OP_TIMEOUT_S):  # alive? (a stalled network would keep notifies() quiet)
+                await conn.execute("SELECT 1")
+
+    # --- asked by the CLI and recall ---------------------------------------------------------------
+
+    async def statuses(self) -> list[LinkStatus]:
+        db = self.daemon.settings.db
+        for link in self.links.values():
+            st = self._status_of(link)
+            st.outbox = await readers.run(db, local.outbox_depth, [p.root for p in link.projects])
+        return list(self.status.values())
+
+    async def search(self, root: str | None, query: str, limit: int, author: str | None, timeout_s: float) -> Any:
+        """Hits from the server's full text (team-server's `search_team`), or a one-line note of why
+        none: bounded by `timeout_s` whatever the network does."""
+        import importlib
+
+        server_search = importlib.import_module("nmemd.team.server_search")  # the server side's module
+        targets = [(link, p) for link in self.links.values() for p in link.projects if root is None or p.root == root]
+        hits: list[tuple[local.SharedProject, Any]] = []
+        notes: list[str] = []
+        with anyio.move_on_after(timeout_s) as scope:
+            for link, project in targets:
+                try:
+                    conn = await self._search_conn(link)
+                    found = await server_search.search_team(
+                        conn,
+                        team=link.team,
+                        project=project.project_id,
+                        query=query,
+                        limit=limit,
+                        author=author,
+                        timeout_ms=max(1, int(timeout_s * 1000)),
+                    )
+                except Exception as exc:
+                    self._search_conns.pop(link.key, None)
+                    notes.append(f"team server not asked: {client.describe(_first_leaf(exc), link.dsn)}")
+                    continue
+                hits.extend((project, h) for h in found)
+        if scope.cancelled_caught:
+            notes.append("team server not asked: it did not answer within the search's time")
+            for key in list(self._search_conns):
+                conn = self._search_conns.pop(key)
+                await _close(conn)
+        return hits, notes
+
+    async def _search_conn(self, link: Link) -> Any:
+        async with self._search_lock:
+            conn = self._search_conns.get(link.key)
+            if conn is None or conn.closed:
+                conn = self._search_conns[link.key] = await client.connect(link.dsn)
+            return conn
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _close(conn: Any) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+        try:
+            await conn.close()
+        except Exception:
+            LOG.debug("closing a team connection failed", exc_info=True)
