@@ -310,6 +310,18 @@ def _commands(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str 
     return _Section("## Commands that succeeded (build and test first)", items)
 
 
+def _teammates(conn: sqlite3.Connection, project: str, now: float) -> _Section:
+    """What teammates did in this project lately (team memory: nmemd.recall.teammates)."""
+    from nmemd.recall import teammates
+
+    try:
+        return _Section(teammates.HEADING, teammates.lines(conn, project, now))
+    except sqlite3.OperationalError as exc:
+        if not _interrupted(exc):
+            raise
+        return _Section("", [])
+
+
 def _header(project: str, source: str, compacted: bool) -> list[str]:
     lines = [
         f"# nmem: memory of project {short_name(project)} ({project})",
@@ -380,8 +392,9 @@ def build_context(
             # A new session is not history yet, though an agent may store its prompt before SessionStart
             # (Copilot CLI runs the two hooks side by side).
             recent = [s for s in recent if s.id != session_id]
+        team = _teammates(conn, project, now)
         if not recent:
-            return ""
+            return _fit(_header(project, source, False), [team], min(max(budget, 0), HARD_CAP)) if team.items else ""
         ids = [s.id for s in recent]
         try:
             scope = _scope(conn, ids)
@@ -391,6 +404,7 @@ def build_context(
             scope = _Scope(ids, 1 << 62)  # no time left to bound them: the work sections are left empty
         builders: list[Callable[[], _Section]] = [
             lambda: _sessions(conn, project, recent[:MAX_SESSIONS], session_id, source, now),
+            lambda: team,
             lambda: _tasks(conn, project, scope, focus, now),
             lambda: _errors(conn, project, scope, focus, now),
             lambda: _files(conn, project, scope, focus, now),

@@ -329,6 +329,13 @@ _INSERT_OBS: Final = (
 )
 
 
+def _command_of(o: InObservation) -> str | None:
+    """The command a pushed command or error row carries on its body's first line (`read_outbox`)."""
+    if o.body.startswith("$ "):
+        return o.body[2:].split("\n", 1)[0] or None
+    return None
+
+
 def local_event_id(event_id: str, ordinal: int) -> str:
     return event_id if not ordinal else f"{event_id}:{ordinal}"
 
@@ -345,7 +352,7 @@ def apply_page(db: sqlite3.Connection, link: Link, page: Page, next_id: int, win
         if project is None or o.created_at < since:
             continue
         kind = o.kind if o.kind in OBSERVATION_TYPES else "event"
-        command = o.title if kind == "command" else None
+        command = _command_of(o) if kind in ("command", "error") else None
         rows.append(
             (
                 next_id, local_event_id(o.event_id, o.ordinal), o.session_id, project.root, o.created_at, o.created_at,
