@@ -22,8 +22,14 @@ from nmemd.recall import context, methods
 from nmemd.store.database import open_store
 from nmemd.team import identity, local
 
-SAME = ["git@github.com:acme/api.git", "https://github.com/acme/api", "ssh://git@github.com/acme/api",
-        "https://user@GitHub.com/acme/api.git/", "ssh://git@github.com:22/acme/api.git", "git://github.com/acme/api"]  # fmt: skip
+SAME = [
+    "git@github.com:acme/api.git",
+    "https://github.com/acme/api",
+    "ssh://git@github.com/acme/api",
+    "https://user@GitHub.com/acme/api.git/",
+    "ssh://git@github.com:22/acme/api.git",
+    "git://github.com/acme/api",
+]
 
 
 @pytest.mark.parametrize("url", SAME)
