@@ -101,3 +101,9 @@ def remove_member(dsn: AdminDsn, team: TeamOpt, member: Member) -> None:
         typer.echo(f"{member} removed from team {team}")
     if removed.role_dropped:
         typer.echo(f"role {member} dropped (in no other team)")
+
+
+# The member's commands: join, leave, status (nmemd/cli/team_member.py).
+from nmemd.cli import team_member  # noqa: E402
+
+team_member.register(team_app)

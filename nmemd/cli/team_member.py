@@ -6,8 +6,6 @@ the daemon records the shared project and syncs it (nmemd.team.sync).
 
 from __future__ import annotations
 
-import os
-import sqlite3
 import sys
 import time
 from typing import Annotated, Any
@@ -88,62 +86,12 @@ def leave(
         fail(f"{root} was not shared")
 
 
-def _offline_status() -> list[dict[str, Any]]:
-    """No daemon: the store's shared projects, each server probed from here."""
-    import anyio
-
-    from nmemd.store import readers
-    from nmemd.team import client, local, membership
-
-    settings = load_settings()
-    if not os.path.exists(settings.db):
-        return []
-    conn = readers.open_readonly(settings.db)
-    try:
-        projects = local.shared_projects(conn)
-        links = local.links(projects)
-        result = []
-        for link in links:
-            roots = [p.root for p in link.projects]
-            row = conn.execute(
-                "SELECT last_push_at, last_pull_at FROM team_links WHERE link = ?", (link.key,)
-            ).fetchone()
-            entry: dict[str, Any] = {
-                "team": link.team, "server": client.server_label(link.dsn), "member": link.member,
-                "projects": [p.project_id for p in link.projects], "roots": roots,
-                "outbox": local.outbox_depth(conn, roots), "last_push_at": row[0] if row else None,
-                "last_pull_at": row[1] if row else None, "state": "daemon not running", "error": None,
-                "schema_version": None,
-            }  # fmt: skip
-            try:
-                facts = anyio.run(membership.probe, link.dsn, link.team, 5.0)
-                entry["schema_version"] = facts.schema_version
-                entry["state"] = "reachable (daemon not running: nothing syncs)"
-            except NmemError as exc:
-                entry["error"] = str(exc)
-            result.append(entry)
-        return result
-    except sqlite3.Error as exc:
-        fail(f"cannot read {settings.db}: {exc}")
-    finally:
-        conn.close()
-
-
-def team_statuses() -> list[dict[str, Any]]:
-    """Each link's status: the daemon's (live) when it runs, else probed from here."""
-    from nmemd.daemon import control
-
-    try:
-        got: list[dict[str, Any]] = control.ask("team_status", {}, timeout=10.0)
-        return got
-    except DaemonUnavailable:
-        return _offline_status()
-
-
 def status(json_out: JsonOpt = False) -> None:
     """Whether each team server answers, its schema version, the outbox, the last push and pull, the lag."""
     try:
-        links = team_statuses()
+        from nmemd.team import membership
+
+        links = membership.statuses(load_settings())
     except NmemError as exc:
         fail(str(exc))
     if json_out:

@@ -408,13 +408,13 @@ Job = Callable[..., Awaitable[str]]
 # all of it into the file and truncates the WAL.
 JOBS: dict[str, Job] = {
     "retention": retention_job,
+    "team_window": team_window,
     "fts_merge": fts_merge,
     "vacuum": vacuum,
     "optimize": optimize,
     "integrity": integrity,
     "checkpoint": checkpoint,
     "history": history,
-    "team_window": team_window,
 }
 # `nmem maintain` without --job: everything but reading the agents' session files, which the
 # schedule does (and `--job history` on demand).

@@ -25,7 +25,7 @@ import msgspec
 
 from nmem_client import paths
 from nmemd import DISTRIBUTION, __version__, config
-from nmemd.config import Settings
+from nmemd.config import Settings, load
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
@@ -459,6 +459,24 @@ def _guarded(name: str, fn: Callable[[], Any]) -> list[Check]:
     return out if isinstance(out, list) else [out]
 
 
+def _team_health() -> list[Check]:
+    """Team memory's links, when a project is shared (psycopg is imported only then)."""
+    from nmemd.team import local
+
+    settings = load()
+    if not os.path.exists(settings.db):
+        return []
+    conn = readers.open_readonly(settings.db)
+    try:
+        if not local.shared_projects(conn):
+            return []
+    finally:
+        conn.close()
+    from nmemd.team import membership
+
+    return membership.health()
+
+
 def run() -> Report:
     """Every check, in the order a problem is best fixed in."""
     first, settings = check_config()
@@ -477,4 +495,5 @@ def run() -> Report:
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))
     checks += _guarded("service", check_service)
+    checks += _guarded("team", _team_health)
     return Report(ok=all(c.status != "fail" for c in checks), checks=checks)

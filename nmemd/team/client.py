@@ -14,22 +14,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from nmemd.errors import NmemError
+from nmemd.errors import TeamError
 from nmemd.team.local import InObservation, InSession, InTombstone, OutRow, Page
 
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION: Final = 1  # the newest server schema this nmem knows
+SCHEMA_VERSION: Final = 1  # the newest server schema this nmem knows (nmemd.team.schema.SCHEMA_VERSION)
 CONNECT_TIMEOUT_S: Final = 5
 # libpq's own: a dead peer (a stalled proxy, a laptop that slept) is noticed within ~25 s even
 # when no statement runs; each statement is also bounded by the caller (sync.OP_TIMEOUT_S).
 KEEPALIVES: Final = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "3"}
 CHANNEL: Final = "nmem_feed"
-
-
-class TeamError(NmemError):
-    """The team server cannot be used as asked; the message is one line saying why."""
 
 
 def server_label(dsn: str) -> str:
@@ -97,7 +93,7 @@ async def check(conn: psycopg.AsyncConnection[Any], team: str | None = None) -> 
 
     dsn = conn.info.dsn
     try:
-        cur = await conn.execute("SELECT current_user, (SELECT max(version) FROM nmem.schema_version)")
+        cur = await conn.execute("SELECT session_user, (SELECT max(version) FROM nmem.schema_version)")
         row = await cur.fetchone()
     except (pe.UndefinedTable, pe.InvalidSchemaName) as exc:
         raise TeamError(describe(exc, dsn)) from None
@@ -109,7 +105,7 @@ async def check(conn: psycopg.AsyncConnection[Any], team: str | None = None) -> 
         raise TeamError(f"{server_label(dsn)}: the nmem schema has no version row: run `nmem team init` again")
     if int(version) > SCHEMA_VERSION:
         raise TeamError(f"server schema v{version} is newer than this nmem (v{SCHEMA_VERSION}): upgrade nmem")
-    cur = await conn.execute("SELECT team, is_admin FROM nmem.members WHERE member = current_user ORDER BY team")
+    cur = await conn.execute("SELECT team, is_admin FROM nmem.members WHERE member = session_user ORDER BY team")
     rows = await cur.fetchall()
     facts = ServerFacts(
         member=member,
@@ -136,9 +132,9 @@ ON CONFLICT DO NOTHING
 """
 _PUSH_SESSION: Final = """
 INSERT INTO nmem.sessions AS s (team, project, session_id, machine, agent, started_at, ended_at, summary)
-VALUES (%s, %s, %s, %s, %s, to_timestamp(%s), to_timestamp(%s), %s)
+VALUES (%s, %s, %s, %s, %s, to_timestamp(coalesce(%s, %s, extract(epoch FROM now()))), to_timestamp(%s), %s)
 ON CONFLICT (team, session_id, author) DO UPDATE
-SET summary = excluded.summary, ended_at = excluded.ended_at, seq = nextval('nmem.feed_seq')
+SET summary = excluded.summary, ended_at = excluded.ended_at
 WHERE s.summary IS DISTINCT FROM excluded.summary
 """
 _PUSH_TOMB: Final = "INSERT INTO nmem.tombstones (team, event_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
@@ -174,7 +170,17 @@ async def push(conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows
             if r.op == "session":
                 await conn.execute(
                     _PUSH_SESSION,
-                    (team, r.project_id, r.session_id, machine, r.agent, r.started_at, r.ended_at, r.summary),
+                    (
+                        team,
+                        r.project_id,
+                        r.session_id,
+                        machine,
+                        r.agent,
+                        r.started_at,
+                        r.ended_at,
+                        r.ended_at,
+                        r.summary,
+                    ),
                 )
             elif r.op == "tomb":
                 try:
@@ -194,12 +200,12 @@ _PULL: Final = {
         SELECT seq, project, event_id, ordinal, author::text, machine, agent, session_id, kind, title, body, files,
                extract(epoch FROM created_at)::float8
         FROM nmem.observations WHERE team = %(team)s AND project = ANY(%(projects)s) AND seq > %(after)s
-        AND NOT (author = current_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
+        AND NOT (author = session_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
     "sessions": """
         SELECT seq, project, session_id, author::text, machine, agent, extract(epoch FROM started_at)::float8,
                extract(epoch FROM ended_at)::float8, summary
         FROM nmem.sessions WHERE team = %(team)s AND project = ANY(%(projects)s) AND seq > %(after)s
-        AND NOT (author = current_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
+        AND NOT (author = session_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
     "tombstones": """
         SELECT seq, event_id, author::text FROM nmem.tombstones
         WHERE team = %(team)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s""",

@@ -9,14 +9,17 @@ file, `$NMEM_HOME/team.pgpass`, and the DSN kept (in the store's `team_projects`
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import Any, Final
 
 import anyio
 import msgspec
 
 from nmemd.capture.project import project_root
+from nmemd.config import Settings
+from nmemd.errors import DaemonUnavailable, NmemError, StorageError, TeamError
 from nmemd.team import client, identity
-from nmemd.team.client import ServerFacts, TeamError
+from nmemd.team.client import ServerFacts
 
 PASSFILE: Final = "team.pgpass"
 
@@ -45,8 +48,8 @@ def split_password(dsn: str) -> tuple[dict[str, str], str | None]:
     """The DSN's parameters without the password, and the password."""
     try:
         parts = {k: str(v) for k, v in _conninfo().conninfo_to_dict(dsn).items() if v is not None}
-    except Exception as exc:
-        raise TeamError(f"not a PostgreSQL DSN: {(str(exc).splitlines() or ['?'])[0]}") from None
+    except Exception:  # its message may quote the DSN, password and all
+        raise TeamError("not a PostgreSQL DSN (key=value pairs, or a postgresql:// URI)") from None
     return {k: v for k, v in parts.items() if k != "password"}, parts.get("password")
 
 
@@ -140,3 +143,66 @@ def plan_join(
         share_prompts=share_prompts,
         schema_version=facts.schema_version,
     )
+
+
+def _offline_statuses(settings: Settings) -> list[dict[str, Any]]:
+    """No daemon: the store's shared projects, each server probed from here."""
+    from nmemd.store import readers
+    from nmemd.team import local
+
+    if not os.path.exists(settings.db):
+        return []
+    conn = readers.open_readonly(settings.db)
+    try:
+        result = []
+        for link in local.links(local.shared_projects(conn)):
+            roots = [p.root for p in link.projects]
+            row = conn.execute(
+                "SELECT last_push_at, last_pull_at FROM team_links WHERE link = ?", (link.key,)
+            ).fetchone()
+            entry: dict[str, Any] = {
+                "team": link.team, "server": client.server_label(link.dsn), "member": link.member,
+                "projects": [p.project_id for p in link.projects], "roots": roots,
+                "outbox": local.outbox_depth(conn, roots), "last_push_at": row[0] if row else None,
+                "last_pull_at": row[1] if row else None, "state": "daemon not running", "error": None,
+                "schema_version": None, "lag": None,
+            }  # fmt: skip
+            try:
+                facts = anyio.run(probe, link.dsn, link.team, 5.0)
+                entry["schema_version"] = facts.schema_version
+                entry["state"] = "reachable (the daemon is not running: nothing syncs)"
+            except NmemError as exc:
+                entry["error"] = str(exc)
+            result.append(entry)
+        return result
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot read {settings.db}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def statuses(settings: Settings) -> list[dict[str, Any]]:
+    """Each (server, team) link's status: the daemon's (live) when it runs, else probed from here."""
+    from nmemd.daemon import control
+
+    try:
+        got: list[dict[str, Any]] = control.ask("team_status", {}, timeout=10.0)
+        return got
+    except DaemonUnavailable:
+        return _offline_statuses(settings)
+
+
+def health() -> list[Any]:
+    """`nmem doctor`'s team lines: one per link, what is wrong in one line."""
+    from nmemd import config
+    from nmemd.setup.checks import ok, warn
+
+    links = statuses(config.load())
+    out = []  # no line at all when no project is shared
+    for st in links:
+        where = f"{st['team']} on {st['server']}"
+        if st.get("error"):
+            out.append(warn("team", f"{where}: {st['error']}", "nmem team status"))
+        else:
+            out.append(ok("team", f"{where}: {st.get('state')}, outbox {st.get('outbox', 0)}"))
+    return out

@@ -284,13 +284,13 @@ class TeamSync:
         none: bounded by `timeout_s` whatever the network does."""
         import importlib
 
-        server_search = importlib.import_module("nmemd.team.server_search")  # the server side's module
         targets = [(link, p) for link in self.links.values() for p in link.projects if root is None or p.root == root]
         hits: list[tuple[local.SharedProject, Any]] = []
         notes: list[str] = []
         with anyio.move_on_after(timeout_s) as scope:
             for link, project in targets:
                 try:
+                    server_search = importlib.import_module("nmemd.team.server_search")  # the server side's
                     conn = await self._search_conn(link)
                     found = await server_search.search_team(
                         conn,
