@@ -150,6 +150,30 @@ def test_bad_servers_say_what_is_wrong_in_one_line_and_capture_goes_on(
     assert a.proc is not None and a.proc.poll() is None  # the daemon never crashed
 
 
+def test_the_server_answers_what_the_local_window_does_not_hold(team: tuple[Database, Member, Member]) -> None:
+    db, a, b = team
+    a_repo = a.checkout("api", "git@github.com:acme/api.git")
+    b_repo = b.checkout("api", "https://github.com/acme/api")
+    a.start()
+    _join(a, a.dsn, a_repo)
+    assert a.hook(bash_event("s-old", a_repo, "make deploy", "rollout of zq33window done")).returncode == 0
+    wait_for(lambda: _count_server(db, "zq33window") == (1, 1), SYNC_S, "A's row on the server")
+    # B joins after: its window (0.09 s) is shorter than the row's age by then (a start and a join take longer)
+    b.start({"NMEM_TEAM_WINDOW_DAYS": "0.000001"})
+    _join(b, b.dsn, b_repo)
+    hits = wait_for(lambda: b.search("zq33window", project=b_repo), SYNC_S, "the server's hit in B's search")
+    assert [(h["id"], h["author"]) for h in hits] == [(0, "al")] and hits[0]["seq"]
+    assert not _local_rows(b, "zq33window")  # from the server, not the local store
+    # the server away: local results and a one-line note, within the search's time
+    db.cluster.stop("immediate")
+    try:
+        done = b.nmem("search", "zq33window", "--project", str(b_repo), "--json")
+        assert done.returncode == 0 and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "team server" in done.stderr, done.stderr
+    finally:
+        db.cluster.start()
+
+
 def _count_server(db: Database, marker: str) -> tuple[int, int]:
     (row,) = db.execute(
         "SELECT count(*), count(DISTINCT event_id) FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",)

@@ -282,7 +282,7 @@ class TeamSync:
     async def search(self, root: str | None, query: str, limit: int, author: str | None, timeout_s: float) -> Any:
         """Hits from the server's full text (team-server's `search_team`), or a one-line note of why
         none: bounded by `timeout_s` whatever the network does."""
-        import importlib
+        from nmemd.team import server_search
 
         targets = [(link, p) for link in self.links.values() for p in link.projects if root is None or p.root == root]
         hits: list[tuple[local.SharedProject, Any]] = []
@@ -290,7 +290,6 @@ class TeamSync:
         with anyio.move_on_after(timeout_s) as scope:
             for link, project in targets:
                 try:
-                    server_search = importlib.import_module("nmemd.team.server_search")  # the server side's
                     conn = await self._search_conn(link)
                     found = await server_search.search_team(
                         conn,
