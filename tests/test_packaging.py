@@ -140,6 +140,10 @@ def _use(nmem: Path, env: dict[str, str]) -> None:
     assert [r["type"] for r in prompt] == ["prompt"], prompt
     skipped = [json.loads(line) for line in _found(nmem, env, "skipped").splitlines()]
     assert any(r["title"] == "$ pytest -v tests/test_api.py" for r in skipped), skipped  # the verdict is kept
+    doctor = _run([str(nmem), "doctor", "--json"], {**env, "PATH": f"{nmem.parent}:{env['PATH']}"})
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["path"]["status"] == "ok", checks["path"]  # this nmem is the one on PATH
+    assert checks["daemon"]["status"] == "ok", checks["daemon"]  # the hook started this installation's daemon
 
 
 def test_the_wheel_and_the_sdist_build_under_our_name(dist: Path) -> None:
