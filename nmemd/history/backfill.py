@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import ImportParamsError
-from nmemd.history import cline, codex, copilot, gemini, opencode
+from nmemd.history import cline, codex, copilot, files, gemini, opencode
 from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
 from nmemd.model import Extracted, clamp_ts
 
@@ -424,7 +424,12 @@ class Importer:
             plan = self._plan(files, self._load_state(files))
             self._pipeline = _Pipeline(self.ask, self.summary)
             for path, st, saved in plan:
-                self._import_file(path, st, saved)
+                try:
+                    self._import_file(path, st, saved)
+                except MemoryError:  # one file the bounds let through: the others are still read
+                    self._open = None
+                    self._note(path, "out of memory reading it: skipped")
+                    LOG.warning("out of memory reading %s: skipped", path)
             self._flush()
             self._pipeline.finish()
             self._summarize()
@@ -491,7 +496,7 @@ class Importer:
             self._import_cline(path, st, saved)
             return
         try:
-            f = open(path, "rb")  # noqa: SIM115 - a with-block follows
+            f = files.open_file(path)  # a FIFO swapped in since `_plan` fails at once, never waits
         except OSError as exc:
             self._note(path, exc.strerror or str(exc))
             self.progress.files_done += 1
@@ -517,6 +522,8 @@ class Importer:
                 start = saved.offset  # else new, replaced or shrunk: read it all again (natural keys make it safe)
             f.seek(start)
             cur = self._open = _Open(path, st, hh, reader_for(path), start, saved.events if start and saved else 0)
+            for problem in getattr(cur.reader, "problems", ()):
+                self._note(path, problem)
             try:
                 whole = self._read(f, cur)
             except OSError as exc:
@@ -571,6 +578,8 @@ class Importer:
                     self._flush()
         except cline.Unreadable as exc:
             self._note(path, str(exc))
+        for problem in reader.problems:
+            self._note(path, problem)
         else:
             done = FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
                              offset=st.st_size, head_hash="", events=events)  # fmt: skip
@@ -610,6 +619,10 @@ class Importer:
             summary.bytes += size
             progress.bytes_done += size
             self._pending_bytes += size
+            if size > files.VALUES_MAX and files.too_many_values(raw):  # decoding would cost ~50 bytes a byte
+                self._note(cur.path, f"line of over {files.VALUES_MAX:,} JSON values skipped")
+                summary.invalid_lines += 1
+                continue
             try:
                 line = decode(raw)
             except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):

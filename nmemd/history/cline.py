@@ -18,6 +18,7 @@ The session is the file's `sessionId`: the hooks' `sessionContext.rootSessionId`
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -25,10 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nmemd.capture.cline import AGENT
+from nmemd.history import files
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound
 
 SUFFIX: Final = ".messages.json"
-FILE_MAX: Final = 256 * 1024 * 1024  # a larger messages file is reported, not read
+# A larger messages file is reported, not read. Read whole and decoded at once: its bytes, its
+# strings and its values (nmemd.history.files.VALUES_MAX) cost ~2.5 times this at most.
+FILE_MAX: Final = 128 * 1024 * 1024
 _WRAPPER: Final = re.compile(r"\A\s*<user_input(?:\s[^>]*)?>(.*)</user_input>\s*\Z", re.S)
 
 
@@ -73,15 +77,21 @@ class MessagesReader:
     counts: Counts = field(default_factory=Counts)
     session: str = ""
     cwd: str | None = None
+    problems: list[str] = field(default_factory=list)  # side files that could not be read
 
     def records(self) -> list[Record]:
         """Every record of the file. Raises Unreadable (with the reason) on a file it cannot read."""
         try:
-            if os.path.getsize(self.path) > FILE_MAX:
-                raise Unreadable("messages file over 256 MB skipped")
-            with open(self.path, "rb") as f:
-                doc = json.loads(f.read())
+            raw = files.read_file(self.path, FILE_MAX)
+            if files.too_many_values(raw):
+                raise Unreadable(f"messages file of over {files.VALUES_MAX:,} JSON values skipped")
+            text = raw.decode("utf-8")
+            del raw  # held while the document is built, it would cost a third more at the peak
+            doc = json.loads(text)
+            del text
         except OSError as exc:
+            if exc.errno == errno.EFBIG:
+                raise Unreadable(f"messages file over {FILE_MAX >> 20} MB skipped") from exc
             raise Unreadable(f"read failed: {exc.strerror or exc}") from exc
         except (ValueError, RecursionError) as exc:
             raise Unreadable(f"not a Cline messages file: {exc}") from exc
@@ -128,11 +138,14 @@ class MessagesReader:
     def _find_cwd(self) -> None:
         """The task's working directory, from its `<id>.json` beside the messages file."""
         meta = self.path[: -len(SUFFIX)] + ".json"
+        self.cwd = None
         try:
-            with open(meta, "rb") as f:
-                self.cwd = _s(_d(json.loads(f.read())).get("cwd"))
-        except (OSError, ValueError, RecursionError):
-            self.cwd = None
+            self.cwd = _s(_d(json.loads(files.read_file(meta, files.SIDE_MAX, follow=False))).get("cwd"))
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, RecursionError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.problems.append(f"{meta} skipped ({why}): working folder unknown")
 
     def _payload(self, hook: str) -> dict[str, Any]:
         p: dict[str, Any] = {"nmem_agent": AGENT, "hookName": hook, "taskId": self.session,

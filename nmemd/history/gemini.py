@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nmemd.capture.gemini import AGENT, prompt_id, prompt_text, tool_call_id
+from nmemd.history import files
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
 from nmemd.model import reply_key
 
@@ -56,24 +57,40 @@ def _texts(content: object) -> list[str]:
     return [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
 
 
-def project_of(path: str) -> str | None:
-    """The project folder a session file belongs to: `<project>/.project_root`, else `projects.json`'s entry."""
+def project_of(path: str, problems: list[str] | None = None) -> str | None:
+    """The project folder a session file belongs to: `<project>/.project_root`, else `projects.json`'s
+    entry. Both are read bounded and never waiting (nmemd.history.files); what was wrong with one that
+    is there goes to `problems`."""
     folder = os.path.dirname(os.path.dirname(path))
+    side = os.path.join(folder, ".project_root")
     try:
-        with open(os.path.join(folder, ".project_root"), encoding="utf-8") as f:
-            root = f.read(4096).strip()
+        root = files.read_file(side, files.SIDE_MAX, follow=False).decode("utf-8").strip()
         if root.startswith("/"):
             return root
-    except (OSError, UnicodeDecodeError):
+    except FileNotFoundError:
         pass
+    except (OSError, UnicodeDecodeError) as exc:
+        _problem(problems, side, exc)
+    index = os.path.join(os.path.dirname(os.path.dirname(folder)), "projects.json")
     try:
-        with open(os.path.join(os.path.dirname(os.path.dirname(folder)), "projects.json"), encoding="utf-8") as f:
-            projects = _d(json.load(f)).get("projects")
-    except (OSError, ValueError, UnicodeDecodeError):
+        raw = files.read_file(index, files.PROJECTS_MAX, follow=False)
+        if files.too_many_values(raw):
+            raise ValueError(f"over {files.VALUES_MAX:,} JSON values")
+        projects = _d(json.loads(raw)).get("projects")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        _problem(problems, index, exc)
         return None
     name = os.path.basename(folder)
     found = [p for p, short in _d(projects).items() if short == name and isinstance(p, str) and p.startswith("/")]
     return found[0] if len(found) == 1 else None
+
+
+def _problem(problems: list[str] | None, path: str, exc: Exception) -> None:
+    if problems is not None:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        problems.append(f"{path} skipped ({why}): project folder unknown")
 
 
 @dataclass
@@ -88,11 +105,12 @@ class SessionReader:
     _reply: tuple[str, str, float] | None = None  # (message id, text, ts) of the turn's last text so far
     _replied: set[str] = field(default_factory=set)
     _last_ts: float = 0.0
+    problems: list[str] = field(default_factory=list)  # side files that could not be read
 
     def __post_init__(self) -> None:
         name = os.path.basename(self.path).removesuffix(".jsonl")
         self.session = name.rpartition("-")[2] or name  # session-<time>-<id prefix>: until the first line says
-        self.cwd = project_of(self.path)
+        self.cwd = project_of(self.path, self.problems)
 
     @staticmethod
     def decode(raw: bytes) -> object:

@@ -3,13 +3,17 @@
 Every job is a series of short steps, each its own `BEGIN IMMEDIATE` under the
 store lock (a few ms), so ingestion never waits behind a whole job: the lock is
 handed to a waiting batch between steps. Jobs never raise into the daemon; each
-run is recorded in the `jobs` table (`nmem status`, `nmem maintain`).
+run is recorded in the `jobs` table (`nmem status`, `nmem maintain`). The scheduler
+runs each job in a task of its own, within a time limit (`TIME_LIMIT_S`): a job that
+hangs is stopped at its limit, and meanwhile the others keep their own schedules
+(issue #28, finding 4: a hung history import kept the 2 s checkpoint from running).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sqlite3
 import sys
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import msgspec
 
@@ -419,6 +424,19 @@ JOBS: dict[str, Job] = {
 # `nmem maintain` without --job: everything but reading the agents' session files, which the
 # schedule does (and `--job history` on demand).
 MAINTAIN_ALL: Final = tuple(name for name in JOBS if name != "history")
+# How long a scheduled run of each job may take before it is stopped (it runs again at its next
+# time; every job resumes where it stopped, or starts over harmlessly). Far above what each takes
+# on a million observations (BENCHMARKS.md: a full FTS merge ~76 s on a loaded machine), so only a
+# job that hangs meets its limit.
+TIME_LIMIT_S: Final[dict[str, float]] = {
+    "retention": 1800.0,
+    "fts_merge": 3600.0,
+    "vacuum": 1800.0,
+    "optimize": 600.0,
+    "integrity": 3600.0,
+    "checkpoint": 300.0,
+    "history": HISTORY_TIMEOUT_S + 60.0,  # its own limit stops the import first, with its own outcome
+}
 
 
 # --- running and recording -----------------------------------------------------------------------
@@ -450,16 +468,23 @@ def check_job(name: str) -> None:
         raise UnknownJob(f"unknown job {name!r} (known: {', '.join(JOBS)})")
 
 
-async def run_job(target: Host | Store, name: str, *, forced: bool = True) -> JobResult:
+async def run_job(
+    target: Host | Store, name: str, *, forced: bool = True, time_limit: float | None = None
+) -> JobResult:
     """Run one job now and record it; failures come back as ok=False, never as exceptions.
 
-    `forced` (on-demand runs) also does the daily full FTS merge; the scheduler passes False.
+    `forced` (on-demand runs) also does the daily full FTS merge; the scheduler passes False, and
+    each job's `time_limit` (TIME_LIMIT_S): a job still running then is cancelled and recorded as failed.
     """
     check_job(name)
     store = _store_of(target)
     started = time.perf_counter()
     try:
-        outcome, ok = await JOBS[name](store, forced=forced), True
+        with anyio.move_on_after(math.inf if time_limit is None else time_limit) as limit:
+            outcome, ok = await JOBS[name](store, forced=forced), True
+        if limit.cancelled_caught:
+            LOG.warning("maintenance job %s stopped at its time limit of %.0f s", name, time_limit)
+            outcome, ok = f"failed: stopped at its time limit of {time_limit:.0f} s; it runs again next time", False
     except Exception as exc:
         LOG.exception("maintenance job %s failed", name)
         outcome, ok = f"failed: {exc}", False
@@ -505,6 +530,7 @@ class Scheduler:
             "team_window": s.maintenance_retention_interval_s,
         }
         self.last_run: dict[str, float] = {}
+        self.running: set[str] = set()  # jobs whose task has not ended
         # A job never run (a new database) counts its age from this start: it waits for quiet
         # like any other instead of running at the first tick, under whatever load there is.
         self.started = time.time()
@@ -540,14 +566,25 @@ class Scheduler:
         active = [i for i in self.intervals.values() if i > 0]
         return min([*active, 30.0, max(self.daemon.settings.maintenance_idle_s, 0.05)]) / 2 if active else 60.0
 
-    async def run_due(self) -> list[JobResult]:
-        results = []
+    def start_due(self, tasks: anyio.abc.TaskGroup) -> list[str]:
+        """Start each job that is due and not running already, each in its own task of `tasks`, within
+        its time limit: one job that hangs delays no other."""
+        started = []
         for name in self.due(time.time()):
             if self.daemon.stopping.is_set():
                 break
-            results.append(await run_job(self.daemon, name, forced=False))
+            if name not in self.running:
+                self.running.add(name)
+                tasks.start_soon(self._run, name, name=f"nmem job {name}")
+                started.append(name)
+        return started
+
+    async def _run(self, name: str) -> None:
+        try:
+            await run_job(self.daemon, name, forced=False, time_limit=TIME_LIMIT_S.get(name))
+        finally:
             self.last_run[name] = time.time()
-        return results
+            self.running.discard(name)
 
 
 async def run_scheduler(daemon: Host) -> None:
@@ -559,9 +596,10 @@ async def run_scheduler(daemon: Host) -> None:
         await scheduler.load()
     except Exception:
         LOG.exception("could not read the jobs table; running every job as if never run")
-    while True:
-        await anyio.sleep(scheduler.tick_s())
-        try:
-            await scheduler.run_due()
-        except Exception:
-            LOG.exception("maintenance scheduler step failed")
+    async with anyio.create_task_group() as jobs:
+        while True:
+            await anyio.sleep(scheduler.tick_s())
+            try:
+                scheduler.start_due(jobs)
+            except Exception:
+                LOG.exception("maintenance scheduler step failed")
