@@ -188,3 +188,10 @@ def test_uninstall_asks_on_a_terminal(fresh_home: dict[str, str]) -> None:
     assert (home / ".claude" / "settings.json").read_text() == settings
     code, shown = on_terminal(["uninstall"], "y", env=fresh_home)
     assert code == 0 and "removed" in shown and "nmem" not in (home / ".claude" / "settings.json").read_text()
+
+
+def test_what_retention_removed_is_said_in_the_right_number() -> None:
+    from nmemd.jobs.retention import Swept
+
+    assert Swept(removed={"read": 1}, steps=1).line().startswith("removed 1 observation (read 1) in 1 step,")
+    assert Swept(removed={"read": 2, "fetch": 1}, steps=2).line().startswith("removed 3 observations (read 2")

@@ -56,8 +56,8 @@ class _Display:
             while not self.done.wait(PLAIN_EVERY_S):
                 p = self.progress
                 sys.stderr.write(
-                    f"import: {p.files_done}/{p.files_total} files, {human_bytes(p.bytes_done)}"
-                    f" of {human_bytes(p.bytes_total)}, {p.events} events, {_rate(p)}\n"
+                    f"import: {p.files_done}/{plural(p.files_total, 'file')}, {human_bytes(p.bytes_done)}"
+                    f" of {human_bytes(p.bytes_total)}, {plural(p.events, 'event')}, {_rate(p)}\n"
                 )
                 sys.stderr.flush()
 

@@ -87,7 +87,9 @@ class Swept(msgspec.Struct, kw_only=True):
         if not total:
             text = "nothing removed yet" if self.notice is not None and self.notice.expiring else "nothing expired"
         else:
-            text = f"removed {total} observations ({_parts(self.removed)}) in {self.steps} steps"
+            observations = "observation" if total == 1 else "observations"
+            steps = "step" if self.steps == 1 else "steps"
+            text = f"removed {total} {observations} ({_parts(self.removed)}) in {self.steps} {steps}"
             text += f", longest {self.longest_step_ms:.1f} ms"
         if self.pinned_kept:
             text += f"; kept {self.pinned_kept} pinned"
