@@ -11,8 +11,10 @@ a head (a browser's request completes its head in a moment, so the attacker's go
 from __future__ import annotations
 
 import asyncio
+import logging
 import resource
 import socket
+import time
 from typing import Any, Final
 
 import uvicorn
@@ -23,15 +25,40 @@ HEAD_TIMEOUT_S: Final = 10.0  # from a connection's (or a request's) first byte 
 MAX_CONNECTIONS: Final = 200  # a browser opens ~6 per host, plus the live feed
 MAX_BACKLOG: Final = 64
 FD_RESERVE: Final = 64  # files the process needs beside connections (the daemon's socket, the store, logs)
+WANTED_FILES: Final = 4096  # the soft file limit asked for, when the hard one allows it
+ACCEPT_LOG_EVERY_S: Final = 60.0
+FILE_LIMIT_MESSAGE: Final = "nmem ui: at the file limit, new connections wait (a flood of connections?)"
 
 
 def limits() -> tuple[int, int]:
-    """(connections, backlog) within the file limit. asyncio accepts up to `backlog` connections
-    at a time before any is counted, so both together must stay below it."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    """(connections, backlog) within the file limit, raised first as far as allowed. asyncio
+    accepts up to `backlog` connections at a time before any is counted, and a closed one frees
+    its file a moment later, so both together stay well below it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < WANTED_FILES:
+        soft = WANTED_FILES if hard == resource.RLIM_INFINITY else min(hard, WANTED_FILES)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     budget = 4 * MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else soft - FD_RESERVE
-    backlog = max(4, min(MAX_BACKLOG, budget // 4))
-    return max(4, min(MAX_CONNECTIONS, budget - backlog)), backlog
+    backlog = max(4, min(MAX_BACKLOG, budget // 8))
+    return max(4, min(MAX_CONNECTIONS, budget // 2)), backlog
+
+
+class _AcceptFailures(logging.Filter):
+    """asyncio logs each failed accept (the file limit) with a traceback: one line a minute instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = -ACCEPT_LOG_EVERY_S
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("socket.accept() out of system resource"):
+            return True
+        now = time.monotonic()
+        if now - self.last < ACCEPT_LOG_EVERY_S:
+            return False
+        self.last = now
+        record.msg, record.args, record.exc_info, record.exc_text = FILE_LIMIT_MESSAGE, (), None, None
+        return True
 
 
 class BoundedH11(H11Protocol):
@@ -81,6 +108,7 @@ class BoundedH11(H11Protocol):
 def serve(app: ASGIApp, listener: socket.socket, **config: Any) -> None:
     """Serve `app` on `listener` until stopped (SIGINT, SIGTERM)."""
     BoundedH11.cap, backlog = limits()
+    logging.getLogger("asyncio").addFilter(_AcceptFailures())
     settings = uvicorn.Config(
         app, http=BoundedH11, backlog=backlog, log_level="warning", lifespan="off", access_log=False,
         timeout_keep_alive=5, **config,
