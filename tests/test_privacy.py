@@ -100,3 +100,55 @@ def test_secrets_are_gone_after_the_fallback_path_drains(daemon: Daemon) -> None
     assert db_rows(daemon.db, "SELECT count(*) FROM inbox") == [(0,)]
     assert db_rows(daemon.db, "SELECT count(*) FROM observations") == [(3,)]
     _assert_clean(daemon.home)
+
+
+def test_id_like_fields_hold_no_secret_and_a_purge_leaves_no_key(daemon: Daemon, tmp_path: Path) -> None:
+    """Issue #28, finding 12: a session's branch and an event's natural key (a transcript line's
+    uuid, Copilot's messageId: whatever the sender wrote) were stored as they came, and a purge
+    kept the keys of what it removed. Both redacted; a purged row's key kept only as a digest, which
+    still keeps a re-import from bringing it back."""
+    import subprocess
+
+    from conftest import BIN
+
+    def line(n: int, prompt_id: str, text: str) -> str:
+        return json.dumps({
+            "type": "user", "sessionId": "sess-branch", "uuid": f"line-{n}", "promptId": prompt_id,
+            "gitBranch": f"feature/{GITHUB}", "cwd": "/tmp/proj", "timestamp": f"2026-11-20T10:0{n}:00Z",
+            "message": {"role": "user", "content": text},
+        })  # fmt: skip
+
+    transcript = tmp_path / "sess-branch.jsonl"
+    transcript.write_text(
+        "".join(
+            line(n, pid, text) + "\n"
+            for n, pid, text in (
+                (1, f"p-{GITHUB}", "fix the okapi exporter"),
+                (2, "p-plain-7731", "warm the wallaby cache"),
+            )
+        )
+    )
+
+    def imported() -> dict[str, int]:
+        done = subprocess.run([str(BIN / "nmem"), "import-transcripts", "--json", str(transcript)],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+    daemon.start()
+    assert imported()["events_new"] == 2
+    assert imported()["events_new"] == 0  # a key kept as its digest is still recognised
+    (branch,) = db_rows(daemon.db, "SELECT git_branch FROM sessions WHERE session_id = 'sess-branch'")[0]
+    assert str(branch).startswith("feature/") and "[REDACTED" in str(branch)
+    keys = [str(r[0]) for r in db_rows(daemon.db, "SELECT natural_key FROM events WHERE natural_key IS NOT NULL")]
+    assert len(keys) == 2 and "prompt:sess-branch:p-plain-7731" in keys, keys
+    daemon.stop()
+    _assert_clean(daemon.home)
+    daemon.start()
+    done = subprocess.run([str(BIN / "nmem"), "purge", "--all-projects", "--query", "wallaby", "--yes", "--json"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and json.loads(done.stdout)["observations"] == 1, done.stdout + done.stderr
+    keys = [str(r[0]) for r in db_rows(daemon.db, "SELECT natural_key FROM events WHERE natural_key IS NOT NULL")]
+    assert len(keys) == 2 and not any("p-plain-7731" in k for k in keys), keys
+    assert imported()["events_new"] == 0  # the purged prompt does not come back
+    assert db_rows(daemon.db, "SELECT count(*) FROM observations WHERE content LIKE '%wallaby%'") == [(0,)]

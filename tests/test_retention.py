@@ -15,7 +15,7 @@ from nmemd import config
 from nmemd.errors import ConfigError
 from nmemd.jobs import maintenance, retention
 from nmemd.model import Extracted, Observation
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.database import Incoming, key_digest, open_store
 
 NMEM = str(BIN / "nmem")
 DAY = 86400.0
@@ -104,7 +104,8 @@ async def test_an_expired_tool_call_stays_known_so_an_import_does_not_bring_it_b
         assert db_rows(settings.db, "SELECT natural_key FROM events") == [(None,)]  # its row is its record
         swept = await retention.sweep(store)
         assert swept.removed == {"read": 1}
-        assert db_rows(settings.db, "SELECT natural_key FROM events") == [("tool:s9:toolu_old",)]
+        # kept as its digest (issue #28, finding 12): the call is recognised, its ids are not kept
+        assert db_rows(settings.db, "SELECT natural_key FROM events") == [(key_digest("tool:s9:toolu_old"),)]
         again = Incoming(event_id="imp-again", received_at=NOW - 100 * DAY, extracted=ex)  # as an import sends it
         assert await store.commit_batch([again]) == 0
     assert db_rows(settings.db, "SELECT count(*) FROM observations") == [(0,)]

@@ -36,7 +36,7 @@ from nmemd.recall import queries
 from nmemd.recall.queries import ALL_PROJECTS, Filters, convert_params
 from nmemd.recall.summary import summarize_session
 from nmemd.store import fts
-from nmemd.store.database import TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
+from nmemd.store.database import KEY_DIGEST_FUNCTION, TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
 from nmemd.team.local import ENQUEUE_TOMBSTONES
 
 LOG = logging.getLogger("nmemd.purge")
@@ -186,18 +186,22 @@ async def delete_listed(conn: aiosqlite.Connection, *, scan_ledger: bool = True)
     # A finished tool call recorded by its row alone (migration m005) keeps its natural key in the
     # ledger once the row is gone: a transcript import must not bring a purged call back.
     await conn.execute(
-        f"UPDATE OR IGNORE events SET natural_key = (SELECT {TOOL_CALL_ROW_KEY} FROM observations"
-        " WHERE observations.event_id = events.event_id) WHERE natural_key IS NULL AND event_id IN"
+        f"UPDATE OR IGNORE events SET natural_key = {KEY_DIGEST_FUNCTION}((SELECT {TOOL_CALL_ROW_KEY} FROM observations"
+        " WHERE observations.event_id = events.event_id)) WHERE natural_key IS NULL AND event_id IN"
         f" (SELECT event_id FROM observations WHERE id {LISTED} AND {TOOL_CALL_ROW}"
         " AND tool_use_id IS NOT NULL AND session_id != 'unknown')"
     )
     if scan_ledger:
-        await conn.execute(f"UPDATE events SET observation_id = NULL WHERE observation_id {LISTED}")
+        await conn.execute(
+            f"UPDATE events SET observation_id = NULL, natural_key = {KEY_DIGEST_FUNCTION}(natural_key)"
+            f" WHERE observation_id {LISTED}"
+        )
     else:
         await conn.execute(
-            "UPDATE events SET observation_id = NULL WHERE event_id IN"
-            " (SELECT CASE WHEN instr(event_id, ':') THEN substr(event_id, 1, instr(event_id, ':') - 1)"
-            f" ELSE event_id END FROM observations WHERE id {LISTED}) AND observation_id {LISTED}"
+            f"UPDATE events SET observation_id = NULL, natural_key = {KEY_DIGEST_FUNCTION}(natural_key)"
+            " WHERE event_id IN (SELECT CASE WHEN instr(event_id, ':')"
+            " THEN substr(event_id, 1, instr(event_id, ':') - 1) ELSE event_id END"
+            f" FROM observations WHERE id {LISTED}) AND observation_id {LISTED}"
         )
     await conn.execute(f"DELETE FROM prompts WHERE observation_id {LISTED}")
     await conn.execute(f"DELETE FROM observations WHERE id {LISTED}")

@@ -7,6 +7,7 @@ the events ledger makes every commit idempotent by `event_id`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
@@ -92,6 +93,30 @@ def natural_key(ex: Extracted) -> str | None:
     if ex.prompt_id and ex.hook_event in COMPACT_STEPS:
         return compact_key(ex.session_id, ex.prompt_id, ex.hook_event)
     return ex.natural_key
+
+
+KEY_DIGEST: Final = "sha256:"
+KEY_DIGEST_FUNCTION: Final = "nmem_key_digest"  # the same in SQL, on the write connection
+
+
+def key_digest(key: str | None) -> str | None:
+    """What the ledger keeps of a key that must not be kept as it is (one holding a secret, or one
+    whose row was purged): enough to recognise the event again, nothing of the key's text."""
+    if key is None or key.startswith(KEY_DIGEST):
+        return key
+    return KEY_DIGEST + _sha256(key)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def stored_key(key: str | None) -> str | None:
+    """A natural key as the ledger stores it: a sender's id can hold anything (Copilot's messageId,
+    a transcript line's uuid), so one the redactor would change is kept as its digest."""
+    from nmemd.capture.redact import redact
+
+    return key_digest(key) if key and redact(key) != key else key
 
 
 def connection_pragmas(settings: Settings) -> list[str]:
@@ -385,6 +410,15 @@ def _json_list(values: Sequence[str]) -> str:
     return msgspec.json.encode(values).decode()
 
 
+def _branch(name: str | None) -> str | None:
+    """A session's branch as stored: a name is anything its author typed, a token included."""
+    if not name:
+        return None
+    from nmemd.capture.redact import redact
+
+    return redact(name)
+
+
 class _Session:
     """A batch's events of one session, folded into the one upsert they amount to (in batch order)."""
 
@@ -402,7 +436,7 @@ class _Session:
         self.model = ex.model
         self.transcript_path = ex.transcript_path
         self.last_assistant_message = ex.last_assistant_message if ex.hook_event == "Stop" else None
-        self.git_branch = git_branch or None
+        self.git_branch = _branch(git_branch)
         self.count = 1
         self.agent = ex.agent
 
@@ -425,7 +459,7 @@ class _Session:
         if ex.hook_event == "Stop" and ex.last_assistant_message is not None:
             self.last_assistant_message = ex.last_assistant_message
         if git_branch:
-            self.git_branch = git_branch
+            self.git_branch = _branch(git_branch)
         if self.agent is None:
             self.agent = ex.agent
         self.count += 1
@@ -541,14 +575,18 @@ def _commit(
     """
     calls = [tool_call(i.extracted) for i in items]
     # A tool call's key is its call's on every path; other events may bring their own (transcript lines).
-    keys = [_tool_key(c) if c else i.natural_key or natural_key(i.extracted) for i, c in zip(items, calls, strict=True)]
+    keys = [
+        _tool_key(c) if c else stored_key(i.natural_key or natural_key(i.extracted))
+        for i, c in zip(items, calls, strict=True)
+    ]
+    digests = {KEY_DIGEST + _sha256(k): k for k in keys if k and not k.startswith(KEY_DIGEST)}  # a purged row's
     db.execute("BEGIN IMMEDIATE")
     try:
         ids = _json_list([i.event_id for i in items])
         pairs = msgspec.json.encode([c for c in calls if c is not None]).decode()
-        rows = db.execute(_KNOWN, (ids, _json_list([k for k in keys if k]), pairs)).fetchall()
+        rows = db.execute(_KNOWN, (ids, _json_list([k for k in keys if k] + list(digests)), pairs)).fetchall()
         known_ids = {r[0] for r in rows if r[0] is not None}
-        known_keys = {r[1] for r in rows if r[1] is not None}
+        known_keys = {digests.get(r[1], r[1]) for r in rows if r[1] is not None}
         plan = _plan(items, keys, calls, known_ids, known_keys, next_id, overlay)
         plan.indexed_below = indexed_below
         if plan.observations:
@@ -720,6 +758,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         for pragma in connection_pragmas(settings):
             await conn.execute(pragma)
         await conn.create_function(grams.SQL_FUNCTION, 2, grams.pairs, deterministic=True)
+        await conn.create_function(KEY_DIGEST_FUNCTION, 1, key_digest, deterministic=True)
         applied = await migrate(conn)
         # A retention sweep defers FTS5's merges while it runs; a crash may have left them deferred.
         # (A read first: no write at every start for settings that are almost always right.)
