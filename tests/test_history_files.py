@@ -12,6 +12,7 @@ import resource
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -211,3 +212,15 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def test_copilots_mcp_config_as_a_fifo_does_not_hang_its_tool_names(tmp_path: Path) -> None:
+    """Copilot names an MCP tool `<server>-<tool>`: reading the servers from `mcp-config.json` (live
+    capture and the import alike) waited for good on a FIFO there."""
+    home = tmp_path / "copilot"
+    home.mkdir()
+    os.mkfifo(home / "mcp-config.json")
+    code = "from nmemd.capture.copilot import mcp_name; print(mcp_name('github-mcp-server-get_me'))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
+                          env={**os.environ, "COPILOT_HOME": str(home)})  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "mcp__github-mcp-server__get_me", done.stderr

@@ -150,10 +150,12 @@ def stop_key(session_id: str, ms: int) -> str:
 
 def mcp_servers() -> list[str]:
     """The MCP servers Copilot names tools after (`<server>-<tool>`): mcp-config.json's and the built-in one."""
+    from nmemd.history import files  # never waits on a FIFO, reads 1 MB at most (issue #28, finding 4)
+
     try:
-        with open(copilot_home() / "mcp-config.json", encoding="utf-8") as f:
-            servers = _d(_d(json.loads(f.read(1 << 20))).get("mcpServers"))
-    except (OSError, ValueError):
+        raw = files.read_file(str(copilot_home() / "mcp-config.json"), 1 << 20)
+        servers = _d(_d(json.loads(raw)).get("mcpServers"))
+    except (OSError, ValueError, RecursionError):
         servers = {}
     names = [n for n in servers if isinstance(n, str) and n] + ["github-mcp-server"]
     return sorted(names, key=len, reverse=True)
