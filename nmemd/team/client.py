@@ -248,13 +248,22 @@ async def pull(
     return page, more
 
 
-async def newest_seq(conn: psycopg.AsyncConnection[Any], team: str) -> int:
-    """The newest seq the team's feeds hold (for the lag `nmem team status` shows)."""
+async def waiting(
+    conn: psycopg.AsyncConnection[Any], team: str, projects: Sequence[str], machine: str, after: dict[str, int]
+) -> int:
+    """Rows of the feeds a pull would still bring (at most 10,001 counted): `nmem team status`'s lag."""
     cur = await conn.execute(
-        "SELECT greatest((SELECT max(seq) FROM nmem.observations WHERE team = %(t)s),"
-        " (SELECT max(seq) FROM nmem.sessions WHERE team = %(t)s),"
-        " (SELECT max(seq) FROM nmem.tombstones WHERE team = %(t)s))",
-        {"t": team},
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM nmem.observations WHERE team = %(team)s"
+        " AND project = ANY(%(projects)s) AND seq > %(obs)s AND NOT (author = session_user AND machine = %(machine)s)"
+        " LIMIT 10001) o) + (SELECT count(*) FROM (SELECT 1 FROM nmem.tombstones WHERE team = %(team)s"
+        " AND seq > %(tomb)s LIMIT 10001) t)",
+        {
+            "team": team,
+            "projects": list(projects),
+            "machine": machine,
+            "obs": after.get("observations", 0),
+            "tomb": after.get("tombstones", 0),
+        },  # fmt: skip
     )
     row = await cur.fetchone()
     return int(row[0]) if row and row[0] is not None else 0

@@ -40,6 +40,12 @@ BACKOFF_MAX_S: Final = 30.0
 PUSH_POLL_S: Final = 5.0  # the outbox is looked at this often even without a commit (a missed wake-up)
 LISTEN_CHECK_S: Final = 10.0  # the listening connection is checked alive this often
 PULL_PAGE: Final = 1000
+# After a wake-up, wait this long before reading the outbox (or the feed): the commits and notifications
+# of a busy moment are taken in one batch instead of one round trip each, and the hooks' commits share
+# the event loop and the store's lock with fewer of them (bench_team_sync.py: hooks).
+PUSH_LINGER_S: Final = 0.25
+PULL_LINGER_S: Final = 0.05
+LAG_EVERY_S: Final = 10.0  # the server's newest seq is asked this often at most (`nmem team status`'s lag)
 T = TypeVar("T")
 
 
@@ -201,7 +207,7 @@ class TeamSync:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._pusher, push_conn, link, st, wake)
                         tg.start_soon(self._puller, pull_conn, link, st, wake)
-                        tg.start_soon(self._listener, listen_conn, link, wake)
+                        tg.start_soon(self._listener, listen_conn, link, wake, push_conn.info.backend_pid)
                 finally:
                     await _close(listen_conn)
             finally:
@@ -213,6 +219,7 @@ class TeamSync:
         db = self.daemon.settings.db
         batch = self.daemon.settings.team_push_batch
         while True:
+            await anyio.sleep(PUSH_LINGER_S)
             wake.push = anyio.Event()  # before reading: a commit from now on wakes the next round
             while True:
                 rows, skipped = await readers.run(db, local.read_outbox, link, batch)
@@ -229,7 +236,6 @@ class TeamSync:
                 st.last_push_at = time.time()
                 if refused:
                     LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
-            st.outbox = await readers.run(db, local.outbox_depth, [p.root for p in link.projects])
             with anyio.move_on_after(PUSH_POLL_S):
                 await wake.push.wait()
 
@@ -237,7 +243,9 @@ class TeamSync:
         db = self.daemon.settings.db
         settings = self.daemon.settings
         projects = [p.project_id for p in link.projects]
+        lag_at = 0.0
         while True:
+            await anyio.sleep(PULL_LINGER_S)
             wake.pull = anyio.Event()
             while True:
                 after = await readers.run(db, local.cursors, link.key)
@@ -248,10 +256,11 @@ class TeamSync:
                 st.last_pull_at = time.time()
                 if not more:
                     break
-            with anyio.fail_after(OP_TIMEOUT_S):
-                newest = await client.newest_seq(conn, link.team)
-            reached = max((await readers.run(db, local.cursors, link.key)).values(), default=0)
-            st.lag = max(0, newest - reached) if newest > reached else 0
+            if time.monotonic() - lag_at >= LAG_EVERY_S:
+                lag_at = time.monotonic()
+                after = await readers.run(db, local.cursors, link.key)
+                with anyio.fail_after(OP_TIMEOUT_S):
+                    st.lag = await client.waiting(conn, link.team, projects, self.machine, after)
             with anyio.move_on_after(settings.team_pull_interval_s):
                 await wake.pull.wait()
 
@@ -262,10 +271,10 @@ class TeamSync:
         store.next_observation_id = local.apply_page(db, link, page, store.next_observation_id, window, time.time())
         return len(page.observations) + len(page.sessions) + len(page.tombstones)
 
-    async def _listener(self, conn: psycopg.AsyncConnection[Any], link: Link, wake: _Wake) -> None:
+    async def _listener(self, conn: psycopg.AsyncConnection[Any], link: Link, wake: _Wake, own_pid: int) -> None:
         while True:
             async for note in conn.notifies(timeout=LISTEN_CHECK_S):
-                if note.payload == link.team:
+                if note.payload == link.team and note.pid != own_pid:  # not our own push's
                     wake.pull.set()
             with anyio.fail_after(OP_TIMEOUT_S):  # alive? (a stalled network would keep notifies() quiet)
                 await conn.execute("SELECT 1")
