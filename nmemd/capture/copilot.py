@@ -77,10 +77,12 @@ MCP
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -148,13 +150,22 @@ def stop_key(session_id: str, ms: int) -> str:
     return f"stop:{session_id}:{ms}"
 
 
+def _read_config(path: str, limit: int = 1 << 20) -> bytes:
+    """A config file of Copilot's, through a link too, if it is a regular file: opened non-blocking, so
+    a FIFO there answers at once instead of hanging capture (issue #28, finding 4); `limit` bytes at most."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def mcp_servers() -> list[str]:
     """The MCP servers Copilot names tools after (`<server>-<tool>`): mcp-config.json's and the built-in one."""
-    from nmemd.history import files  # never waits on a FIFO, reads 1 MB at most (issue #28, finding 4)
-
     try:
-        raw = files.read_file(str(copilot_home() / "mcp-config.json"), 1 << 20)
-        servers = _d(_d(json.loads(raw)).get("mcpServers"))
+        servers = _d(_d(json.loads(_read_config(str(copilot_home() / "mcp-config.json")))).get("mcpServers"))
     except (OSError, ValueError, RecursionError):
         servers = {}
     names = [n for n in servers if isinstance(n, str) and n] + ["github-mcp-server"]
