@@ -158,6 +158,10 @@ def _children(pid: int) -> list[tuple[int, str]]:
     return found
 
 
+def test_every_scheduled_job_has_a_time_limit() -> None:
+    assert set(maintenance.TIME_LIMIT_S) == set(maintenance.JOBS)
+
+
 STUCK = "import time; time.sleep(600)  # nmem-test-stuck-import"
 
 

@@ -436,7 +436,9 @@ TIME_LIMIT_S: Final[dict[str, float]] = {
     "integrity": 3600.0,
     "checkpoint": 300.0,
     "history": HISTORY_TIMEOUT_S + 60.0,  # its own limit stops the import first, with its own outcome
+    "team_window": 1800.0,
 }
+DEFAULT_TIME_LIMIT_S: Final = 3600.0  # a job added without its own
 
 
 # --- running and recording -----------------------------------------------------------------------
@@ -581,7 +583,7 @@ class Scheduler:
 
     async def _run(self, name: str) -> None:
         try:
-            await run_job(self.daemon, name, forced=False, time_limit=TIME_LIMIT_S.get(name))
+            await run_job(self.daemon, name, forced=False, time_limit=TIME_LIMIT_S.get(name, DEFAULT_TIME_LIMIT_S))
         finally:
             self.last_run[name] = time.time()
             self.running.discard(name)
