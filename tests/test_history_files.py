@@ -135,6 +135,8 @@ def test_the_scheduled_import_meets_a_fifo_and_every_job_keeps_running(daemon: D
     outcome = wait_until(lambda: db_rows(daemon.db, "SELECT outcome FROM jobs WHERE name = 'history'"), 90.0,
                          "the scheduled import to end")  # fmt: skip
     assert "new events" in str(outcome[0][0]) and "unreadable files" in str(outcome[0][0]), outcome
+    log = (daemon.home / "logs" / "nmemd.log").read_text()
+    assert "history import skipped" in log and ".project_root skipped (not a regular file)" in log
     first = wait_until(lambda: _checkpoints(str(daemon.db)), 30.0, "a checkpoint run")
     wait_until(lambda: (_checkpoints(str(daemon.db)) or 0) > first, 30.0, "the next checkpoint run")
     assert daemon.stop() == 0

@@ -376,6 +376,7 @@ async def team_window(store: Store, *, forced: bool = False) -> str:
     return f"removed {total} teammates' observations older than {days:g} days" if days > 0 else "window off"
 
 
+BAD_FILES_LOGGED: Final = 10
 HISTORY_TIMEOUT_S: Final = 1800.0  # an import of years of sessions takes minutes; a hung one is stopped
 _IMPORT = "import sys; from nmemd.cli import main; sys.argv = ['nmem', 'import-transcripts', '--json']; main()"
 
@@ -399,7 +400,13 @@ async def history(store: Store, *, forced: bool = False) -> str:
     if done.returncode != 0 or not isinstance(summary, dict):
         reason = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
         return f"failed: nmem import-transcripts exited with {done.returncode}: {reason}"
-    bad = len(summary.get("bad_files") or [])
+    bad_files = [b for b in summary.get("bad_files") or [] if isinstance(b, dict)]
+    for b in bad_files[:BAD_FILES_LOGGED]:  # each skipped file named once a run, the run went on
+        LOG.info("history import skipped %s: %s", b.get("path"), b.get("reason"))
+    if len(bad_files) > BAD_FILES_LOGGED:
+        more = len(bad_files) - BAD_FILES_LOGGED
+        LOG.info("history import skipped %d more files (nmem import-transcripts names them)", more)
+    bad = len(bad_files)
     return (
         f"{summary.get('files_read', 0)} of {summary.get('files', 0)} session files read,"
         f" {summary.get('events_new', 0)} new events" + (f", {bad} unreadable files" if bad else "")
