@@ -12,11 +12,18 @@ BM25 over nmem's own observations (`bm25obs`: what ranking alone could reach on 
 facts the project's SessionStart context already holds and its size, and for each miss whether the
 fact was stored at all (in the project, only under another project of the session, or not).
 
-Only the public CLI/RPC is used, so the benchmark keeps measuring while search is rewritten.
+It also measures what is *shown*: whether an expected fact is visible in the printed line of a top-k
+hit (the line the MCP `search` tool prints for it: title, path, snippet, its marks removed), and whether
+every session of the store has a handoff (`sessions` RPC) whose lines all name their observations.
+
+Only the public CLI/RPC is used, so the benchmark keeps measuring while search is rewritten; the
+printed line is the tree's own MCP formatter. `--tree DIR` runs the same benchmark on the code in DIR
+(a worktree of another commit, on PYTHONPATH) in the same run, over the same unpacked corpus, and
+prints both side by side.
 
 Needs the bench extra: `.venv/bin/pip install -e '.[bench]'` (bm25s). Run from the repo root:
 
-    .venv/bin/python bench/bench_recall.py [--home DIR] [--corpus DIR] [--verbose] [--json]
+    .venv/bin/python bench/bench_recall.py [--home DIR] [--corpus DIR] [--tree DIR] [--verbose] [--json]
 
 `--home DIR` reuses a store already imported (its daemon is started on a fresh socket; stop any
 other daemon on DIR first); `--keep` leaves the new store in place and prints its path.
@@ -134,7 +141,8 @@ class Memory:
         return self._ask(method, params, timeout=60.0)
 
     def search(self, query: str, project: str) -> tuple[list[dict[str, Any]], str | None]:
-        """Top results with their full text; a refused query is an empty list and its error."""
+        """Top results with their full text and their printed line; a refused query is an empty list and
+        its error."""
         from nmemd.errors import NmemError
 
         try:
@@ -147,10 +155,39 @@ class Memory:
         for hit in hits:
             detail = details.get(hit["id"], {})
             hit["text"] = f"{hit['title']}\n{detail.get('content') or ''}"
+            hit["printed"] = printed(hit)
         return hits, None
+
+    def handoffs(self) -> dict[str, int] | None:
+        """How many sessions the store has, how many have a handoff, and lines without an observation
+        behind them; None when the tree has no handoffs."""
+        rows = self.ask("sessions", {"project": "*", "limit": 200})
+        if rows and "handoff" not in rows[0]:
+            return None
+        lines = [line for r in rows for line in r["handoff"]]
+        return {
+            "sessions": len(rows),
+            "with_handoff": sum(1 for r in rows if r["handoff"]),
+            "lines": len(lines),
+            "lines_without_ids": sum(1 for line in lines if not line["ids"]),
+        }
 
     def context(self, project: str) -> str:
         return str(self.ask("context", {"project": project})["context"])
+
+
+def printed(hit: dict[str, Any]) -> str:
+    """The line the tree's MCP `search` tool prints for a hit, its highlight marks removed: `[word]`
+    before snippets had spans, `⟦word⟧` since."""
+    import msgspec
+
+    from nmemd.mcp.tools import _hit_line
+    from nmemd.recall.queries import Hit
+
+    line = _hit_line(msgspec.convert({k: v for k, v in hit.items() if k not in ("text", "printed")}, Hit), time.time())
+    if "spans" in hit:
+        return line.replace("⟦", "").replace("⟧", "")
+    return line.replace("[", "").replace("]", "")
 
 
 # --- the baseline: BM25 per turn ----------------------------------------------------------------
@@ -304,6 +341,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for form in FORMS:
                 hits, error = memory.search(q[form], project) if project else ([], "session not in the store")
                 row[f"nmem_{form}"] = rank([h["text"] for h in hits], q["expect"])
+                row[f"visible_{form}"] = rank([h["printed"] for h in hits], q["expect"])
                 row[f"nmem_{form}_error"] = error
                 row[f"nmem_{form}_top"] = [f"{h['type']}: {h['title'][:100]}" for h in hits[:3]]
                 row[f"nmem_{form}_hits"] = len(hits)
@@ -322,6 +360,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             held = [r["id"] for r in rows if r["project"] == project and rank([text], r["expect"])]
             total = sum(1 for r in rows if r["project"] == project)
             contexts[project] = {"chars": len(text), "questions": total, "held": held}
+        handoffs = memory.handoffs()
         timings["rpc_calls"] = memory.calls
     finally:
         daemon.stop()
@@ -332,12 +371,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         home.cleanup()
     sizes = sorted(len(t) for docs in turns_by_project.values() for t in docs)
     turn_stats = {"turns": len(sizes), "median_chars": sizes[len(sizes) // 2] if sizes else 0}
-    return {"import": imported, "timings": timings, "questions": rows, "contexts": contexts, "turns": turn_stats}
+    return {"import": imported, "timings": timings, "questions": rows, "contexts": contexts, "turns": turn_stats,
+            "handoffs": handoffs}  # fmt: skip
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, int]]]:
     out: dict[str, dict[str, dict[int, int]]] = {}
-    for system in SYSTEMS:
+    for system in (*SYSTEMS, "visible"):
         out[system] = {}
         for form in FORMS:
             ranks = [r[f"{system}_{form}"] for r in rows]
@@ -400,6 +440,19 @@ def print_report(result: dict[str, Any], verbose: bool) -> None:
             f" search returned nothing {empty}"
         )
 
+    print("\nanswer visible in the printed line (MCP search line: title, path, snippet) of a top-k hit:")
+    for form in FORMS:
+        cells = "  ".join(f"{_cell(table['visible'][form][k], total):>12}" for k in RANKS)
+        print(f"{'printed':10} {form:8} {cells}")
+    handoffs = result.get("handoffs")
+    if handoffs is None:
+        print("handoffs: none in this tree")
+    else:
+        print(
+            f"handoffs: {handoffs['with_handoff']}/{handoffs['sessions']} sessions have one; {handoffs['lines']}"
+            f" lines, {handoffs['lines_without_ids']} without an observation id"
+        )
+
     contexts = result["contexts"]
     held = sum(len(c["held"]) for c in contexts.values())
     chars = [c["chars"] for c in contexts.values()]
@@ -440,20 +493,64 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the new store and print where it is")
     parser.add_argument("--verbose", action="store_true", help="per-question ranks and what nmem returned instead")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.add_argument("--tree", help="also run the code in this checkout (another commit's worktree), same corpus")
     args = parser.parse_args()
+    if args.tree and args.home:
+        parser.error("--tree builds a store per tree: leave out --home")
     if not args.json:
         print_machine()  # timings only; the recall figures do not depend on the machine
-    start = time.perf_counter()
-    result = run(args)
-    result["machine"] = machine_info()
-    result["timings"]["total_s"] = time.perf_counter() - start
-    result["summary"] = summary(result["questions"])
+    scratch = tempfile.mkdtemp(prefix="nmrt", dir="/tmp") if args.tree and not args.corpus else None
+    try:
+        if scratch:
+            args.corpus = str(unpack_corpus(None, scratch))
+        start = time.perf_counter()
+        result = run(args)
+        result["machine"] = machine_info()
+        result["timings"]["total_s"] = time.perf_counter() - start
+        result["summary"] = summary(result["questions"])
+        other = run_tree(args) if args.tree else None
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        print_report(result, args.verbose)
-        print(f"total {result['timings']['total_s']:.1f} s")
+        print(json.dumps({**result, "tree": other} if other else result, indent=1))
+        return 0
+    print_report(result, args.verbose)
+    print(f"total {result['timings']['total_s']:.1f} s")
+    if other is not None:
+        print_comparison(result, other, args.tree)
     return 0
+
+
+def run_tree(args: argparse.Namespace) -> dict[str, Any]:
+    """This benchmark over the same corpus with the code of `args.tree` (on PYTHONPATH), as JSON."""
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(args.tree)}
+    argv = [sys.executable, __file__, "--json", "--corpus", args.corpus, "--questions", args.questions]
+    out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def print_comparison(this: dict[str, Any], other: dict[str, Any], tree: str) -> None:
+    """Both trees' figures, side by side: found (answer in a top-k hit), shown (in its printed line),
+    the context's held facts, the handoffs."""
+    total = len(this["questions"])
+    print(f"\nthis tree against {tree}, same corpus, same run:")
+    print(f"{'':22} {'':8} " + "  ".join(f"{'top-' + str(k):>12}" for k in RANKS))
+    for label, result in (("this tree", this), ("other tree", other)):
+        table = summary(result["questions"])  # JSON made the other's ranks strings
+        for what, system in (("found", "nmem"), ("shown", "visible")):
+            for form in FORMS:
+                cells = "  ".join(f"{_cell(table[system][form][k], total):>12}" for k in RANKS)
+                print(f"{label + ', ' + what:22} {form:8} {cells}")
+    for label, result in (("this tree", this), ("other tree", other)):
+        held = sum(len(c["held"]) for c in result["contexts"].values())
+        chars = [c["chars"] for c in result["contexts"].values()]
+        handoffs = result.get("handoffs")
+        got = f"{handoffs['with_handoff']}/{handoffs['sessions']} sessions" if handoffs else "none"
+        print(
+            f"{label}: context holds {held}/{total} ({100 * held / total:.0f} %), {min(chars)}-{max(chars)} chars;"
+            f" handoffs {got}"
+        )
 
 
 if __name__ == "__main__":

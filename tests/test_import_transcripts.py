@@ -562,8 +562,8 @@ def test_a_turns_final_message_is_searchable_and_stored_once_live_and_imported(
     assert [json.loads(x)["type"] for x in found.stdout.splitlines()][:1] == ["stop"]
     # The imported session has the summary a live Stop writes, its conclusion included.
     summary = wait_until(lambda: db_rows(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (sid,))[0][0])
-    assert 'Prompt: "why does test_scheduler flake?"' in str(summary)
-    assert "Last message: The flaky test was a race in the wombat scheduler" in str(summary)
+    assert str(summary).startswith('Asked: "why does test_scheduler flake?" (#')
+    assert "\nConcluded: The flaky test was a race in the wombat scheduler" in str(summary)
     daemon.stop()
     integrity_ok(daemon.db)
 
@@ -575,7 +575,7 @@ def test_an_imported_session_without_a_stop_gets_a_summary(daemon: Daemon, tmp_p
     assert code == 0 and summary["sessions_summarized"] == 4
     rows = dict(db_rows(daemon.db, "SELECT session_id, summary FROM sessions"))
     heavy = str(rows[session_of(HEAVY)])
-    assert heavy.startswith('Prompt: "') and "Activity: " in heavy and "Commands: `npm run dev`" in heavy
+    assert heavy.startswith('Asked: "') and "\nLast run: `npm run dev` passed (#" in heavy
     assert all(rows.values())
     daemon.stop()
 

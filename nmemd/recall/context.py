@@ -23,6 +23,19 @@ from typing import Final
 
 from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
+from nmemd.recall.handoff import (
+    CHECK_WORD,
+    LABELS,
+    HandoffLine,
+    command_key,
+    concluded,
+    decisions,
+    failures,
+    handoff,
+    open_tasks,
+    refs,
+    rows_of,
+)
 from nmemd.recall.queries import agent_column
 from nmemd.recall.summary import (
     NOT_WORK,
@@ -31,11 +44,10 @@ from nmemd.recall.summary import (
     command_kind,
     command_line,
     first_prompt,
+    looks_around,
     rel,
     short_path,
-    signature,
 )
-from nmemd.recall.summary import summarize_session as summarize
 
 # Why 5,000 characters (~1,250 tokens): it is well under 1% of a 200k-token
 # window and half of Claude Code's 10,000-character cap (past which the text is
@@ -56,9 +68,17 @@ SESSION_WINDOW: Final = 20  # the sessions whose work feeds files, errors and co
 MAX_ROWS: Final = 600
 MAX_SESSIONS: Final = 8
 MAX_TASKS: Final = 15
-MAX_ERRORS: Final = 8
+MAX_ERRORS: Final = 12
 MAX_FILES: Final = 15
-MAX_COMMANDS: Final = 10
+MAX_COMMANDS: Final = 12
+MAX_DECISIONS: Final = 6
+LATEST_CHANGED: Final = 3  # files of the latest session's handoff (the files section lists the rest)
+# The latest session's handoff lines, in the order shown: the first FIRST_PASS of them are what a small
+# budget keeps (what was asked, how it ended, what comes next).
+LATEST_KINDS: Final = ("asked", "concluded", "checks", "next", "pending", "tasks", "changed", "redirected")
+LATEST_CHECKS: Final = 2  # its last build/test runs (the commands section lists the project's)
+COMMAND_CHARS: Final = 110
+HANDOFF_LINE: Final = 240  # a line of the latest session's handoff
 LINE_MAX: Final = 300
 FIRST_PASS: Final = 3  # lines per section before any section gets more
 CHANGE_WEIGHT: Final = 4  # one edit or write counts like four reads when ranking changed files
@@ -74,7 +94,6 @@ class _Session:
     ended: float | None
     end_reason: str | None
     events: int
-    summary: str | None
     agent: str | None = None  # NULL: Claude Code's (migration m011)
 
 
@@ -108,6 +127,15 @@ def _marks(ids: list[str]) -> str:
     return ",".join("?" * len(ids))
 
 
+# A row of the project or of a folder under it (a session that `cd`ed into a package of its repository).
+_IN: Final = "(+project = ? OR (+project > ? AND +project < ?))"
+
+
+def _in(project: str) -> tuple[str, str, str]:
+    top = project.rstrip("/") or "/"
+    return top, top + "/", top + "0"  # '0' sorts right after '/'
+
+
 @dataclass
 class _Scope:
     """The rows the work sections read: those of `ids` (sessions) from row `floor` on."""
@@ -135,7 +163,7 @@ def _scope(conn: sqlite3.Connection, ids: list[str]) -> _Scope:
 
 def _recent_sessions(conn: sqlite3.Connection, project: str, focus: str | None) -> list[_Session]:
     """Sessions of the project that did some work, newest first (the focus session first)."""
-    sql = f"""SELECT s.session_id, s.last_event_at, s.ended_at, s.end_reason, s.event_count, s.summary,
+    sql = f"""SELECT s.session_id, s.last_event_at, s.ended_at, s.end_reason, s.event_count,
                      {agent_column(conn, "s")}
               FROM sessions s WHERE s.project = ? AND EXISTS (
                   SELECT 1 FROM observations o WHERE o.session_id = s.session_id AND +o.project = ?
@@ -158,97 +186,88 @@ def _label(s: _Session, session_id: str | None, source: str) -> str:
     return f"session {s.id[:8]}{by}"
 
 
-def _sessions(
-    conn: sqlite3.Connection, project: str, shown: list[_Session], session_id: str | None, source: str, now: float
-) -> _Section:
-    """The latest session with its summary lines, older ones one line each."""
-    items: list[str] = []
-    for n, s in enumerate(shown):
+def _status(s: _Session) -> str:
+    return (f"ended: {s.end_reason}" if s.ended is not None else "no end recorded") + f", {s.events} events"
+
+
+def _with_ids(line: HandoffLine, limit: int = LINE_MAX) -> str:
+    """A handoff line as the context prints it: its label, its text cut to fit, its first ids."""
+    ids = f" ({refs(line.ids, 2)})" if line.ids else ""
+    label = LABELS.get(line.kind, line.kind.capitalize()) + ": "
+    return "- " + label + clip(line.text, limit - len(label) - len(ids) - 2) + ids
+
+
+def _latest(conn: sqlite3.Connection, s: _Session, lines: list[HandoffLine], session_id: str | None, source: str,
+            now: float) -> _Section:  # fmt: skip
+    """The latest session's handoff: what was asked, how it ended, what is left, what it changed."""
+    capped = {"changed": LATEST_CHANGED, "checks": LATEST_CHECKS}
+    shown = [line for kind in LATEST_KINDS for line in [x for x in lines if x.kind == kind][: capped.get(kind)]]
+    if not shown:
         prompt, _ = first_prompt(conn, s.id)
-        status = f"ended: {s.end_reason}" if s.ended is not None else "no end recorded"
-        head = f"- {ago(s.last, now)}, {_label(s, session_id, source)} ({status}, {s.events} events)"
-        head += f': first prompt "{prompt}"' if prompt else ": no prompt recorded"
-        if n > 0:
-            sig = ", ".join(f"{c} {t}" for t, c in signature(conn, s.id)[:4])
-            items.append(_item(head + (f"; {sig}" if sig else "")))
-            continue
+        shown = [HandoffLine(kind="asked", text=f'"{clip(prompt, 200)}"', ids=[])] if prompt else []
+    heading = f"## Latest session: {ago(s.last, now)}, {_label(s, session_id, source)} ({_status(s)})"
+    return _Section(heading, [_with_ids(line, HANDOFF_LINE) for line in shown])
+
+
+def _with_handoff(
+    conn: sqlite3.Connection, recent: list[_Session], tries: int = 3
+) -> tuple[_Session, list[HandoffLine]]:
+    """The newest session (of the first `tries`) whose handoff says more than what it recorded (a session
+    of subagent events or a compaction only), with that handoff; else the newest."""
+    first: tuple[_Session, list[HandoffLine]] | None = None
+    for s in recent[:tries]:
+        lines = handoff(conn, s.id).lines
+        if any(line.kind != "activity" for line in lines):
+            return s, lines
+        first = first or (s, lines)
+    return first or (recent[0], [])
+
+
+def _earlier(conn: sqlite3.Connection, shown: list[_Session], session_id: str | None, source: str,
+             now: float) -> _Section:  # fmt: skip
+    """Older sessions, one line each: what was asked and how it ended."""
+    items: list[str] = []
+    for s in shown:
+        prompt, _ = first_prompt(conn, s.id)
+        head = f"- {ago(s.last, now)}, {_label(s, session_id, source)} ({_status(s)})"
+        head += f': asked "{clip(prompt, 100)}"' if prompt else ": no prompt recorded"
+        end = concluded(conn, s.id, 110)
+        if end is not None:
+            head += f"; concluded: {end.text} ({refs(end.ids)})"
         items.append(_item(head))
-        final = s.summary if s.summary and s.ended is not None and s.id != session_id else None
-        for line in (final or summarize(conn, s.id)).splitlines():
-            if line and not line.startswith("Prompt:"):
-                items.append("  " + _item(line))
-    return _Section("## Recent sessions (newest first)", items)
-
-
-_TASK_CREATED: Final = re.compile(r"Task created: (.*?)(?: \(#(\S+)\))?")
-_TASK_UPDATED: Final = re.compile(r"Task #(\S+) updated(?:: (\w+))?(?: \((.*)\))?")
+    return _Section("## Earlier sessions (newest first)", items)
 
 
 def _tasks(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Not-completed items of the newest todo list (TodoWrite), or of the Task* tools' state."""
     rows = conn.execute(
-        f"""SELECT session_id, max(id), max(ts) FROM observations WHERE +project = ? AND +type = 'task'
+        f"""SELECT session_id, max(id), max(ts) FROM observations WHERE {_IN} AND +type = 'task'
             AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') AND {scope.sql}
             GROUP BY session_id ORDER BY session_id = ? DESC, max(id) DESC LIMIT 1""",
-        (project, *scope.args, focus or ""),
+        (*_in(project), *scope.args, focus or ""),
     ).fetchall()
     if not rows:
         return _Section("", [])
     sid, _, ts = rows[0]
-    obs = conn.execute(
-        "SELECT tool_name, title, content FROM observations WHERE session_id = ? AND +project = ? AND +type = 'task'"
-        " AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') ORDER BY id",
-        (sid, project),
-    ).fetchall()
-    items: list[str] = []
-    if obs[-1][0] == "TodoWrite":
-        for line in obs[-1][2].splitlines():
-            if line.startswith("[") and not line.startswith("[x]"):
-                items.append(_item("- " + line))
-    else:
-        state: dict[str, tuple[str, str]] = {}  # task id -> (subject, status)
-        for tool, title, _content in obs:
-            if tool == "TaskCreate" and (m := _TASK_CREATED.fullmatch(title)):
-                state[m.group(2) or m.group(1)] = (m.group(1), "pending")
-            elif tool == "TaskUpdate" and (m := _TASK_UPDATED.fullmatch(title)):
-                subject, status = state.get(m.group(1), (m.group(3) or f"#{m.group(1)}", "pending"))
-                state[m.group(1)] = (m.group(3) or subject, m.group(2) or status)
-        marks = {"pending": "[ ]", "in_progress": "[~]"}
-        items = [_item(f"- {marks[st]} {subj}") for subj, st in state.values() if st in marks]
+    found, task_id = open_tasks(conn, sid, project)
+    items = [_item(f"- {item}") for item in found]
     where = "this session" if sid == focus else f"session {sid[:8]}, {ago(ts, now)}"
-    heading = f"## Open tasks ([~] in progress, [ ] pending; last recorded list, {where})"
+    heading = f"## Open tasks ([~] in progress, [ ] pending; last recorded list, {where}, #{task_id})"
     return _Section(heading, items[:MAX_TASKS])
 
 
-def _errors(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
-    """Distinct recent errors and the next edit or non-trivial command of the same session."""
-    rows = conn.execute(
-        f"""SELECT id, session_id, ts, title, command FROM observations WHERE +project = ? AND +type = 'error'
-            AND {scope.sql} AND title NOT LIKE '% interrupted%'
-            ORDER BY session_id = ? DESC, id DESC LIMIT 200""",
-        (project, *scope.args, focus or ""),
-    ).fetchall()
-    items: list[str] = []
-    seen: set[str] = set()
-    for oid, sid, ts, title, command in rows:
-        if (command or title) in seen:  # titles are bounded: two long commands may share one
-            continue
-        seen.add(command or title)
-        nxt = next((r for r in conn.execute(
-            "SELECT type, title, command FROM observations WHERE session_id = ? AND id > ?"
-            " AND +type IN ('command', 'edit', 'write') ORDER BY id LIMIT 20",
-            (sid, oid),
-        ) if r[0] != "command" or r[2] == command or command_kind(r[2] or "")), None)  # fmt: skip
-        if nxt is None:
-            after = "nothing else recorded after it in that session"
-        elif command and nxt[0] == "command" and nxt[2] == command:
-            after = "next, the same command succeeded"
-        else:
-            after = f"next: {clip(nxt[1], 110)}"
-        items.append(_item(f"- {ago(ts, now)}: {clip(title, 130)} → {after}"))
-        if len(items) >= MAX_ERRORS:
-            break
-    return _Section("## Recent errors and what came next", items)
+def _fixes(conn: sqlite3.Connection, project: str, scope: _Scope) -> _Section:
+    """What failed in the recent sessions and what came after it and passed (builds and tests first)."""
+    rows = rows_of(conn, f"{_IN} AND {scope.sql}", (*_in(project), *scope.args), MAX_ROWS)
+    lines = [line for line in failures(conn, rows, project, MAX_ERRORS, said=2) if line]
+    return _Section("## Failures and what fixed them", [_with_ids(line) for line in lines])
+
+
+def _decisions(conn: sqlite3.Connection, ids: list[str]) -> _Section:
+    """Causes, fixes and decisions the assistant stated in its messages, newest first."""
+    lines = [line for line in decisions(conn, ids, MAX_DECISIONS, scan=40) if line]
+    items = [_item(f"- {line.text} ({refs(line.ids)})") for line in lines]
+    return _Section("## Causes and decisions stated by the assistant (newest first)", items)
 
 
 def _plural(n: int, word: str) -> str:
@@ -261,14 +280,14 @@ def _files(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | N
     rows = conn.execute(
         f"""SELECT file_path, sum(type = 'edit'), sum(type = 'write'), sum(CASE WHEN type = 'read' THEN count END),
                    max(last_ts), sum(session_id = ?)
-            FROM observations WHERE +project = ? AND {scope.sql}
+            FROM observations WHERE {_IN} AND {scope.sql}
             AND +type IN ('read', 'edit', 'write') AND file_path IS NOT NULL AND file_path != ''
             GROUP BY file_path
             ORDER BY sum(session_id = ?) > 0 DESC, sum(type != 'read') > 0 DESC,
                      {CHANGE_WEIGHT} * sum(type != 'read') + coalesce(sum(CASE WHEN type = 'read' THEN count END), 0)
                      DESC, max(last_ts) DESC, file_path
             LIMIT ?""",
-        (focus or "", project, *scope.args, focus or "", MAX_FILES),
+        (focus or "", *_in(project), *scope.args, focus or "", MAX_FILES),
     ).fetchall()
     items = []
     for path, edits, writes, reads, last, _own in rows:
@@ -278,36 +297,38 @@ def _files(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | N
 
 
 def _commands(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
-    """Build, test and other non-trivial commands whose latest run succeeded, deduplicated."""
-    failed = dict(conn.execute(
-        f"""SELECT command, max(id) FROM observations WHERE +project = ? AND +type = 'error'
-            AND command IS NOT NULL AND {scope.sql} GROUP BY command""",
-        (project, *scope.args),
-    ).fetchall())  # fmt: skip
+    """Build, test and other non-trivial commands, each with how its last run ended (build and test
+    first, then the latest), deduplicated by their first line."""
     rows = conn.execute(
-        f"""SELECT command, sum(count), max(last_ts), max(id), sum(session_id = ?) FROM observations
-            WHERE +project = ? AND +type = 'command' AND command IS NOT NULL AND command != ''
+        f"""SELECT command, sum(CASE WHEN type = 'command' THEN count ELSE 0 END), max(last_ts), max(id),
+                   sum(session_id = ?), max(CASE WHEN type = 'error' THEN id END) FROM observations
+            WHERE {_IN} AND +type IN ('command', 'error') AND command IS NOT NULL AND command != ''
             AND {scope.sql} GROUP BY command ORDER BY max(id) DESC LIMIT 500""",
-        (focus or "", project, *scope.args),
+        (focus or "", *_in(project), *scope.args),
     ).fetchall()
     ranked = []
-    for command, runs, last, top, own in rows:
+    for command, runs, last, top, own, failed in rows:
         kind = command_kind(command)
-        if kind and failed.get(command, -1) < top:
-            ranked.append((own > 0, kind, top, command, runs, last))
-    ranked.sort(key=lambda r: (not r[0], -r[1], -r[2]))
+        if kind and not looks_around(command):
+            checks = bool(CHECK_WORD.search(command_key(command)))
+            ranked.append((own > 0, checks, kind, top, command, runs, last, failed == top))
+    ranked.sort(key=lambda r: (not r[0], not r[1], -r[2], -r[3]))
     items: list[str] = []
-    seen: set[str] = set()
-    for _own, _kind, _top, command, runs, last in ranked:
-        line = command_line(command, 160)  # only for the commands shown: hundreds may qualify
-        if line in seen:
+    seen: set[tuple[str, ...]] = set()
+    for *_, top, command, runs, last, failed in ranked:
+        # `pnpm test --run x` and `pnpm test --run y`: one way to test, shown once; `gh run view 1` and
+        # `gh run view 2 --log-failed` are two
+        key = (command_key(command), *sorted(set(re.findall(r"(?<!\S)--?[a-z][\w-]*", command_line(command, 300)))))
+        if key in seen:
             continue
-        seen.add(line)
+        seen.add(key)
+        line = command_line(command, COMMAND_CHARS)  # only for the commands shown: hundreds may qualify
+        outcome = "failed" if failed else "passed"
         count = f"{runs} runs, " if runs > 1 else ""
-        items.append(_item(f"- `{line}` ({count}latest: {ago(last, now)})"))
+        items.append(_item(f"- `{line}`: {outcome} ({count}{ago(last, now)}, #{top})"))
         if len(items) >= MAX_COMMANDS:
             break
-    return _Section("## Commands that succeeded (build and test first)", items)
+    return _Section("## Build, test and run commands (how each last ended; build and test first)", items)
 
 
 def _teammates(conn: sqlite3.Connection, project: str, now: float) -> _Section:
@@ -402,13 +423,24 @@ def build_context(
             if not _interrupted(exc):
                 raise
             scope = _Scope(ids, 1 << 62)  # no time left to bound them: the work sections are left empty
+        # Outcomes before counts: how the latest session ended, what broke and what fixed it, how the
+        # project is built and tested, what was decided; then older sessions, open tasks, files.
+        chosen: list[_Session] = []  # the session whose handoff is shown (the others are listed)
+
+        def latest() -> _Section:
+            s, lines = _with_handoff(conn, recent)
+            chosen.append(s)
+            return _latest(conn, s, lines, session_id, source, now)
+
         builders: list[Callable[[], _Section]] = [
-            lambda: _sessions(conn, project, recent[:MAX_SESSIONS], session_id, source, now),
-            lambda: team,
-            lambda: _tasks(conn, project, scope, focus, now),
-            lambda: _errors(conn, project, scope, focus, now),
-            lambda: _files(conn, project, scope, focus, now),
+            latest,
+            lambda: team,  # teammates lately (team memory)
+            lambda: _fixes(conn, project, scope),
             lambda: _commands(conn, project, scope, focus, now),
+            lambda: _decisions(conn, ids[:MAX_SESSIONS]),
+            lambda: _earlier(conn, [s for s in recent[:MAX_SESSIONS] if s not in chosen], session_id, source, now),
+            lambda: _tasks(conn, project, scope, focus, now),
+            lambda: _files(conn, project, scope, focus, now),
         ]
         sections: list[_Section] = []
         for build in builders:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Final
 
 import msgspec
@@ -23,7 +24,8 @@ from nmemd.recall.queries import HandoffLine, agent_column
 from nmemd.recall.snippets import CONCLUSION, error_lines
 from nmemd.recall.summary import clip, command_kind, command_line, rel, short_path
 
-__all__ = ["Handoff", "HandoffLine", "decisions", "fit", "handoff", "open_tasks"]
+__all__ = ["Handoff", "HandoffLine", "Row", "checks", "concluded", "decisions", "failures", "fit", "handoff",
+           "open_tasks", "rows_of"]  # fmt: skip
 
 # What each line kind is called where a handoff is printed, in the order lines come.
 LABELS: Final = {
@@ -49,7 +51,7 @@ MAX_LEARNED: Final = 2
 MAX_IDS: Final = 20  # ids kept per line: enough to open the work, bounded for a session of a thousand edits
 PROMPT_CHARS: Final = 160
 FOLLOW_ROWS: Final = 60  # rows after a failure looked through for what fixed it
-SESSION_ROWS: Final = 5000  # a session's newest rows read at most (a week-long session is still bounded)
+SESSION_ROWS: Final = 2000  # a session's newest rows read at most (a week-long session is still bounded)
 _TYPES: Final = ("prompt", "command", "error", "edit", "write")
 
 _DELTA: Final = re.compile(r"\(-(\d+) \+(\d+) lines\)")
@@ -62,7 +64,7 @@ _FOLLOW_UP: Final = re.compile(
 )
 # A "prompt" no one typed: hook feedback, an interruption, a slash command's wrapper.
 _NOT_ASKED: Final = re.compile(
-    r"(?i)^(?:stop|bash operation|pretooluse:\w+|\w+ hook) feedback:|^\[request interrupted|^<command-|^caveat:"
+    r"(?i)^(?:stop|bash operation|pretooluse:\w+|\w+ hook) feedback:|^\[request interrupted|^<[a-z][\w-]*>|^caveat:"
 )
 # Failures that are the tool's own bookkeeping, not the work going wrong.
 _NOISE: Final = re.compile(
@@ -70,10 +72,16 @@ _NOISE: Final = re.compile(
     r"|user denied|permission to use .* has been denied|no changes to make|found \d+ matches of the string"
     r"|string to replace not found|file does not exist|is not running, so cannot be killed|no such tool"
 )
-_CHECK_WORD: Final = re.compile(r"(?i)test|build|lint|check|tsc|mypy|ruff|clippy|vet|compile|spec")
+CHECK_WORD: Final = re.compile(r"(?i)test|build|lint|check|tsc|mypy|ruff|clippy|vet|compile|spec")
 _INSTALL: Final = re.compile(r"^\S+ (?:install|add|i|ci|sync|update|upgrade)\b")
 _TEST_FAILED: Final = re.compile(r"(?i)\b[1-9]\d* (?:failed|failing|errors?)\b|\bFAILED\b|\bBUILD FAILED\b")
-_CD: Final = re.compile(r"^\s*(?:cd\s+\S+\s*&&\s*|(?:[A-Z_][A-Z0-9_]*=\S*\s+)+)")
+_CD: Final = re.compile(r"^\s*(?:cd\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*&&\s*|(?:[A-Z_][A-Z0-9_]*=\S*\s+)+)")
+# What runs another command: the command it runs is the one that says what was done.
+_WRAPPER: Final = re.compile(
+    r"^(?:sudo|time|env|nohup|timeout\s+\S+|nix\s+develop(?:\s+\S+)*?\s+--command|nix-shell\s+--run|uv\s+run"
+    r"|poetry\s+run|pipenv\s+run|npx|bunx|pnpm\s+exec|pnpm\s+dlx|yarn\s+dlx|bundle\s+exec|docker\s+compose\s+exec\s+\S+)"
+    r"\s+[\"']?"
+)
 _SECTION: Final = re.compile(r"^\s*(?:\d+\.\s*)?\**\s*(Pending Tasks|(?:Optional )?Next Steps?)\s*\**\s*:?\s*\**\s*$",
                              re.IGNORECASE | re.MULTILINE)  # fmt: skip
 _ANY_SECTION: Final = re.compile(r"^\s*\d+\.\s*\**[A-Z][\w /&-]{2,40}\**\s*:\s*\**\s*$", re.MULTILINE)
@@ -141,12 +149,29 @@ def _line(kind: str, text: str, ids: Iterable[int]) -> HandoffLine | None:
 
 
 @dataclass
-class _Row:
+class Row:
+    """What the line builders read of an observation (its content only where a line quotes it)."""
+
     id: int
     type: str
     title: str
     command: str | None
     file_path: str | None
+    session_id: str
+    ts: float
+
+
+def rows_of(conn: sqlite3.Connection, where: str, args: Iterable[object], limit: int = SESSION_ROWS) -> list[Row]:
+    """The newest `limit` prompts, commands, errors, edits and writes matching `where`, oldest first."""
+    marks = ",".join("?" * len(_TYPES))
+    return [
+        Row(*r)
+        for r in conn.execute(
+            f"""SELECT * FROM (SELECT id, type, title, command, file_path, session_id, ts FROM observations
+                WHERE {where} AND +type IN ({marks}) ORDER BY id DESC LIMIT ?) ORDER BY id""",
+            (*args, *_TYPES, limit),
+        )
+    ]
 
 
 def handoff(conn: sqlite3.Connection, session_id: str) -> Handoff:
@@ -155,26 +180,17 @@ def handoff(conn: sqlite3.Connection, session_id: str) -> Handoff:
         f"SELECT project, {agent_column(conn, 's')} FROM sessions s WHERE session_id = ?", (session_id,)
     ).fetchone()
     project, agent = (head[0], head[1]) if head else (None, None)
-    marks = ",".join("?" * len(_TYPES))
-    rows = [
-        _Row(*r)
-        for r in conn.execute(
-            f"""SELECT id, type, title, command, file_path FROM (
-                    SELECT id, type, title, command, file_path FROM observations
-                    WHERE session_id = ? AND +type IN ({marks}) ORDER BY id DESC LIMIT ?) ORDER BY id""",
-            (session_id, *_TYPES, SESSION_ROWS),
-        )
-    ]
+    rows = rows_of(conn, "session_id = ?", (session_id,))
     lines: list[HandoffLine | None] = []
     lines += _asked(conn, session_id)
     lines += _changed(rows, project)
-    lines += _failures(conn, rows, project)
-    lines += _checks(conn, rows)
+    lines += failures(conn, rows, project)
+    lines += checks(conn, rows)
     items, task_id = open_tasks(conn, session_id)
     lines.append(_line("tasks", "; ".join(items[:MAX_TASKS]) + ("; …" if len(items) > MAX_TASKS else ""), [task_id]))
     lines += _compaction(conn, session_id)
     lines += decisions(conn, [session_id], MAX_LEARNED, skip_last=True)
-    lines.append(_concluded(conn, session_id))
+    lines.append(concluded(conn, session_id))
     if not any(lines):
         lines.append(_activity(conn, session_id))
     return Handoff(session_id=session_id, project=project, agent=agent or "claude-code", lines=[x for x in lines if x])
@@ -234,9 +250,9 @@ def _asks(prompt: str) -> bool:
 # --- changed -------------------------------------------------------------------------------------
 
 
-def _changed(rows: list[_Row], project: str | None) -> list[HandoffLine | None]:
+def _changed(rows: list[Row], project: str | None) -> list[HandoffLine | None]:
     """Each file edited or written, most changed first: edits, lines removed and added."""
-    files: dict[str, list[_Row]] = {}
+    files: dict[str, list[Row]] = {}
     for r in rows:
         if r.type in ("edit", "write") and r.file_path:
             files.setdefault(r.file_path, []).append(r)
@@ -253,7 +269,7 @@ def _changed(rows: list[_Row], project: str | None) -> list[HandoffLine | None]:
     return out
 
 
-def _delta(changes: list[_Row]) -> str:
+def _delta(changes: list[Row]) -> str:
     edits = sum(1 for c in changes if c.type == "edit")
     writes = len(changes) - edits
     removed = added = 0
@@ -264,6 +280,8 @@ def _delta(changes: list[_Row]) -> str:
         elif m := _WRITTEN.search(c.title):
             added += int(m.group(1))
             created = created or "created" in c.title
+    if created and writes == 1 and not edits:
+        return f"created, {added} line" + ("s" if added != 1 else "")
     parts = [f"{edits} edit" + ("s" if edits != 1 else "")] if edits else []
     if writes:
         parts.append("created" if created and writes == 1 else f"{writes} write" + ("s" if writes != 1 else ""))
@@ -279,51 +297,82 @@ def command_key(command: str) -> str:
     """What makes two runs "the same command": its first line without a leading `cd X &&` or variables,
     up to its third word (`npm run build`, `pytest -q tests/x.py` and `pytest -q` differ; reruns match)."""
     line = _CD.sub("", command_line(command, 300))
+    inner = _WRAPPER.sub("", line, count=1)
+    while inner != line:
+        line, inner = inner, _WRAPPER.sub("", inner, count=1)
     return " ".join(line.split()[: 2 if _INSTALL.match(line) else 3])
 
 
-def _failures(conn: sqlite3.Connection, rows: list[_Row], project: str | None) -> list[HandoffLine | None]:
-    """Each distinct failure, with what came after it and succeeded: the same command passing (and the
-    files edited before it did), or an edit of the file a failed edit meant to change."""
-    failures = [
-        (n, r)
-        for n, r in enumerate(rows)
-        if r.type == "error" and not _NOISE.search(r.title) and (not r.command or command_kind(r.command))
-    ]  # looking around (`ls`, `grep`) that failed is not the work failing
+def failures(
+    conn: sqlite3.Connection, rows: list[Row], project: str | None, limit: int = MAX_FAILURES, said: int = 1
+) -> list[HandoffLine | None]:
+    """Each distinct failure, with what came after it in its session and succeeded: the same command
+    passing (and the files edited before it did), or an edit of the file a failed edit meant to change;
+    with the `said` lines of its output that say what went wrong. Builds and tests first, then the latest."""
+    failures = [(n, r) for n, r in enumerate(rows) if r.type == "error" and not _NOISE.search(r.title)]
     if not failures:
         return []
-    groups: dict[str, list[tuple[int, _Row]]] = {}
+    groups: dict[str, list[tuple[int, Row]]] = {}
     for n, r in failures:
         key = command_key(r.command) if r.command else f"{r.title[:60]}|{r.file_path or ''}"
         groups.setdefault(key, []).append((n, r))
-    outputs = _contents(conn, [g[-1][1].id for g in groups.values()], 4000)
+    outputs = _contents(conn, list({r.id for g in groups.values() for r in (g[0][1], g[-1][1])}), 4000)
     out: list[tuple[tuple[int, int], HandoffLine | None]] = []
     for key, group in groups.items():
         n, last = group[-1]
-        what = f"`{command_line(last.command, 80)}`" if last.command else clip(_tool_of(last.title), 80)
-        said = "; ".join(clip(x, 140) for x in error_lines(outputs.get(last.id, ""), 1)) or _said(last.title)
+        what = f"`{command_line(_CD.sub('', last.command), 80)}`" if last.command else clip(_tool_of(last.title), 80)
+        texts = [_unsaid(outputs.get(r.id, ""), project) for r in (group[0][1], last)]
+        said_ = _what_went_wrong(texts, said) or _said(last.title)
         ids = [r.id for _, r in group]
         times = f" ({len(group)} times)" if len(group) > 1 else ""
         fix = _fix(rows, n, key, last, project)
         if fix is None:
-            text = f"{what} failed{times}: {said}" if said else f"{what} failed{times}"
+            text = f"{what} failed{times}: {said_}" if said_ else f"{what} failed{times}"
             out.append((_rank(last), _line("failed", text + "; not seen passing after", ids)))
         else:
             how, fix_ids = fix
-            text = f"{what} failed{times}" + (f": {said}" if said else "") + f" → {how}"
+            text = f"{what} failed{times}" + (f": {said_}" if said_ else "") + f" → {how}"
             out.append((_rank(last), _line("fixed", text, ids + fix_ids)))
     out.sort(key=lambda x: x[0])
-    return [line for _, line in out[:MAX_FAILURES]]
+    return [line for _, line in out[:limit]]
 
 
-def _rank(failed: _Row) -> tuple[int, int]:
-    """Builds and tests first, then other commands, then tools; the latest first within each."""
-    return (-(command_kind(failed.command) if failed.command else 0), -failed.id)
+def _unsaid(text: str, project: str | None) -> str:
+    """`text` without the project's own path (`/home/me/app/src/x.py` -> `src/x.py`): it says nothing there
+    and takes the room of what does."""
+    top = (project or "").rstrip("/")
+    if len(top) < 2 or top not in text:
+        return text
+    return text.replace(top + "/", "").replace(top, ".")
 
 
-def _fix(rows: list[_Row], n: int, key: str, failed: _Row, project: str | None) -> tuple[str, list[int]] | None:
-    edits: list[_Row] = []
-    for r in rows[n + 1 : n + 1 + FOLLOW_ROWS]:
+def _what_went_wrong(outputs: list[str], lines: int, chars: int = 170) -> str:
+    """Up to `lines` error lines of a failure, the first run's first (what went wrong at the start), then
+    the last run's (what was still wrong), within `chars`."""
+    found: list[str] = []
+    for text in outputs:
+        for line in error_lines(text, lines):
+            if line not in found:
+                found.append(line)
+    found = found[:lines] if len(outputs) == 1 or len(found) <= lines else [found[0], found[-1]]
+    if not found:
+        return ""
+    first = clip(found[0], chars if len(found) == 1 else max(chars - 60, chars * 2 // 3))
+    rest = chars - len(first) - 3
+    return first + (f" / {clip(found[1], rest)}" if len(found) > 1 and rest >= 30 else "")
+
+
+def _rank(failed: Row) -> tuple[int, int]:
+    """Builds and tests first, then other commands, then tools, then looking around (`ls`, `stat`) that
+    failed; the latest first within each."""
+    kind = {2: 0, 1: 1}.get(command_kind(failed.command), 3) if failed.command else 2
+    return (kind, -failed.id)
+
+
+def _fix(rows: list[Row], n: int, key: str, failed: Row, project: str | None) -> tuple[str, list[int]] | None:
+    edits: list[Row] = []
+    after = (r for r in islice(rows, n + 1, None) if r.session_id == failed.session_id)
+    for _, r in zip(range(FOLLOW_ROWS), after, strict=False):
         if r.type in ("edit", "write") and r.file_path:
             if not failed.command and r.file_path == failed.file_path:
                 return f"then {r.type} {short_path(rel(r.file_path, project), 60)} succeeded", [r.id]
@@ -363,19 +412,21 @@ def _contents(conn: sqlite3.Connection, ids: list[int], chars: int) -> dict[int,
 # --- the last state of build and tests -----------------------------------------------------------
 
 
-def _checks(conn: sqlite3.Connection, rows: list[_Row]) -> list[HandoffLine | None]:
-    """The last run of each build, test or lint command, and whether it passed (its exit status; an
-    agent that reports none, by what its output says: "2 failed")."""
-    last: dict[str, _Row] = {}
+def checks(conn: sqlite3.Connection, rows: list[Row], limit: int = MAX_CHECKS) -> list[HandoffLine | None]:
+    """The last run of each build, test, lint or check command, and whether it passed (its exit status;
+    an agent that reports none, by what its output says: "2 failed")."""
+    last: dict[str, Row] = {}
     for r in reversed(rows):
-        if r.type in ("command", "error") and r.command and command_kind(r.command) == 2:
+        if r.type in ("command", "error") and r.command and (kind := command_kind(r.command)):
             key = command_key(r.command)
+            if kind == 1 and not CHECK_WORD.search(key):
+                continue  # `python -m py_compile x.py` checks; `git push` does not
             if key not in last and not key.startswith("echo ") and not _NOISE.search(r.title):
                 last[key] = r
     if not last:
         return []
     # tests, builds and linters before installs and the rest; the latest first within each
-    shown = sorted(last.items(), key=lambda kv: (not _CHECK_WORD.search(kv[0]), -kv[1].id))[:MAX_CHECKS]
+    shown = sorted(last.items(), key=lambda kv: (not CHECK_WORD.search(kv[0]), -kv[1].id))[:limit]
     outputs = _contents(conn, [r.id for _, r in shown if r.type == "command"], 3000)
     out: list[HandoffLine | None] = []
     for _, r in shown:
@@ -426,14 +477,10 @@ def open_tasks(conn: sqlite3.Connection, session_id: str, project: str | None = 
 
 
 def _compaction(conn: sqlite3.Connection, session_id: str) -> list[HandoffLine | None]:
-    row = conn.execute(
-        "SELECT id, content FROM observations WHERE session_id = ? AND +type = 'compact' AND content != ''"
-        " ORDER BY id DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    if row is None:
+    found = _newest(conn, [session_id], "compact", 3, 12_000)
+    if not found:
         return []
-    oid, text = row
+    oid, text = found[0]
     out: list[HandoffLine | None] = []
     for m in _SECTION.finditer(text):
         body = text[m.end() :]
@@ -455,16 +502,37 @@ def _compaction(conn: sqlite3.Connection, session_id: str) -> list[HandoffLine |
 # --- what the assistant concluded and decided ----------------------------------------------------
 
 
-def _concluded(conn: sqlite3.Connection, session_id: str) -> HandoffLine | None:
-    row = conn.execute(
-        "SELECT id, content FROM observations WHERE session_id = ? AND +type = 'stop' AND content != ''"
-        " ORDER BY id DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    return _line("concluded", clip(row[1], 300), [row[0]]) if row else None
+def concluded(conn: sqlite3.Connection, session_id: str, chars: int = 300) -> HandoffLine | None:
+    """The assistant's last message in the session, cut to `chars`."""
+    found = _newest(conn, [session_id], "stop", 3, chars * 4)
+    return _line("concluded", clip(found[0][1], chars), [found[0][0]]) if found else None
 
 
-_SENTENCE: Final = re.compile(r"[^\n.!?]+(?:[.!?](?=\s|$)|\n|$)")
+def _newest(
+    conn: sqlite3.Connection, session_ids: list[str], type_: str, limit: int, chars: int
+) -> list[tuple[int, str]]:
+    """(id, its content's first `chars`) of the sessions' newest `limit` rows of a type, newest first, the
+    empty ones left out. The ids first, then the content of those only: a filter on the content would
+    read every row of the sessions, long outputs included."""
+    marks = ",".join("?" * len(session_ids))
+    ids = [r[0] for r in conn.execute(
+        f"SELECT id FROM observations WHERE session_id IN ({marks}) AND +type = ? ORDER BY id DESC LIMIT ?",
+        (*session_ids, type_, limit),
+    )]  # fmt: skip
+    texts = _contents(conn, ids, chars)
+    return [(i, texts[i]) for i in ids if texts.get(i)]
+
+
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
+
+
+def _sentences(text: str) -> Iterator[str]:
+    """Each line's sentences, whitespace folded, list marks and emphasis stripped (linear in the text)."""
+    for line in text.splitlines():
+        for part in _SENTENCE_END.split(line):
+            part = " ".join(part.split()).strip(" -*#>")
+            if part:
+                yield part
 
 
 def decisions(
@@ -475,19 +543,13 @@ def decisions(
     session's last message (its conclusion says it whole)."""
     if not session_ids or limit <= 0:
         return []
-    marks = ",".join("?" * len(session_ids))
-    rows = conn.execute(
-        f"SELECT id, substr(content, 1, 6000) FROM observations WHERE session_id IN ({marks}) AND +type = 'stop'"
-        " AND content != '' ORDER BY id DESC LIMIT ?",
-        (*session_ids, scan),
-    ).fetchall()
+    rows = _newest(conn, session_ids, "stop", scan, 4000)
     if skip_last:
         rows = rows[1:]
     out: list[HandoffLine | None] = []
     seen: set[str] = set()
     for oid, text in rows:
-        for m in _SENTENCE.finditer(text):
-            sentence = " ".join(m.group().split()).strip(" -*#>")
+        for sentence in _sentences(text):
             if len(sentence.split()) < 6 or sentence.endswith(":") or not CONCLUSION.search(sentence):
                 continue
             key = sentence.lower()[:80]

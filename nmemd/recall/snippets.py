@@ -32,9 +32,9 @@ _ERRORISH: Final = re.compile(
     r"(?i)\b(?:error|errors|failed|failure|fatal|exception|traceback|cannot|can't|couldn't|could not|unable"
     r"|denied|refused|not found|no such|missing|invalid|unknown|undefined|panic|abort(?:ed)?|timed? ?out"
     r"|conflict|not allowed|forbidden|unauthori[sz]ed|requires?|expected|warning|deprecated)\b"
-    r"|[a-z](?:Error|Exception)\b"
+    r"|[a-z](?:Error|Exception)\b|\bin use\b|\balready (?:in use|exists|running|defined)\b|[⚠✗✘❌]"
 )
-_WARNING: Final = re.compile(r"(?i)^\W*(?:warning|warn|deprecat|note|hint|info)\b")
+_WARNING: Final = re.compile(r"(?i)^[\W\d:]*(?:warning|warn|deprecat|note|hint|info)\b")
 _PASSING: Final = re.compile(r"^\s*(?:✓|✔|√|PASS\b|ok\b|\[ok\])")
 # A conclusion stated in prose: what the cause was, what was decided, what fixed it.
 CONCLUSION: Final = re.compile(
@@ -102,17 +102,23 @@ class Match(NamedTuple):
 
 
 def matches(query: Query, low: str) -> list[Match]:
-    """Every match of the query's terms in `low` (lowercase text), in order."""
-    from nmemd.recall.terms import compiled
+    """Every match of the query's terms in `low` (lowercase text), in order, at most MAX_MATCHES."""
+    from nmemd.recall.terms import matcher
 
     found: list[Match] = []
     for i, term in enumerate(query.terms):
         weight = 0.5 if term.hint else 1.0
         for patterns in term.alternatives:
             for pattern in patterns:
-                for m in compiled(pattern).finditer(low):
-                    if m.end() > m.start() and len(found) < MAX_MATCHES:
-                        found.append(Match(m.start(), m.end(), i, weight))
+                key, tail, edged = matcher(pattern)  # a substring test first: most texts lack most words
+                if key not in low:
+                    continue
+                for m in tail.finditer(low):
+                    s, e = m.span()
+                    if e > s and not (edged and s and low[s - 1].isalnum()):
+                        found.append(Match(s, e, i, weight))
+                        if len(found) >= MAX_MATCHES:
+                            return sorted(found)
     found.sort()
     return found
 
@@ -129,42 +135,66 @@ def cut(query: Query, content: str, title: str = "", limit: int = SNIPPET_CHARS)
     text = content[:SCAN_CHARS]
     found = matches(query, text.lower())
     shown = {f.term for f in matches(query, title.lower())} if title else set()
-    line = _best_line(text, found, shown)
+    line = _best_matching(text, found, shown) if found else _best_fact(text)
     if line is None:
         return None
-    lo, hi = _window(text, line, found, limit)
+    lo, hi = _window(text, _with_error_above(text, line), found, limit)
     return _collapse(content, lo, hi, found)
 
 
-def _best_line(text: str, found: list[Match], shown: set[int]) -> tuple[int, int] | None:
-    """The (start, end) of the line to show, or of it and the error line above it."""
+def _best_matching(text: str, found: list[Match], shown: set[int]) -> tuple[int, int] | None:
+    """The (start, end) of the line whose matches and fact score highest (only lines with a match are read;
+    the fact of those only that could still win: a term outweighs any fact)."""
+    lines: dict[int, tuple[int, int, dict[int, float]]] = {}  # line start -> (end, first match, term -> weight)
+    for f in found:
+        start = text.rfind("\n", 0, f.start) + 1
+        if start not in lines:
+            end = text.find("\n", f.start)
+            lines[start] = (len(text) if end < 0 else end, f.start, {})
+        terms = lines[start][2]
+        terms[f.term] = max(terms.get(f.term, 0.0), f.weight * (0.5 if f.term in shown else 1.0))
+    scored = [(2.0 * sum(terms.values()) - start / SCAN_CHARS, start, end, first) for start, (end, first, terms)
+              in lines.items()]  # fmt: skip
+    top = max(score for score, *_ in scored)
     best: tuple[float, int, int] | None = None
-    k = 0
-    before: tuple[int, int, bool] | None = None  # the previous non-empty line: start, end, says an error
-    for n, m in enumerate(_LINE.finditer(text)):
-        start, end = m.span()
-        line = m.group()
-        empty = bool(_EMPTY.match(line))
-        above = before
-        if not empty:
-            before = (start, end, bool(_ERRORISH.search(line)))
-        while k < len(found) and found[k].start < start:
-            k += 1
-        terms: dict[int, float] = {}
-        j = k
-        while j < len(found) and found[j].start < end:
-            f = found[j]
-            terms[f.term] = max(terms.get(f.term, 0.0), f.weight * (0.5 if f.term in shown else 1.0))
-            j += 1
-        if empty or (found and not terms):
+    for score, start, end, first in scored:
+        if score < top - 1.5:
             continue
-        score = 2.0 * sum(terms.values()) + min(fact_weight(line), 1.5) - n * 0.002
-        if not found and score <= 0:
+        if _EMPTY.match(text[start:end]):
             continue
-        if best is None or score > best[0]:
-            lead = above is not None and above[2] and above[1] - above[0] <= 120 and not _ERRORISH.search(line)
-            best = (score, above[0] if lead and above is not None else start, end)
+        near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
+        total = score + min(fact_weight(near), 1.5)
+        if best is None or total > best[0]:
+            best = (total, start, end)
     return None if best is None else (best[1], best[2])
+
+
+def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
+    """The (start, end) of the line carrying the most of a fact among the first `lines`; None: no fact."""
+    best: tuple[float, int, int] | None = None
+    for n, m in enumerate(_LINE.finditer(text)):
+        if n >= lines:
+            break
+        score = min(fact_weight(m.group()), 1.5) - n * 0.002
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, *m.span())
+    return None if best is None else (best[1], best[2])
+
+
+def _with_error_above(text: str, line: tuple[int, int]) -> tuple[int, int]:
+    """The line, from the start of the line above it when that one names an error and it does not (a
+    compiler's `N818 Exception name ...` above its `--> src/safety.py:19:7`)."""
+    start, end = line
+    if start == 0 or _ERRORISH.search(text[start:end]):
+        return line
+    above_end = start - 1
+    while above_end > 0 and text[above_end - 1] == "\n":  # blank lines between
+        above_end -= 1
+    above = text.rfind("\n", 0, above_end) + 1
+    before = text[above:above_end]
+    if 0 < len(before) <= 120 and not _EMPTY.match(before) and _ERRORISH.search(before):
+        return above, end
+    return line
 
 
 def _window(text: str, line: tuple[int, int], found: list[Match], limit: int) -> tuple[int, int]:
@@ -200,29 +230,30 @@ def _word_end(text: str, at: int, floor: int) -> int:
 
 
 def _collapse(content: str, lo: int, hi: int, found: list[Match]) -> tuple[str, list[Span]]:
-    """content[lo:hi] with each whitespace run as one space, an ellipsis where it was cut, and the spans
-    of the matches inside it, in the new text's offsets."""
-    out: list[str] = []
-    at: list[int] = []  # for each offset in lo..hi, the offset in `out` its character went to
-    for i in range(lo, hi):
-        c = content[i]
-        if not c.isspace():
-            out.append(c)
-        elif out and out[-1] != " ":
-            out.append(" ")
-        at.append(len(out) - 1)
-    while out and out[-1] == " ":
-        out.pop()
+    """content[lo:hi] with each whitespace run as one space (none at its ends), an ellipsis where it was
+    cut, and the spans of the matches inside it, in the new text's offsets."""
+    seg = content[lo:hi]
+    runs = [m.span() for m in _SPACE.finditer(seg)]
+
+    def moved(p: int) -> int:  # where seg[p] (not a space) lands
+        removed = 0
+        for s, e in runs:
+            if e > p:
+                break
+            removed += (e - s) - (0 if s == 0 else 1)
+        return p - removed
+
+    text = _SPACE.sub(" ", seg).strip()
     head = ELLIPSIS if lo > 0 else ""
     tail = ELLIPSIS if hi < len(content) else ""
     spans: list[Span] = []
     for f in found:
-        if f.start < lo or f.end > hi:
+        if f.start < lo or f.end > hi or seg[f.start - lo].isspace() or seg[f.end - 1 - lo].isspace():
             continue
-        s, e = at[f.start - lo], at[f.end - 1 - lo] + 1
-        if e > s and e <= len(out) and (not spans or s >= spans[-1][1] - len(head)):
+        s, e = moved(f.start - lo), moved(f.end - 1 - lo) + 1
+        if 0 <= s < e <= len(text):
             spans.append((s + len(head), e + len(head)))
-    return head + "".join(out) + tail, merged(spans)
+    return head + text + tail, merged(spans)
 
 
 def merged(spans: Iterable[Sequence[int]]) -> list[Span]:

@@ -86,6 +86,11 @@ _TRIVIAL_RE: Final = re.compile(
 )
 
 
+def looks_around(command: str) -> bool:
+    """Whether a command only looks around (`ls`, `cat`, `grep`, `git status`), whatever it names."""
+    return bool(_TRIVIAL_RE.match(command_line(command, 400)))
+
+
 @lru_cache(maxsize=4096)
 def command_kind(command: str) -> int:
     """2: build/test/lint/install, 1: other work, 0: trivial looking around.
