@@ -130,6 +130,10 @@ def test_purge_dry_run_lists_the_rows_and_how_many_more(daemon: Daemon) -> None:
     code, shown = on_terminal(["purge", "--session", "s-purge"], "n")
     assert code == 1 and "will delete in every project: 55 observations" in shown and "flamingo step 49" in shown
     assert len(ids(daemon)) == 55
+    done = nmem("purge", "--session", "s-purge", "--yes")  # says what it removed
+    assert done.stdout.startswith("deleted in every project: 55 observations, 1 session left empty\n  #")
+    assert "flamingo step 0\n" in done.stdout and done.stdout.endswith("… and 5 more observations\n")
+    assert ids(daemon) == []
 
 
 def test_search_help_says_what_search_does() -> None:

@@ -253,7 +253,9 @@ def purge(
     if json_out:
         sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
     else:
-        out().print(ui.Text(f"deleted in {where}: {_counts_line(done)}"))
+        console = out()
+        console.print(ui.Text(f"deleted in {where}: {_counts_line(done)}"))
+        _print_rows(done, console)
     if not done.get("checkpointed", True):
         fail("deleted, but a reader kept the WAL from being truncated: run the purge again to clear it")
 
