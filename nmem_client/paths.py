@@ -169,12 +169,13 @@ def store_socket() -> str | None:
     return socket if socket.startswith("/") else None
 
 
-def read_regular(path: str, limit: int) -> bytes:
-    """The bytes of the regular file at `path` (not through a symlink), at most `limit` of them.
+def read_regular(path: str, limit: int, *, follow: bool = False) -> bytes:
+    """The bytes of the regular file at `path` (not through a symlink unless `follow`), at most
+    `limit` of them.
 
     Never waits: opened non-blocking, so a FIFO planted there answers at once; anything that is
     not a regular file, or is larger than `limit` (`/dev/zero`, a 2 GB file), raises OSError."""
-    flags = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOFOLLOW | posix.O_NOCTTY | posix.O_CLOEXEC
+    flags = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOCTTY | posix.O_CLOEXEC | (0 if follow else posix.O_NOFOLLOW)
     fd = posix.open(path, flags)
     try:
         st = posix.fstat(fd)

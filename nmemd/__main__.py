@@ -30,6 +30,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
 
+    import msgspec
+
     from nmemd import config
     from nmemd.daemon import logs
     from nmemd.daemon.instance import InstanceLock, ensure_private_dir, ensure_socket_dir
@@ -40,29 +42,40 @@ def main(argv: list[str] | None = None) -> None:
         overrides["idle_timeout_s"] = args.idle_timeout
     if args.socket:
         overrides["socket"] = args.socket
+    # What cannot be used of the config is left out and said (log, status, SessionStart), never a
+    # reason to stop: a daemon that exits leaves every session without memory (issue #31, item 3).
+    settings, _, problems = config.load_checked(overrides)
+    if problems:  # nothing the user changed is swept by a default meanwhile
+        settings = msgspec.structs.replace(settings, maintenance_retention_interval_s=0.0)
     try:
-        settings = config.load(overrides)
+        # NMEM_HOME is checked before anything is written in it: a `logs` symlink planted in another
+        # user's folder made the daemon write its log where it pointed (issue #28, finding 11).
+        ensure_private_dir(settings.home)
+        ensure_private_dir(settings.log_dir)
         logs.setup(settings.log_dir, settings.log_level, stderr=args.log_stderr)
     except (NmemError, OSError) as exc:
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
         sys.exit(EXIT_STARTUP_FAILURE)
+    import logging
+
     # Take the instance lock before importing the daemon: when many starters race (clients
     # autostarting after a crash), losers exit before paying for them (20 at once on 2 cores: ~0.7 s
     # instead of ~3.8 s). serve() adopts the lock.
     lock = InstanceLock(settings.lock)
     store_lock = InstanceLock(settings.store_lock, note=settings.socket)
     try:
-        ensure_private_dir(settings.home)
         ensure_socket_dir(settings.socket, settings.home)
         lock.acquire()
         store_lock.acquire()  # another socket may serve this store already (another environment)
+        for problem in problems:  # said once, by the daemon that serves (not by every racing starter)
+            logging.getLogger("nmemd").error("config: %s", problem)
+        if problems:
+            logging.getLogger("nmemd").error("config: retention sweep off until the config is fixed (nmem doctor)")
     except AlreadyRunning as exc:
         lock.release()
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
         sys.exit(EXIT_ALREADY_RUNNING)
     except (NmemError, OSError) as exc:
-        import logging
-
         # Started by a hook or `nmem daemon start`, stderr is /dev/null: the log is where it is read.
         logging.getLogger("nmemd").error("startup failed: %s", exc)
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
@@ -77,13 +90,11 @@ def main(argv: list[str] | None = None) -> None:
     malloc_tuning.keep_heap()
 
     try:
-        anyio.run(lambda: serve(settings, started_by=args.started_by), backend="asyncio")
+        anyio.run(lambda: serve(settings, started_by=args.started_by, problems=problems), backend="asyncio")
     except AlreadyRunning as exc:
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
         sys.exit(EXIT_ALREADY_RUNNING)
     except (NmemError, OSError) as exc:
-        import logging
-
         logging.getLogger("nmemd").error("startup failed: %s", exc)
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
         sys.exit(EXIT_STARTUP_FAILURE)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 
@@ -113,9 +112,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 
 
-def _env_overrides() -> dict[str, Any]:
+def _env_overrides(skip: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in _FIELDS:
+        if name in skip:
+            continue
         raw = os.environ.get("NMEM_" + name.upper())
         if raw is None or raw == "":
             continue
@@ -141,21 +142,23 @@ def _retention_env(raw: str) -> dict[str, str]:
     return out
 
 
-def _check_retention(value: Any, where: str) -> None:
+def _check_retention(value: Any, where: str, at: str = "") -> None:
     if isinstance(value, dict):
         unknown = [k for k in value if k not in OBSERVATION_TYPES]
         if unknown:
-            raise ConfigError(
-                f"{where}: retention_days: unknown type {unknown[0]!r} (known: {', '.join(OBSERVATION_TYPES)})"
+            raise _Unusable(
+                f"{where}{at}: retention_days: unknown type {unknown[0]!r} (known: {', '.join(OBSERVATION_TYPES)})",
+                where,
+                "retention_days",
             )
 
 
-def _merge_retention(layers: list[tuple[str, Any]]) -> tuple[Any, str]:
+def _merge_retention(layers: list[tuple[str, Any]], path: str = "", text: str = "") -> tuple[Any, str]:
     """Each layer changes only the types it names; a non-table is left for msgspec to refuse."""
     merged: dict[str, Any] = {str(k): v for k, v in RETENTION_DEFAULTS.items()}
     where = ["default"]
     for source, value in layers:
-        _check_retention(value, source)
+        _check_retention(value, source, _line_of(text, "retention_days") if source == path else "")
         if not isinstance(value, dict):
             return value, source
         merged.update(value)
@@ -163,44 +166,128 @@ def _merge_retention(layers: list[tuple[str, Any]]) -> tuple[Any, str]:
     return merged, " + ".join(where)
 
 
+CONFIG_MAX_BYTES = 1024 * 1024
+
+
+class _Unusable(ConfigError):
+    """A value that cannot be used, with where it came from and its key (None: the whole source)."""
+
+    def __init__(self, message: str, source: str, key: str | None) -> None:
+        super().__init__(message)
+        self.source, self.key = source, key
+
+
+class Checked(NamedTuple):
+    settings: Settings
+    sources: dict[str, str]
+    problems: list[str]  # what was left out, one line each; [] when everything was used
+
+
+def config_path(home: str | None = None) -> str:
+    return os.path.join(home or paths.home(), "config.toml")
+
+
+def read_file(path: str) -> tuple[dict[str, Any], str]:
+    """The settings in `path` and its text (({}, "") without one); ConfigError naming the file and,
+    for a syntax error, the line and column. Read without waiting, a regular file of at most 1 MB:
+    a FIFO or `/dev/zero` there hung every command and left one hung nmemd per hook (issue #28, 8)."""
+    try:
+        raw = paths.read_regular(path, CONFIG_MAX_BYTES, follow=True)
+    except FileNotFoundError:
+        return {}, ""
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+        values = msgspec.toml.decode(raw)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text") from None
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a table of settings")
+    return values, text
+
+
 def load(overrides: dict[str, Any] | None = None) -> Settings:
     """Build the effective settings; raise ConfigError naming the bad key and where it came from."""
     return load_with_sources(overrides)[0]
+
+
+def load_with_sources(overrides: dict[str, Any] | None = None) -> tuple[Settings, dict[str, str]]:
+    """The effective settings and, for each key, where its value came from."""
+    home = paths.home()
+    path = config_path(home)
+    from_file, text = read_file(path)
+    return _build(home, (path, from_file, text), _env_overrides(), dict(overrides or {}))
+
+
+def load_checked(overrides: dict[str, Any] | None = None) -> Checked:
+    """`load_with_sources` that nothing stops: a file that cannot be read is left out whole, a value
+    that cannot be used leaves its setting at the default, and each is named in `problems` (the
+    daemon logs them and says them at SessionStart; `nmem doctor` fails on them)."""
+    home = paths.home()
+    path = config_path(home)
+    problems: list[str] = []
+    try:
+        from_file, text = read_file(path)
+    except ConfigError as exc:
+        problems.append(f"{exc}; the whole file is ignored")
+        from_file, text = {}, ""
+    try:
+        from_env = _env_overrides()
+    except ConfigError as exc:
+        problems.append(f"{exc}; ignored")
+        from_env = _env_overrides(skip={"retention_days"})
+    layers = {path: from_file, "command line": dict(overrides or {})}
+    for _ in range(len(_FIELDS) * 3):
+        try:
+            settings, sources = _build(home, (path, from_file, text), from_env, layers["command line"])
+            return Checked(settings, sources, problems)
+        except _Unusable as exc:
+            layer = from_env if exc.source.startswith("env ") else layers.get(exc.source, from_file)
+            if exc.key is not None and exc.key in layer:
+                del layer[exc.key]
+                problems.append(f"{exc}; {exc.key} ignored, its default used")
+            else:
+                problems.append(f"{exc}; ignored")
+                layer.clear()
+    defaults = Settings(home=home, socket=paths.socket_path(), db=os.path.join(home, "nmem.db"))
+    return Checked(defaults, {}, [*problems, "every setting at its default"])
+
+
+def _line_of(text: str, key: str) -> str:
+    """` (line N)` where `key` is set in the file's text, to point at it; "" when not found."""
+    found = re.search(rf"^[ \t]*(?:\[[ \t]*)?[\"']?{re.escape(key)}[\"']?[ \t]*[=\].]", text, re.M)
+    return f" (line {text.count(chr(10), 0, found.start()) + 1})" if found else ""
 
 
 _AT_KEY = re.compile(r"`\$\.([A-Za-z0-9_]+)")
 _UNKNOWN = re.compile(r"unknown field `([^`]+)`")
 
 
-def load_with_sources(overrides: dict[str, Any] | None = None) -> tuple[Settings, dict[str, str]]:
-    """The effective settings and, for each key, where its value came from."""
-    home = paths.home()
+def _build(
+    home: str, file: tuple[str, dict[str, Any], str], from_env: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[Settings, dict[str, str]]:
+    path, from_file, text = file
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     retention: list[tuple[str, Any]] = []
-    config_file = Path(home) / "config.toml"
-    if config_file.exists():
-        try:
-            from_file = msgspec.toml.decode(config_file.read_bytes())
-        except (msgspec.DecodeError, OSError) as exc:
-            raise ConfigError(f"{config_file}: {exc}") from exc
-        if not isinstance(from_file, dict):
-            raise ConfigError(f"{config_file}: expected a table of settings")
-        values.update(from_file)
-        sources.update(dict.fromkeys(from_file, str(config_file)))
-        if "retention_days" in from_file:
-            retention.append((str(config_file), from_file["retention_days"]))
-    from_env = _env_overrides()
+    values.update(from_file)
+    sources.update(dict.fromkeys(from_file, path))
+    if "retention_days" in from_file:
+        retention.append((path, from_file["retention_days"]))
     values.update(from_env)
     sources.update({k: f"env NMEM_{k.upper()}" for k in from_env})
     if "retention_days" in from_env:
         retention.append(("env NMEM_RETENTION_DAYS", from_env["retention_days"]))
-    values.update(overrides or {})
-    sources.update(dict.fromkeys(overrides or {}, "command line"))
-    if "retention_days" in (overrides or {}):
+    values.update(overrides)
+    sources.update(dict.fromkeys(overrides, "command line"))
+    if "retention_days" in overrides:
         retention.append(("command line", values["retention_days"]))
     if retention:
-        values["retention_days"], sources["retention_days"] = _merge_retention(retention)
+        values["retention_days"], sources["retention_days"] = _merge_retention(retention, path, text)
     for key, default in (("home", home), ("socket", paths.socket_path())):
         if key not in values:
             values[key], sources[key] = default, "default"
@@ -209,13 +296,16 @@ def load_with_sources(overrides: dict[str, Any] | None = None) -> tuple[Settings
     try:
         settings = msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        text = str(exc)
-        match = _AT_KEY.search(text) or _UNKNOWN.search(text)
+        message = str(exc)
+        match = _AT_KEY.search(message) or _UNKNOWN.search(message)
         bad = match.group(1) if match else None
         where = sources.get(bad, "config") if bad else "config"
-        if _UNKNOWN.search(text):
-            raise ConfigError(f"{where}: unknown setting {bad!r}") from None
-        raise ConfigError(f"{where}: {text}") from None
+        if bad == "retention_days":
+            where = retention[-1][0]
+        at = _line_of(text, bad) if bad and where == path else ""
+        if _UNKNOWN.search(message):
+            raise _Unusable(f"{where}{at}: unknown setting {bad!r}", where, bad) from None
+        raise _Unusable(f"{where}{at}: {message}", where, bad) from None
     for name in _FIELDS:
         sources.setdefault(name, "default")
     return settings, sources

@@ -6,7 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BIN
+from conftest import BIN, Daemon
+from helpers import log_text, ping
 
 from nmemd import config
 from nmemd.errors import ConfigError
@@ -50,12 +51,21 @@ def test_bad_env_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
         config.load()
 
 
-def test_daemon_refuses_bad_config_with_one_line_and_exit_3(nmem_env: dict[str, str]) -> None:
-    _write(nmem_env["NMEM_HOME"], "bogus = 1\n")
-    done = subprocess.run([str(BIN / "nmemd")], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 3
-    assert done.stderr.strip().count("\n") == 0 and "bogus" in done.stderr
-    assert not (Path(nmem_env["NMEM_HOME"]) / "nmem.db").exists()
+def test_daemon_runs_without_a_bad_setting_and_logs_it(nmem_env: dict[str, str], short_dir: str) -> None:
+    """Issue #31 item 3: an unknown key no longer stops the daemon: it is left out, loudly (the whole
+    story, with a corrupt file, a FIFO and the SessionStart reply: test_safety_fs.py)."""
+    _write(nmem_env["NMEM_HOME"], "bogus = 1\ndedup_window_s = 7\n")
+    daemon = Daemon(nmem_env, short_dir)
+    daemon.start()
+    try:
+        facts = ping(daemon.socket)
+        path = Path(nmem_env["NMEM_HOME"]) / "config.toml"
+        expected = f"{path} (line 1): unknown setting 'bogus'; bogus ignored, its default used"
+        assert facts is not None and facts["config_problems"] == [expected]
+        assert config.load_checked().settings.dedup_window_s == 7.0  # the rest of the file is used
+        assert "unknown setting 'bogus'" in log_text(daemon.home)
+    finally:
+        daemon.stop()
 
 
 def test_config_show_lists_values_and_sources(monkeypatch: pytest.MonkeyPatch) -> None:

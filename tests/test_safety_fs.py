@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, Daemon, run_send
-from helpers import count, payload, ping, wait_until
+from helpers import count, kill_all, payload, ping, wait_until
 
 CLI_TIMEOUT_S = 20.0
 MNT_DETACH = 2
@@ -182,3 +182,94 @@ def test_an_unanswered_mount_does_not_freeze_the_daemon_or_the_cli(
         [str(BIN / "nmem"), "search", "marker"], cwd=work, env=daemon.env, capture_output=True, timeout=CLI_TIMEOUT_S
     )
     assert search.returncode == 0, search.stderr
+
+
+def _nmem(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "nmem"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=CLI_TIMEOUT_S
+    )
+
+
+def _session_start(marker: str) -> bytes:
+    return json.dumps(
+        {"session_id": marker, "cwd": "/tmp", "hook_event_name": "SessionStart", "source": "startup"}
+    ).encode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a second uid (chown)")
+def test_a_logs_symlink_in_another_users_home_gets_nothing(short_dir: str, nmem_env: dict[str, str]) -> None:
+    """Finding 11: NMEM_HOME is checked before the log is opened: a `logs` link planted in a home of
+    another user (uid 65534) makes the daemon refuse with one line, and write nothing where it points."""
+    home, elsewhere = Path(short_dir) / "shared", Path(short_dir) / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    (home / "logs").symlink_to(elsewhere)
+    for path in (home, home / "logs", elsewhere):
+        os.lchown(path, 65534, 65534)
+    done = subprocess.run(
+        [str(BIN / "nmemd")],
+        env={**os.environ, **nmem_env, "NMEM_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    assert done.returncode == 3 and "owned by uid 65534" in done.stderr and done.stderr.count("\n") == 1
+    assert list(elsewhere.iterdir()) == []
+
+
+CORRUPT = {
+    "syntax": ('dedup_window_s = 30\nskip_tools = ["Read",\nsynchronous = "FULL"\n', "line 3, column 1"),
+    "value": ('dedup_window_s = 30\nbatch_max_events = "many"\n', "(line 2)"),
+    "fifo": (None, "not a regular file"),
+    "devzero": ("/dev/zero", "not a regular file"),
+}
+
+
+@pytest.fixture
+def corrupt_config(nmem_env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[tuple[Path, str]]:
+    home = Path(nmem_env["NMEM_HOME"])
+    home.mkdir(parents=True, mode=0o700)
+    path = home / "config.toml"
+    text, expected = CORRUPT[request.param]
+    if request.param == "fifo":
+        os.mkfifo(path, 0o600)
+    elif request.param == "devzero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_text(str(text))
+    yield path, expected
+    if request.param == "fifo":
+        _unblock(path)
+    kill_all(home)  # a daemon the hook started, left by a failed test
+
+
+@pytest.mark.parametrize("corrupt_config", list(CORRUPT), indirect=True)
+def test_a_corrupt_config_stops_nothing_and_is_said_everywhere(
+    corrupt_config: tuple[Path, str], daemon: Daemon, nmem_env: dict[str, str]
+) -> None:
+    """Finding 8 / issue #31 item 3: with a config.toml that is corrupt, holds a bad value, is a FIFO or
+    a link to /dev/zero: a SessionStart starts the daemon, which runs without what it cannot use and
+    says so in its log, in its SessionStart reply (systemMessage naming nmem doctor) and in status;
+    status, doctor and config show point at the problem (exit 1); daemon stop stops it."""
+    path, expected = corrupt_config
+    env = {**os.environ, **nmem_env}
+    started = run_send(_session_start("cfgstart"), env=nmem_env)
+    assert started.returncode == 0 and started.stderr == b""
+    reply = json.loads(started.stdout)
+    assert expected in reply["systemMessage"] and "nmem doctor" in reply["systemMessage"], reply
+    later = run_send(payload("cfglater"), env={**nmem_env, "NMEM_AUTOSTART": "0"})
+    assert later.returncode == 0
+    wait_until(lambda: count(daemon.db, "events", "session_id IN ('cfgstart', 'cfglater')") == 2, 15, "stored")
+    assert count(daemon.db, "inbox") == 0
+    log = (daemon.home / "logs" / "nmemd.log").read_text()
+    assert "ERROR nmemd: config:" in log and expected in log and "retention sweep off" in log
+    status = _nmem("status", env=env)
+    assert status.returncode == 1 and "running" in status.stdout and expected in status.stderr + status.stdout
+    doctor = _nmem("doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert doctor.returncode == 1 and checks["config"]["status"] == "fail" and expected in checks["config"]["detail"]
+    shown = _nmem("config", "show", env=env)
+    assert shown.returncode == 1 and expected in shown.stderr and "dedup_window_s" in shown.stdout
+    stop = _nmem("daemon", "stop", env=env)
+    assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stderr
+    assert path.exists() or path.is_symlink()

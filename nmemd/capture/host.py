@@ -22,3 +22,4 @@ class Host(Protocol):
     stopping: anyio.Event  # set once shutdown begins
     last_activity: float  # time.monotonic() of the last request: maintenance waits for quiet
     skip_tools: frozenset[str]  # tools whose events are not stored
+    problems: list[str]  # what the daemon left out at start (config), said at SessionStart

@@ -31,11 +31,23 @@ AllOpt = Annotated[bool, typer.Option("--all", "-a", help="Every project, not on
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="At most this many results.")]
 
 
-def load_settings() -> config.Settings:
+def load_settings(*, lenient: bool = False) -> config.Settings:
+    if lenient:
+        return load_lenient()[0]
     try:
         return config.load()
     except NmemError as exc:
         fail(str(exc))
+
+
+def load_lenient() -> tuple[config.Settings, list[str]]:
+    """The settings for commands that must work whatever the config holds (status, daemon stop,
+    doctor, config show): what cannot be used is left out, and said on stderr (issue #31, item 3)."""
+    checked = config.load_checked()
+    err = ui.Console(stderr=True, soft_wrap=True)
+    for problem in checked.problems:
+        err.print(f"[yellow]warning:[/yellow] {ui.escape(' '.join(problem.split()))}", highlight=False)
+    return checked.settings, checked.problems
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

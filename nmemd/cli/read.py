@@ -23,6 +23,7 @@ from nmemd.cli.common import (
     fail,
     human_bytes,
     json_lines,
+    load_lenient,
     load_settings,
     one_line,
     out,
@@ -66,6 +67,8 @@ def _print_status(st: Status) -> None:
             )
         if d.last_error:
             grid.add_row("last error", Cell([(d.last_error, "red")], one_line=False))
+        for problem in d.config_problems:
+            grid.add_row("config", Cell([(f"left out: {problem}", "red")], one_line=False))
     grid.add_row("database", db.path if db.exists else f"{db.path} (not created yet)")
     grid.add_row("size", f"{human_bytes(db.size_bytes)} + WAL {human_bytes(db.wal_bytes)}")
     stored = [plural(db.observations, "observation"), plural(db.events, "event"), plural(db.sessions, "session")]
@@ -188,11 +191,14 @@ def _print_detail(d: Detail, console: "ui.Console") -> None:
 
 def status(json_out: JsonOpt = False) -> None:
     """Show whether the daemon runs, where the data is and what it holds."""
-    st = control.status(load_settings())
+    settings, problems = load_lenient()  # a corrupt config must not hide whether the daemon runs
+    st = control.status(settings)
     if json_out:
         sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
     else:
         _print_status(st)
+    if problems or st.daemon.config_problems:
+        raise typer.Exit(1)
 
 
 def search(

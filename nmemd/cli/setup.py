@@ -505,27 +505,28 @@ def _uninstall_claude(project_scope: bool, no_mcp: bool) -> None:
 @config_app.command("show")
 def config_show(json_out: JsonOpt = False) -> None:
     """Print the effective configuration and where each value came from."""
-    try:
-        settings, sources = config.load_with_sources()
-    except NmemError as exc:
-        fail(str(exc))
+    settings, sources, problems = config.load_checked()
+    for problem in problems:  # what is shown is what the daemon runs on: the rest at its default
+        ui.Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {ui.escape(problem)}", highlight=False)
     values = msgspec.to_builtins(settings)
     if json_out:
         rows = {k: {"value": v, "source": sources.get(k, "default")} for k, v in values.items()}
         sys.stdout.write(msgspec.json.encode(rows).decode() + "\n")
-        return
+        raise typer.Exit(1 if problems else 0)
     table = ui.Table(box=None, pad_edge=False, header_style="bold")
     for column in ("setting", "value", "source"):
         table.add_column(column)
     for key, value in values.items():
         table.add_row(key, cell(str(value)), sources.get(key, "default"))
     print_table(table)
+    if problems:
+        raise typer.Exit(1)
 
 
 @daemon_app.command("start")
 def daemon_start() -> None:
     """Start nmemd in the background (no-op when it already runs)."""
-    settings = load_settings()
+    settings = load_settings(lenient=True)
     try:
         facts = control.start(settings)
     except NmemError as exc:
@@ -536,7 +537,7 @@ def daemon_start() -> None:
 @daemon_app.command("stop")
 def daemon_stop() -> None:
     """Stop nmemd after it commits everything it received."""
-    settings = load_settings()
+    settings = load_settings(lenient=True)
     try:
         pid = control.stop(settings)
     except NmemError as exc:
@@ -547,7 +548,7 @@ def daemon_stop() -> None:
 @daemon_app.command("restart")
 def daemon_restart() -> None:
     """Stop nmemd, then start it again."""
-    settings = load_settings()
+    settings = load_settings(lenient=True)
     try:
         control.stop(settings)
         facts = control.start(settings)

@@ -257,7 +257,8 @@ class FrameConnection(asyncio.Protocol):
             self._write(reply)
             self._frame_done()
             return
-        if replies.replies_to(self.daemon.settings, extracted) and self.daemon.spawn(
+        daemon = self.daemon
+        if replies.replies_to(daemon.settings, extracted, notices=bool(daemon.problems)) and daemon.spawn(
             self._reply_after_commit, extracted
         ):
             return

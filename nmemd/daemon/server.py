@@ -74,6 +74,7 @@ class Daemon:
     started_at: float = field(default_factory=time.time)
     last_activity: float = field(default_factory=time.monotonic)
     uid_allowed: Callable[[int | None], bool] = same_user
+    problems: list[str] = field(default_factory=list)  # config left out at start (config.load_checked)
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
     stopping: anyio.Event = field(default_factory=anyio.Event)  # set once shutdown begins
     refused_peers: int = 0
@@ -119,6 +120,7 @@ class Daemon:
             post_commit_pending=self.post_commit_pending,
             mcp_building=self.mcp_building,
             worker=self.extractor.facts() if self.extractor is not None else None,
+            config_problems=self.problems,
         )
 
     def ping_reply(self) -> bytes:
@@ -309,6 +311,7 @@ async def serve(
     *,
     started_by: str = "user",
     uid_allowed: Callable[[int | None], bool] = same_user,
+    problems: list[str] | None = None,
     task_status: anyio.abc.TaskStatus[Daemon] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT, a shutdown request, or idleness."""
@@ -339,6 +342,7 @@ async def serve(
                     started_by=started_by,
                     socket_activated=activated,
                     uid_allowed=uid_allowed,
+                    problems=problems or [],
                 )
                 if settings.extract_worker:
                     daemon.extractor = Extractor(daemon.skip_tools)

@@ -54,6 +54,7 @@ class DaemonFacts(msgspec.Struct, kw_only=True):
     post_commit_pending: int = 0  # summaries etc. still running after their events were acked
     mcp_building: bool = False  # the MCP server is being built (~1 s of imports after the first SessionStart)
     worker: WorkerFacts | None = None  # None: the extraction worker is off (the loop extracts)
+    config_problems: list[str] = []  # settings it left out at start (nmemd.config.load_checked)
 
 
 class Status(msgspec.Struct, kw_only=True):

@@ -37,27 +37,46 @@ CONTEXT_TIME_BUDGET_S: Final = 0.3
 _encoder = msgspec.json.Encoder()
 
 
-def _reply(event: str, text: str, agent: str | None = None) -> bytes:
+# Agents whose hooks show a reply's `systemMessage` to the user; the others get a notice inside the
+# context, where only the model reads it.
+_SHOWS_SYSTEM_MESSAGE: Final = frozenset({None, "codex", "gemini"})
+
+
+def _reply(event: str, text: str, agent: str | None = None, notice: str = "") -> bytes:
+    if notice and agent not in _SHOWS_SYSTEM_MESSAGE:
+        text = f"{notice}\n{text}" if text else notice
     if agent == "copilot":  # Copilot reads only the plain form (nmemd.capture.copilot)
         return _encoder.encode({"additionalContext": text})
     if agent == "cursor":  # sessionStart's form; beforeSubmitPrompt takes no context (nmemd.capture.cursor)
         return _encoder.encode({"additional_context": text}) if event == "SessionStart" else b""
     if agent == "cline":  # nmemd.capture.cline
         return _encoder.encode({"cancel": False, "contextModification": text})
-    return _encoder.encode({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
+    reply: dict[str, object] = {}
+    if text:
+        reply["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": text}
+    if notice:
+        reply["systemMessage"] = notice
+    return _encoder.encode(reply)
+
+
+def notice_of(problems: list[str]) -> str:
+    """The one line a session's user is shown about what the daemon left out (config problems)."""
+    if not problems:
+        return ""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"nmem: {clip(problems[0], 300)}{more}. Run `nmem doctor`."
 
 
 async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
     """The bytes `nmem-send` prints on the hook's stdout (empty: nothing to say)."""
     settings = daemon.settings
+    if extracted.hook_event == "SessionStart" and (notice := notice_of(daemon.problems)):
+        text = await session_context(settings, extracted) if extracted.project else ""
+        return _reply("SessionStart", text, extracted.agent, notice)
     if not extracted.project:
         return b""
     if extracted.hook_event == "SessionStart" and settings.context_budget > 0:
-        text = await readers.run(
-            settings.db, build_context, extracted.project, session_id=extracted.session_id,
-            source=extracted.source or "startup", budget=settings.context_budget,
-            deadline=time.monotonic() + CONTEXT_TIME_BUDGET_S,
-        )  # fmt: skip
+        text = await session_context(settings, extracted)
         return _reply("SessionStart", text, extracted.agent) if text else b""
     if extracted.hook_event == "UserPromptSubmit" and settings.prompt_recall and settings.prompt_recall_budget > 0:
         prompt = next((o.content for o in extracted.observations if o.type == "prompt"), "")
@@ -71,8 +90,20 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
     return b""
 
 
-def replies_to(settings: Settings, extracted: Extracted) -> bool:
+async def session_context(settings: Settings, extracted: Extracted) -> str:
+    if settings.context_budget <= 0 or not extracted.project:
+        return ""
+    return await readers.run(
+        settings.db, build_context, extracted.project, session_id=extracted.session_id,
+        source=extracted.source or "startup", budget=settings.context_budget,
+        deadline=time.monotonic() + CONTEXT_TIME_BUDGET_S,
+    )  # fmt: skip
+
+
+def replies_to(settings: Settings, extracted: Extracted, *, notices: bool = False) -> bool:
     """Whether `hook_reply` may have something to say; every other event is answered without a task."""
+    if notices and extracted.hook_event == "SessionStart":
+        return True
     if not extracted.project:
         return False
     if extracted.hook_event == "SessionStart":

@@ -73,15 +73,15 @@ def _private(path: str) -> str | None:
 
 
 def check_config() -> tuple[Check, Settings]:
-    """The effective config; on an error, the default paths so the other checks still run."""
-    try:
-        settings = config.load()
-    except NmemError as exc:
-        fallback = Settings(home=paths.home(), socket=paths.socket_path(), db=paths.db_path())
-        target = Path(paths.home()) / "config.toml"
-        fix = f"edit {target} or the NMEM_* variable it names, then: nmem config show"
-        return fail("config", str(exc), fix), fallback
+    """The effective config; what cannot be used of it fails the check, the rest is what the daemon
+    runs on (the other checks run on it too), and a FIFO there never hangs (issue #31, item 3)."""
+    settings, _, problems = config.load_checked()
     target = Path(settings.home) / "config.toml"
+    if problems:
+        fix = (
+            f"edit {target} or the NMEM_* variable it names (until then nmemd runs without it), then: nmem config show"
+        )
+        return fail("config", "; ".join(problems), fix), settings
     return ok("config", str(target) if target.exists() else "defaults (no config.toml)"), settings
 
 
