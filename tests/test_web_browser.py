@@ -238,3 +238,65 @@ def test_nmem_ui_opens_the_browser_without_the_secret_on_its_command_line(
         expect(browser_page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
         assert v.secret not in browser_page.url  # the address bar and the history keep no token
     assert not opener.exists()  # gone with the viewer
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _nmem_ui(*args: str) -> str:
+    done = subprocess.run([str(BIN / "nmem"), "ui", "--no-open", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_bookmark_of_the_viewer_that_stays_works_after_the_browser_and_the_viewer_restart(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """Issue #32: `nmem ui --background` keeps an address; the first visit's cookie outlives the
+    browser (a real Chromium profile, closed and opened again); `nmem ui` opens the running one."""
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -e '.[test]' installs it)")
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("no Chromium here (Debian: apt-get install chromium; .ci/run installs it)")
+    import re
+
+    daemon.start()
+    prompt("the okapi exporter keeps a bookmark")
+    port = _free_port()
+    first = _nmem_ui("--background", "--port", str(port))
+    try:
+        m = re.fullmatch(rf"nmem ui: (http://127\.0\.0\.1:{port}/[\w-]+/)\?token=(\S+)\n", first)
+        assert m, first
+        bookmark = m.group(1)
+        state = daemon.home / "ui" / "viewer.json"
+        assert state.stat().st_mode & 0o777 == 0o600 and state.parent.stat().st_mode & 0o777 == 0o700
+        assert _nmem_ui() == first  # `nmem ui` opens the running one (same address), starts none
+        profile = tmp_path / "profile"
+        with sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(str(profile), executable_path=chromium,
+                                                           args=CHROMIUM_FLAGS)  # fmt: skip
+            page = context.new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(first.removeprefix("nmem ui: ").strip())
+            expect(page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
+            assert page.url == bookmark  # what the address bar shows, and a bookmark keeps
+            context.close()  # the browser exits
+            _nmem_ui("--stop")
+            assert _nmem_ui("--background") == first  # the same address, the same secret
+            context = p.chromium.launch_persistent_context(str(profile), executable_path=chromium,
+                                                           args=CHROMIUM_FLAGS)  # fmt: skip
+            page = context.new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(bookmark)
+            expect(page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
+            context.close()
+    finally:
+        _nmem_ui("--stop")

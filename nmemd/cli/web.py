@@ -1,4 +1,5 @@
-"""`nmem ui`: the memory viewer in a browser, served by this command until Ctrl-C.
+"""`nmem ui`: the memory viewer in a browser, served by this command until Ctrl-C, or in the
+background at an address to come back to (`--background`, nmemd.web.service).
 
 Why not inside the daemon: the daemon serves hooks and stays small (uvicorn and starlette would
 cost its memory and start for every user, viewer or not); the viewer is one more client of the
@@ -12,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import webbrowser
 from pathlib import Path
 from typing import Annotated
@@ -19,27 +21,70 @@ from typing import Annotated
 import typer
 
 from nmemd.cli.common import fail, load_settings
+from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.errors import NmemError
 
+OPENER_KEPT_S = 60.0  # how long the file that opens a running viewer stays
+
 
 def ui(
-    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (default: a free one).", min=0, max=65535)] = 0,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            help="Port on 127.0.0.1 (default: a free one; --background: its last one, first 47613).",
+            min=0,
+            max=65535,
+        ),
+    ] = 0,
     no_open: Annotated[bool, typer.Option("--no-open", help="Print the URL; do not open a browser.")] = False,
+    background: Annotated[
+        bool, typer.Option("--background", help="Keep it running after this command, at the same address.")
+    ] = False,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the viewer --background started.")] = False,
+    serve_background: Annotated[bool, typer.Option("--serve-background", hidden=True)] = False,
 ) -> None:
     """Open the memory viewer in your browser (this machine and this user only).
 
-    It serves the viewer until Ctrl-C.
-    """
+    It serves the viewer until Ctrl-C; with --background it keeps running at a fixed address that
+    a bookmark opens after the first visit. When one runs, `nmem ui` opens it.
+    """  # fmt: skip
+    from nmemd.web import service
+
+    settings = load_settings()
+    if stop:
+        pid = service.stop(settings.home)
+        sys.stdout.write(f"nmem ui: stopped the viewer (pid {pid})\n" if pid else "nmem ui: no viewer was running\n")
+        return
+    if serve_background:
+        _serve(settings, service.port_for(settings.home, port), no_open=True, stays=True)
+        return
+    try:
+        control.start(settings, on_demand=True)  # the viewer reads and changes through it
+        viewer = service.running(settings.home)
+        if viewer is None and background:
+            viewer = service.start(settings.home, service.port_for(settings.home, port))
+    except (NmemError, OSError) as exc:
+        fail(str(exc))
+    if viewer is None:
+        _serve(settings, port, no_open=no_open, stays=False)
+        return
+    _announce(viewer.sign_in, f"The viewer runs in the background (pid {viewer.pid}); `nmem ui --stop` stops it.")
+    if not no_open:
+        opener = _open(settings.home, viewer.port, viewer.sign_in)
+        if opener is not None:
+            _forget_later(opener)
+
+
+def _serve(settings: Settings, port: int, *, no_open: bool, stays: bool) -> None:
+    """Serve the viewer in this process until SIGINT or SIGTERM (`stays`: as the one that stays,
+    at its saved address, its state file naming this process)."""
+    from nmemd.web import service
     from nmemd.web.app import create_app
     from nmemd.web.guard import new_key, new_secret
     from nmemd.web.server import serve
 
-    settings = load_settings()
-    try:
-        control.start(settings, on_demand=True)  # the viewer reads and changes through it
-    except NmemError as exc:
-        fail(str(exc))
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.bind(("127.0.0.1", port))
@@ -47,20 +92,20 @@ def ui(
         fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")
     listener.listen(128)
     port = listener.getsockname()[1]
-    secret, key = new_secret(), new_key()
+    if stays:
+        state = service.for_port(settings.home, port)
+        state.pid = os.getpid()
+        service.save(settings.home, state)
+        secret, key, max_age = state.secret, state.key, service.COOKIE_DAYS * 86400
+    else:
+        secret, key, max_age = new_secret(), new_key(), None
     url = f"http://127.0.0.1:{port}/{key}/?token={secret}"
-    sys.stdout.write(f"nmem ui: {url}\n")
-    sys.stdout.flush()
-    sys.stderr.write("Only this URL opens it (it holds this run's secret). Ctrl-C stops it.\n")
     opener = None
-    if not no_open:
-        try:
-            opener = open_file(settings.home, port, url)
-        except OSError as exc:
-            sys.stderr.write(f"nmem ui: could not write the page that opens the viewer ({exc}); open the URL above\n")
-        else:
-            webbrowser.open(opener.as_uri())  # the browser's command line names the file, not the secret
-    app = create_app(settings, secret=secret, key=key, port=port)
+    if not stays:
+        _announce(url, "Only this URL opens it (it holds this run's secret). Ctrl-C stops it.")
+        if not no_open:
+            opener = _open(settings.home, port, url)
+    app = create_app(settings, secret=secret, key=key, port=port, max_age=max_age)
     # uvicorn stops on SIGTERM, then raises it again under the handler it found: this one, so that
     # the `finally` below still removes the file holding the secret.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -71,6 +116,35 @@ def ui(
     finally:
         if opener is not None:
             opener.unlink(missing_ok=True)
+
+
+def _announce(url: str, note: str) -> None:
+    sys.stdout.write(f"nmem ui: {url}\n")
+    sys.stdout.flush()
+    sys.stderr.write(note + "\n")
+
+
+def _open(home: str, port: int, url: str) -> Path | None:
+    """Start the browser on a 0600 file that forwards it to `url`; the file, or None."""
+    try:
+        opener = open_file(home, port, url)
+    except OSError as exc:
+        sys.stderr.write(f"nmem ui: could not write the page that opens the viewer ({exc}); open the URL above\n")
+        return None
+    webbrowser.open(opener.as_uri())  # the browser's command line names the file, not the secret
+    return opener
+
+
+def _forget_later(opener: Path) -> None:
+    """This command ends now and the browser reads the file when it starts: a detached child
+    removes it a little later."""
+    if os.fork() == 0:
+        try:
+            os.setsid()
+            time.sleep(OPENER_KEPT_S)  # the browser has read it long before
+            opener.unlink(missing_ok=True)
+        finally:
+            os._exit(0)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
