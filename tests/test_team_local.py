@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from nmemd import config
@@ -170,3 +171,17 @@ def test_daemon_without_shared_projects_never_loads_psycopg(tmp_path: Path) -> N
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_viewer_and_the_mcp_search_name_a_teammates_hit() -> None:
+    from nmemd.mcp import tools
+    from nmemd.recall.queries import Hit
+    from nmemd.web import pages
+
+    hit = Hit(id=5, type="edit", project="/w/api", session_id="sk", ts=time.time(), title="fixed <ws>", author="kim",
+              agent="codex")  # fmt: skip
+    row = pages.hit_row(msgspec.to_builtins(hit))
+    assert "by kim with codex" in row and "<ws>" not in row
+    assert "by kim with codex" in tools._hit_line(hit, time.time())
+    mine = Hit(id=6, type="edit", project="/w/api", session_id="s", ts=time.time(), title="mine")
+    assert " by " not in pages.hit_row(msgspec.to_builtins(mine)) and " by " not in tools._hit_line(mine, time.time())

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from pg_cluster import Database, find_bindir
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -164,6 +165,7 @@ def test_the_server_answers_what_the_local_window_does_not_hold(team: tuple[Data
     hits = wait_for(lambda: b.search("zq33window", project=b_repo), SYNC_S, "the server's hit in B's search")
     assert [(h["id"], h["author"]) for h in hits] == [(0, "al")] and hits[0]["seq"]
     assert not _local_rows(b, "zq33window")  # from the server, not the local store
+    assert "by al" in _mcp_search(b, b_repo, "zq33window")  # the MCP search tool too
     # the server away: local results and a one-line note, within the search's time
     db.cluster.stop("immediate")
     try:
@@ -172,6 +174,17 @@ def test_the_server_answers_what_the_local_window_does_not_hold(team: tuple[Data
         assert len(done.stderr.strip().splitlines()) == 1 and "team server" in done.stderr, done.stderr
     finally:
         db.cluster.start()
+
+
+def _mcp_search(m: Member, project: Path, query: str) -> str:
+    from test_mcp import bridge_params, mcp_session, ok
+
+    async def go() -> str:
+        params = bridge_params(m.env, str(project))
+        async with mcp_session(params, m.root / "mcp-err.log") as session:
+            return await ok(session, "search", {"query": query})
+
+    return anyio.run(go)
 
 
 def _count_server(db: Database, marker: str) -> tuple[int, int]:

@@ -218,8 +218,15 @@ def build_server() -> "MCPServer[Any]":
         get_observations(ids) and timeline(id) take. Cheap; use it first, then get_observations for
         the details of the few ids that matter.
         """
-        now = time.time()
-        return await _run_tool(search_tool, query, project, type, session_id, file, since, until, limit, now, agent)
+        now, now_mono = time.time(), time.monotonic()
+        text = await _run_tool(search_tool, query, project, type, session_id, file, since, until, limit, now, agent)
+        caller = caller_var.get()
+        sync = getattr(caller.daemon, "team", None)  # the daemon's TeamSync (team memory)
+        if sync is not None and sync.links and not (type or session_id or file or since or until or agent):
+            from nmemd.team import recall  # the server answers what the local store lacks
+
+            text = await recall.mcp_lines(caller.daemon, text, query, project or caller.project, limit, now_mono)
+        return text
 
     @tool
     async def timeline(

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from nmemd.recall.methods import SearchParams
 from nmemd.recall.queries import ALL_PROJECTS, Hit
@@ -67,3 +67,27 @@ async def with_server(daemon: Daemon, p: SearchParams, reply: dict[str, Any], st
             )
         )  # fmt: skip
     return {"hits": [*hits, *extra], "notes": [*reply.get("notes", []), *notes]}
+
+
+async def mcp_lines(daemon: Any, text: str, query: str, project: str | None, limit: int, started: float) -> str:
+    """The MCP search tool's text with the server's hits added (one line each, `server` where the id
+    is) when the local ones fall short; a note line when the server could not be asked."""
+    from nmemd.recall.summary import ago, clip, rel
+
+    shown = sum(1 for line in text.splitlines() if line.startswith("#"))
+    roots = {root for link in daemon.team.links.values() for root in link.roots}
+    if shown >= limit or not project or project not in roots:
+        return text
+    p = SearchParams(query=query, project=project, limit=limit - shown)
+    extra = await with_server(cast("Daemon", daemon), p, {"hits": [], "notes": []}, started)
+    now = time.time()
+    lines = []
+    for h in extra["hits"]:
+        who = f"by {h.author}" + (f" with {h.agent}" if h.agent and h.agent != "claude-code" else "")
+        parts = [f"server {h.type}", ago(h.ts, now), who, clip(h.title, 120)]
+        if h.file_path:
+            parts.append(rel(h.file_path, h.project))
+        lines.append(" · ".join(parts))
+    if lines and not shown:
+        text = f"{len(lines)} matches for {query!r} on the team server, best first:"
+    return "\n".join([text, *lines, *extra["notes"]])
