@@ -191,14 +191,14 @@ def outbox_depth(conn: sqlite3.Connection, roots: Sequence[str] | None = None) -
     )
 
 
-def read_outbox(conn: sqlite3.Connection, link: Link, limit: int) -> tuple[list[OutRow], list[int]]:
+def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0) -> tuple[list[OutRow], list[int]]:
     """The oldest outbox rows of `link`'s projects as they will be pushed, and the outbox ids of rows
     that push nothing (their observation was forgotten since, or a prompt not shared): acked as sent."""
     roots = link.roots
     rows = conn.execute(
-        "SELECT id, op, ref, project FROM team_outbox WHERE project IN (SELECT value FROM json_each(?))"
+        "SELECT id, op, ref, project FROM team_outbox WHERE id > ? AND project IN (SELECT value FROM json_each(?))"
         " ORDER BY id LIMIT ?",
-        (json.dumps(list(roots)), limit),
+        (after, json.dumps(list(roots)), limit),
     ).fetchall()
     obs_ids = [int(r[2]) for r in rows if r[1] == "obs"]
     observations = {

@@ -45,6 +45,8 @@ PULL_PAGE: Final = 1000
 # the event loop and the store's lock with fewer of them (bench_team_sync.py: hooks).
 PUSH_LINGER_S: Final = 0.25
 PULL_LINGER_S: Final = 0.05
+ACK_EVERY_S: Final = 2.0  # pushed rows leave the outbox in one write this often at most
+ACK_MAX: Final = 20_000  # or once this many wait (a big backlog)
 LAG_EVERY_S: Final = 10.0  # the server's newest seq is asked this often at most (`nmem team status`'s lag)
 T = TypeVar("T")
 
@@ -216,28 +218,56 @@ class TeamSync:
             await _close(push_conn)
 
     async def _pusher(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, wake: _Wake) -> None:
+        """Drain the outbox: each batch pushed while the next is read (the server's work and ours overlap).
+
+        Pushed rows leave the outbox only after the server's COMMIT returned, and in one write every
+        ACK_EVERY_S at most (each ack takes the store's lock a hooks' batch may be waiting for); until
+        then `after` keeps them from being read again. A crash before the ack pushes them again: the
+        server ignores the repeat."""
         db = self.daemon.settings.db
         batch = self.daemon.settings.team_push_batch
-        while True:
-            await anyio.sleep(PUSH_LINGER_S)
-            wake.push = anyio.Event()  # before reading: a commit from now on wakes the next round
+        after = 0  # the highest outbox id pushed (or skipped) by this connection
+        pushed: list[int] = []  # outbox ids pushed, not deleted yet
+        count = 0  # of which rows the server took
+        acked_at = time.monotonic()
+        try:
             while True:
-                rows, skipped = await readers.run(db, local.read_outbox, link, batch)
-                if not rows and not skipped:
-                    break
-                refused: list[str] = []
-                if rows:
-                    with anyio.fail_after(OP_TIMEOUT_S):
-                        refused = await client.push(conn, link.team, self.machine, rows)
-                # Acknowledged only now, after the server's COMMIT returned.
-                done = [r.outbox_id for r in rows] + skipped
-                await self.writer(local.ack, link.key, done, len(rows), time.time())
-                st.pushed += len(rows)
-                st.last_push_at = time.time()
-                if refused:
-                    LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
-            with anyio.move_on_after(PUSH_POLL_S):
-                await wake.push.wait()
+                await anyio.sleep(PUSH_LINGER_S)
+                wake.push = anyio.Event()  # before reading: a commit from now on wakes the next round
+                rows, skipped = await readers.run(db, local.read_outbox, link, batch, after)
+                while rows or skipped:
+                    ids = [r.outbox_id for r in rows] + skipped
+                    after = max(after, *ids)
+                    async with anyio.create_task_group() as tg:
+                        if rows:
+                            tg.start_soon(self._push_batch, conn, link, st, rows)
+                        following = await readers.run(db, local.read_outbox, link, batch, after)
+                    pushed += ids  # the push above returned: its COMMIT is done
+                    count += len(rows)
+                    rows, skipped = following
+                    if len(pushed) >= ACK_MAX:
+                        await self._ack(link, pushed, count)
+                        pushed, count, acked_at = [], 0, time.monotonic()
+                if pushed and time.monotonic() - acked_at >= ACK_EVERY_S:
+                    await self._ack(link, pushed, count)
+                    pushed, count, acked_at = [], 0, time.monotonic()
+                with anyio.move_on_after(ACK_EVERY_S if pushed else PUSH_POLL_S):
+                    await wake.push.wait()
+        finally:
+            if pushed:  # the link is going away (an error, a rebuild, shutdown): ack what the server has
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+                    await self._ack(link, pushed, count)
+
+    async def _push_batch(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, rows: Any) -> None:
+        with anyio.fail_after(OP_TIMEOUT_S):
+            refused = await client.push(conn, link.team, self.machine, rows)
+        st.pushed += len(rows)
+        st.last_push_at = time.time()
+        if refused:
+            LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
+
+    async def _ack(self, link: Link, outbox_ids: list[int], count: int) -> None:
+        await self.writer(local.ack, link.key, outbox_ids, count, time.time())
 
     async def _puller(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, wake: _Wake) -> None:
         db = self.daemon.settings.db
