@@ -296,3 +296,24 @@ def test_a_users_hook_that_mentions_the_client_is_not_nmems(agents: dict[str, Pa
         stop = json.loads(path.read_text())["hooks"]["Stop"]
         assert stop == [{"hooks": [own]}, {"hooks": [also]}], path
     assert (agents["codex"] / "config.toml").read_text() == config
+
+
+def test_uninstall_after_other_changes_keeps_them_and_the_users_own_style(agents: dict[str, Path]) -> None:
+    """When something else changed the file after the install (Claude Code rewrites `~/.claude.json`
+    often), uninstall edits it: the change stays, and so do the file's indentation, its `\\u` escapes
+    and the user's own empty containers that nmem's entries had filled."""
+    settings = agents["claude"] / "settings.json"
+    settings.write_text('{\n    "hooks": {\n        "Stop": []\n    },\n    "x": "caf\\u00e9"\n}\n')
+    state = agents["claude"] / ".claude.json"
+    state.write_text('{\n  "mcpServers": {},\n  "numStartups": 3\n}\n')
+    assert nmem("install", "--no-import").returncode == 0
+    for path, key in ((settings, "model"), (state, "numStartups")):
+        data = json.loads(path.read_text())
+        data[key] = "changed since"
+        path.write_text(json.dumps(data, indent=4 if path == settings else 2, ensure_ascii=path == settings) + "\n")
+    assert nmem("uninstall").returncode == 0
+    assert settings.read_text() == (
+        '{\n    "hooks": {\n        "Stop": []\n    },\n    "x": "caf\\u00e9",\n    "model": "changed since"\n}\n'
+    )
+    assert json.loads(state.read_text()) == {"mcpServers": {}, "numStartups": "changed since"}
+    assert state.read_text().startswith('{\n  "')

@@ -267,7 +267,7 @@ def without_mcp(state: dict[str, Any], path: Path) -> dict[str, Any]:
     return cleaned
 
 
-_ESCAPED: Final = re.compile(r"\\u(?:00[89a-fA-F]|0[1-9a-fA-F]|[1-9a-fA-F])[0-9a-fA-F]{2}")  # past ASCII
+_ESCAPED: Final = re.compile(r"\\u(?:00[89a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3})")
 _INDENT: Final = re.compile(r"\A\s*[{\[]\r?\n([ \t]+)\S")
 
 
@@ -328,26 +328,53 @@ def _backup(path: Path, old: str | bytes) -> Path:
     return files.backup(path, old.encode("utf-8") if isinstance(old, str) else old)
 
 
-def restored(path: Path, data: dict[str, Any], undo: Undo) -> bytes | None:
-    """The bytes of the file as it was before nmem's install, when an uninstall leaves `data` (the file
-    now, nmem's entries removed) and nothing else changed since that install: the newest backup that
-    holds nothing of nmem's, if installing into it and uninstalling again gives `data`. None otherwise
-    (the uninstall then edits the file: nmem's entries out, the rest as it is now)."""
+def _original(path: Path, undo: Undo) -> tuple[bytes, dict[str, Any]] | None:
+    """The newest backup of `path` that holds nothing of nmem's (the file before its install): bytes, content."""
     for copy_path in files.backups(path):
         try:
             old = copy_path.read_bytes()
             before = json.loads(old) if old.strip() else {}
         except (OSError, ValueError):
             continue
-        if not isinstance(before, dict):
-            continue
         try:
-            if undo.remove(before) != before:
-                continue  # a backup taken between two installs
-            return old if undo.remove(undo.add(before)) == data else None
+            if isinstance(before, dict) and undo.remove(before) == before:
+                return old, before
         except SettingsError:
             return None
     return None
+
+
+def restored(path: Path, data: dict[str, Any], undo: Undo) -> bytes | None:
+    """The bytes of the file as it was before nmem's install, when an uninstall leaves `data` (the file
+    now, nmem's entries removed) and nothing else changed since that install: the newest backup that
+    holds nothing of nmem's, if installing into it and uninstalling again gives `data`. None otherwise
+    (the uninstall then edits the file: nmem's entries out, the rest as it is now)."""
+    original = _original(path, undo)
+    try:
+        return original[0] if original is not None and undo.remove(undo.add(original[1])) == data else None
+    except SettingsError:
+        return None
+
+
+def _hollow(value: Any) -> bool:
+    """An empty list or object, or an object of only such: what holds no entry of anyone's."""
+    return value in ([], {}) or (isinstance(value, dict) and all(_hollow(v) for v in value.values()))
+
+
+def with_empties(data: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """`data` with the empty containers `before` had where `data` has none (the user's own
+    `"hooks": {"Stop": []}` that nmem's entry filled and its removal took away), at every depth."""
+    out = copy.deepcopy(data)
+    order = list(before)
+    for i, (key, value) in enumerate(before.items()):
+        if key not in out and _hollow(value):
+            after = next((k for k in reversed(order[:i]) if k in out), None)  # where it was, among the keys left
+            items = list(out.items())
+            at = 0 if after is None else [k for k, _ in items].index(after) + 1
+            out = dict([*items[:at], (key, copy.deepcopy(value)), *items[at:]])
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = with_empties(out[key], value)
+    return out
 
 
 def project_settings_path(root: str) -> Path:
@@ -378,6 +405,10 @@ def write(path: Path, data: dict[str, Any], undo: Undo | None = None) -> Written
                 return Written(changed=False)
             if undo is not None:
                 before = restored(path, data, undo)
+                original = _original(path, undo) if before is None else None
+                if original is not None:  # edited since: the user's own empty containers stay, at least
+                    data = with_empties(data, original[1])
+                    new = render(data, text).encode("utf-8")
                 new = new if before is None else before
             backup = _backup(path, old)
         files.replace(real, new)
