@@ -339,6 +339,8 @@ def sessions(
     """List recent sessions with their agent and first prompt, newest first (--handoff: with their handoffs)."""
     scope = resolve_scope(project, all_projects)
     params = {"project": scope, "limit": limit, "agent": clean_arg(agent) if agent else None}
+    if handoff or json_out:
+        params["handoff"] = True
     rows: list[SessionRow] = read_as("sessions", params, list[SessionRow])
     if json_out:
         json_lines(rows)

@@ -216,7 +216,7 @@ def _with_handoff(
     of subagent events or a compaction only), with that handoff; else the newest."""
     first: tuple[_Session, list[HandoffLine]] | None = None
     for s in recent[:tries]:
-        lines = handoff(conn, s.id).lines
+        lines = handoff(conn, s.id, (*LATEST_KINDS, "activity")).lines
         if any(line.kind != "activity" for line in lines):
             return s, lines
         first = first or (s, lines)
@@ -263,9 +263,12 @@ def _fixes(conn: sqlite3.Connection, project: str, scope: _Scope) -> _Section:
     return _Section("## Failures and what fixed them", [_with_ids(line) for line in lines])
 
 
-def _decisions(conn: sqlite3.Connection, ids: list[str]) -> _Section:
+def _decisions(conn: sqlite3.Connection, scope: _Scope) -> _Section:
     """Causes, fixes and decisions the assistant stated in its messages, newest first."""
-    lines = [line for line in decisions(conn, ids, MAX_DECISIONS, scan=40) if line]
+    stops = [r[0] for r in conn.execute(
+        f"SELECT id FROM observations WHERE {scope.sql} AND +type = 'stop' ORDER BY id DESC LIMIT 40", scope.args
+    )]  # fmt: skip
+    lines = [line for line in decisions(conn, scope.ids, MAX_DECISIONS, scan=40, ids=stops) if line]
     items = [_item(f"- {line.text} ({refs(line.ids)})") for line in lines]
     return _Section("## Causes and decisions stated by the assistant (newest first)", items)
 
@@ -437,7 +440,7 @@ def build_context(
             lambda: team,  # teammates lately (team memory)
             lambda: _fixes(conn, project, scope),
             lambda: _commands(conn, project, scope, focus, now),
-            lambda: _decisions(conn, ids[:MAX_SESSIONS]),
+            lambda: _decisions(conn, scope),
             lambda: _earlier(conn, [s for s in recent[:MAX_SESSIONS] if s not in chosen], session_id, source, now),
             lambda: _tasks(conn, project, scope, focus, now),
             lambda: _files(conn, project, scope, focus, now),

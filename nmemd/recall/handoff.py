@@ -15,6 +15,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import islice
 from typing import Final
 
@@ -159,6 +160,7 @@ class Row:
     file_path: str | None
     session_id: str
     ts: float
+    tool_name: str | None = None
 
 
 def rows_of(conn: sqlite3.Connection, where: str, args: Iterable[object], limit: int = SESSION_ROWS) -> list[Row]:
@@ -174,26 +176,58 @@ def rows_of(conn: sqlite3.Connection, where: str, args: Iterable[object], limit:
     ]
 
 
-def handoff(conn: sqlite3.Connection, session_id: str) -> Handoff:
-    """The handoff of one session (no lines when it did nothing worth handing on)."""
+def _session_rows(conn: sqlite3.Connection, session_id: str) -> list[Row]:
+    """The session's newest SESSION_ROWS rows of every kind, oldest first, in one read of its index (a
+    session's rows come sorted from it, never in order): the line builders take the ids they quote from
+    these, so a long session is read once."""
+    rows = [
+        Row(*r)
+        for r in conn.execute(
+            """SELECT id, type, title, command, file_path, session_id, ts, tool_name FROM observations
+                WHERE session_id = ? AND +type NOT IN ('session', 'event', 'notification')
+                ORDER BY ts DESC, id DESC LIMIT ?""",
+            (session_id, SESSION_ROWS),
+        )
+    ]
+    rows.sort(key=lambda r: r.id)
+    return rows
+
+
+def handoff(conn: sqlite3.Connection, session_id: str, kinds: Iterable[str] | None = None) -> Handoff:
+    """The handoff of one session (no lines when it did nothing worth handing on); of those `kinds` of
+    lines only, when given (what is not asked for is not read)."""
+    want = set(LABELS if kinds is None else kinds)
     head = conn.execute(
         f"SELECT project, {agent_column(conn, 's')} FROM sessions s WHERE session_id = ?", (session_id,)
     ).fetchone()
     project, agent = (head[0], head[1]) if head else (None, None)
-    rows = rows_of(conn, "session_id = ?", (session_id,))
+    every = _session_rows(conn, session_id)
+    rows = [r for r in every if r.type in _TYPES]
+    of = {t: [r.id for r in every if r.type == t] for t in ("stop", "compact")}
+    tasks = [r.id for r in every if r.type == "task" and r.tool_name in _TASK_TOOLS]
     lines: list[HandoffLine | None] = []
-    lines += _asked(conn, session_id)
-    lines += _changed(rows, project)
-    lines += failures(conn, rows, project)
-    lines += checks(conn, rows)
-    items, task_id = open_tasks(conn, session_id)
-    lines.append(_line("tasks", "; ".join(items[:MAX_TASKS]) + ("; …" if len(items) > MAX_TASKS else ""), [task_id]))
-    lines += _compaction(conn, session_id)
-    lines += decisions(conn, [session_id], MAX_LEARNED, skip_last=True)
-    lines.append(concluded(conn, session_id))
-    if not any(lines):
+    if want & {"asked", "redirected"}:
+        lines += _asked(conn, session_id)
+    if "changed" in want:
+        lines += _changed(rows, project)
+    if want & {"fixed", "failed"}:
+        lines += failures(conn, rows, project)
+    if "checks" in want:
+        lines += checks(conn, rows)
+    if "tasks" in want:
+        items, task_id = open_tasks(conn, session_id, ids=tasks)
+        more = "; …" if len(items) > MAX_TASKS else ""
+        lines.append(_line("tasks", "; ".join(items[:MAX_TASKS]) + more, [task_id]))
+    if want & {"pending", "next"}:
+        lines += _compaction(conn, session_id, of["compact"])
+    if "learned" in want:
+        lines += decisions(conn, [session_id], MAX_LEARNED, skip_last=True, ids=of["stop"])
+    if "concluded" in want:
+        lines.append(concluded(conn, session_id, ids=of["stop"]))
+    if not any(lines) and "activity" in want:
         lines.append(_activity(conn, session_id))
-    return Handoff(session_id=session_id, project=project, agent=agent or "claude-code", lines=[x for x in lines if x])
+    kept = [x for x in lines if x and x.kind in want]
+    return Handoff(session_id=session_id, project=project, agent=agent or "claude-code", lines=kept)
 
 
 def _activity(conn: sqlite3.Connection, session_id: str) -> HandoffLine | None:
@@ -293,6 +327,7 @@ def _delta(changes: list[Row]) -> str:
 # --- failures and what fixed them ----------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def command_key(command: str) -> str:
     """What makes two runs "the same command": its first line without a leading `cd X &&` or variables,
     up to its third word (`npm run build`, `pytest -q tests/x.py` and `pytest -q` differ; reruns match)."""
@@ -446,11 +481,21 @@ _TASK_CREATED: Final = re.compile(r"Task created: (.*?)(?: \(#(\S+)\))?")
 _TASK_UPDATED: Final = re.compile(r"Task #(\S+) updated(?:: (\w+))?(?: \((.*)\))?")
 
 
-def open_tasks(conn: sqlite3.Connection, session_id: str, project: str | None = None) -> tuple[list[str], int]:
+_TASK_TOOLS: Final = ("TodoWrite", "TaskCreate", "TaskUpdate")
+
+
+def open_tasks(
+    conn: sqlite3.Connection, session_id: str, project: str | None = None, ids: list[int] | None = None
+) -> tuple[list[str], int]:
     """The not-completed items of the session's last todo list (TodoWrite), or of the Task* tools' state,
-    as `[~] item` (in progress) and `[ ] item` (pending); and the id of the row that says so (0: none)."""
-    where = "session_id = ? AND +type = 'task' AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate')"
-    args: tuple[str, ...] = (session_id,)
+    as `[~] item` (in progress) and `[ ] item` (pending); and the id of the row that says so (0: none).
+    `ids`: the session's task rows, when the caller has read them."""
+    args: tuple[object, ...]
+    if ids is not None:
+        where, args = f"id IN ({','.join('?' * len(ids))})", tuple(ids)
+    else:
+        where = "session_id = ? AND +type = 'task' AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate')"
+        args = (session_id,)
     if project is not None:
         where += " AND +project = ?"
         args += (project,)
@@ -476,8 +521,8 @@ def open_tasks(conn: sqlite3.Connection, session_id: str, project: str | None = 
 # --- the compaction summary's own pending work and next step ------------------------------------
 
 
-def _compaction(conn: sqlite3.Connection, session_id: str) -> list[HandoffLine | None]:
-    found = _newest(conn, [session_id], "compact", 3, 12_000)
+def _compaction(conn: sqlite3.Connection, session_id: str, ids: list[int] | None = None) -> list[HandoffLine | None]:
+    found = _newest(conn, [session_id], "compact", 3, 12_000, ids)
     if not found:
         return []
     oid, text = found[0]
@@ -502,23 +547,32 @@ def _compaction(conn: sqlite3.Connection, session_id: str) -> list[HandoffLine |
 # --- what the assistant concluded and decided ----------------------------------------------------
 
 
-def concluded(conn: sqlite3.Connection, session_id: str, chars: int = 300) -> HandoffLine | None:
-    """The assistant's last message in the session, cut to `chars`."""
-    found = _newest(conn, [session_id], "stop", 3, chars * 4)
+def concluded(
+    conn: sqlite3.Connection, session_id: str, chars: int = 300, ids: list[int] | None = None
+) -> HandoffLine | None:
+    """The assistant's last message in the session, cut to `chars` (`ids`: its stop rows, when read)."""
+    found = _newest(conn, [session_id], "stop", 3, chars * 4, ids)
     return _line("concluded", clip(found[0][1], chars), [found[0][0]]) if found else None
 
 
 def _newest(
-    conn: sqlite3.Connection, session_ids: list[str], type_: str, limit: int, chars: int
+    conn: sqlite3.Connection,
+    session_ids: list[str],
+    type_: str,
+    limit: int,
+    chars: int,
+    known: list[int] | None = None,
 ) -> list[tuple[int, str]]:
     """(id, its content's first `chars`) of the sessions' newest `limit` rows of a type, newest first, the
-    empty ones left out. The ids first, then the content of those only: a filter on the content would
-    read every row of the sessions, long outputs included."""
-    marks = ",".join("?" * len(session_ids))
-    ids = [r[0] for r in conn.execute(
-        f"SELECT id FROM observations WHERE session_id IN ({marks}) AND +type = ? ORDER BY id DESC LIMIT ?",
-        (*session_ids, type_, limit),
-    )]  # fmt: skip
+    empty ones left out; `known`: those rows' ids, when the caller has read them. The ids first, then
+    the content of those only: a filter on the content would read every row, long outputs included."""
+    ids: list[int] = list(known or [])
+    for sid in session_ids if known is None else ():  # each along the session's index
+        ids += [r[0] for r in conn.execute(
+            "SELECT id FROM observations WHERE session_id = ? AND +type = ? ORDER BY ts DESC, id DESC LIMIT ?",
+            (sid, type_, limit),
+        )]  # fmt: skip
+    ids = sorted(ids, reverse=True)[:limit]
     texts = _contents(conn, ids, chars)
     return [(i, texts[i]) for i in ids if texts.get(i)]
 
@@ -536,14 +590,19 @@ def _sentences(text: str) -> Iterator[str]:
 
 
 def decisions(
-    conn: sqlite3.Connection, session_ids: list[str], limit: int, skip_last: bool = False, scan: int = 30
+    conn: sqlite3.Connection,
+    session_ids: list[str],
+    limit: int,
+    skip_last: bool = False,
+    scan: int = 30,
+    ids: list[int] | None = None,
 ) -> list[HandoffLine | None]:
     """Sentences of the assistant's messages that state a cause, a fix or a decision ("The root cause
     was ...", "... instead of ..."), newest first, at most `limit`, each once; `skip_last`: not from the
     session's last message (its conclusion says it whole)."""
     if not session_ids or limit <= 0:
         return []
-    rows = _newest(conn, session_ids, "stop", scan, 4000)
+    rows = _newest(conn, session_ids, "stop", scan, 4000, ids)
     if skip_last:
         rows = rows[1:]
     out: list[HandoffLine | None] = []

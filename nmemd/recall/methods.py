@@ -48,6 +48,7 @@ class SessionsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     limit: Limit = 10
     before: float | None = None  # last active before this time: the next page
     agent: str | None = None
+    handoff: bool = False  # each session's handoff too (a read of each session's rows: asked for, not given)
 
 
 class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -134,7 +135,7 @@ def _sessions(conn: sqlite3.Connection, p: SessionsParams) -> Any:
     if queries.agent_column(conn, "s") == "NULL":
         agent = None
     rows = queries.sessions(conn, p.project, p.limit, p.before, agent=agent)
-    for row in rows:
+    for row in rows if p.handoff else ():
         row.handoff = handoff(conn, row.session_id).lines
     return rows
 

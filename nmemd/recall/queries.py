@@ -104,7 +104,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     summary: str | None
     first_prompt: str | None = None
     agent: str = "claude-code"
-    handoff: list[HandoffLine] = []  # computed from the session's observations when it is listed
+    handoff: list[HandoffLine] = []  # when asked for (`sessions` with `handoff`): read from its observations
 
 
 def resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
