@@ -257,8 +257,12 @@ def run(argv: list[str] | None = None) -> int:
     _signal.signal(_signal.SIGTERM, _on_sigterm)
     body = _read_stdin()
     if not body.strip():
-        return 0  # nothing to remember; Claude Code always sends a payload
-    body = with_agent(body, agent_arg(sys.argv[1:] if argv is None else argv))
+        from nmem_client import malformed  # counted for `nmem status`; Claude Code always sends a payload
+
+        malformed.note("empty hook input")
+        return 0
+    agent = agent_arg(sys.argv[1:] if argv is None else argv)
+    body = with_agent(body, agent)
     event_id = protocol.new_event_id()
     daemon_absent = False
     try:
@@ -271,15 +275,25 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     if status == b"ERR" and reply.split(b" ", 1)[0] not in protocol.RETRYABLE:
         return 0  # the daemon saw the event and refused it for good (and logged why)
-    if not paths.trusted_home():
-        return 0  # another user's NMEM_HOME: nothing of ours goes there (issue #16, finding 8)
-    from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
+    # Another user's NMEM_HOME gets nothing of ours (issue #16, finding 8), nor does a file or a path
+    # that cannot be made: the event goes to a private spool outside it (issue #31, item 2).
+    problem = paths.home_problem()
+    if problem is None:
+        from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
 
-    inbox.store(event_id.decode(), body)
-    if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":
-        inbox.start_daemon()
-        if starts_a_session(body):  # its reply is the context the session starts with
-            _print(answer_after_start(event_id, body))
+        if inbox.store(event_id.decode(), body) != "lost":
+            if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":
+                inbox.start_daemon()
+                if starts_a_session(body):  # its reply is the context the session starts with
+                    _print(answer_after_start(event_id, body))
+            return 0
+        problem = f"{paths.home()} cannot be created or written"
+    from nmem_client import fallback
+
+    kept = fallback.keep(event_id.decode(), body, problem)
+    if starts_a_session(body):
+        where = f"events wait in {kept} until it can" if kept else "events are not kept"
+        _print(fallback.notice_reply(agent, f"nmem cannot use NMEM_HOME: {problem}; {where}. Run `nmem doctor`."))
     return 0
 
 

@@ -145,16 +145,24 @@ def _followed(folder: str, uid: int) -> tuple[posix.stat_result | None, str | No
     return st, None
 
 
-def trusted_home() -> bool:
-    """Whether the inbox may be written: NMEM_HOME is ours (`own_folder_problem`) and so is its database,
-    which others may not write. A folder another user made first would get our events."""
-    if own_folder_problem(home()) is not None:
-        return False
+def home_problem() -> str | None:
+    """Why the inbox may not be written (None: it may): NMEM_HOME must be ours (`own_folder_problem`)
+    and so must its database, which others may not write. A folder another user made first would
+    get our events."""
+    why = own_folder_problem(home())
+    if why is not None:
+        return why
     try:
         db = posix.lstat(db_path())
     except OSError:
-        return True
-    return db.st_uid == posix.geteuid() and not db.st_mode & 0o022
+        return None
+    if db.st_uid != posix.geteuid() or db.st_mode & 0o022:
+        return f"{db_path()} is not ours alone"
+    return None
+
+
+def trusted_home() -> bool:
+    return home_problem() is None
 
 
 def store_socket() -> str | None:

@@ -17,6 +17,8 @@ import pytest
 from conftest import BIN, Daemon, run_send
 from helpers import count, kill_all, payload, ping, wait_until
 
+from nmem_client import fallback
+
 CLI_TIMEOUT_S = 20.0
 MNT_DETACH = 2
 
@@ -273,3 +275,87 @@ def test_a_corrupt_config_stops_nothing_and_is_said_everywhere(
     stop = _nmem("daemon", "stop", env=env)
     assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stderr
     assert path.exists() or path.is_symlink()
+
+
+def _fallback_events(home: str) -> list[Path]:
+    return [p for folder in fallback.candidates(home) for p in sorted(Path(folder).glob("*.event"))]
+
+
+@pytest.fixture
+def unusable_home(nmem_env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[str]:
+    """NMEM_HOME as a regular file, a folder of uid 65534, or a path that cannot be made."""
+    home = nmem_env["NMEM_HOME"]
+    if request.param == "file":
+        Path(home).write_text("not a folder\n")
+    elif request.param == "foreign":
+        if os.geteuid() != 0:
+            pytest.skip("needs a second uid (chown)")
+        Path(home).mkdir(mode=0o700)
+        os.chown(home, 65534, 65534)
+    else:
+        home = f"/proc/nope-{os.urandom(4).hex()}"
+        nmem_env["NMEM_HOME"] = home
+    yield home
+    for event in _fallback_events(home):
+        event.unlink()
+
+
+@pytest.mark.parametrize("unusable_home", ["file", "foreign", "proc"], indirect=True)
+def test_an_unusable_home_loses_no_event_and_says_so(
+    unusable_home: str, nmem_env: dict[str, str], short_dir: str
+) -> None:
+    """Issue #31 item 2: with NMEM_HOME a file, another user's folder or `/proc/nope`, the hook client
+    keeps the event in a private spool outside it, the SessionStart reply says so (systemMessage naming
+    nmem doctor), no daemon is started; status and doctor fail with the reason; `nmem daemon start`
+    fails at once naming it, not a log. Once the home works, the daemon stores every event once."""
+    home = unusable_home
+    env = {**os.environ, **nmem_env}
+    started = run_send(_session_start("homestart"), env=nmem_env)
+    assert started.returncode == 0 and started.stderr == b""
+    notice = json.loads(started.stdout)["systemMessage"]
+    assert home in notice and "nmem doctor" in notice, notice
+    prompt = run_send(payload("homeprompt"), env=nmem_env)
+    assert prompt.returncode == 0 and prompt.stderr == b"" and prompt.stdout == b""
+    kept = _fallback_events(home)
+    assert len(kept) == 2
+    folder = kept[0].parent
+    assert folder.stat().st_mode & 0o777 == 0o700 and folder.parent.stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in kept)
+    status = _nmem("status", env=env)
+    assert status.returncode == 1 and "2 events wait in" in status.stdout, status.stdout
+    doctor = _nmem("doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert doctor.returncode == 1 and checks["capture"]["status"] == "fail"
+    start = _nmem("daemon", "start", env=env)
+    assert start.returncode == 1 and home in start.stderr and "log" not in start.stderr, start.stderr
+    if home.startswith("/proc/"):
+        return  # nothing can make it work: the events stay where status and doctor point
+    if Path(home).is_file():
+        Path(home).unlink()
+    else:
+        os.chown(home, os.geteuid(), os.getegid())
+    daemon = Daemon(nmem_env, short_dir)
+    daemon.start()
+    try:
+        wait_until(lambda: count(daemon.db, "events", "session_id IN ('homestart', 'homeprompt')") == 2, 15, "stored")
+        wait_until(lambda: not _fallback_events(home), 15, "fallback drained")
+        assert not (folder / fallback.REASON).exists()
+        assert _nmem("status", env=env).returncode == 0
+    finally:
+        daemon.stop()
+
+
+def test_malformed_hook_input_is_counted(daemon: Daemon, nmem_env: dict[str, str]) -> None:
+    """Issue #31 item 2: empty and non-JSON hook input is counted; status and doctor show it."""
+    daemon.start()
+    for body in (b"", b"   \n", b"not json at all", b'{"cut": '):
+        done = run_send(body, env=nmem_env)
+        assert done.returncode == 0 and done.stderr == b"" and done.stdout == b""
+    env = {**os.environ, **nmem_env}
+    status = _nmem("status", "--json", env=env)
+    facts = json.loads(status.stdout)
+    assert status.returncode == 0 and facts["malformed_inputs"] == 4, facts
+    assert "4 hook inputs not usable" in _nmem("status", env=env).stdout
+    doctor = _nmem("doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["capture"]["status"] == "warn" and "4 hook inputs" in checks["capture"]["detail"]

@@ -14,6 +14,7 @@ import time
 
 import anyio
 
+from nmem_client import fallback, malformed
 from nmemd.capture import clock
 from nmemd.capture.extract import extract_event
 from nmemd.capture.ingest import Ingestor
@@ -36,8 +37,9 @@ STALE_TMP_S = 600.0
 async def drain_once(ingestor: Ingestor, settings: Settings) -> int:
     """Drain everything waiting now; return how many events were handled."""
     handled = await _drain_inbox(ingestor, settings)
-    handled += await _drain_spool(ingestor, settings)
+    handled += await _drain_spool(ingestor, settings, settings.spool)
     _remove_stale_tmp(settings.spool)
+    handled += await _drain_fallback(ingestor, settings)
     if handled:
         # The raw payloads (which may hold secrets) were deleted with secure_delete
         # on; truncating the WAL removes their last copies from disk.
@@ -75,6 +77,7 @@ async def _drain_inbox(ingestor: Ingestor, settings: Settings) -> int:
                 extracted = extract_event(bytes(payload), skip)
             except InvalidEvent as exc:
                 LOG.warning("dropping invalid inbox event %s: %s", event_id, exc)
+                malformed.note(f"refused from the inbox: {exc}", settings.home)
                 invalid.append((event_id,))
                 continue
             at = min(float(received_at), now)
@@ -110,9 +113,31 @@ def _remove_stale_tmp(spool: str, now: float | None = None) -> int:
     return removed
 
 
-async def _drain_spool(ingestor: Ingestor, settings: Settings) -> int:
+async def _drain_fallback(ingestor: Ingestor, settings: Settings) -> int:
+    """Events a client kept outside NMEM_HOME while the home could not be used (nmem_client.fallback),
+    from private folders of ours only; the reason is removed with the last of them."""
+    handled = 0
+    for folder in fallback.candidates(settings.home):
+        if fallback.private_folder_problem(folder) is not None:
+            continue
+        done = await _drain_spool(ingestor, settings, folder)
+        if done:
+            LOG.warning(
+                "stored %d event%s kept in %s while NMEM_HOME could not be used", done, "s" * (done > 1), folder
+            )
+        handled += done
+        _remove_stale_tmp(folder)
+        try:
+            if not any(n.endswith(SPOOL_SUFFIX) for n in os.listdir(folder)):
+                os.unlink(os.path.join(folder, fallback.REASON))
+        except OSError:
+            pass
+    return handled
+
+
+async def _drain_spool(ingestor: Ingestor, settings: Settings, folder: str) -> int:
     try:
-        names = sorted(n for n in os.listdir(settings.spool) if n.endswith(SPOOL_SUFFIX))
+        names = sorted(n for n in os.listdir(folder) if n.endswith(SPOOL_SUFFIX))
     except FileNotFoundError:
         return 0
     skip = frozenset(settings.skip_tools)
@@ -122,7 +147,7 @@ async def _drain_spool(ingestor: Ingestor, settings: Settings) -> int:
         items: list[Incoming] = []
         done: list[str] = []
         for name in chunk:
-            path = os.path.join(settings.spool, name)
+            path = os.path.join(folder, name)
             try:
                 st = os.stat(path)
                 received_at = st.st_mtime
@@ -139,6 +164,7 @@ async def _drain_spool(ingestor: Ingestor, settings: Settings) -> int:
                 extracted = extract_event(body, skip)
             except InvalidEvent as exc:
                 LOG.warning("dropping invalid spooled event %s: %s", event_id, exc)
+                malformed.note(f"refused from the spool: {exc}", settings.home)
                 continue
             items.append(Incoming(event_id=event_id, received_at=received_at, extracted=extracted))
         if items:

@@ -8,6 +8,7 @@ from typing import Annotated
 import msgspec
 import typer
 
+from nmem_client import malformed
 from nmemd.capture.project import short_name
 from nmemd.cli import ui
 from nmemd.cli.common import (
@@ -36,7 +37,7 @@ from nmemd.cli.common import (
     when,
 )
 from nmemd.daemon import control
-from nmemd.daemon.status import Status
+from nmemd.daemon.status import Status, capture_problems
 from nmemd.model import AGENTS, OBSERVATION_TYPES
 from nmemd.recall import snippets
 from nmemd.recall.handoff import LABELS, Handoff, refs
@@ -76,6 +77,10 @@ def _print_status(st: Status) -> None:
     grid.add_row("by type", ", ".join(f"{k} {v}" for k, v in db.by_type.items()) or "-")
     grid.add_row("last event", when(db.last_event_at))
     grid.add_row("backlog", f"{db.inbox_backlog} in inbox, {db.spool_backlog} spooled")
+    if st.malformed_inputs:
+        grid.add_row("bad input", f"{plural(st.malformed_inputs, 'hook input')} not usable, last {st.malformed_last}")
+    for problem in st.problems:
+        grid.add_row("problem", Cell([(problem, "red")], one_line=False))
     if db.jobs:
         grid.add_row("maintenance", "\n".join(f"{j.name}: {when(j.last_run)}, {j.outcome or '-'}" for j in db.jobs))
     grid.print()
@@ -193,11 +198,14 @@ def status(json_out: JsonOpt = False) -> None:
     """Show whether the daemon runs, where the data is and what it holds."""
     settings, problems = load_lenient()  # a corrupt config must not hide whether the daemon runs
     st = control.status(settings)
+    st.problems = capture_problems(settings.home, settings.socket)
+    st.malformed_inputs, last = malformed.counted(settings.home)
+    st.malformed_last = last or None
     if json_out:
         sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
     else:
         _print_status(st)
-    if problems or st.daemon.config_problems:
+    if problems or st.daemon.config_problems or st.problems:
         raise typer.Exit(1)
 
 

@@ -26,7 +26,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from nmem_client import protocol
+from nmem_client import malformed, protocol
 from nmemd.capture import clock
 from nmemd.capture.extract import extract_event
 from nmemd.daemon.instance import peer_uid
@@ -234,6 +234,7 @@ class FrameConnection(asyncio.Protocol):
 
     def _invalid(self, event_id: bytes, exc: InvalidEvent) -> None:
         LOG.warning("refused event %s: %s", event_id.decode(), exc)
+        malformed.note(f"refused: {exc}", self.daemon.settings.home)  # counted by nmem status and doctor
         self._write(protocol.encode_error(protocol.ERR_INVALID, str(exc)))
 
     def _submit(self, event_id: bytes, extracted: Extracted) -> bool:

@@ -63,9 +63,31 @@ def startup_problem(home: str, socket_path: str) -> str | None:
     """Why a daemon would refuse these paths at start (None: it would not), without creating anything:
     `nmem daemon start` and `nmem doctor` say it instead of a start that fails in the background."""
     folder = os.path.dirname(socket_path) or "."
+    home_problem = paths.own_folder_problem(home) or _cannot_create(home)
     if socket_dir_is_ours(socket_path, home) or not os.path.lexists(folder):
-        return paths.own_folder_problem(home) or paths.own_folder_problem(folder)
-    return paths.own_folder_problem(home) or paths.given_folder_problem(folder)
+        return home_problem or paths.own_folder_problem(folder)
+    return home_problem or paths.given_folder_problem(folder)
+
+
+def _cannot_create(folder: str) -> str | None:
+    """Why `folder`, missing, could not be made (`/proc/nope`); None when it exists or could. Tried:
+    its first missing level is made and removed again, since no mode bit tells (root, /proc)."""
+    if os.path.lexists(folder):
+        return None
+    head = os.path.abspath(folder)
+    while not os.path.lexists(os.path.dirname(head)) and os.path.dirname(head) != head:
+        head = os.path.dirname(head)
+    try:
+        os.mkdir(head, 0o700)
+    except FileExistsError:
+        return None
+    except OSError as exc:
+        return f"{folder} cannot be created: {exc.strerror}"
+    try:
+        os.rmdir(head)
+    except OSError:
+        pass
+    return None
 
 
 # Locks this process already holds, by path: `nmemd` takes its lock before importing the

@@ -60,6 +60,29 @@ class DaemonFacts(msgspec.Struct, kw_only=True):
 class Status(msgspec.Struct, kw_only=True):
     daemon: DaemonFacts
     database: DatabaseFacts
+    # Filled by the CLI: what keeps events from the store (`nmem status` fails on them), and hook
+    # input that could not be used (issue #31, item 2).
+    problems: list[str] = []
+    malformed_inputs: int = 0
+    malformed_last: str | None = None
+
+
+def capture_problems(home: str, socket_path: str) -> list[str]:
+    """Why events do not reach the store: an NMEM_HOME the daemon cannot use, events a client kept
+    outside it meanwhile (nmem_client.fallback). [] when none."""
+    from nmem_client import fallback
+    from nmemd.daemon.instance import startup_problem
+
+    out = []
+    refused = startup_problem(home, socket_path)
+    if refused:
+        out.append(f"NMEM_HOME cannot be used: {refused}")
+    kept = fallback.waiting(home)
+    if kept:
+        folder, count, reason = kept
+        events = f"{count} event{'s wait' if count > 1 else ' waits'}"
+        out.append(f"{events} in {folder} ({reason}): stored once the home works")
+    return out
 
 
 def _size(path: str) -> int:

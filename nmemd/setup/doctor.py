@@ -477,6 +477,22 @@ def _team_health() -> list[Check]:
     return membership.health()
 
 
+def check_capture(settings: Settings) -> Check:
+    """Events kept outside an NMEM_HOME that could not be used, and hook input that was not usable."""
+    from nmem_client import fallback, malformed
+
+    kept = fallback.waiting(settings.home)
+    if kept:
+        folder, count, reason = kept
+        return fail("capture", f"{count} event{'s' * (count != 1)} waiting in {folder}: {reason}",
+                    "make NMEM_HOME a folder of yours (or unset it), then: nmem daemon start")  # fmt: skip
+    count, last = malformed.counted(settings.home)
+    if count:
+        return warn("capture", f"{count} hook input{'s' * (count != 1)} not usable (empty or not JSON), last {last}",
+                    f"see {settings.log_dir}/nmemd.log and the agent's hook command")  # fmt: skip
+    return ok("capture", "no events waiting outside the store, no unusable hook input")
+
+
 def run() -> Report:
     """Every check, in the order a problem is best fixed in."""
     first, settings = check_config()
@@ -494,6 +510,7 @@ def run() -> Report:
     checks += _guarded("socket", lambda: check_socket(settings))
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))
+    checks += _guarded("capture", lambda: check_capture(settings))
     checks += _guarded("service", check_service)
     checks += _guarded("team", _team_health)
     return Report(ok=all(c.status != "fail" for c in checks), checks=checks)
