@@ -305,6 +305,26 @@ def test_sections_state_facts(conn_to: Any) -> None:
     assert "- src/app.py: 1 edit (latest: 24 h ago)" in lines
 
 
+def test_causes_and_decisions_the_assistant_stated_are_listed_with_their_message(conn_to: Any) -> None:
+    sid, cwd = "why", "/w"
+    conn = conn_to(_build([
+        _prompt(sid, cwd, "why do messages stay pending?"),
+        _p("Stop", sid, cwd, last_assistant_message="Let me look.\n\n**Root cause:** the hooks run in a separate"
+           " shell, so the env var is not there.\nI will fix it."),
+        _prompt(sid, cwd, "ok which token do we use"),
+        _p("Stop", sid, cwd, last_assistant_message="We decided to use SUBMODULE_TOKEN instead of GITHUB_TOKEN for"
+           " the sync workflow."),
+    ]))  # fmt: skip
+    text = build_context(conn, cwd, now=NOW)
+    section = text.removesuffix(CLOSE).split("## Causes and decisions stated by the assistant (newest first)\n")[1]
+    section = section.split("\n\n")[0].strip()
+    stops = [r[0] for r in conn.execute("SELECT id FROM observations WHERE type = 'stop' ORDER BY id")]
+    assert section.splitlines() == [
+        f"- We decided to use SUBMODULE_TOKEN instead of GITHUB_TOKEN for the sync workflow. (#{stops[1]})",
+        f"- Root cause: the hooks run in a separate shell, so the env var is not there. (#{stops[0]})",
+    ]
+
+
 def test_compaction_puts_the_sessions_own_work_first(conn_to: Any) -> None:
     cwd = "/c"
     mine = [_p("SessionStart", "mine", cwd, source="startup"), _prompt("mine", cwd, "refactor the parser"),

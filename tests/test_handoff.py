@@ -285,3 +285,38 @@ def test_an_imported_session_gets_its_handoff_stored_listed_and_shown(daemon: Da
     assert "Asked: " in long.stdout
     bad = subprocess.run([nmem, "show", "s:zz"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr.startswith("error: no session 'zz'") and "Traceback" not in bad.stderr
+
+
+# --- the pieces the lines are made of ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "key"),
+    [
+        ("npm run build", "npm run build"),
+        ('cd "/a b" && npm run build 2>&1 | tail -5', "npm run build"),
+        ("nix develop --command go list -m all", "go list -m"),
+        ("npx playwright test tests/x.spec.ts --headed", "playwright test tests/x.spec.ts"),
+        ("uv run ruff check src/", "ruff check src/"),
+        ("timeout 3s ./app serve --port 1", "./app serve --port"),
+        ("PYTHONPATH=src python3 -m pytest tests/", "python3 -m pytest"),
+        ("bun install react@19 react-dom@19", "bun install"),
+    ],
+)
+def test_a_command_is_known_by_what_it_runs(command: str, key: str) -> None:
+    """Reruns match (`npm run build` after `cd x && npm run build`); a wrapper is not the command."""
+    from nmemd.recall.handoff import command_key
+
+    assert command_key(command) == key
+
+
+def test_the_error_line_is_the_one_that_says_what_went_wrong() -> None:
+    from nmemd.recall.snippets import error_lines
+
+    pytest_out = "tests/x.py F  [100%]\n\n    def test_a():\n>       assert 'a' == 'b'\nE   AssertionError: 'a' != 'b'"
+    assert error_lines(pytest_out, 1) == ["E AssertionError: 'a' != 'b'"]
+    eslint = "97:10 Warning: 'x' is assigned a value but never used\n29:42 Error: The `Function` type accepts any"
+    assert error_lines(eslint, 1) == ["29:42 Error: The `Function` type accepts any"]
+    jest = "✓ returns null when the comment is not found (1 ms)\n● Validation Error: Module ts-jest was not found"
+    assert error_lines(jest, 1) == ["● Validation Error: Module ts-jest was not found"]
+    assert error_lines("all good\n3 passed", 1) == []
