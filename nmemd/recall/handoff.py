@@ -552,7 +552,16 @@ def concluded(
 ) -> HandoffLine | None:
     """The assistant's last message in the session, cut to `chars` (`ids`: its stop rows, when read)."""
     found = _newest(conn, [session_id], "stop", 3, chars * 4, ids)
-    return _line("concluded", clip(found[0][1], chars), [found[0][0]]) if found else None
+    return _line("concluded", clip(_unmarked(found[0][1]), chars), [found[0][0]]) if found else None
+
+
+_MARKUP: Final = re.compile(r"^\s*#{1,6}\s+|\*\*|__|^\s*```\w*\s*$|^\s*[-|: ]+\|[-|: ]*$", re.MULTILINE)
+
+
+def _unmarked(text: str) -> str:
+    """A message without its markdown's headings, bold marks, code fences and table rules: on one line
+    they are noise."""
+    return _MARKUP.sub("", text)
 
 
 def _newest(
@@ -615,7 +624,7 @@ def decisions(
             if key in seen:
                 continue
             seen.add(key)
-            out.append(_line("learned", clip(sentence.replace("**", ""), 240), [oid]))
+            out.append(_line("learned", clip(_unmarked(sentence), 240), [oid]))
             break  # one sentence per message: the first that states it
         if len(out) >= limit:
             break
