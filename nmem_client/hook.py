@@ -184,14 +184,22 @@ def starts_a_session(body: bytes) -> bool:
     )
 
 
-def answer_after_start(event_id: bytes, body: bytes) -> bytes:
+def answer_after_start(event_id: bytes, body: bytes, report: int | None = None, agent: bytes = b"") -> bytes:
     """Wait, bounded, for a daemon just started to listen, then send it the same event again
-    (stored once: it is in the inbox under this id) for its reply; b"" when none comes in time."""
+    (stored once: it is in the inbox under this id) for its reply; b"" when none comes in time.
+    A daemon that says on `report` (nmem_client.inbox.start_daemon) that it cannot start ends the
+    wait at once, with a notice that names why and `nmem doctor` (issue #31, item 3)."""
     deadline = time.monotonic() + _ms_setting("NMEM_START_WAIT_MS", DEFAULT_START_WAIT_MS)
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return b""
+        failed = _start_failure(report)
+        if failed:
+            from nmem_client import fallback
+
+            why = failed.decode("utf-8", "replace")
+            return fallback.notice_reply(agent, f"nmem: the daemon cannot start: {why}. Run `nmem doctor`.")
         try:
             status, reply = deliver(protocol.KIND_HOOK, event_id, body, left)
         except Terminated:
@@ -202,6 +210,18 @@ def answer_after_start(event_id: bytes, body: bytes) -> bytes:
             time.sleep(min(START_POLL_S, max(left, 0.0)))  # the daemon is still starting
             continue
         return reply if status == b"OK" else b""
+
+
+def _start_failure(report: int | None) -> bytes:
+    """What a starting daemon wrote after `failed ` on its report pipe (b"": nothing yet, or it
+    started, or it exited without a word: the socket is still polled until the deadline)."""
+    if report is None:
+        return b""
+    try:
+        said = posix.read(report, 4096)
+    except OSError:  # EAGAIN: the daemon is still starting
+        return b""
+    return said[7:].strip()[:300] if said.startswith(b"failed ") else b""
 
 
 AGENT_KEY = b'"nmem_agent"'
@@ -283,9 +303,10 @@ def run(argv: list[str] | None = None) -> int:
 
         if inbox.store(event_id.decode(), body) != "lost":
             if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":
-                inbox.start_daemon()
-                if starts_a_session(body):  # its reply is the context the session starts with
-                    _print(answer_after_start(event_id, body))
+                session = starts_a_session(body)
+                report = inbox.start_daemon(report=session)
+                if session:  # its reply is the context the session starts with
+                    _print(answer_after_start(event_id, body, report, agent))
             return 0
         problem = f"{paths.home()} cannot be created or written"
     from nmem_client import fallback

@@ -89,13 +89,20 @@ def daemon_command(args: tuple[str, ...] = ON_FIRST_USE) -> list[str]:
     return [sys.executable, "-P", "-m", "nmemd", *args]
 
 
-def start_daemon(args: tuple[str, ...] = ON_FIRST_USE) -> None:
+REPORT_ENV = "NMEM_START_REPORT_FD"  # where a daemon that cannot start says why (nmemd.__main__)
+REPORT_FD = 3
+
+
+def start_daemon(args: tuple[str, ...] = ON_FIRST_USE, *, report: bool = False) -> int | None:
     """Start nmemd detached: new session, stdio on /dev/null, no zombie left behind.
 
     A double fork: the grandchild is re-parented to init, and we reap the child
     at once. Concurrent starters are fine: the daemon's flock keeps one.
+    `report`: return the non-blocking read end of a pipe on which a daemon that cannot start
+    writes `failed <why>` before it exits (a SessionStart then stops waiting for it at once).
     """
     argv = daemon_command(args)
+    reader, writer = os.pipe() if report else (-1, -1)
     pid = os.fork()
     if pid == 0:  # child
         try:
@@ -109,9 +116,19 @@ def start_daemon(args: tuple[str, ...] = ON_FIRST_USE) -> None:
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            os.closerange(3, 1024)
+            first_free = 3
+            if writer >= 0:
+                os.dup2(writer, REPORT_FD)
+                os.environ[REPORT_ENV] = str(REPORT_FD)
+                first_free = REPORT_FD + 1
+            os.closerange(first_free, 1024)
             os.chdir("/")
             os.execv(argv[0], argv)
         finally:
             os._exit(127)
     os.waitpid(pid, 0)
+    if writer < 0:
+        return None
+    os.close(writer)
+    os.set_blocking(reader, False)
+    return reader

@@ -27,8 +27,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _take_report_fd() -> int | None:
+    """The pipe a starting hook client waits on (nmem_client.inbox.start_daemon), kept from our children."""
+    import os
+
+    raw = os.environ.pop("NMEM_START_REPORT_FD", "")
+    if not raw.isdigit():
+        return None
+    try:
+        os.set_inheritable(int(raw), False)
+    except OSError:
+        return None
+    return int(raw)
+
+
+def _cannot_start(report: int | None, message: str) -> None:
+    """Say why on stderr and to the client that started us, which then stops waiting at once."""
+    import os
+
+    print(f"nmemd: {message}", file=sys.stderr)  # noqa: T201
+    if report is not None:
+        try:
+            os.write(report, f"failed {' '.join(message.split())[:300]}\n".encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    report = _take_report_fd()
 
     import msgspec
 
@@ -54,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         ensure_private_dir(settings.log_dir)
         logs.setup(settings.log_dir, settings.log_level, stderr=args.log_stderr)
     except (NmemError, OSError) as exc:
-        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
+        _cannot_start(report, str(exc))  # no log of ours to write to
         sys.exit(EXIT_STARTUP_FAILURE)
     import logging
 
@@ -78,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     except (NmemError, OSError) as exc:
         # Started by a hook or `nmem daemon start`, stderr is /dev/null: the log is where it is read.
         logging.getLogger("nmemd").error("startup failed: %s", exc)
-        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
+        _cannot_start(report, str(exc))
         sys.exit(EXIT_STARTUP_FAILURE)
     import anyio
 
@@ -96,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_ALREADY_RUNNING)
     except (NmemError, OSError) as exc:
         logging.getLogger("nmemd").error("startup failed: %s", exc)
-        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
+        _cannot_start(report, str(exc))
         sys.exit(EXIT_STARTUP_FAILURE)
     except KeyboardInterrupt:
         pass

@@ -359,3 +359,19 @@ def test_malformed_hook_input_is_counted(daemon: Daemon, nmem_env: dict[str, str
     doctor = _nmem("doctor", "--json", env=env)
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert checks["capture"]["status"] == "warn" and "4 hook inputs" in checks["capture"]["detail"]
+
+
+def test_a_daemon_that_cannot_start_is_said_at_session_start(nmem_env: dict[str, str]) -> None:
+    """Issue #31 item 3: a SessionStart whose daemon cannot start (a database that is not one) stops
+    waiting when the daemon says why, and the reply names it and nmem doctor; the daemon's log has
+    the line, and the event waits in the spool (not lost)."""
+    home = Path(nmem_env["NMEM_HOME"])
+    home.mkdir(mode=0o700)
+    (home / "nmem.db").write_bytes(b"this is not a database, " * 400)
+    (home / "nmem.db").chmod(0o600)
+    started = run_send(_session_start("deadstart"), env=nmem_env)
+    assert started.returncode == 0 and started.stderr == b""
+    notice = json.loads(started.stdout)["systemMessage"]
+    assert "cannot start: file is not a database" in notice and "nmem doctor" in notice, notice
+    assert "startup failed: file is not a database" in (home / "logs" / "nmemd.log").read_text()
+    assert len(list((home / "spool").glob("*.event"))) == 1
