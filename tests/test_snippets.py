@@ -178,3 +178,17 @@ def test_the_cli_marks_for_a_pipe_bolds_on_a_terminal_and_gives_spans_in_json(st
     assert "\x1b[1m" in drawn and "⟦walrus⟧" not in drawn
     plain = _nmem_search("walrus", tty=True, env={"NO_COLOR": "1"})
     assert "⟦walrus⟧" in plain
+
+
+def test_a_question_about_a_cause_is_shown_the_line_that_states_one() -> None:
+    content = (
+        "Build succeeded. Here's what I fixed:\n\n"
+        "**Root cause:** the instance id was set in the server process, but hooks run in a separate shell.\n\n"
+        "**To test:** restart your instances; messages to each instance now arrive."
+    )
+    query = parse("why did messages stay pending with a single instance running?")
+    plain = snippets.cut(query, content)
+    asked_why = snippets.cut(query, content, why=True)
+    assert plain is not None and plain[0].startswith("…**To test:**")  # more of the words
+    assert asked_why is not None and asked_why[0].startswith("…**Root cause:** the instance id")
+    assert snippets.ASKS_WHY.search("why did messages stay pending?") and not snippets.ASKS_WHY.search("run tests")

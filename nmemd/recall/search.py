@@ -124,11 +124,11 @@ def search(
         conn.set_progress_handler(None, 0)
     best = _fold(hits)[:limit]
     teammates_of(conn, best)
-    _snippets(conn, query, best, contents)
+    _snippets(conn, query, best, contents, bool(snippets.ASKS_WHY.search(text)))
     return best
 
 
-def _snippets(conn: sqlite3.Connection, query: Query, hits: list[Hit], contents: dict[int, str]) -> None:
+def _snippets(conn: sqlite3.Connection, query: Query, hits: list[Hit], contents: dict[int, str], why: bool) -> None:
     """Each shown hit's snippet (only for what is shown: it costs a regex per word over the content). Ranking
     read the first SCORED_CHARS of the best rows; the line that answers may be further down a long output."""
     longer = [h.id for h in hits if h.id not in contents or len(contents[h.id]) >= SCORED_CHARS]
@@ -139,7 +139,7 @@ def _snippets(conn: sqlite3.Connection, query: Query, hits: list[Hit], contents:
         )
         contents = {**contents, **dict(rows.fetchall())}
     for hit in hits:
-        cut = snippets.cut(query, contents.get(hit.id) or "", hit.title)
+        cut = snippets.cut(query, contents.get(hit.id) or "", hit.title, why=why)
         if cut is not None:
             hit.snippet, hit.spans = cut
 

@@ -123,26 +123,33 @@ def matches(query: Query, low: str) -> list[Match]:
     return found
 
 
-def cut(query: Query, content: str, title: str = "", limit: int = SNIPPET_CHARS) -> tuple[str, list[Span]] | None:
+# A question about a cause ("why did the build fail?"): a line stating one answers it.
+ASKS_WHY: Final = re.compile(r"(?i)\b(?:why|cause[sd]?|reason|how come|what (?:broke|went wrong|was wrong))\b")
+
+
+def cut(
+    query: Query, content: str, title: str = "", limit: int = SNIPPET_CHARS, why: bool = False
+) -> tuple[str, list[Span]] | None:
     """The snippet of `content` for `query`, with its matches' spans; None when there is nothing to show.
 
     The line scored highest by the distinct terms it matches (those the `title` lacks count double: the
     line is printed beside the title) plus the fact it carries; without any match in the content (the
     title or the path matched), the line carrying the most of a fact. An error line just above the chosen
-    line is shown with it (`N818 Exception name ...` above `--> src/safety.py:19:7`)."""
+    line is shown with it (`N818 Exception name ...` above `--> src/safety.py:19:7`). `why`: the question
+    asks for a cause, and a line that states one ("Root cause: ...") counts as much as a matched term."""
     if not content:
         return None
     text = content[:SCAN_CHARS]
     found = matches(query, text.lower())
     shown = {f.term for f in matches(query, title.lower())} if title else set()
-    line = _best_matching(text, found, shown) if found else _best_fact(text)
+    line = _best_matching(text, found, shown, why) if found else _best_fact(text)
     if line is None:
         return None
     lo, hi = _window(text, _with_error_above(text, line), found, limit)
     return _collapse(content, lo, hi, found)
 
 
-def _best_matching(text: str, found: list[Match], shown: set[int]) -> tuple[int, int] | None:
+def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = False) -> tuple[int, int] | None:
     """The (start, end) of the line whose matches and fact score highest (only lines with a match are read;
     the fact of those only that could still win: a term outweighs any fact)."""
     lines: dict[int, tuple[int, int, dict[int, float]]] = {}  # line start -> (end, first match, term -> weight)
@@ -158,12 +165,12 @@ def _best_matching(text: str, found: list[Match], shown: set[int]) -> tuple[int,
     top = max(score for score, *_ in scored)
     best: tuple[float, int, int] | None = None
     for score, start, end, first in scored:
-        if score < top - 1.5:
+        if score < top - (3.5 if why else 1.5):
             continue
         if _EMPTY.match(text[start:end]):
             continue
         near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
-        total = score + min(fact_weight(near), 1.5)
+        total = score + min(fact_weight(near), 1.5) + (2.0 if why and CONCLUSION.search(near) else 0.0)
         if best is None or total > best[0]:
             best = (total, start, end)
     return None if best is None else (best[1], best[2])
