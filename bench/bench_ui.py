@@ -67,7 +67,7 @@ class Viewer:
 
     def feed_delay(self) -> float:
         """ms from a hook event sent by the real client to its row on the live feed's stream."""
-        top = max(int(x) for x in re.findall(rb'data-id="(\d+)"', self.get("/")[2]) or [b"0"])
+        top = max(int(x) for x in re.findall(rb'data-id="(\d+)"', self.get("/feed")[2]) or [b"0"])
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         headers = {"Host": f"127.0.0.1:{self.port}", "Cookie": self.cookie}
         conn.request("GET", f"{self.root}/events?after={top}", headers=headers)
@@ -102,7 +102,9 @@ def pages(store: Path) -> list[str]:
 
     return [
         "/",
-        "/?before=500000",
+        "/feed",
+        "/feed?before=500000",
+        "/activity",
         "/sessions",
         "/sessions?" + urlencode({"project": largest}),
         *("/search?" + urlencode({"q": w, "project": "*"}) for w in words),

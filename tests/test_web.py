@@ -96,7 +96,7 @@ def _sse_until(viewer: Viewer, after: int, needle: str) -> str:
 def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer, tmp_path: Path) -> None:
     login(viewer)
     prompt("set up the okapi exporter before the release")
-    status, page = viewer.get("/")
+    status, page = viewer.get("/feed")
     after = max(int(x) for x in re.findall(r'data-id="(\d+)"', page))
     from threading import Thread
 
@@ -186,8 +186,8 @@ def test_long_lists_come_a_page_at_a_time(viewer: Viewer) -> None:
     login(viewer)
     for n in range(52):
         prompt(f"numbered prompt {n}", session=f"paged-{n:02}")
-    first = viewer.get("/")[1]
-    older = re.search(r'id="older" href="(\?before=\d+)"', first)
+    first = viewer.get("/feed")[1]
+    older = re.search(r'id="older" href="(feed\?before=\d+)"', first)
     assert older is not None and "EventSource" in first
     second = viewer.get("/" + older.group(1))[1]
     assert "EventSource" not in second  # an older page is not live

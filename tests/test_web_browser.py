@@ -7,8 +7,10 @@ photographed on the way (`NMEM_SCREENSHOTS=docs` writes the README's pictures).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from conftest import BIN, Daemon, run_send
+from conftest import BIN, Daemon, db_rows, run_send
 from helpers import wait_until
 from web_viewer import PROJECT, Viewer, open_viewer, prompt
 
@@ -94,7 +96,7 @@ def test_the_viewer_in_a_browser(daemon: Daemon, browser_page: Any, tmp_path: Pa
     daemon.start()
     _a_morning_of_work()
     with open_viewer() as v:
-        page.goto(v.url(f"/?token={v.secret}"))  # the secret buys the cookie
+        page.goto(v.url(f"/feed?token={v.secret}"))  # the secret buys the cookie
         expect(page.locator("#feed tbody tr").first).to_be_visible()
         # the live feed: an event sent after the page loaded appears in it
         prompt("warm the wallaby cache after every deploy", "browser-2")
@@ -195,7 +197,7 @@ def test_the_secret_reaches_no_other_server_on_this_host_and_no_page_frames_the_
     daemon.start()
     prompt("the okapi exporter keeps its secrets")
     with open_viewer() as v:
-        page.goto(v.url(f"/?token={v.secret}"))
+        page.goto(v.url(f"/feed?token={v.secret}"))
         expect(page.locator("#feed tbody tr").first).to_be_visible()
         neighbour = _Neighbour(v.url("/"))
         try:
@@ -209,7 +211,7 @@ def test_the_secret_reaches_no_other_server_on_this_host_and_no_page_frames_the_
         finally:
             neighbour.close()
         # and the viewer itself still has its session
-        page.goto(v.url("/"))
+        page.goto(v.url("/feed"))
         expect(page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
 
 
@@ -235,7 +237,7 @@ def test_nmem_ui_opens_the_browser_without_the_secret_on_its_command_line(
         assert opener.stat().st_mode & 0o777 == 0o600 and opener.parent.stat().st_mode & 0o777 == 0o700
         assert v.secret in opener.read_text()
         browser_page.goto(target)
-        expect(browser_page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
+        expect(browser_page.locator("#latest")).to_contain_text("okapi")  # the home page
         assert v.secret not in browser_page.url  # the address bar and the history keep no token
     assert not opener.exists()  # gone with the viewer
 
@@ -286,7 +288,7 @@ def test_a_bookmark_of_the_viewer_that_stays_works_after_the_browser_and_the_vie
             page = context.new_page()
             page.set_default_timeout(WAIT_MS)
             page.goto(first.removeprefix("nmem ui: ").strip())
-            expect(page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
+            expect(page.locator("#latest")).to_contain_text("okapi")
             assert page.url == bookmark  # what the address bar shows, and a bookmark keeps
             context.close()  # the browser exits
             _nmem_ui("--stop")
@@ -296,7 +298,102 @@ def test_a_bookmark_of_the_viewer_that_stays_works_after_the_browser_and_the_vie
             page = context.new_page()
             page.set_default_timeout(WAIT_MS)
             page.goto(bookmark)
-            expect(page.locator("#feed tbody tr", has_text="okapi")).to_be_visible()
+            expect(page.locator("#latest")).to_contain_text("okapi")
             context.close()
     finally:
         _nmem_ui("--stop")
+
+
+OTHER = "/tmp/nmem-web-test-other"
+HOSTILE = ("<script>window.__pwned = 1</script>", "stray </mark> tag", "collected 12 items [100%]")
+WIDTHS = (1000, 390)  # a laptop's narrow window, a phone
+
+
+def _fits(page: Any) -> list[str]:
+    """What does not fit the window: the page wider than it, or a field its placeholder overflows."""
+    return list(
+        page.evaluate("""() => {
+      const bad = [];
+      if (document.documentElement.scrollWidth > window.innerWidth + 1)
+        bad.push('page ' + document.documentElement.scrollWidth + ' > ' + window.innerWidth);
+      const ctx = document.createElement('canvas').getContext('2d');
+      for (const el of document.querySelectorAll('input[placeholder]')) {
+        const st = getComputedStyle(el); ctx.font = st.font;
+        const room = el.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+        if (ctx.measureText(el.placeholder).width > room + 1) bad.push('placeholder ' + el.placeholder);
+      }
+      for (const td of document.querySelectorAll('td')) {
+        const r = td.getBoundingClientRect();
+        if (r.width > 0 && r.right > window.innerWidth + 1) bad.push('cell off the page: ' + td.innerText.slice(0, 40));
+      }
+      return bad;
+    }""")
+    )
+
+
+def test_every_page_at_two_widths_with_pictures_of_the_stored_data(
+    daemon: Daemon, browser_page: Any, tmp_path: Path
+) -> None:
+    """Issue #32: each page at 1,000 px and at a phone's width (nothing off the page, placeholders
+    whole), a chart that counts what is stored, the purge confirmation naming its rows and projects,
+    and stored markup shown as text everywhere."""
+    from playwright.sync_api import expect
+
+    page = browser_page
+    shots = _shots(tmp_path)
+    daemon.start()
+    _a_morning_of_work()
+    for n in range(3):
+        _send({"session_id": "other-1", "hook_event_name": "UserPromptSubmit", "cwd": OTHER,
+               "prompt": f"okapi step {n} in the other project"})  # fmt: skip
+    prompt("the okapi exporter for codex", "codex-1", agent="codex")
+    for text in HOSTILE:
+        prompt(f"okapi note {text}", "hostile-1")
+    wide = "=" * 400 + " okapi " + "_" * 400  # a line that must not push the columns off the page
+    _send({"session_id": "hostile-1", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_w",
+           "tool_input": {"command": "pytest -q"},
+           "tool_response": {"stdout": wide, "stderr": "", "interrupted": False}})  # fmt: skip
+    today = db_rows(daemon.db, "SELECT count(*) FROM observations WHERE project = ?", (OTHER,))[0][0]
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    with open_viewer() as v:
+        page.goto(v.url(f"/?token={v.secret}"))
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            for name, path in (("home", "/"), ("feed", "/feed"), ("search", f"/search?q=okapi&project={PROJECT}"),
+                               ("sessions", "/sessions"), ("activity", "/activity"), ("context", "/context"),
+                               ("status", "/status"),
+                               ("purge", "/confirm/purge?q=okapi&project=*")):  # fmt: skip
+                page.goto(v.url(path))
+                expect(page.locator("main h2")).to_be_visible()
+                assert _fits(page) == [], (width, name, _fits(page))
+                if width == WIDTHS[0] and name in ("home", "sessions", "activity", "status", "purge"):
+                    page.screenshot(path=str(shots / f"ui-{name}.png"), full_page=True)
+                elif name == "home":
+                    page.screenshot(path=str(shots / "ui-phone.png"), full_page=True)
+        # the chart counts what is stored: today's bar of the other project
+        page.goto(v.url("/activity"))
+        label = f"{dt.date.today().isoformat()} · nmem-web-test-other: {today}"
+        assert page.locator("#by-project rect title", has_text=label).count() == 1
+        assert page.locator("#by-agent rect title", has_text="codex: 1").count() == 1
+        # the context page lists the projects to choose from
+        page.goto(v.url("/context"))
+        page.locator("#projects a", has_text=OTHER).click()
+        expect(page.locator("#context")).to_contain_text("okapi step")
+        # the purge confirmation names its rows (project, type, title) and the projects it touches
+        page.goto(v.url("/confirm/purge?q=okapi&project=*"))
+        expect(page.locator("#touched")).to_contain_text(OTHER)
+        expect(page.locator("#touched")).to_contain_text(PROJECT)
+        rows = page.locator("#doomed tbody tr")
+        count = int(re.search(r"delete (\d+) observations", page.locator("main").inner_text()).group(1))  # type: ignore[union-attr]
+        assert rows.count() == min(count, 50) and count >= 8
+        expect(rows.filter(has_text="okapi step 0")).to_contain_text(OTHER)
+        # stored markup is text on every page that shows it, and no script of it ran
+        for path, shown in (("/feed", HOSTILE), ("/search?q=okapi+note&project=*", HOSTILE),
+                            ("/confirm/purge?q=okapi&project=*", HOSTILE), ("/sessions", HOSTILE[:1]),
+                            ("/", HOSTILE[:1])):  # fmt: skip
+            page.goto(v.url(path))
+            for text in shown:
+                expect(page.locator("main")).to_contain_text(text)
+            assert page.locator("main mark", has_text="100%").count() == 0, path
+        assert page.evaluate("() => window.__pwned") is None and dialogs == []

@@ -88,6 +88,7 @@ class PurgeCounts(msgspec.Struct, kw_only=True):
     dry_run: bool = False
     checkpointed: bool = True  # False: a reader kept the WAL from being truncated; run again
     rows: list[PurgeRow] = []  # the first LISTED_ROWS of `observations`, oldest first
+    projects: list[str | None] = []  # every project it touches (the viewer's confirmation names them)
 
 
 class PinResult(msgspec.Struct, kw_only=True):
@@ -232,6 +233,8 @@ async def _plan(conn: aiosqlite.Connection, store: Store, f: PurgeFilter, match:
         f"SELECT id, project, type, title FROM observations WHERE id {in_ids} ORDER BY id LIMIT {LISTED_ROWS}"
     )
     counts.rows = [PurgeRow(id=int(r[0]), project=r[1], type=str(r[2]), title=str(r[3])) for r in listed]
+    touched = await conn.execute_fetchall(f"SELECT DISTINCT project FROM observations WHERE id {in_ids}")
+    counts.projects = sorted((r[0] for r in touched), key=lambda p: (p is None, p or ""))
     rows = await conn.execute_fetchall(f"SELECT DISTINCT session_id FROM observations WHERE id {in_ids}")
     affected = [str(r[0]) for r in rows]
     if f.session_id and f.session_id not in affected and not (f.ids or f.types or f.query or f.since or f.until):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import AsyncIterator
 from html import escape
 from typing import Any, Final
@@ -23,11 +24,14 @@ from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.errors import DaemonUnavailable, NmemError, QueryError
 from nmemd.recall.queries import ALL_PROJECTS, when
-from nmemd.web import pages
+from nmemd.web import charts, pages
 from nmemd.web.guard import Guard
+from nmemd.web.insights import Insights
+from nmemd.web.pages import when as when_text
 
 FEED_ROWS: Final = 50  # a page of the feed
 SESSION_ROWS: Final = 30  # a page of sessions
+HOME_SESSIONS: Final = 6
 FEED_POLL_S: Final = 0.5  # a hook's event shows within this (plus the daemon's commit)
 WRITE_TIMEOUT_S: Final = 300.0  # a purge rebuilds the full-text index: large stores take a while
 ACTIONS: Final = frozenset({"pin", "unpin", "forget", "purge"})
@@ -37,6 +41,39 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
     """The viewer for `settings`' store, answering only under `/<key>/` with `secret` on
     127.0.0.1:`port` (guard.py); `max_age`: the cookie outlives the browser (a viewer that stays)."""
     root = f"/{key}"
+    insights = Insights(settings.db)
+
+    async def in_thread(fn: Any, *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    async def shapes(rows: list[dict[str, Any]]) -> dict[str, str]:
+        drawn = await in_thread(insights.shapes, [r["session_id"] for r in rows])
+        return {sid: charts.shape(f"shape-{n}", points) for n, (sid, points) in enumerate(drawn.items())}
+
+    async def home(request: Request) -> Response:
+        try:
+            recent = await read("sessions", {"project": ALL_PROJECTS, "limit": HOME_SESSIONS})
+            projects = await in_thread(insights.projects)
+            pinned = await in_thread(insights.pinned)
+            act = await in_thread(insights.activity)
+        except (NmemError, sqlite3.Error) as exc:
+            return await html("Home", pages.error(str(exc)))
+        picture = charts.bars("home-activity", "Observations per day, by project", act.days, act.by_project,
+                              _short_names(act.by_project))  # fmt: skip
+        return await html("Home", pages.home(projects, recent, await shapes(recent), pinned, picture))
+
+    async def activity(request: Request) -> Response:
+        try:
+            act = await in_thread(insights.activity)
+            facts = await in_thread(control.status, settings)
+        except (NmemError, sqlite3.Error) as exc:
+            return await html("Activity", pages.error(str(exc)))
+        body = pages.activity(
+            charts.bars("by-project", "By project", act.days, act.by_project, _short_names(act.by_project)),
+            charts.bars("by-agent", "By agent", act.days, act.by_agent, {}),
+            charts.growth("growth", act.days, act.total, facts.database.observations),
+        )
+        return await html("Activity", body)
 
     async def read(method: str, params: dict[str, Any]) -> Any:
         return await anyio.to_thread.run_sync(control.read, settings, method, params)
@@ -91,7 +128,7 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
             rows = await read("sessions", {"project": scope, "limit": SESSION_ROWS, "before": before})
         except (NmemError, ValueError) as exc:
             return await html("Sessions", pages.error(str(exc)), 400)
-        return await html("Sessions", pages.sessions(rows, project, full=len(rows) == SESSION_ROWS))
+        return await html("Sessions", pages.sessions(rows, project, await shapes(rows), full=len(rows) == SESSION_ROWS))
 
     async def observation(request: Request) -> Response:
         oid = int(request.path_params["oid"])
@@ -107,20 +144,30 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
     async def context(request: Request) -> Response:
         project = request.query_params.get("project", "").strip()
         if not project:
-            return await html("Context", pages.context("", "", settings.context_budget))
+            try:
+                projects = await in_thread(insights.projects)
+            except (NmemError, sqlite3.Error) as exc:
+                return await html("Context", pages.error(str(exc)))
+            return await html("Context", pages.context("", "", settings.context_budget, projects))
         try:
             reply = await read("context", {"project": await _project(read, project)})
         except NmemError as exc:
             return await html(
-                "Context", pages.context(project, "", settings.context_budget) + pages.error(str(exc)), 400
+                "Context", pages.context(project, "", settings.context_budget, []) + pages.error(str(exc)), 400
             )
         return await html(
-            f"Context of {reply['project']}", pages.context(project, reply["context"], settings.context_budget)
+            f"Context of {reply['project']}", pages.context(project, reply["context"], settings.context_budget, [])
         )
 
     async def status(request: Request) -> Response:
-        facts = await anyio.to_thread.run_sync(control.status, settings)
-        return await html("Status", pages.status(msgspec.to_builtins(facts)))
+        facts = await in_thread(control.status, settings)
+        try:
+            act = await in_thread(insights.activity)
+        except (NmemError, sqlite3.Error):
+            act = None
+        growth = charts.growth("growth", act.days, act.total, facts.database.observations) if act else ""
+        per_day = sum(act.total) / len(act.total) if act and act.total else 0.0
+        return await html("Status", pages.status(msgspec.to_builtins(facts), growth, per_day))
 
     async def confirm(request: Request) -> Response:
         action = request.path_params["action"]
@@ -133,8 +180,9 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
                 flt = _purge_filter(params)
                 counts = await anyio.to_thread.run_sync(_write, settings, "purge", {"filter": flt, "dry_run": True})
                 what = (
-                    f"Purge will delete <b>{counts['observations']:,}</b> observations matching "
-                    f"<span class=k>{escape(json.dumps(flt))}</span>, pinned ones too, and every copy of their text."
+                    f"<p>Purge will delete <b>{counts['observations']:,}</b> observations {escape(_describe(flt))},"
+                    " pinned ones too, and every copy of their text.</p>"
+                    + pages.purge_rows(counts.get("rows") or [], counts["observations"], counts.get("projects") or [])
                 )
             else:
                 ids = _ids(q.get("ids", ""))
@@ -167,13 +215,17 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
                     message = f"forgot {done['observations']:,} observations"
                 else:
                     await anyio.to_thread.run_sync(_write, settings, "pin", {"ids": ids, "unpin": action == "unpin"})
+                    insights.invalidate()
                     return RedirectResponse(f"{root}/o/{ids[0]}", status_code=303)
         except (NmemError, ValueError) as exc:
             return await html("Failed", pages.error(str(exc)), 400)
-        return await html("Done", f"<p id=done>{message}.</p>")
+        insights.invalidate()
+        return await html("Done", f'<p id=done>{message}.</p><p><a class="btn" href="./">Home</a></p>')
 
     routes = [
-        Route("/", feed),
+        Route("/", home),
+        Route("/feed", feed),
+        Route("/activity", activity),
         Route("/events", events),
         Route("/search", search),
         Route("/sessions", sessions),
@@ -250,3 +302,27 @@ def _purge_filter(params: dict[str, Any]) -> dict[str, Any]:
     if flt.get("project") == ALL_PROJECTS:
         del flt["project"]
     return flt
+
+
+def _short_names(series: dict[str, Any]) -> dict[str, str]:
+    """A project's folder name where it is unique among the series (a path is too long for a legend)."""
+    names = {p: os.path.basename(p.rstrip("/")) or p for p in series}
+    taken = [n for n in names.values()]
+    return {p: n if taken.count(n) == 1 else p for p, n in names.items()}
+
+
+def _describe(flt: dict[str, Any]) -> str:
+    """A purge's filter as a sentence ("matching 'okapi' in /src/app, file exporter.py")."""
+    parts = []
+    if flt.get("query"):
+        parts.append(f"matching {flt['query']!r}")
+    if flt.get("project"):
+        parts.append(f"in {flt['project']}")
+    for key, label in (("types", "of type"), ("file", "file"), ("agent", "by"), ("session_id", "of session")):
+        if flt.get(key):
+            value = flt[key]
+            parts.append(f"{label} {', '.join(value) if isinstance(value, list) else value}")
+    for key in ("since", "until"):
+        if flt.get(key):
+            parts.append(f"{key} {when_text(flt[key])}")
+    return ", ".join(parts) or "of every project"
