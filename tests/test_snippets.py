@@ -170,6 +170,8 @@ def _nmem_search(*args: str, tty: bool = False, env: dict[str, str] | None = Non
 def test_the_cli_marks_for_a_pipe_bolds_on_a_terminal_and_gives_spans_in_json(store: sqlite3.Connection) -> None:
     piped = _nmem_search("walrus")
     assert "⟦walrus⟧" in piped and "[walrus]" not in piped and "\x1b[" not in piped
+    zebra = _nmem_search("zebra").splitlines()[1]
+    assert zebra.split()[0].isdigit() and "test_⟦zebra⟧.py ... [100%] ⟦⟦kept⟧⟧" in zebra  # each line starts with its id
     rows = [json.loads(line) for line in _nmem_search("walrus", "--json").splitlines()]
     error = next(r for r in rows if r["type"] == "error" and "walrus" in (r["snippet"] or ""))
     assert "⟦" not in error["snippet"].replace("⟦kept⟧", "") and error["spans"]

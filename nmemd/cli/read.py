@@ -131,6 +131,7 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
     # On a terminal the title gets what the path leaves; elsewhere every cell is printed whole.
     path_width = max(16, ui.Console().width // 4) if sys.stdout.isatty() else 100_000
     bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    plain = str if bold else snippets.escaped  # where matches are ⟦marked⟧, a stored ⟦ is doubled everywhere
     grid = Grid(header_style="bold")
     grid.add_column("id", justify="right", style="cyan", no_wrap=True)
     grid.add_column("when", no_wrap=True)
@@ -143,7 +144,7 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
     grid.add_column("title", min_width=20)  # cells are one-line Texts: the column shrinks, text ends in …
     grid.add_column("path", max_width=path_width)
     for hit in hits:
-        title = one_line(hit.title, style="bold" if hit.id == anchor else "")
+        title = one_line(plain(hit.title), style="bold" if hit.id == anchor else "")
         if hit.count > 1:
             title.append(f" (x{hit.count})", style="dim")
         if hit.similar:
@@ -159,7 +160,7 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
                 if hit.author
                 else "you"
             )
-        row += [title, one_line(_tail(_rel(hit.file_path, hit.project), path_width))]
+        row += [title, one_line(plain(_tail(_rel(hit.file_path, hit.project), path_width)))]
         grid.add_row(*row)
     return grid
 
