@@ -111,11 +111,14 @@ def waiting(home: str) -> tuple[str, int, str] | None:
 _SYSTEM_MESSAGE_AGENTS = (b"", b"claude", b"claude-code", b"codex", b"gemini")
 
 
+_EMPTY_CONTEXT = b'{"hookEventName":"SessionStart","additionalContext":""}'
+
+
 def notice_reply(agent: bytes, text: str) -> bytes:
     """A SessionStart reply carrying only `text`, in the form `agent`'s hooks read."""
     msg = _json_string(text)
-    if agent in _SYSTEM_MESSAGE_AGENTS:
-        return b'{"systemMessage":' + msg + b"}"
+    if agent in _SYSTEM_MESSAGE_AGENTS:  # Codex refuses a SessionStart reply without hookSpecificOutput
+        return b'{"systemMessage":' + msg + b',"hookSpecificOutput":' + _EMPTY_CONTEXT + b"}"
     if agent == b"copilot":
         return b'{"additionalContext":' + msg + b"}"
     if agent == b"cursor":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, Daemon, run_send
-from helpers import count, kill_all, payload, ping, wait_until
+from helpers import count, kill_all, log_text, payload, ping, wait_until
 
 from nmem_client import fallback
 
@@ -184,6 +184,7 @@ def test_an_unanswered_mount_does_not_freeze_the_daemon_or_the_cli(
         [str(BIN / "nmem"), "search", "marker"], cwd=work, env=daemon.env, capture_output=True, timeout=CLI_TIMEOUT_S
     )
     assert search.returncode == 0, search.stderr
+    assert "is not known after 0.2 s" in log_text(daemon.home)  # said, not silent
 
 
 def _nmem(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ per repository, whichever checkout a session runs in. The session keeps its own 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Final
 
 from nmem_client import paths
 
+LOG = logging.getLogger("nmemd.project")
 _TTL_SECONDS: Final = 300.0  # a later `git init` is seen within this time
 _HOME: Final = os.path.normpath(os.path.expanduser("~"))
 _NOT_ROOTS: Final = frozenset({_HOME, os.path.sep})
@@ -55,7 +57,11 @@ def project_root(cwd: str | None) -> str | None:
     found: list[str] = []
     walker = threading.Thread(target=_walk, args=(cwd, epoch, done, found), name="nmem-project", daemon=True)
     walker.start()
-    return found[0] if done.wait(_WALK_WAIT_S) and found else cwd
+    if done.wait(_WALK_WAIT_S) and found:
+        return found[0]
+    LOG.warning("the project of %r is not known after %.1f s (a folder above it does not answer): cwd used", cwd,
+                _WALK_WAIT_S)  # fmt: skip
+    return cwd
 
 
 def _walk(cwd: str, epoch: int, done: threading.Event, found: list[str]) -> None:

@@ -51,9 +51,8 @@ def _reply(event: str, text: str, agent: str | None = None, notice: str = "") ->
         return _encoder.encode({"additional_context": text}) if event == "SessionStart" else b""
     if agent == "cline":  # nmemd.capture.cline
         return _encoder.encode({"cancel": False, "contextModification": text})
-    reply: dict[str, object] = {}
-    if text:
-        reply["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": text}
+    # Codex refuses a SessionStart reply without hookSpecificOutput: it goes with the notice too.
+    reply: dict[str, object] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     if notice:
         reply["systemMessage"] = notice
     return _encoder.encode(reply)
