@@ -347,9 +347,8 @@ def sessions(
 ) -> None:
     """List recent sessions with their agent and first prompt, newest first (--handoff: with their handoffs)."""
     scope = resolve_scope(project, all_projects)
-    params = {"project": scope, "limit": limit, "agent": clean_arg(agent) if agent else None}
-    if handoff or json_out:
-        params["handoff"] = True
+    params = {"project": scope, "limit": limit, "agent": clean_arg(agent) if agent else None,
+              "handoff": handoff or json_out}  # fmt: skip
     rows: list[SessionRow] = read_as("sessions", params, list[SessionRow])
     if json_out:
         json_lines(rows)

@@ -48,7 +48,7 @@ class SessionsParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     limit: Limit = 10
     before: float | None = None  # last active before this time: the next page
     agent: str | None = None
-    handoff: bool = False  # each session's handoff too (a read of each session's rows: asked for, not given)
+    handoff: bool = True  # each session's handoff too (a read of each session's rows; false: without)
 
 
 class FileHistoryParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

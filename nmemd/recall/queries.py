@@ -104,7 +104,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     summary: str | None
     first_prompt: str | None = None
     agent: str = "claude-code"
-    handoff: list[HandoffLine] = []  # when asked for (`sessions` with `handoff`): read from its observations
+    handoff: list[HandoffLine] = []  # read from its observations (`sessions` unless `handoff` is false)
 
 
 def resolve_project(conn: sqlite3.Connection, wanted: str) -> str:
