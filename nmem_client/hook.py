@@ -205,8 +205,10 @@ def answer_after_start(event_id: bytes, body: bytes, report: int | None = None, 
         except Terminated:
             return b""
         except OSError as exc:
-            if getattr(exc, "errno", None) not in _ABSENT_ERRNOS:
+            if getattr(exc, "errno", None) not in _ABSENT_ERRNOS and report is None:
                 return b""  # listening but silent, or refused: the event waits in the inbox
+            # With a report pipe, a daemon that closed on us (it listens before it opens the store,
+            # then failed) says why on it: the next turn reads it.
             time.sleep(min(START_POLL_S, max(left, 0.0)))  # the daemon is still starting
             continue
         return reply if status == b"OK" else b""
