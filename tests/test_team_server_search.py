@@ -110,6 +110,11 @@ async def test_a_common_word_hands_at_most_the_candidates_to_ranking(server: dic
     )
     hits = await search(server["bob"], "common", limit=50)
     assert len(hits) == 50
+    # a common query's candidates are the newest rows (equal ranks: the newest first)
+    newest = pg_db.execute("SELECT seq FROM nmem.observations WHERE event_id LIKE 'bulk%%' ORDER BY seq DESC LIMIT 50")
+    assert [h.seq for h in hits] == [seq for (seq,) in newest]
+    # a rare word among them still goes through the index
+    assert [h.event_id for h in await search(server["bob"], "reconnect")] == ["e1"]
     with psycopg.connect(pg_db.superuser_dsn) as conn:  # the candidates, counted on the function's own plan
         conn.execute("LOAD 'auto_explain'")
         conn.execute("SET auto_explain.log_min_duration = 0")
