@@ -185,3 +185,12 @@ def test_the_viewer_and_the_mcp_search_name_a_teammates_hit() -> None:
     assert "by kim with codex" in tools._hit_line(hit, time.time())
     mine = Hit(id=6, type="edit", project="/w/api", session_id="s", ts=time.time(), title="mine")
     assert " by " not in pages.hit_row(msgspec.to_builtins(mine)) and " by " not in tools._hit_line(mine, time.time())
+
+
+def test_a_summary_leaves_without_the_prompts_it_quotes_unless_they_are_shared() -> None:
+    summary = 'Asked: "deploy with my token zq12" (#3)\nChanged: src/app.py (#4 #5 … #9)\nThen asked: "and more" (#11)'
+    assert local.shareable_summary(summary, False) == "Changed: src/app.py"
+    assert (
+        local.shareable_summary(summary, True)
+        == 'Asked: "deploy with my token zq12"\nChanged: src/app.py\nThen asked: "and more"'
+    )

@@ -83,7 +83,8 @@ def _line(
 def _what(summary: str) -> str | None:
     """What a teammate's session was about, from its summary: its prompt, else its first line."""
     for line in summary.splitlines():
-        if line.startswith("Prompt: "):
-            return clip(line[len("Prompt: ") :], 120)
+        for label in ("Asked: ", "Prompt: ", "Fixed: ", "Concluded: "):
+            if line.startswith(label):
+                return clip(line[len(label) :], 120)
     first = next((line for line in summary.splitlines() if line.strip()), "")
     return clip(first, 120) or None

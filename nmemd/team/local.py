@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -179,6 +180,21 @@ def clean(text: str | None, limit: int = TEXT_MAX) -> str:
     return text[:limit]
 
 
+_PROMPT_LINES: Final = ("Asked:", "Then asked:", "Prompt:")  # a summary's lines that quote what was typed
+_LOCAL_IDS: Final = re.compile(r" \((?:#\d+|…)(?: (?:#\d+|…))*\)$")  # "(#12 #15)": this store's ids
+
+
+def shareable_summary(summary: str, share_prompts: bool) -> str:
+    """A session summary as it may leave: without the prompts it quotes unless they are shared, and
+    without this store's observation ids (meaningless elsewhere)."""
+    lines = []
+    for line in summary.splitlines():
+        if not share_prompts and line.lstrip().startswith(_PROMPT_LINES):
+            continue
+        lines.append(_LOCAL_IDS.sub("", line))
+    return "\n".join(lines)
+
+
 def outbox_depth(conn: sqlite3.Connection, roots: Sequence[str] | None = None) -> int:
     if not has_team_tables(conn):
         return 0
@@ -246,7 +262,8 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
             out.append(
                 OutRow(
                     outbox_id=outbox_id, op=op, project_id=project.project_id, session_id=ref,
-                    started_at=s[1], ended_at=s[2], summary=clean(s[3]), agent=s[4] or "claude-code",
+                    started_at=s[1], ended_at=s[2], summary=clean(shareable_summary(s[3], project.share_prompts)),
+                    agent=s[4] or "claude-code",
                 )
             )  # fmt: skip
         else:
