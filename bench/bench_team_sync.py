@@ -243,7 +243,7 @@ def phase_sessionstart(a: Member, proxy: Proxy, shared: Path, root: Path, count:
 
 
 def phase_faults(cluster: Any, db: Any, a: Member, b: Member, a_repo: Path, proxy: Proxy, rounds: int) -> None:
-    fast = {"NMEM_TEAM_PULL_INTERVAL_S": "1", "NMEM_TEAM_PUSH_BATCH": "50"}
+    fast = {"NMEM_TEAM_PULL_INTERVAL_S": "1", "NMEM_TEAM_PUSH_BATCH": "50", "NMEM_LOG_LEVEL": "DEBUG"}
     sent = 0
     marker = f"zqfault{os.getpid()}"
 
@@ -278,8 +278,14 @@ def phase_faults(cluster: Any, db: Any, a: Member, b: Member, a_repo: Path, prox
         b.stop(signal.SIGKILL)
         b.start(fast)
         burst(10)
-    wait_for(lambda: db.execute("SELECT count(*) FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",))[0][0]
-             >= sent, 300, "every event on the server")  # fmt: skip
+    try:
+        wait_for(lambda: db.execute("SELECT count(*) FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",))[0][0]
+                 >= sent, 120, "every event on the server")  # fmt: skip
+    except AssertionError:
+        if os.environ.get("NMEM_BENCH_HOLD"):
+            print("HOLD: events missing on the server; stores kept under", a.root.parent, flush=True)
+            time.sleep(float(os.environ["NMEM_BENCH_HOLD"]))  # time to look before the cleanup
+        raise
     wait_for(lambda: rows_like(b.db, marker) >= sent, 300, "every event in B's store")
     (on_server, distinct) = db.execute(
         "SELECT count(*), count(DISTINCT event_id) FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",)
@@ -317,6 +323,8 @@ def main() -> None:
             admin.init(db.admin_dsn, "acme")
             root = Path(tempfile.mkdtemp(prefix="nmem-team-bench-", dir="/tmp"))
             a, b = Member("al", root / "al"), Member("bo", root / "bo")
+            if os.environ.get("NMEM_BENCH_DEBUG"):  # the daemons' logs at DEBUG (each push and ack)
+                a.env["NMEM_LOG_LEVEL"] = b.env["NMEM_LOG_LEVEL"] = "DEBUG"
             proxy = Proxy((cluster.host, cluster.port))
             try:
                 a.dsn = admin.add_member(db.admin_dsn, "acme", "al").dsn

@@ -217,22 +217,23 @@ def test_faults_lose_nothing_and_duplicate_nothing(team: tuple[Database, Member,
                 assert a.hook(bash_event("sf", a_repo, f"echo {sent}", f"zq55fault {sent}", sent)).returncode == 0
                 sent += 1
 
-        burst(40)
-        cluster.stop("immediate")  # mid-push: the server goes away
-        burst(40)
-        cluster.start()
-        burst(20)
-        proxy.stall()
-        burst(40)
-        proxy.drop()
-        proxy.resume()
-        burst(20)
-        a.stop(signal.SIGKILL)  # mid-push
-        a.start(fast)
-        burst(40)
-        b.stop(signal.SIGKILL)  # mid-pull
-        b.start(fast)
-        burst(20)
+        for _ in range(int(os.environ.get("NMEM_TEAM_FAULT_ROUNDS", "3"))):  # bench_team_sync.py runs 20
+            burst(40)
+            cluster.stop("immediate")  # mid-push: the server goes away
+            burst(40)
+            cluster.start()
+            burst(20)
+            proxy.stall()
+            burst(40)
+            proxy.drop()
+            proxy.resume()
+            burst(20)
+            a.stop(signal.SIGKILL)  # mid-push
+            a.start(fast)
+            burst(40)
+            b.stop(signal.SIGKILL)  # mid-pull
+            b.start(fast)
+            burst(20)
         wait_for(lambda: _count_server(db, "zq55fault") == (sent, sent), 120, "every event on the server")
         wait_for(lambda: len(_local_rows(b, "zq55fault")) >= sent, 120, "every event in B's store")
         rows = _local_rows(b, "zq55fault")

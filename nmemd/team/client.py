@@ -45,6 +45,8 @@ def describe(exc: BaseException, dsn: str = "") -> str:
     """One line for any failure talking to the server."""
     if isinstance(exc, TeamError):
         return str(exc)
+    if isinstance(exc, ModuleNotFoundError) and "psycopg" in str(exc):
+        return "team memory needs psycopg: pip install 'nmem-agent-memory[team]'"
     if isinstance(exc, TimeoutError):
         return f"{server_label(dsn)}: the server did not answer in time (stalled network?)"
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -40,7 +40,7 @@ def _conninfo() -> Any:
     try:
         from psycopg import conninfo
     except ImportError:
-        raise TeamError("team memory needs psycopg: pip install 'nmem[team]'") from None
+        raise TeamError("team memory needs psycopg: pip install 'nmem-agent-memory[team]'") from None
     return conninfo
 
 

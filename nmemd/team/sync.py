@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import msgspec
 
-from nmemd.errors import StorageError
+from nmemd.errors import StorageError, TeamError
 from nmemd.store import readers
 from nmemd.store.database import on_writer_thread, translate
 from nmemd.team import client, local
@@ -238,11 +239,18 @@ class TeamSync:
                 while rows or skipped:
                     ids = [r.outbox_id for r in rows] + skipped
                     after = max(after, *ids)
+                    committed: list[bool] = []  # set by _push_batch once the server's COMMIT returned
                     async with anyio.create_task_group() as tg:
                         if rows:
-                            tg.start_soon(self._push_batch, conn, link, st, rows)
+                            tg.start_soon(self._push_batch, conn, link, st, rows, committed)
                         following = await readers.run(db, local.read_outbox, link, batch, after)
-                    pushed += ids  # the push above returned: its COMMIT is done
+                    if rows and not committed:
+                        # Cancelled mid-push (the link is going down): a task group may end quietly then,
+                        # so the COMMIT is known only by the flag. Not acknowledged: pushed again later.
+                        await anyio.lowlevel.checkpoint()
+                        raise TeamError("a push was interrupted before the server's COMMIT returned")
+                    pushed += ids
+                    LOG.debug("team %s: pushed %d rows, outbox ids %d..%d", link.team, len(rows), min(ids), max(ids))
                     count += len(rows)
                     rows, skipped = following
                     if len(pushed) >= ACK_MAX:
@@ -258,9 +266,12 @@ class TeamSync:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
                     await self._ack(link, pushed, count)
 
-    async def _push_batch(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, rows: Any) -> None:
+    async def _push_batch(
+        self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, rows: Any, committed: list[bool]
+    ) -> None:
         with anyio.fail_after(OP_TIMEOUT_S):
             refused = await client.push(conn, link.team, self.machine, rows)
+        committed.append(True)
         st.pushed += len(rows)
         st.last_push_at = time.time()
         if refused:
@@ -268,6 +279,9 @@ class TeamSync:
 
     async def _ack(self, link: Link, outbox_ids: list[int], count: int) -> None:
         await self.writer(local.ack, link.key, outbox_ids, count, time.time())
+        LOG.debug(
+            "team %s: acked %d outbox rows (%d..%d)", link.team, len(outbox_ids), min(outbox_ids), max(outbox_ids)
+        )
 
     async def _puller(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, wake: _Wake) -> None:
         db = self.daemon.settings.db
