@@ -32,9 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import pg_cluster  # noqa: E402
 import psycopg  # noqa: E402
 from common import percentile, print_machine  # noqa: E402
-from psycopg import sql  # noqa: E402
 
-from nmemd.team import admin, schema, server_search  # noqa: E402
+from nmemd.team import admin, server_search  # noqa: E402
 
 TEAM = "acme"
 SERVER_SETTINGS = {
@@ -262,7 +261,7 @@ def load(dsn: str, rows: int) -> None:
         print(f"table with its indexes: {size[0] if size else '?'}", flush=True)
 
 
-async def measure(dsn: str, rounds: int, timeout_ms: int, plans_dsn: str | None) -> None:
+async def measure(dsn: str, rounds: int, timeout_ms: int) -> None:
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         for _, query, author in QUERIES:  # warm-up: the first touch of each index reads it from disk
             await server_search.search_team(
@@ -308,26 +307,6 @@ async def measure(dsn: str, rounds: int, timeout_ms: int, plans_dsn: str | None)
             f"ALL {len(every)} searches: p50 {p50:.1f} ms, p99 {p99:.1f} ms (targets 50 / 200) {verdict};"
             f" {len(failures)} failed"
         )
-    if plans_dsn:
-        await show_plans(plans_dsn)
-
-
-async def show_plans(dsn: str) -> None:
-    """EXPLAIN ANALYZE of nmem.search()'s inner statement for a few queries, as the superuser
-    (RLS off, like the function's owner), through PREPARE so the values are planned as they are."""
-    inner = schema.M001.split("$q$")[1]
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("SET jit = off")
-        await conn.execute(f"PREPARE s(text, text, text, text, name, int, int) AS {inner}".encode())
-        for _, query, author in QUERIES[:3] + QUERIES[10:12] + QUERIES[16:18]:
-            substring = server_search.substring_term(query)
-            pattern = server_search.like_pattern(substring) if substring else None
-            values = [TEAM, None, server_search.words_query(query), pattern, author, server_search.CANDIDATES, 10]
-            call = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE s({})").format(
-                sql.SQL(", ").join(sql.Literal(v) for v in values)
-            )
-            cur = await conn.execute(call)
-            print(f"\n-- {query}\n" + "\n".join(r[0] for r in await cur.fetchall()))
 
 
 def main() -> None:
@@ -335,14 +314,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=12, help="passes over the query set (projects rotate)")
     parser.add_argument("--timeout-ms", type=int, default=2000, help="the search's server-side budget")
-    parser.add_argument("--plans", action="store_true", help="print EXPLAIN ANALYZE of a few queries")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running (prints its DSNs)")
     parser.add_argument("--measure", metavar="MEMBER_DSN", help="only measure, on a cluster a --keep run left")
-    parser.add_argument("--superuser-dsn", help="with --measure and --plans: where to EXPLAIN")
     args = parser.parse_args()
     print_machine()
     if args.measure:
-        asyncio.run(measure(args.measure, args.rounds, args.timeout_ms, args.superuser_dsn if args.plans else None))
+        asyncio.run(measure(args.measure, args.rounds, args.timeout_ms))
         return
     started = time.monotonic()
     with pg_cluster.running_cluster(**SERVER_SETTINGS) as cluster:
@@ -354,9 +331,7 @@ def main() -> None:
             member = admin.add_member(database.admin_dsn, TEAM, "kim")
             load(database.superuser_dsn, args.rows)
             print(f"built in {time.monotonic() - started:.0f} s", flush=True)
-            asyncio.run(
-                measure(member.dsn, args.rounds, args.timeout_ms, database.superuser_dsn if args.plans else None)
-            )
+            asyncio.run(measure(member.dsn, args.rounds, args.timeout_ms))
             if args.keep:
                 print(f"kept: member {member.dsn}\nsuperuser {database.superuser_dsn}\nCtrl-C stops it", flush=True)
                 while True:
