@@ -149,3 +149,16 @@ async def test_bad_queries(server: dict[str, str]) -> None:
     assert server_search.substring_term("fix src/api/routes.py and parse_config") == "src/api/routes.py"
     assert server_search.substring_term("plain words only") is None
     assert server_search.like_pattern("a_b%c") == "%a\\_b\\%c%"
+
+
+async def test_a_common_substring_is_found_among_the_newest_rows(server: dict[str, str], pg_db: Database) -> None:
+    pg_db.execute(
+        "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind, title,"
+        " body, files, created_at) SELECT 'acme', 'github.com/acme/api', 'path' || i, 'lee', 'm', 'codex', 's3',"
+        " 'read', 'Read a file', 'nothing to see', ARRAY['lib/http/server_config.py'], now()"
+        " FROM generate_series(1, 40) AS i"
+    )
+    hits = await search(server["bob"], "server_config.py", limit=5)
+    newest = pg_db.execute("SELECT event_id FROM nmem.observations ORDER BY seq DESC LIMIT 5")
+    assert [h.event_id for h in hits] == [e for (e,) in newest]
+    assert all(h.files == ["lib/http/server_config.py"] for h in hits)
