@@ -314,3 +314,26 @@ def test_half_open_connections_neither_stall_the_viewer_nor_flood_its_stderr(dae
         assert v.proc.stderr is not None
         err = v.proc.stderr.read()
     assert len(err) < 4000 and b"Traceback" not in err, err[-2000:]
+
+
+def test_the_activity_pictures_count_what_is_stored_after_they_were_first_drawn(viewer: Viewer) -> None:
+    """The tally is counted once, then kept up to date from the rows stored since (issue #32)."""
+    import datetime as dt
+
+    login(viewer)
+    prompt("the okapi exporter, counted once")
+    today = dt.date.today().isoformat()
+
+    def shown() -> int:
+        status, page = viewer.get("/activity")
+        assert status == 200
+        m = re.search(rf"<title>{today} · nmem-web-test-project: (\d+)</title>", page)
+        return int(m.group(1)) if m else 0
+
+    before = shown()
+    assert before >= 1
+    prompt("the okapi exporter, counted again", session="web-2")
+    prompt("the okapi exporter, and again", session="web-2", agent="codex")
+    assert shown() == before + 2
+    status, page = viewer.get("/activity")
+    assert f"<title>{today} · codex: 1</title>" in page

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from html import escape
 from typing import Any, Final
@@ -22,6 +23,7 @@ from starlette.routing import Route
 from nmemd.capture.project import project_root
 from nmemd.config import Settings
 from nmemd.daemon import control
+from nmemd.daemon.status import DaemonFacts, Status
 from nmemd.errors import DaemonUnavailable, NmemError, QueryError
 from nmemd.recall.queries import ALL_PROJECTS, when
 from nmemd.web import charts, pages
@@ -41,7 +43,8 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
     """The viewer for `settings`' store, answering only under `/<key>/` with `secret` on
     127.0.0.1:`port` (guard.py); `max_age`: the cookie outlives the browser (a viewer that stays)."""
     root = f"/{key}"
-    insights = Insights(settings.db)
+    insights = Insights(settings.db, settings.spool)
+    threading.Thread(target=insights.warm, name="nmem-ui-warm", daemon=True).start()
 
     async def in_thread(fn: Any, *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args)
@@ -65,13 +68,13 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
     async def activity(request: Request) -> Response:
         try:
             act = await in_thread(insights.activity)
-            facts = await in_thread(control.status, settings)
+            total = await in_thread(insights.total)
         except (NmemError, sqlite3.Error) as exc:
             return await html("Activity", pages.error(str(exc)))
         body = pages.activity(
             charts.bars("by-project", "By project", act.days, act.by_project, _short_names(act.by_project)),
             charts.bars("by-agent", "By agent", act.days, act.by_agent, {}),
-            charts.growth("growth", act.days, act.total, facts.database.observations),
+            charts.growth("growth", act.days, act.total, total),
         )
         return await html("Activity", body)
 
@@ -160,14 +163,16 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
         )
 
     async def status(request: Request) -> Response:
-        facts = await in_thread(control.status, settings)
+        daemon = await in_thread(_daemon_facts, settings)
         try:
+            counted, database = await in_thread(insights.database)
             act = await in_thread(insights.activity)
-        except (NmemError, sqlite3.Error):
-            act = None
-        growth = charts.growth("growth", act.days, act.total, facts.database.observations) if act else ""
-        per_day = sum(act.total) / len(act.total) if act and act.total else 0.0
-        return await html("Status", pages.status(msgspec.to_builtins(facts), growth, per_day))
+        except (NmemError, sqlite3.Error) as exc:
+            return await html("Status", pages.error(str(exc)))
+        growth = charts.growth("growth", act.days, act.total, database.observations)
+        per_day = sum(act.total) / len(act.total) if act.total else 0.0
+        facts = msgspec.to_builtins(Status(daemon=daemon, database=database))
+        return await html("Status", pages.status(facts, growth, per_day, counted))
 
     async def confirm(request: Request) -> Response:
         action = request.path_params["action"]
@@ -326,3 +331,14 @@ def _describe(flt: dict[str, Any]) -> str:
         if flt.get(key):
             parts.append(f"{key} {when_text(flt[key])}")
     return ", ".join(parts) or "of every project"
+
+
+def _daemon_facts(settings: Settings) -> DaemonFacts:
+    """The daemon's own facts (a ping: no count of the store), or who holds its lock when none answers."""
+    from nmemd.daemon.instance import lock_holder
+
+    facts = control.ping()
+    if facts is not None:
+        return facts
+    holder = lock_holder(settings.lock)
+    return DaemonFacts(running=False, socket=settings.socket, pid=holder if holder and holder > 0 else None)

@@ -344,7 +344,7 @@ def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.0f} kB" if n >= 1000 else f"{n:,} bytes"
 
 
-def status(facts: Mapping[str, Any], growth_svg: str, per_day: float) -> str:
+def status(facts: Mapping[str, Any], growth_svg: str, per_day: float, counted: float) -> str:
     """The daemon and the store as a person asks about them: what is wrong first, then since when it
     runs, how big the store is and how fast it grows, what waits, and each job's last run."""
     d, db = facts.get("daemon") or {}, facts.get("database") or {}
@@ -405,6 +405,7 @@ def status(facts: Mapping[str, Any], growth_svg: str, per_day: float) -> str:
     kinds = ", ".join(f"{n:,} {escape(str(k))}" for k, n in (db.get("by_type") or {}).items())
     return (
         f"{head}<h3>The daemon</h3><p id=up>{up}</p><h3>The store</h3><p id=store>{store}</p>"
+        f'<p class="t">Counted {ago(counted)} ({when(counted)}).</p>'
         f'<p class="t">{kinds}</p>{growth_svg}<h3>What waits</h3><ul id=waits>{waits}</ul>'
         f'<h3>Maintenance jobs</h3><table class="l" id="jobs"><colgroup><col class="c-n"><col class="c-when"><col>'
         f"</colgroup><thead><tr><th>job</th><th>last run</th><th>outcome</th></tr></thead><tbody>{jobs}</tbody></table>"
