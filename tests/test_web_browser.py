@@ -396,4 +396,10 @@ def test_every_page_at_two_widths_with_pictures_of_the_stored_data(
             for text in shown:
                 expect(page.locator("main")).to_contain_text(text)
             assert page.locator("main mark", has_text="100%").count() == 0, path
+        for (oid,) in db_rows(
+            daemon.db, "SELECT id FROM observations WHERE session_id = 'hostile-1' AND type = 'prompt'"
+        ):
+            page.goto(v.url(f"/o/{oid}"))
+            expect(page.locator("main pre")).to_contain_text("okapi note")
+            assert any(text in page.locator("main pre").inner_text() for text in HOSTILE)
         assert page.evaluate("() => window.__pwned") is None and dialogs == []
