@@ -211,6 +211,7 @@ def phase_sessionstart(a: Member, proxy: Proxy, shared: Path, root: Path, count:
     """A's store copied to C, whose daemon has no team (sync off): the same history, the same project."""
     c = Member("cy", root / "cy")
     c.home.mkdir(parents=True)
+    a.nmem("maintain", "--job", "checkpoint")  # A's WAL truncated: both read the same file, not a WAL beside it
     src = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True)
     dst = sqlite3.connect(c.db)
     src.backup(dst)
@@ -223,6 +224,9 @@ def phase_sessionstart(a: Member, proxy: Proxy, shared: Path, root: Path, count:
     proxy.stall()  # A's server blackholed: every byte held
     got: dict[str, list[float]] = {"blackholed": [], "sync off": []}
     try:
+        for i in range(5):  # warm both (page cache, the MCP server built after a first SessionStart)
+            for m in (a, c):
+                send_one(m.env["NMEM_SOCKET"], session_start(shared, 1000 + i), timeout=30)
         for i in range(count):
             order = (("blackholed", a), ("sync off", c))
             for label, m in order if i % 2 == 0 else order[::-1]:
