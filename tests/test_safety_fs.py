@@ -365,7 +365,7 @@ def test_malformed_hook_input_is_counted(daemon: Daemon, nmem_env: dict[str, str
 def test_a_daemon_that_cannot_start_is_said_at_session_start(nmem_env: dict[str, str]) -> None:
     """Issue #31 item 3: a SessionStart whose daemon cannot start (a database that is not one) stops
     waiting when the daemon says why, and the reply names it and nmem doctor; the daemon's log has
-    the line, and the event waits in the spool (not lost)."""
+    the line, and the event waits in the spool (not lost). `nmem daemon start` stops waiting too."""
     home = Path(nmem_env["NMEM_HOME"])
     home.mkdir(mode=0o700)
     (home / "nmem.db").write_bytes(b"this is not a database, " * 400)
@@ -376,3 +376,5 @@ def test_a_daemon_that_cannot_start_is_said_at_session_start(nmem_env: dict[str,
     assert "cannot start: file is not a database" in notice and "nmem doctor" in notice, notice
     assert "startup failed: file is not a database" in (home / "logs" / "nmemd.log").read_text()
     assert len(list((home / "spool").glob("*.event"))) == 1
+    start = _nmem("daemon", "start", env={**os.environ, **nmem_env})  # fails as soon as the daemon says why
+    assert start.returncode == 1 and "nmemd cannot start: file is not a database" in start.stderr, start.stderr

@@ -149,16 +149,34 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
     refused = startup_problem(settings.home, settings.socket)
     if refused:  # and so would it here, in the background (issue #16, finding 7)
         raise DaemonError(f"nmemd cannot start: {refused}")
-    inbox.start_daemon(inbox.ON_FIRST_USE if on_demand else ("--started-by", "user"))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        facts = ping(0.5)
-        if facts is not None:
-            return facts
-        time.sleep(0.02)
+    report = inbox.start_daemon(inbox.ON_FIRST_USE if on_demand else ("--started-by", "user"), report=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            facts = ping(0.5)
+            if facts is not None:
+                return facts
+            said = _said(report)
+            if said:  # it cannot start, and said why: no need to wait out the timeout
+                raise DaemonError(f"nmemd cannot start: {said}; see {settings.log_dir}/nmemd.log")
+            time.sleep(0.02)
+    finally:
+        if report is not None:
+            os.close(report)
     failed = _startup_failure(settings)
     why = f": {failed}" if failed else ""
     raise DaemonError(f"nmemd did not start within {timeout:.0f} s{why}; see {settings.log_dir}/nmemd.log")
+
+
+def _said(report: int | None) -> str:
+    """What a starting daemon wrote after `failed ` on its report pipe (nmem_client.inbox.start_daemon)."""
+    if report is None:
+        return ""
+    try:
+        said = os.read(report, 4096)
+    except OSError:  # still starting
+        return ""
+    return said[7:].decode("utf-8", "replace").strip() if said.startswith(b"failed ") else ""
 
 
 def _startup_failure(settings: Settings) -> str | None:
