@@ -193,7 +193,7 @@ def read_file(path: str) -> tuple[dict[str, Any], str]:
     a FIFO or `/dev/zero` there hung every command and left one hung nmemd per hook (issue #28, 8)."""
     try:
         raw = paths.read_regular(path, CONFIG_MAX_BYTES, follow=True)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no file, or no home yet (status and doctor say why)
         return {}, ""
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
