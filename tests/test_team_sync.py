@@ -144,11 +144,36 @@ def test_bad_servers_say_what_is_wrong_in_one_line_and_capture_goes_on(
         return done.stdout if "ERROR" in done.stdout else None
 
     text = wait_for(says_removed, SYNC_S, "status to report the failure")
+    assert "removed from the team?" in text or "not a member" in text or "wrong password or unknown member" in text
     assert len([line for line in text.splitlines() if "ERROR" in line]) == 1
     assert len(_local_rows(a, "zq77removed")) == 3  # captured locally
     doctor = a.nmem("doctor")
     assert "team" in doctor.stdout
     assert a.proc is not None and a.proc.poll() is None  # the daemon never crashed
+
+
+def test_no_schema_and_a_newer_schema_are_one_line_each(team: tuple[Database, Member, Member]) -> None:
+    db, a, _ = team
+    repo = a.checkout("api", "git@github.com:acme/api.git")
+    a.start()
+    elsewhere = make_conninfo(a.dsn, dbname="postgres")  # the cluster's own database: no nmem schema there
+    done = a.nmem("team", "join", elsewhere, "--project", str(repo))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "no nmem schema" in done.stderr and "Traceback" not in done.stderr
+    _join(a, a.dsn, repo)
+    db.execute("UPDATE nmem.schema_version SET version = 99")
+    db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'al'")  # a reconnect
+
+    def newer() -> str | None:
+        out = a.nmem("team", "status").stdout
+        return out if "newer than this nmem" in out else None
+
+    text = wait_for(newer, SYNC_S, "status to name the newer schema")
+    assert [line for line in text.splitlines() if "ERROR" in line] == [
+        line for line in text.splitlines() if "server schema v99 is newer than this nmem (v1): upgrade nmem" in line
+    ]
+    assert a.hook(bash_event("s1", repo, "echo hi", "zq44newer")).returncode == 0
+    assert _local_rows(a, "zq44newer") and a.proc is not None and a.proc.poll() is None
 
 
 def test_the_server_answers_what_the_local_window_does_not_hold(team: tuple[Database, Member, Member]) -> None:

@@ -18,6 +18,8 @@ import re
 import stat
 from typing import Final
 
+from nmem_client import paths
+
 CONFIG_MAX_BYTES: Final = 256 * 1024  # a git config is a few KB; more is not one
 _SCP: Final = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s]+):(?!//)(?P<path>.+)$")
 _URL: Final = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>[^/:]+)(?::\d*)?(?P<path>/.*)?$", re.I)
@@ -59,24 +61,14 @@ def valid_name(name: str) -> bool:
 
 
 def read_small_file(path: str, limit: int = CONFIG_MAX_BYTES) -> str | None:
-    """The text of a regular file of at most `limit` bytes, opened without blocking; None otherwise
-    (missing, a FIFO, a device, a directory, too big, unreadable)."""
+    """The text of a regular file of at most `limit` bytes, read without waiting
+    (`nmem_client.paths.read_regular`, as capture reads `.git` files); None otherwise (missing, a
+    FIFO, a device, a directory, too big, unreadable). A `.git/config` that is a symlink is followed
+    (`git` itself does), the size bound and the non-blocking open still hold."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        return paths.read_regular(path, limit, follow=True).decode("utf-8", errors="replace")
     except (OSError, ValueError):
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = os.read(fd, limit + 1)
-        if len(data) > limit:
-            return None
-        return data.decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def git_dir(root: str) -> str | None:
