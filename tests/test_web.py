@@ -127,6 +127,9 @@ def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer,
                                   headers={"Origin": f"http://127.0.0.1:{viewer.port}"})  # fmt: skip
     assert status == 303
     assert "<th>pinned</th><td class=k>True</td>" in viewer.get(f"/o/{keep}")[1]
+    home = viewer.get("/")[1]  # the home page lists what is pinned
+    pinned = re.search(r'<table class="l" id="pinned">.*?</table>', home, re.S)
+    assert pinned is not None and f'href="o/{keep}"' in pinned.group(0) and "okapi" in pinned.group(0)
 
 
 def test_the_context_preview_is_what_the_next_session_start_gets(viewer: Viewer) -> None:
@@ -201,6 +204,11 @@ def test_long_lists_come_a_page_at_a_time(viewer: Viewer) -> None:
     rest = viewer.get("/" + html.unescape(more.group(1)))[1]
     assert rest.count(">paged-") == 22 and ">paged-00<" in rest and ">paged-00<" not in sessions
     assert viewer.get("/sessions?before=soon")[0] == 400
+    # a purge's confirmation names its first 50 rows and how many more
+    status, page = viewer.get("/confirm/purge?" + urlencode({"q": "numbered prompt", "project": "*"}))
+    doomed = re.search(r'<table class="l" id="doomed">.*?</table>', page, re.S)
+    assert status == 200 and doomed is not None and doomed.group(0).count("<tr><td") == 50
+    assert "Purge will delete <b>52</b> observations" in page and "… and 2 more." in page
 
 
 def test_search_and_sessions_tell_the_agents_apart(viewer: Viewer) -> None:
