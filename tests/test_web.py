@@ -44,10 +44,11 @@ def test_only_the_secret_on_our_own_host_and_origin_gets_in(viewer: Viewer) -> N
     assert viewer.get("/", headers={"Host": f"evil.example:{viewer.port}"})[0] == 403
     assert viewer.request("GET", f"/?token={viewer.secret}", headers={"Host": "evil.example"})[0] == 403
     # a change: only from our own page (Origin) and with the page's token
-    form = {"ids": "1", "csrf": viewer.secret}
+    form = {"ids": "1", "csrf": viewer.token}
     assert viewer.post("/do/forget", form, origin="http://evil.example")[0] == 403
     assert viewer.post("/do/forget", form, origin=None)[0] == 403
     assert viewer.post("/do/forget", {"ids": "1", "csrf": "guess"})[0] == 403
+    assert viewer.post("/do/forget", {"ids": "1", "csrf": viewer.secret})[0] == 403  # the cookie's value is no token
     assert viewer.post("/do/forget", form, origin="null")[0] == 403
 
 
@@ -116,14 +117,14 @@ def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer,
     # forget asks first, showing what goes
     status, page = viewer.get(f"/confirm/forget?ids={oid}")
     assert status == 200 and f"#{oid} " in page and 'id="confirm"' in page
-    status, page = viewer.post("/do/forget", {"ids": str(oid), "csrf": viewer.secret})
+    status, page = viewer.post("/do/forget", {"ids": str(oid), "csrf": viewer.token})
     assert status == 200 and "forgot 1 observations" in page
     status, page = viewer.get("/search?" + urlencode({"q": "wallaby", "project": PROJECT}))
     assert status == 200 and f'href="o/{oid}"' not in page and "Nothing found" in page
     assert viewer.get(f"/o/{oid}")[0] == 404
     # the other one stays, and pinning goes through the daemon
     keep = int(re.search(r'href="o/(\d+)"', viewer.get("/search?q=okapi&project=*")[1]).group(1))  # type: ignore[union-attr]
-    status, _, _ = viewer.request("POST", "/do/pin", body={"ids": str(keep), "csrf": viewer.secret},
+    status, _, _ = viewer.request("POST", "/do/pin", body={"ids": str(keep), "csrf": viewer.token},
                                   headers={"Origin": f"http://127.0.0.1:{viewer.port}"})  # fmt: skip
     assert status == 303
     assert "<th>pinned</th><td class=k>True</td>" in viewer.get(f"/o/{keep}")[1]
@@ -178,7 +179,7 @@ def test_purge_by_filter_shows_what_it_removes_and_asks_first(viewer: Viewer) ->
     status, page = viewer.get("/" + html.unescape(link.group(1)))
     assert status == 200 and "Purge will delete <b>2</b> observations" in page
     fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
-    assert fields["csrf"] == viewer.secret and fields["q"] == "okapi"
+    assert fields["csrf"] == viewer.token and fields["q"] == "okapi" and viewer.secret not in page
     status, page = viewer.post("/do/purge", {k: html.unescape(v) for k, v in fields.items()})
     assert status == 200 and "purged 2 observations" in page
     assert "Nothing found" in viewer.get("/search?" + urlencode({"q": "okapi", "project": PROJECT}))[1]

@@ -33,6 +33,13 @@ class Viewer:
     def root(self) -> str:
         return f"/{self.key}"
 
+    @property
+    def token(self) -> str:
+        """What the viewer's confirmation forms carry (derived from the secret, never the secret)."""
+        from nmemd.web.guard import form_token
+
+        return form_token(self.secret)
+
     def url(self, path: str = "/") -> str:
         """The address of `path` below the viewer's secret path, for a browser."""
         return f"http://127.0.0.1:{self.port}{self.root}{path}"

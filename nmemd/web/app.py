@@ -3,6 +3,7 @@ change goes through the daemon's write methods after a confirmation page, never 
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import sqlite3
@@ -27,7 +28,7 @@ from nmemd.daemon.status import DaemonFacts, Status
 from nmemd.errors import DaemonUnavailable, NmemError, QueryError
 from nmemd.recall.queries import ALL_PROJECTS, when
 from nmemd.web import charts, pages
-from nmemd.web.guard import Guard
+from nmemd.web.guard import Guard, form_token
 from nmemd.web.insights import Insights
 from nmemd.web.pages import when as when_text
 
@@ -43,6 +44,7 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
     """The viewer for `settings`' store, answering only under `/<key>/` with `secret` on
     127.0.0.1:`port` (guard.py); `max_age`: the cookie outlives the browser (a viewer that stays)."""
     root = f"/{key}"
+    token = form_token(secret)
     insights = Insights(settings.db, settings.spool)
     threading.Thread(target=insights.warm, name="nmem-ui-warm", daemon=True).start()
 
@@ -142,7 +144,7 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
             return await html(f"Observation {oid}", pages.error(str(exc)), 400)
         if not found:
             return await html(f"Observation {oid}", pages.error(f"no observation with id {oid}"), 404)
-        return await html(f"Observation {oid}", pages.detail(found[0], timeline, secret))
+        return await html(f"Observation {oid}", pages.detail(found[0], timeline, token))
 
     async def context(request: Request) -> Response:
         project = request.query_params.get("project", "").strip()
@@ -201,12 +203,12 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
                 what = f"{verb}:<ul>{titles}</ul>"
         except (NmemError, ValueError) as exc:
             return await html("Confirm", pages.error(str(exc)), 400)
-        return await html(f"Confirm: {action}", pages.confirm(action, what, q, secret))
+        return await html(f"Confirm: {action}", pages.confirm(action, what, q, token))
 
     async def do(request: Request) -> Response:
         action = request.path_params["action"]
         form = dict(await request.form())
-        if action not in ACTIONS or form.get("csrf") != secret:
+        if action not in ACTIONS or not hmac.compare_digest(str(form.get("csrf", "")), token):
             return await html("Refused", pages.error("refused: not a confirmed change of this viewer"), 403)
         try:
             if action == "purge":

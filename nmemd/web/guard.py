@@ -18,6 +18,7 @@ host), a request that changes anything must come from our own origin, and no pag
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import html
 import secrets
@@ -48,6 +49,12 @@ HEADERS: Final = (
 
 def new_secret() -> str:
     return secrets.token_urlsafe(32)
+
+
+def form_token(secret: str) -> str:
+    """The token a confirmation form carries: bound to the secret, but not the secret itself, so
+    that a page's markup never holds what the cookie holds."""
+    return hmac.new(secret.encode(), b"nmem-ui form", hashlib.sha256).hexdigest()
 
 
 def new_key() -> str:
