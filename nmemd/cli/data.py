@@ -78,7 +78,9 @@ def _local_store(settings: Settings) -> "Iterator[Callable[[list[transfer.Restor
     def run_all(chunks: "list[list[transfer.Restorable]]") -> "transfer.Imported":
         async def go() -> transfer.Imported:
             total = transfer.Imported()
-            async with open_store(settings) as store:
+            from nmemd.capture.redact import redact  # the store sits below capture: it is given the redactor
+
+            async with open_store(settings, redact=redact) as store:
                 for chunk in chunks:
                     total.add(await transfer.import_records(store, chunk))
             return total

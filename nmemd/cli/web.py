@@ -43,7 +43,10 @@ def ui(
         bool, typer.Option("--background", help="Keep it running after this command, at the same address.")
     ] = False,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the viewer --background started.")] = False,
-    serve_background: Annotated[bool, typer.Option("--serve-background", hidden=True)] = False,
+    serve_background: Annotated[
+        bool,
+        typer.Option("--serve-background", hidden=True, help="Serve as the viewer --background starts (internal)."),
+    ] = False,
 ) -> None:
     """Open the memory viewer in your browser (this machine and this user only).
 

@@ -332,7 +332,9 @@ async def serve(
         if sock is None:
             sock = bind_socket(settings.socket)
         try:
-            async with open_store(settings) as store:
+            from nmemd.capture.redact import redact  # the store sits below capture: it is given the redactor
+
+            async with open_store(settings, redact=redact) as store:
                 ingestor = Ingestor(store)
                 checkpointer = Checkpointer(store)
                 store.on_commit = checkpointer.committed

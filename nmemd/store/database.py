@@ -111,11 +111,13 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def stored_key(key: str | None) -> str | None:
+def _unchanged(text: str) -> str:
+    return text
+
+
+def stored_key(key: str | None, redact: Callable[[str], str] = _unchanged) -> str | None:
     """A natural key as the ledger stores it: a sender's id can hold anything (Copilot's messageId,
     a transcript line's uuid), so one the redactor would change is kept as its digest."""
-    from nmemd.capture.redact import redact
-
     return key_digest(key) if key and redact(key) != key else key
 
 
@@ -169,6 +171,9 @@ class Store:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     last_commit_at: float = 0.0
     on_commit: Callable[[], None] = lambda: None  # nudges the checkpointer after every commit
+    # The redactor (nmemd.capture.redact, given by whoever opens the store: capture sits above the
+    # store) for what is stored as it comes: a session's branch, an event's natural key.
+    redact: Callable[[str], str] = _unchanged
     # One checkpoint at a time in this process: two at once make the second one fail busy.
     checkpoint_lock: anyio.Lock = field(default_factory=anyio.Lock)
     # Bumped by every purge: derived text computed before it (summaries) must not be written after it.
@@ -278,7 +283,7 @@ class Store:
         The caller calls `committed()` afterwards, on the event loop.
         """
         overlay = self.dedup.overlay()
-        plan = _commit(db, items, self.next_observation_id, self.indexed_below, overlay, import_files)
+        plan = _commit(db, items, self.next_observation_id, self.indexed_below, overlay, import_files, self.redact)
         self.next_observation_id = plan.next_id
         self.indexed_below = plan.indexed_below
         self.dedup.merge(overlay)
@@ -410,13 +415,9 @@ def _json_list(values: Sequence[str]) -> str:
     return msgspec.json.encode(values).decode()
 
 
-def _branch(name: str | None) -> str | None:
+def _branch(name: str | None, redact: Callable[[str], str]) -> str | None:
     """A session's branch as stored: a name is anything its author typed, a token included."""
-    if not name:
-        return None
-    from nmemd.capture.redact import redact
-
-    return redact(name)
+    return redact(name) if name else None
 
 
 class _Session:
@@ -436,7 +437,7 @@ class _Session:
         self.model = ex.model
         self.transcript_path = ex.transcript_path
         self.last_assistant_message = ex.last_assistant_message if ex.hook_event == "Stop" else None
-        self.git_branch = _branch(git_branch)
+        self.git_branch = git_branch or None
         self.count = 1
         self.agent = ex.agent
 
@@ -459,7 +460,7 @@ class _Session:
         if ex.hook_event == "Stop" and ex.last_assistant_message is not None:
             self.last_assistant_message = ex.last_assistant_message
         if git_branch:
-            self.git_branch = _branch(git_branch)
+            self.git_branch = git_branch
         if self.agent is None:
             self.agent = ex.agent
         self.count += 1
@@ -493,6 +494,7 @@ def _plan(
     known_keys: set[str],
     next_id: int,
     overlay: Deduper,
+    redact: Callable[[str], str] = _unchanged,
 ) -> _Plan:
     """Turn a batch into rows; observation ids are assigned here (we are the only writer).
 
@@ -552,9 +554,9 @@ def _plan(
                 plan.prompts.append((oid, ex.session_id, ex.session_id, ts))
         session = sessions.get(ex.session_id)
         if session is None:
-            sessions[ex.session_id] = _Session(ex, ts, item.git_branch)
+            sessions[ex.session_id] = _Session(ex, ts, _branch(item.git_branch, redact))
         else:
-            session.add(ex, ts, item.git_branch)
+            session.add(ex, ts, _branch(item.git_branch, redact))
         if own_row and call is not None:
             key = None  # the row is the record: (session_id, tool_use_id) of a PostToolUse(Failure) row
         plan.events.append((item.event_id, ts, ex.session_id, ex.hook_event, first_id, key))
@@ -568,6 +570,7 @@ def _commit(
     indexed_below: int,
     overlay: Deduper,
     import_files: Sequence[tuple[Any, ...]] = (),
+    redact: Callable[[str], str] = _unchanged,
 ) -> _Plan:
     """The batch transaction, run on the writer thread: BEGIN IMMEDIATE to COMMIT, or ROLLBACK on any error.
 
@@ -576,7 +579,7 @@ def _commit(
     calls = [tool_call(i.extracted) for i in items]
     # A tool call's key is its call's on every path; other events may bring their own (transcript lines).
     keys = [
-        _tool_key(c) if c else stored_key(i.natural_key or natural_key(i.extracted))
+        _tool_key(c) if c else stored_key(i.natural_key or natural_key(i.extracted), redact)
         for i, c in zip(items, calls, strict=True)
     ]
     digests = {KEY_DIGEST + _sha256(k): k for k in keys if k and not k.startswith(KEY_DIGEST)}  # a purged row's
@@ -587,7 +590,7 @@ def _commit(
         rows = db.execute(_KNOWN, (ids, _json_list([k for k in keys if k] + list(digests)), pairs)).fetchall()
         known_ids = {r[0] for r in rows if r[0] is not None}
         known_keys = {digests.get(r[1], r[1]) for r in rows if r[1] is not None}
-        plan = _plan(items, keys, calls, known_ids, known_keys, next_id, overlay)
+        plan = _plan(items, keys, calls, known_ids, known_keys, next_id, overlay, redact)
         plan.indexed_below = indexed_below
         if plan.observations:
             _OBSERVATIONS.run(db, plan.observations)
@@ -744,8 +747,9 @@ async def set_fts_merges(conn: aiosqlite.Connection, options: dict[str, int]) ->
 
 
 @asynccontextmanager
-async def open_store(settings: Settings) -> AsyncIterator[Store]:
-    """Open (creating and migrating if needed) the database; checkpoint on close."""
+async def open_store(settings: Settings, redact: Callable[[str], str] = _unchanged) -> AsyncIterator[Store]:
+    """Open (creating and migrating if needed) the database; checkpoint on close. `redact`: the
+    redactor for the branch and natural keys a batch brings (`Store.redact`)."""
     paths.make_dirs(os.path.dirname(settings.db) or ".")
     old_umask = os.umask(0o077)
     try:
@@ -777,7 +781,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
             "SELECT max(coalesce((SELECT max(id) FROM observations), 0),"
             " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'observations'), 0))"
         )
-        store = Store(conn=conn, settings=settings, dedup=Deduper(settings.dedup_window_s))
+        store = Store(conn=conn, settings=settings, dedup=Deduper(settings.dedup_window_s), redact=redact)
         store.next_observation_id = int(list(top)[0][0]) + 1
         watermark = await conn.execute_fetchall("SELECT indexed_below FROM fts_state")
         store.indexed_below = int(list(watermark)[0][0])
