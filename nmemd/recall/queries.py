@@ -256,7 +256,8 @@ def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
         return
     ids = [h.id for h in hits]
     rows = conn.execute(
-        f"SELECT id, author, agent FROM observations WHERE id IN ({','.join('?' * len(ids))}) AND author IS NOT NULL",
+        f"SELECT o.id, o.author, {agent_column(conn, 'o')} FROM observations o"
+        f" WHERE o.id IN ({','.join('?' * len(ids))}) AND o.author IS NOT NULL",
         ids,
     ).fetchall()
     found = {r[0]: r for r in rows}
