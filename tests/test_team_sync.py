@@ -120,6 +120,29 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     wait_for(lambda: not _local_rows(b, "zq91marker"), SYNC_S, "the tombstone to reach B")
     assert db.execute("SELECT count(*) FROM nmem.observations") == [(0,)]
 
+    # B forgets its copy of A's row: gone from B's store; the server refuses B's tombstone (not B's row, B
+    # is no admin) and the link goes on
+    assert a.hook(bash_event("sess-a", a_repo, "make lint", "zq91second output", 1)).returncode == 0
+    (theirs,) = wait_for(lambda: b.search("zq91second", project=b_repo), SYNC_S, "A's second event in B's search")
+    assert b.nmem("forget", str(theirs["id"])).returncode == 0
+    assert not _local_rows(b, "zq91second")
+    assert a.hook(bash_event("sess-a", a_repo, "make docs", "zq91third output", 2)).returncode == 0
+    wait_for(lambda: b.search("zq91third", project=b_repo), SYNC_S, "A's third event in B's search (link alive)")
+    assert db.execute("SELECT count(*) FROM nmem.observations WHERE body LIKE '%zq91second%'") == [(1,)]
+    (link,) = json.loads(b.nmem("team", "status", "--json").stdout)
+    assert link["error"] is None
+
+    # leave: nothing more is queued for the server
+    assert a.nmem("team", "leave", "--project", str(a_repo)).returncode == 0
+    assert a.hook(bash_event("sess-a", a_repo, "make after-leave", "zq91after output", 3)).returncode == 0
+    assert _local_rows(a, "zq91after")
+    conn = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True)
+    try:
+        assert conn.execute("SELECT count(*) FROM team_outbox").fetchone() == (0,)
+    finally:
+        conn.close()
+    assert "no project is shared" in a.nmem("team", "status").stdout
+
 
 def test_bad_servers_say_what_is_wrong_in_one_line_and_capture_goes_on(
     team: tuple[Database, Member, Member], tmp_path: Path
