@@ -346,3 +346,23 @@ def test_the_activity_pictures_count_what_is_stored_after_they_were_first_drawn(
     assert shown() == before + 2
     status, page = viewer.get("/activity")
     assert f"<title>{today} · codex: 1</title>" in page
+
+
+def test_the_viewer_that_stays_trusts_only_a_private_state_file_of_its_own(tmp_path: Path) -> None:
+    """Its secret lives in $NMEM_HOME/ui/viewer.json: a copy others may read (or a link) is no secret;
+    a new one is made, private from its first byte."""
+    from nmemd.web import service
+
+    home = str(tmp_path / "home")
+    first = service.for_port(home, 47001)
+    service.save(home, first)
+    state = tmp_path / "home" / "ui" / "viewer.json"
+    assert state.stat().st_mode & 0o777 == 0o600 and service.load(home) == first
+    assert service.for_port(home, 47002).secret == first.secret  # the bookmark's secret is kept
+    state.chmod(0o644)
+    assert service.load(home) is None and service.for_port(home, 47001).secret != first.secret
+    state.unlink()
+    (tmp_path / "elsewhere.json").write_bytes(b'{"port": 1, "key": "k", "secret": "s"}')
+    state.symlink_to(tmp_path / "elsewhere.json")
+    assert service.load(home) is None
+    assert service.running(home) is None
