@@ -18,6 +18,7 @@ import pg_cluster as pgc
 import pytest
 from fixtures import SHARED
 
+from nmem_client import fallback
 from nmemd.store import fts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ def short_dir() -> Iterator[str]:
 
 
 @pytest.fixture(autouse=True)
-def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """Point every nmem path at this test's own directories."""
     home = tmp_path / "home"
     env = {
@@ -56,7 +57,23 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    return env
+    yield env
+    _remove_fallbacks(env["NMEM_HOME"], str(tmp_path), short_dir)
+
+
+def _remove_fallbacks(home: str, *roots: str) -> None:
+    """Events a client kept outside an unusable NMEM_HOME (nmem_client.fallback) for this test's
+    homes: its NMEM_HOME's folder, and any whose reason names a path of this test's."""
+    for folder in fallback.candidates(home):
+        shutil.rmtree(folder, ignore_errors=True)
+    for base in {os.path.dirname(f) for f in fallback.candidates(home)}:
+        for reason in Path(base).glob(f"*/{fallback.REASON}"):
+            try:
+                text = reason.read_text(errors="replace")
+            except OSError:
+                continue
+            if any(root + "/" in text for root in roots):
+                shutil.rmtree(reason.parent, ignore_errors=True)
 
 
 RLIMIT_WRAPPER = (
