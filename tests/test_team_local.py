@@ -152,6 +152,7 @@ def test_pulled_page_lands_once_with_its_cursor_and_tombstones_delete(tmp_path: 
     found = methods.run_query(db, "search", {"query": "websocket", "project": "/w/api", "team": True})
     assert [h.author for h in found["hits"]] == ["kim"]
     assert methods.run_query(db, "search", {"query": "websocket", "project": "/w/api", "mine": True}) == []
+    assert {h.author for h in methods.run_query(db, "recent", {"project": "/w/api"})} == {"kim"}  # the viewer's feed
     local.apply_page(db, link, local.Page([], [], [local.InTombstone(10, "k2", "kim")], {"tombstones": 10}), again,
                      30.0, now)  # fmt: skip
     assert [r[0] for r in db.execute("SELECT event_id FROM observations")] == ["k1"]

@@ -326,6 +326,11 @@ def _hits(rows: Sequence[Sequence[Any]]) -> list[Hit]:
     return [_hit(r) for r in rows]
 
 
+def _with_authors(conn: sqlite3.Connection, hits: list[Hit]) -> list[Hit]:
+    teammates_of(conn, hits)
+    return hits
+
+
 def timeline(conn: sqlite3.Connection, anchor: int, before: int = 5, after: int = 5) -> list[Hit]:
     """What happened in the anchor's session just before and after it (anchor included)."""
     row = conn.execute("SELECT session_id FROM observations WHERE id = ?", (anchor,)).fetchone()
@@ -340,7 +345,7 @@ def timeline(conn: sqlite3.Connection, anchor: int, before: int = 5, after: int 
         f"SELECT {_HIT_COLUMNS} FROM observations o WHERE o.session_id = ? AND o.id >= ? ORDER BY o.id LIMIT ?",
         (session, anchor, max(0, min(after, MAX_LIMIT)) + 1),
     ).fetchall()
-    return _hits(list(reversed(earlier)) + list(later))
+    return _with_authors(conn, _hits(list(reversed(earlier)) + list(later)))
 
 
 def file_history(conn: sqlite3.Connection, path: str, filters: Filters | None = None, limit: int = 50) -> list[Hit]:
@@ -377,7 +382,7 @@ def recent(
     rows = conn.execute(
         f"SELECT {_HIT_COLUMNS} FROM observations o {where} ORDER BY {order} LIMIT ?", [*params, _limit(limit)]
     ).fetchall()
-    return _hits(rows)
+    return _with_authors(conn, _hits(rows))
 
 
 def sessions(
