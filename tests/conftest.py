@@ -58,10 +58,10 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     yield env
-    _remove_fallbacks(env["NMEM_HOME"], str(tmp_path), short_dir)
+    remove_fallbacks(env["NMEM_HOME"], str(tmp_path), short_dir)
 
 
-def _remove_fallbacks(home: str, *roots: str) -> None:
+def remove_fallbacks(home: str, *roots: str) -> None:
     """Events a client kept outside an unusable NMEM_HOME (nmem_client.fallback) for this test's
     homes: its NMEM_HOME's folder, and any whose reason names a path of this test's."""
     for folder in fallback.candidates(home):

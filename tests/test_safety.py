@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
+from conftest import BIN, Daemon, remove_fallbacks, db_rows, integrity_ok, run_send
 from helpers import count, log_text, ping, prompt_event, wait_until
 
 from nmemd.history.transcripts import decode_line
@@ -227,6 +227,7 @@ def test_the_client_talks_only_to_a_socket_and_a_home_of_its_own_user(nmem_env: 
         listener.kill()
         listener.wait()
         shutil.rmtree(base, ignore_errors=True)
+        remove_fallbacks(os.path.join(base, "theirs", "home"))  # where the client kept the event instead
 
 
 def _stored_by_a_started_daemon(env: dict[str, str], marker: str, db: Path) -> None:
