@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, Daemon, remove_fallbacks, db_rows, integrity_ok, run_send
+from conftest import BIN, Daemon, db_rows, integrity_ok, remove_fallbacks, run_send
 from helpers import count, log_text, ping, prompt_event, wait_until
 
 from nmemd.history.transcripts import decode_line
