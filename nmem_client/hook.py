@@ -26,7 +26,12 @@ daemon takes it out again (nmemd.capture.extract). A malformed name is ignored.
 SessionStart with no daemon: the event goes to the inbox, the client starts
 the daemon and waits for it, bounded (`NMEM_START_WAIT_MS`), to answer the
 same event with the context, so a session that starts after an on-first-use
-daemon exited idle still gets its context.
+daemon exited idle still gets its context. A daemon that cannot start says why on
+a pipe and the wait ends at once, with a notice for the user instead of the context.
+
+NMEM_HOME that cannot be used (a file, another user's folder, a path that cannot be
+made): the event goes to a private spool outside it (nmem_client.fallback), no daemon
+is started, and a SessionStart is answered with a notice that says so.
 """
 
 import _signal  # type: ignore[import-not-found]  # builtin; `signal` imports enum
