@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("setup", "web"),
     ("daemon",),
     ("jobs", "history", "mcp"),
+    ("team",),
     ("recall",),
     ("capture",),
     ("store",),

@@ -89,9 +89,9 @@ def leave(
 def status(json_out: JsonOpt = False) -> None:
     """Whether each team server answers, its schema version, the outbox, the last push and pull, the lag."""
     try:
-        from nmemd.team import membership
+        from nmemd.setup import team_status
 
-        links = membership.statuses(load_settings())
+        links = team_status.statuses(load_settings())
     except NmemError as exc:
         fail(str(exc))
     if json_out:

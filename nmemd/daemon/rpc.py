@@ -69,9 +69,9 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     if method in transfer.METHODS:  # import: on the daemon's one write connection
         return await transfer.call(daemon.ingestor.store, method, params)
     if method.startswith("team_"):
-        from nmemd.team import service
+        from nmemd.daemon import team_rpc
 
-        return await service.call(daemon, method, params)
+        return await team_rpc.call(daemon, method, params)
     if method in backfill.METHODS:  # import_events, import_state: `nmem import-transcripts`
         return await backfill.call(daemon, method, params)
     raise UnknownMethod(f"unknown method {method!r}")

@@ -472,9 +472,9 @@ def _team_health() -> list[Check]:
             return []
     finally:
         conn.close()
-    from nmemd.team import membership
+    from nmemd.setup import team_status
 
-    return membership.health()
+    return team_status.health(settings)
 
 
 def check_capture(settings: Settings) -> Check:

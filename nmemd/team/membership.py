@@ -17,7 +17,7 @@ import msgspec
 
 from nmemd.capture.project import project_root
 from nmemd.config import Settings
-from nmemd.errors import DaemonUnavailable, NmemError, StorageError, TeamError
+from nmemd.errors import NmemError, StorageError, TeamError
 from nmemd.team import client, identity
 from nmemd.team.client import ServerFacts
 
@@ -145,8 +145,8 @@ def plan_join(
     )
 
 
-def _offline_statuses(settings: Settings) -> list[dict[str, Any]]:
-    """No daemon: the store's shared projects, each server probed from here."""
+def offline_statuses(settings: Settings) -> list[dict[str, Any]]:
+    """No daemon: the store's shared projects, each server probed from here (setup.team_status)."""
     from nmemd.store import readers
     from nmemd.team import local
 
@@ -179,30 +179,3 @@ def _offline_statuses(settings: Settings) -> list[dict[str, Any]]:
         raise StorageError(f"cannot read {settings.db}: {exc}") from exc
     finally:
         conn.close()
-
-
-def statuses(settings: Settings) -> list[dict[str, Any]]:
-    """Each (server, team) link's status: the daemon's (live) when it runs, else probed from here."""
-    from nmemd.daemon import control
-
-    try:
-        got: list[dict[str, Any]] = control.ask("team_status", {}, timeout=10.0)
-        return got
-    except DaemonUnavailable:
-        return _offline_statuses(settings)
-
-
-def health() -> list[Any]:
-    """`nmem doctor`'s team lines: one per link, what is wrong in one line."""
-    from nmemd import config
-    from nmemd.setup.checks import ok, warn
-
-    links = statuses(config.load())
-    out = []  # no line at all when no project is shared
-    for st in links:
-        where = f"{st['team']} on {st['server']}"
-        if st.get("error"):
-            out.append(warn("team", f"{where}: {st['error']}", "nmem team status"))
-        else:
-            out.append(ok("team", f"{where}: {st.get('state')}, outbox {st.get('outbox', 0)}"))
-    return out

@@ -13,18 +13,25 @@ import datetime as dt
 import json
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
+from nmemd.capture.host import Host
 from nmemd.recall.methods import SearchParams
 from nmemd.recall.queries import ALL_PROJECTS, Hit
 from nmemd.store import readers
 from nmemd.team.identity import to_local
 
 if TYPE_CHECKING:
-    from nmemd.daemon.server import Daemon
+    from nmemd.team.sync import TeamSync
 
 SERVER_BUDGET_S: Final = 1.0  # the search's own budget (recall.search.TIME_BUDGET_S)
 MIN_SERVER_S: Final = 0.2
+
+
+class TeamHost(Host, Protocol):
+    """The daemon as team memory sees it (team sits below the daemon: tests/test_layout.py)."""
+
+    team: TeamSync
 
 
 def _held(conn: sqlite3.Connection, event_ids: list[str]) -> set[str]:
@@ -40,7 +47,7 @@ def _ts(value: Any) -> float:
     return float(value or 0.0)
 
 
-async def with_server(daemon: Daemon, p: SearchParams, reply: dict[str, Any], started: float) -> dict[str, Any]:
+async def with_server(daemon: TeamHost, p: SearchParams, reply: dict[str, Any], started: float) -> dict[str, Any]:
     """`reply` ({"hits", "notes"}) with the server's hits added when the local ones fall short."""
     sync = daemon.team
     hits: list[Any] = reply["hits"]
@@ -79,7 +86,7 @@ async def mcp_lines(daemon: Any, text: str, query: str, project: str | None, lim
     if shown >= limit or not project or project not in roots:
         return text
     p = SearchParams(query=query, project=project, limit=limit - shown)
-    extra = await with_server(cast("Daemon", daemon), p, {"hits": [], "notes": []}, started)
+    extra = await with_server(cast("TeamHost", daemon), p, {"hits": [], "notes": []}, started)
     now = time.time()
     lines = []
     for h in extra["hits"]:

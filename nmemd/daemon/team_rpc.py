@@ -1,4 +1,7 @@
-"""The daemon's team methods (`NMEM1 rpc`): join, leave and status, on its one write connection."""
+"""The daemon's team methods (`NMEM1 rpc`): join, leave and status, on its one write connection.
+
+Beside `rpc`, which hands them `team_*` methods: they drive the daemon's `TeamSync` (nmemd.team).
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,34 @@
+"""Team memory's links as `nmem team status` and `nmem doctor` see them: the daemon's (live) when
+it runs, else each server probed from here (team.membership)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nmemd.config import Settings
+from nmemd.daemon import control
+from nmemd.errors import DaemonUnavailable
+from nmemd.setup.checks import Check, ok, warn
+
+
+def statuses(settings: Settings) -> list[dict[str, Any]]:
+    """Each (server, team) link's status: the daemon's (live) when it runs, else probed from here."""
+    try:
+        got: list[dict[str, Any]] = control.ask("team_status", {}, timeout=10.0)
+        return got
+    except DaemonUnavailable:
+        from nmemd.team import membership  # psycopg only now
+
+        return membership.offline_statuses(settings)
+
+
+def health(settings: Settings) -> list[Check]:
+    """`nmem doctor`'s team lines: one per link, what is wrong in one line."""
+    out = []  # no line at all when no project is shared
+    for st in statuses(settings):
+        where = f"{st['team']} on {st['server']}"
+        if st.get("error"):
+            out.append(warn("team", f"{where}: {st['error']}", "nmem team status"))
+        else:
+            out.append(ok("team", f"{where}: {st.get('state')}, outbox {st.get('outbox', 0)}"))
+    return out
