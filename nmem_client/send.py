@@ -13,7 +13,7 @@ if __package__ in (None, ""):  # run as a file with -I -S: make the package impo
     _here = __file__ if __file__.startswith("/") else posix.getcwd() + "/" + __file__
     sys.path.insert(0, _here.rpartition("/")[0].rpartition("/")[0] or "/")
 
-from nmem_client.hook import deliver, main, read_reply  # noqa: E402, F401  (the client's API, as before the stub)
+from nmem_client.hook import main  # noqa: E402  (the entry point; the code is nmem_client.hook's)
 
 if __name__ == "__main__":
     main()

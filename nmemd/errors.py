@@ -9,8 +9,6 @@
     - AlreadyRunning     another nmemd holds the instance lock
     - UnsafePathError    a state directory or socket has unsafe ownership or mode
     - DaemonUnavailable  no daemon answered
-  + ProtocolError        a frame on the socket is malformed
-    - FrameTooLarge      a frame is larger than max_frame_bytes
   + InvalidEvent         a hook payload is not a JSON object we can store
   + QueryError           a search or lookup asked something it cannot answer
   + ToolInputError       an MCP tool argument it cannot use
@@ -61,14 +59,6 @@ class UnsafePathError(DaemonError):
 
 class DaemonUnavailable(DaemonError):
     """No daemon answered on the socket."""
-
-
-class ProtocolError(NmemError):
-    """A frame on the socket is malformed."""
-
-
-class FrameTooLarge(ProtocolError):
-    """A frame is larger than the configured `max_frame_bytes`."""
 
 
 class InvalidEvent(NmemError):

@@ -47,11 +47,6 @@ def stored_agent(name: str | None) -> str | None:
     return None if name in (None, "", CLAUDE_CODE) else name
 
 
-def agent_name(stored: str | None) -> str:
-    """The agent a row's `agent` column names (NULL: Claude Code)."""
-    return stored or CLAUDE_CODE
-
-
 # Bounds on what one observation may hold: a 2 MB file read stores its path and
 # line count, not the file.
 TITLE_MAX: Final = 200

@@ -59,7 +59,7 @@ def test_the_script_hooks_run_is_a_stub_whose_code_comes_from_bytecode() -> None
     code = (
         "import sys; sys.argv=['send.py']; "
         f"sys.path.insert(0, {str(SEND_SCRIPT.parent.parent)!r}); import nmem_client.send as s; "
-        "assert s.main.__module__ == 'nmem_client.hook' and s.deliver and s.read_reply"
+        "assert s.main.__module__ == 'nmem_client.hook'"
     )
     _modules_after(code, "-S")
 
