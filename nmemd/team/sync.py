@@ -342,6 +342,10 @@ class TeamSync:
         notes: list[str] = []
         with anyio.move_on_after(timeout_s) as scope:
             for link, project in targets:
+                st = self.status.get(link.key)
+                if st is not None and st.state != "ok":  # known to be away: no search waits for it
+                    notes.append(f"team server not asked: {st.error or st.state}")
+                    continue
                 try:
                     conn = await self._search_conn(link)
                     found = await server_search.search_team(
