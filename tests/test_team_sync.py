@@ -79,7 +79,8 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     assert a.hook(bash_event("sess-a", a_repo / "tests", "pytest -k ws", out)).returncode == 0
     assert a.hook(bash_event("sess-x", a_other, "make secret", "zq91unshared output")).returncode == 0
 
-    hits = wait_for(lambda: b.search("zq91marker", project=b_repo), SYNC_S, "A's event in B's search")
+    hits = wait_for(lambda: _local_rows(b, "zq91marker") and b.search("zq91marker", project=b_repo), SYNC_S,
+                    "A's event in B's store and search")  # fmt: skip
     assert [h["author"] for h in hits] == ["al"]
     assert hits[0]["project"] == str(b_repo)  # shown under B's own checkout
     assert [h["author"] for h in a.search("zq91marker", project=a_repo)] == [None]  # A's own row
@@ -123,11 +124,15 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     # B forgets its copy of A's row: gone from B's store; the server refuses B's tombstone (not B's row, B
     # is no admin) and the link goes on
     assert a.hook(bash_event("sess-a", a_repo, "make lint", "zq91second output", 1)).returncode == 0
-    (theirs,) = wait_for(lambda: b.search("zq91second", project=b_repo), SYNC_S, "A's second event in B's search")
+
+    def local_hit() -> list[dict]:  # in B's store, not a hit the server answered (id 0)
+        return [h for h in b.search("zq91second", project=b_repo) if h["id"]]
+
+    (theirs,) = wait_for(local_hit, SYNC_S, "A's second event in B's store")
     assert b.nmem("forget", str(theirs["id"])).returncode == 0
     assert not _local_rows(b, "zq91second")
     assert a.hook(bash_event("sess-a", a_repo, "make docs", "zq91third output", 2)).returncode == 0
-    wait_for(lambda: b.search("zq91third", project=b_repo), SYNC_S, "A's third event in B's search (link alive)")
+    wait_for(lambda: _local_rows(b, "zq91third"), SYNC_S, "A's third event in B's store (the link goes on)")
     assert db.execute("SELECT count(*) FROM nmem.observations WHERE body LIKE '%zq91second%'") == [(1,)]
     (link,) = json.loads(b.nmem("team", "status", "--json").stdout)
     assert link["error"] is None
