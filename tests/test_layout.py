@@ -88,3 +88,30 @@ def test_every_module_imports_on_its_own() -> None:
     code = "import importlib, sys\nfor n in sys.argv[1:]: importlib.import_module(n)"
     done = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_every_package_imported_is_declared() -> None:
+    """A package nmem imports by name is in pyproject's dependencies (or an extra), not only there
+    because another dependency brings it today."""
+    import re
+    import sys
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    reqs = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    declared = {re.split(r"[<>=!~\[;\s]", r, maxsplit=1)[0].lower().replace("_", "-") for r in reqs}
+    dists = packages_distributions()
+    undeclared: dict[str, str] = {}
+    for path in [*_modules(), *sorted((PACKAGE.parent / "nmem_client").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for top in {name.split(".")[0] for name in names} - set(sys.stdlib_module_names) - {"nmemd", "nmem_client"}:
+                if not {d.lower().replace("_", "-") for d in dists.get(top, [top])} & declared:
+                    undeclared.setdefault(top, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not undeclared, f"imported, not in pyproject: {undeclared}"
