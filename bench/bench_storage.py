@@ -32,7 +32,9 @@ CHANGES = ("summaries", "replies", "error-tails", "whole-compactions")
 _PATCHES = {
     "summaries": "from nmemd.history import backfill; backfill.Importer._summarize = lambda self: None",
     "replies": "from nmemd.history import transcripts; transcripts.TranscriptReader._turn_end = lambda self: []",
-    "error-tails": "from nmemd.capture import extract as x; x._clean_ends = lambda raw: x._clean(raw, 2000, 40)",
+    "error-tails": (
+        "from nmemd.capture import extract as x; x.clean_head_tail = lambda raw: x.clean_text(raw, 2000, 40)"
+    ),
     "whole-compactions": "from nmemd.capture import extract as x; x.COMPACT_MAX = 4000",
 }
 

@@ -55,7 +55,7 @@ CONTENT_MAX: Final = 4000
 # a compaction summary (its "Pending Tasks / Current Work / Next Step" come last: in the real corpus
 # summaries run 9-17 KB), the assistant's final message of a turn (p99 6.6 KB, longest 48 KB), and an
 # error's output, whose verdict (a pytest FAILED line, the final exception) is at its end
-# (`nmemd.capture.extract.ERROR_HEAD` / `ERROR_TAIL`).
+# (`nmemd.capture.fields.ERROR_HEAD` / `ERROR_TAIL`).
 COMPACT_MAX: Final = 64_000
 REPLY_MAX: Final = 32_000
 

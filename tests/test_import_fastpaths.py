@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nmemd.capture import redact as redact_module
-from nmemd.capture.extract import _f, _line, _nth_newline
+from nmemd.capture.fields import _nth_newline, clean_line, short_field
 from nmemd.capture.redact import _CURL_USER, _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
 from nmemd.history.transcripts import Record, TranscriptReader, decode_line
 
@@ -182,4 +182,4 @@ _FIELDS = st.one_of(st.none(), st.integers(), st.text(max_size=20), st.text(min_
 @settings(max_examples=300, deadline=None, database=None)
 @given(_FIELDS, st.integers(1, 300))
 def test_a_short_field_is_its_cleaned_line(value: object, limit: int) -> None:
-    assert _f({"k": value}, "k", limit) == (_line(value, limit) or None)
+    assert short_field({"k": value}, "k", limit) == (clean_line(value, limit) or None)

@@ -66,20 +66,20 @@ import hashlib
 import json
 from typing import Any, Final
 
-from nmemd.capture.extract import (
-    _PATH_MAX,
+from nmemd.capture.fields import (
     OUTPUT_HEAD,
     OUTPUT_TAIL,
-    _clean,
-    _clean_ends,
-    _d,
-    _join,
-    _l,
-    _line,
-    _obs,
-    _rel,
-    _s,
-    _short,
+    PATH_MAX,
+    clean_head_tail,
+    clean_line,
+    clean_text,
+    dict_or_empty,
+    join_lines,
+    list_or_empty,
+    observation,
+    relative_path,
+    short_line,
+    str_or_none,
 )
 from nmemd.model import Extracted, Observation
 
@@ -117,7 +117,7 @@ def _part(name: str) -> str:
 
 
 def _abs(path: object, cwd: str | None) -> str:
-    raw = _line(path, _PATH_MAX)
+    raw = clean_line(path, PATH_MAX)
     if raw and not raw.startswith("/") and cwd:
         return f"{cwd.rstrip('/')}/{raw.removeprefix('./')}"
     return raw
@@ -126,18 +126,18 @@ def _abs(path: object, cwd: str | None) -> str:
 def normalized(p: dict[str, Any]) -> dict[str, Any]:
     """A Cline hook payload as nmem reads hook payloads (Claude Code's field names); the hook's name stays in
     `cline_hook`, its own object in `cline`."""
-    hook = _s(p.get("hookName")) or _s(p.get("hook_event_name")) or "unknown"
+    hook = str_or_none(p.get("hookName")) or str_or_none(p.get("hook_event_name")) or "unknown"
     hook = HOOK_FILES.get(hook, hook)
-    own = _d(p.get(_part(hook)))
+    own = dict_or_empty(p.get(_part(hook)))
     out = dict(p)
     out["cline_hook"], out["cline"] = hook, own
     out["hook_event_name"] = EVENTS.get(hook, hook)
     # The CLI's session (`sessionContext.rootSessionId`, its history's `sessions/<id>/`), not the run's
     # `taskId` (a conversation id found nowhere on disk): what `nmem import-transcripts` reads back.
-    session = _s(_d(p.get("sessionContext")).get("rootSessionId")) or _s(p.get("taskId"))
+    session = str_or_none(dict_or_empty(p.get("sessionContext")).get("rootSessionId")) or str_or_none(p.get("taskId"))
     if session:
         out["session_id"] = session
-    roots = [r for r in _l(p.get("workspaceRoots")) if isinstance(r, str) and r.startswith("/")]
+    roots = [r for r in list_or_empty(p.get("workspaceRoots")) if isinstance(r, str) and r.startswith("/")]
     if roots and not isinstance(p.get("cwd"), str):
         out["cwd"] = roots[0]
     if hook == "TaskStart":
@@ -149,11 +149,11 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
     elif hook == "UserPromptSubmit":
         out["prompt"] = own.get("prompt")
     elif hook in ("PostToolUse", "PreToolUse"):
-        name = _s(own.get("toolName")) or "unknown"
+        name = str_or_none(own.get("toolName")) or "unknown"
         params = own.get("parameters")
-        out["tool_name"], out["tool_input"] = name, _d(params)
+        out["tool_name"], out["tool_input"] = name, dict_or_empty(params)
         out["tool_response"] = own.get("result")
-        call_id = _d(p.get("tool_result")).get("id")
+        call_id = dict_or_empty(p.get("tool_result")).get("id")
         if hook == "PostToolUse" and isinstance(call_id, str) and call_id and session:
             out["tool_use_id"] = tool_key(session, call_id)  # the CLI names its calls
         elif hook == "PostToolUse":
@@ -166,111 +166,168 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
 
 def _outputs(record: dict[str, Any]) -> list[dict[str, Any]]:
     out = record.get("output")
-    return [_d(o) for o in (out if isinstance(out, list) else [out])]
+    return [dict_or_empty(o) for o in (out if isinstance(out, list) else [out])]
 
 
 def _cli_tool(name: str, record: dict[str, Any], root: str | None, cwd: str | None) -> list[Observation]:
     """A finished call of the Cline CLI 3.x's own tools (`tool_result`: `input`, `output` with a `success` per
     command or file: the call's `postToolUse.success` stays true when a command fails)."""
-    inp, outputs = _d(record.get("input")), _outputs(record)
+    inp, outputs = dict_or_empty(record.get("input")), _outputs(record)
     obs: list[Observation] = []
     if name == "run_commands":
-        commands = [c for c in _l(inp.get("commands")) if isinstance(c, str)]
+        commands = [c for c in list_or_empty(inp.get("commands")) if isinstance(c, str)]
         for i, command in enumerate(commands):
             o = outputs[i] if i < len(outputs) else {}
-            cmd, result = _clean(command, 2000), _s(o.get("result")) or ""
+            cmd, result = clean_text(command, 2000), str_or_none(o.get("result")) or ""
             if o.get("success") is False:
                 first = " ".join(cmd.split())[:150]
-                content = _join(f"command: {cmd}", _clean_ends(_s(o.get("error")) or result))
-                obs.append(_obs("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None))
+                content = join_lines(f"command: {cmd}", clean_head_tail(str_or_none(o.get("error")) or result))
+                obs.append(
+                    observation("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)
+                )
             else:
-                out = _clean_ends(result, OUTPUT_HEAD, OUTPUT_TAIL)
-                obs.append(_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if out else ""),
-                                tool_name=name, command=cmd or None, dedup_key=f"cmd:{cmd}"))  # fmt: skip
+                out = clean_head_tail(result, OUTPUT_HEAD, OUTPUT_TAIL)
+                obs.append(
+                    observation(
+                        "command",
+                        f"$ {short_line(cmd, 190)}",
+                        join_lines("output:\n" + out if out else ""),
+                        tool_name=name,
+                        command=cmd or None,
+                        dedup_key=f"cmd:{cmd}",
+                    )
+                )
         return obs
     if name == "read_files":
-        for i, f in enumerate(_l(inp.get("files"))):
-            path = _abs(_d(f).get("path"), cwd)
+        for i, f in enumerate(list_or_empty(inp.get("files"))):
+            path = _abs(dict_or_empty(f).get("path"), cwd)
             o = outputs[i] if i < len(outputs) else {}
-            rel = _rel(path, root) if path else "(no path)"
+            rel = relative_path(path, root) if path else "(no path)"
             if o.get("success") is False:
-                error = _s(o.get("error")) or _s(o.get("result")) or ""
-                title = f"read_files failed: {_short(_clean(error, 300), 100) or 'error'} — {rel}"
-                obs.append(_obs("error", title, _join(f"file: {path}", _clean(error, 4000, 100)), tool_name=name,
-                                file_path=path or None))  # fmt: skip
+                error = str_or_none(o.get("error")) or str_or_none(o.get("result")) or ""
+                title = f"read_files failed: {short_line(clean_text(error, 300), 100) or 'error'} — {rel}"
+                obs.append(
+                    observation(
+                        "error",
+                        title,
+                        join_lines(f"file: {path}", clean_text(error, 4000, 100)),
+                        tool_name=name,
+                        file_path=path or None,
+                    )
+                )
             else:
-                obs.append(_obs("read", f"Read {rel}", "", file_path=path or None, tool_name=name,
+                obs.append(observation("read", f"Read {rel}", "", file_path=path or None, tool_name=name,
                                 dedup_key=f"read:{path}"))  # fmt: skip
         return obs
     path = _abs(inp.get("path"), cwd)
-    rel = _rel(path, root) if path else "(no path)"
+    rel = relative_path(path, root) if path else "(no path)"
     o = outputs[0] if outputs else {}
-    body = _s(inp.get("new_text")) or ""
+    body = str_or_none(inp.get("new_text")) or ""
     if o.get("success") is False:
-        error = _s(o.get("error")) or _s(o.get("result")) or ""
-        title = f"editor failed: {_short(_clean(error, 300), 100) or 'error'} — {rel}"
-        return [_obs("error", title, _join(f"file: {path}", _clean(error, 4000, 100)), tool_name=name,
+        error = str_or_none(o.get("error")) or str_or_none(o.get("result")) or ""
+        title = f"editor failed: {short_line(clean_text(error, 300), 100) or 'error'} — {rel}"
+        return [observation("error", title, join_lines(f"file: {path}", clean_text(error, 4000, 100)), tool_name=name,
                      file_path=path or None)]  # fmt: skip
-    if "created" in (_s(o.get("result")) or "").lower() or (inp.get("old_text") is None and
+    if "created" in (str_or_none(o.get("result")) or "").lower() or (inp.get("old_text") is None and
                                                              inp.get("insert_line") is None):  # fmt: skip
         lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
-        return [_obs("write", f"Write {rel} ({lines} lines)", _join(f"{lines} lines", _clean(body, 1200, 15)),
-                     file_path=path or None, tool_name=name)]  # fmt: skip
-    old = _s(inp.get("old_text")) or ""
-    diff = _join("- " + old if old else "", "+ " + body)
-    return [_obs("edit", f"Edit {rel}", _clean(diff, 1200, 20), file_path=path or None, tool_name=name)]
+        return [
+            observation(
+                "write",
+                f"Write {rel} ({lines} lines)",
+                join_lines(f"{lines} lines", clean_text(body, 1200, 15)),
+                file_path=path or None,
+                tool_name=name,
+            )
+        ]
+    old = str_or_none(inp.get("old_text")) or ""
+    diff = join_lines("- " + old if old else "", "+ " + body)
+    return [observation("edit", f"Edit {rel}", clean_text(diff, 1200, 20), file_path=path or None, tool_name=name)]
 
 
 def _tool(p: dict[str, Any], own: dict[str, Any], root: str | None, cwd: str | None) -> list[Observation] | None:
     """A finished Cline tool call under nmem's types; None: one nmem does not know (stored generically)."""
-    name = _s(own.get("toolName")) or "unknown"
-    inp = _d(own.get("parameters"))
+    name = str_or_none(own.get("toolName")) or "unknown"
+    inp = dict_or_empty(own.get("parameters"))
     result = own.get("result") if isinstance(own.get("result"), str) else ""
     failed = own.get("success") is False
     if name == "execute_command":
-        cmd = _clean(inp.get("command"), 2000)
+        cmd = clean_text(inp.get("command"), 2000)
         if failed:
             first = " ".join(cmd.split())[:150]
-            content = _join(f"command: {cmd}", _clean_ends(result))
-            return [_obs("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)]
-        out = _clean_ends(result, OUTPUT_HEAD, OUTPUT_TAIL)
-        return [_obs("command", f"$ {_short(cmd, 190)}", _join("output:\n" + out if out else ""), tool_name=name,
-                     command=cmd or None, dedup_key=f"cmd:{cmd}")]  # fmt: skip
-    record = _d(p.get("tool_result"))
+            content = join_lines(f"command: {cmd}", clean_head_tail(result))
+            return [observation("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)]
+        out = clean_head_tail(result, OUTPUT_HEAD, OUTPUT_TAIL)
+        return [
+            observation(
+                "command",
+                f"$ {short_line(cmd, 190)}",
+                join_lines("output:\n" + out if out else ""),
+                tool_name=name,
+                command=cmd or None,
+                dedup_key=f"cmd:{cmd}",
+            )
+        ]
+    record = dict_or_empty(p.get("tool_result"))
     if name in ("run_commands", "read_files", "editor") and record:
         return _cli_tool(name, record, root, cwd)
     path = _abs(inp.get("path"), cwd)
-    rel = _rel(path, root) if path else "(no path)"
+    rel = relative_path(path, root) if path else "(no path)"
     if failed:
-        subject = rel if path else _short(_clean(json.dumps(inp, default=str), 300), 120)
-        title = f"{name} failed: {_short(_clean(result, 300), 100) or 'error'}" + (f" — {subject}" if subject else "")
-        return [_obs("error", title, _join(f"file: {path}" if path else "", _clean(result, 4000, 100)),
+        subject = rel if path else short_line(clean_text(json.dumps(inp, default=str), 300), 120)
+        title = f"{name} failed: {short_line(clean_text(result, 300), 100) or 'error'}" + (
+            f" — {subject}" if subject else ""
+        )
+        return [observation("error", title, join_lines(f"file: {path}" if path else "", clean_text(result, 4000, 100)),
                      tool_name=name, file_path=path or None)]  # fmt: skip
     if name == "read_file":
-        return [_obs("read", f"Read {rel}", "", file_path=path or None, tool_name=name, dedup_key=f"read:{path}")]
+        return [
+            observation("read", f"Read {rel}", "", file_path=path or None, tool_name=name, dedup_key=f"read:{path}")
+        ]
     if name == "write_to_file":
-        body = _s(inp.get("content")) or ""
+        body = str_or_none(inp.get("content")) or ""
         lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
-        return [_obs("write", f"Write {rel} ({lines} lines)", _join(f"{lines} lines", _clean(body, 1200, 15)),
-                     file_path=path or None, tool_name=name)]  # fmt: skip
+        return [
+            observation(
+                "write",
+                f"Write {rel} ({lines} lines)",
+                join_lines(f"{lines} lines", clean_text(body, 1200, 15)),
+                file_path=path or None,
+                tool_name=name,
+            )
+        ]
     if name == "replace_in_file":
-        diff = _s(inp.get("diff")) or ""
+        diff = str_or_none(inp.get("diff")) or ""
         blocks = diff.count("<<<<<<< SEARCH") or diff.count("------- SEARCH") or 1
-        return [_obs("edit", f"Edit {rel} ({blocks} blocks)", _join(f"{blocks} blocks", _clean(diff, 1200, 20)),
-                     file_path=path or None, tool_name=name)]  # fmt: skip
+        return [
+            observation(
+                "edit",
+                f"Edit {rel} ({blocks} blocks)",
+                join_lines(f"{blocks} blocks", clean_text(diff, 1200, 20)),
+                file_path=path or None,
+                tool_name=name,
+            )
+        ]
     if name in ("search_files", "list_files", "list_code_definition_names"):
-        pattern = _line(inp.get("regex") or inp.get("file_pattern") or "", 300)
+        pattern = clean_line(inp.get("regex") or inp.get("file_pattern") or "", 300)
         inside = f" in {rel}" if path and path != root else ""
         label = {"search_files": "Grep", "list_files": "List", "list_code_definition_names": "Definitions"}[name]
         title = f"{label} '{pattern}'{inside}" if pattern else f"{label}{inside or ' ' + rel}"
-        return [_obs("search", title, _clean(result, 1500, 20), tool_name=name,
+        return [observation("search", title, clean_text(result, 1500, 20), tool_name=name,
                      dedup_key=f"{name}:{pattern}:{path}:{inp.get('file_pattern')}")]  # fmt: skip
     if name == "use_mcp_tool":
-        server, tool = _line(inp.get("server_name"), 80) or "mcp", _line(inp.get("tool_name"), 80) or "tool"
-        args = _clean(inp.get("arguments"), 1200) if isinstance(inp.get("arguments"), str) else ""
-        return [_obs("mcp", f"MCP {server}/{tool}" + (f": {_short(args, 120)}" if args else ""),
-                     _join("args: " + args if args else "", "result:\n" + r if (r := _clean(result, 1500, 20)) else ""),
-                     tool_name=f"mcp__{server}__{tool}")]  # fmt: skip
+        server, tool = clean_line(inp.get("server_name"), 80) or "mcp", clean_line(inp.get("tool_name"), 80) or "tool"
+        args = clean_text(inp.get("arguments"), 1200) if isinstance(inp.get("arguments"), str) else ""
+        return [
+            observation(
+                "mcp",
+                f"MCP {server}/{tool}" + (f": {short_line(args, 120)}" if args else ""),
+                join_lines(
+                    "args: " + args if args else "", "result:\n" + r if (r := clean_text(result, 1500, 20)) else ""
+                ),
+                tool_name=f"mcp__{server}__{tool}",
+            )
+        ]
     return None
 
 
@@ -278,40 +335,40 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     """What nmem keeps of a (normalized) Cline event, where it differs from Claude Code's; None: as Claude
     Code's."""
     hook = p.get("cline_hook")
-    own = _d(p.get("cline"))
-    meta = _d(own.get("taskMetadata"))
+    own = dict_or_empty(p.get("cline"))
+    meta = dict_or_empty(own.get("taskMetadata"))
     if hook in ("TaskStart", "TaskResume"):
         ex.source = "startup" if hook == "TaskStart" else "resume"
-        task = _clean(meta.get("initialTask"), 4000)
-        state = _d(own.get("previousState"))
-        count = _line(state.get("messageCount"), 20)
+        task = clean_text(meta.get("initialTask"), 4000)
+        state = dict_or_empty(own.get("previousState"))
+        count = clean_line(state.get("messageCount"), 20)
         title = "Task started" if hook == "TaskStart" else "Task resumed" + (f" ({count} messages)" if count else "")
-        return [_obs("session", title + (f": {_short(task, 150)}" if task else ""),
-                     _join("initial task:\n" + task if task else "", f"ulid: {_line(meta.get('ulid'), 60)}"
+        return [observation("session", title + (f": {short_line(task, 150)}" if task else ""),
+                     join_lines("initial task:\n" + task if task else "", f"ulid: {clean_line(meta.get('ulid'), 60)}"
                            if meta.get("ulid") else ""))]  # fmt: skip
-    reply = _d(p.get("turn")).get("outputText")
+    reply = dict_or_empty(p.get("turn")).get("outputText")
     if hook == "TaskComplete" and isinstance(reply, str) and reply.strip():
         # The CLI's agent_end: one run (a prompt's turn) ended with this answer; stored as a turn's reply.
         p["last_assistant_message"] = reply
-        from nmemd.capture.extract import _stop
+        from nmemd.capture.extract import stop_observations
 
         ex.hook_event = "Stop"
-        return _stop(p, ex, root)
+        return stop_observations(p, ex, root)
     if hook in ("TaskCancel", "TaskComplete"):
         ex.end_reason = "cancel" if hook == "TaskCancel" else "complete"
-        return [_obs("session", "Task cancelled" if hook == "TaskCancel" else "Task completed")]
+        return [observation("session", "Task cancelled" if hook == "TaskCancel" else "Task completed")]
     if hook == "PreCompact":
         detail = ", ".join(f"{k}: {v}" for k, v in list(own.items())[:10] if isinstance(v, str | int | float))
-        return [_obs("compact", "Compacting", _clean(detail, 1000))]
+        return [observation("compact", "Compacting", clean_text(detail, 1000))]
     if hook == "PreToolUse":
         return []  # nmem does not install it; the call is stored when it has run (PostToolUse)
     if hook == "PostToolUse":
-        name = _s(own.get("toolName"))
+        name = str_or_none(own.get("toolName"))
         if name == "attempt_completion":  # the task's final answer: stored and keyed as a turn's reply
-            p["last_assistant_message"] = _d(own.get("parameters")).get("result")
-            from nmemd.capture.extract import _stop
+            p["last_assistant_message"] = dict_or_empty(own.get("parameters")).get("result")
+            from nmemd.capture.extract import stop_observations
 
             ex.hook_event = "Stop"
-            return _stop(p, ex, root)
+            return stop_observations(p, ex, root)
         return _tool(p, own, root, ex.cwd)
     return None

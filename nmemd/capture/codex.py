@@ -93,19 +93,18 @@ import re
 import stat
 from typing import Any, Final
 
-from nmemd.capture.extract import (
-    _CMD_MAX,
-    _PATH_MAX,
-    _clean,
-    _clean_ends,
-    _d,
-    _join,
-    _line,
-    _obs,
-    _rel,
-    _s,
-    _Tool,
-    _tool_obs,
+from nmemd.capture.extract import ToolCall, tool_observation
+from nmemd.capture.fields import (
+    CMD_MAX,
+    PATH_MAX,
+    clean_head_tail,
+    clean_line,
+    clean_text,
+    dict_or_empty,
+    join_lines,
+    observation,
+    relative_path,
+    str_or_none,
 )
 from nmemd.model import Extracted, Observation
 
@@ -163,36 +162,36 @@ def exit_code(text: object) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _apply_patch(t: _Tool, cwd: str | None) -> list[Observation]:
+def apply_patch_observations(t: ToolCall, cwd: str | None) -> list[Observation]:
     raw = t.inp.get("command") or t.inp.get("input") or t.inp.get("patch")
     patch = raw if isinstance(raw, str) else ""
     files = parse_patch(patch)
     code = exit_code(t.resp)
     if code not in (None, 0) or not files:
-        output = _clean(t.resp if isinstance(t.resp, str) else "", 1500, 30)
-        names = ", ".join(_rel(_line(f.path, _PATH_MAX), t.root) for f in files[:5])
+        output = clean_text(t.resp if isinstance(t.resp, str) else "", 1500, 30)
+        names = ", ".join(relative_path(clean_line(f.path, PATH_MAX), t.root) for f in files[:5])
         title = f"apply_patch failed (exit {code})" if code not in (None, 0) else "apply_patch (no file in the patch)"
         return [
-            _obs("error" if code not in (None, 0) else "tool", title + (f": {names}" if names else ""),
-                 _join(output, _clean(patch, 1200, 20)), tool_name="apply_patch")
+            observation("error" if code not in (None, 0) else "tool", title + (f": {names}" if names else ""),
+                 join_lines(output, clean_text(patch, 1200, 20)), tool_name="apply_patch")
         ]  # fmt: skip
     out = []
     for f in files[:FILES_MAX]:
-        path = _absolute(_line(f.path, _PATH_MAX), cwd)
-        rel = _rel(path, t.root)
-        body = _clean("\n".join(f.lines), 1200, 20)
+        path = _absolute(clean_line(f.path, PATH_MAX), cwd)
+        rel = relative_path(path, t.root)
+        body = clean_text("\n".join(f.lines), 1200, 20)
         if f.op == "add":
             detail = f"created, {f.added} lines"
-            out.append(_obs("write", f"Write {rel} ({detail})", _join(detail, body), file_path=path))
+            out.append(observation("write", f"Write {rel} ({detail})", join_lines(detail, body), file_path=path))
         elif f.op == "delete":
-            out.append(_obs("edit", f"Delete {rel}", "deleted", file_path=path))
+            out.append(observation("edit", f"Delete {rel}", "deleted", file_path=path))
         else:
             detail = f"-{f.removed} +{f.added} lines"
             if f.move_to:
-                detail += f", moved to {_rel(_absolute(_line(f.move_to, _PATH_MAX), cwd), t.root)}"
-            out.append(_obs("edit", f"Edit {rel} ({detail})", _join(detail, body), file_path=path))
+                detail += f", moved to {relative_path(_absolute(clean_line(f.move_to, PATH_MAX), cwd), t.root)}"
+            out.append(observation("edit", f"Edit {rel} ({detail})", join_lines(detail, body), file_path=path))
     if len(files) > FILES_MAX:
-        out[-1].content = _join(out[-1].content, f"… and {len(files) - FILES_MAX} more files in the same patch")
+        out[-1].content = join_lines(out[-1].content, f"… and {len(files) - FILES_MAX} more files in the same patch")
     for obs in out:
         obs.tool_name = "apply_patch"
     return out
@@ -250,7 +249,9 @@ def rollout_exit_code(path: object, call_id: object) -> int | None:
     return None
 
 
-def _bash(t: _Tool, rollout: object = None, call_id: object = None, known: int | None = None) -> list[Observation]:
+def shell_observations(
+    t: ToolCall, rollout: object = None, call_id: object = None, known: int | None = None
+) -> list[Observation]:
     """Codex's shell tools as Claude Code's Bash: the command, its output; an error when the output
     names a non-zero exit code (a rollout's output does) or the rollout file records one for the call
     (the live hook's payload names none)."""
@@ -258,14 +259,20 @@ def _bash(t: _Tool, rollout: object = None, call_id: object = None, known: int |
     if code is None and rollout is not None:
         code = rollout_exit_code(rollout, call_id)
     if code in (None, 0):
-        return [_tool_obs(t)]
+        return [tool_observation(t)]
     output = t.resp if isinstance(t.resp, str) else ""
-    cmd = _clean(t.inp.get("command"), _CMD_MAX)
+    cmd = clean_text(t.inp.get("command"), CMD_MAX)
     first = " ".join(cmd.split())[:150]
     return [
-        _obs("error", f"Bash failed (exit {code}): {first}", content := _join(f"command: {cmd}", _clean_ends(output)),
-             limit=len(content), tool_name="Bash", command=cmd or None)
-    ]  # fmt: skip
+        observation(
+            "error",
+            f"Bash failed (exit {code}): {first}",
+            content := join_lines(f"command: {cmd}", clean_head_tail(output)),
+            limit=len(content),
+            tool_name="Bash",
+            command=cmd or None,
+        )
+    ]
 
 
 def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
@@ -273,17 +280,17 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     event = ex.hook_event
     if event in ("UserPromptSubmit", "PreCompact", "PostCompact") and ex.session_id != "unknown":
         # Codex sends no prompt id; its turn's id names the prompt in the rollout file too.
-        ex.prompt_id = _line(_s(p.get("turn_id")), 200) or None
+        ex.prompt_id = clean_line(str_or_none(p.get("turn_id")), 200) or None
     if event != "PostToolUse":
         return None
-    name = _s(p.get("tool_name")) or "unknown"
-    tool = _Tool(name, _d(p.get("tool_input")), p.get("tool_response"), root)
+    name = str_or_none(p.get("tool_name")) or "unknown"
+    tool = ToolCall(name, dict_or_empty(p.get("tool_input")), p.get("tool_response"), root)
     if name == "apply_patch":
-        return _apply_patch(tool, ex.cwd)
+        return apply_patch_observations(tool, ex.cwd)
     if name == "Bash":
         if "nmem_exit_code" in p:  # the rollout import read it already (nmemd.history.codex): no file to read
             code = p["nmem_exit_code"]
             known = code if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
-            return _bash(tool, known=known)
-        return _bash(tool, p.get("transcript_path"), p.get("tool_use_id"))
+            return shell_observations(tool, known=known)
+        return shell_observations(tool, p.get("transcript_path"), p.get("tool_use_id"))
     return None

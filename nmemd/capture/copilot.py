@@ -88,7 +88,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from nmemd.capture import codex
-from nmemd.capture.extract import _d, _s, _stop, _Tool
+from nmemd.capture.extract import ToolCall, stop_observations
+from nmemd.capture.fields import dict_or_empty, str_or_none
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "copilot"
@@ -112,7 +113,7 @@ def shell_exit_code(text: object) -> int | None:
 
 def result_text(result: object) -> str:
     """What a tool result said: `text_result_for_llm` (hooks), `textResultForLlm`, or `content` (session file)."""
-    r = _d(result)
+    r = dict_or_empty(result)
     for key in ("text_result_for_llm", "textResultForLlm", "content"):
         if isinstance(r.get(key), str):
             return str(r[key])
@@ -165,7 +166,9 @@ def _read_config(path: str, limit: int = 1 << 20) -> bytes:
 def mcp_servers() -> list[str]:
     """The MCP servers Copilot names tools after (`<server>-<tool>`): mcp-config.json's and the built-in one."""
     try:
-        servers = _d(_d(json.loads(_read_config(str(copilot_home() / "mcp-config.json")))).get("mcpServers"))
+        servers = dict_or_empty(
+            dict_or_empty(json.loads(_read_config(str(copilot_home() / "mcp-config.json")))).get("mcpServers")
+        )
     except (OSError, ValueError, RecursionError):
         servers = {}
     names = [n for n in servers if isinstance(n, str) and n] + ["github-mcp-server"]
@@ -192,7 +195,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     if event == "Stop" and ms is not None:
         # Copilot's Stop carries no reply, and its events.jsonl is written behind the hooks: the turn's end is
         # keyed by the hook's time, which the session file records too (the import sends it, with the reply).
-        stop = _stop(p, ex, root)
+        stop = stop_observations(p, ex, root)
         ex.natural_key = stop_key(ex.session_id, ms)
         return stop
     if event not in ("PostToolUse", "PostToolUseFailure"):
@@ -203,20 +206,20 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
         ex.tool_use_id = hook_call_id(ms, p.get("tool_input"))
     if "tool_response" not in p and "tool_result" in p:
         p["tool_response"] = result_text(p["tool_result"])
-    name = _s(p.get("tool_name")) or "unknown"
+    name = str_or_none(p.get("tool_name")) or "unknown"
     if (mcp := mcp_name(name)) is not None:
         p["tool_name"] = mcp  # stored as Claude Code's, Codex's and Gemini's MCP calls are
         return None
     inp = p.get("tool_input")
     if isinstance(inp, str) and name in ("Edit", "apply_patch"):  # the patch itself
-        tool = _Tool("apply_patch", {"command": inp}, p.get("tool_response") or p.get("error"), root)
+        tool = ToolCall("apply_patch", {"command": inp}, p.get("tool_response") or p.get("error"), root)
         if event == "PostToolUseFailure":
-            tool.resp = f"Exit code: 1\n{_s(p.get('error')) or ''}"
-        return codex._apply_patch(tool, ex.cwd)
+            tool.resp = f"Exit code: 1\n{str_or_none(p.get('error')) or ''}"
+        return codex.apply_patch_observations(tool, ex.cwd)
     if name in ("Bash", "bash") and event == "PostToolUse":
-        tool = _Tool("Bash", _d(inp), p.get("tool_response"), root)
+        tool = ToolCall("Bash", dict_or_empty(inp), p.get("tool_response"), root)
         code = shell_exit_code(tool.resp)
-        return codex._bash(tool, known=code if code else None)
+        return codex.shell_observations(tool, known=code if code else None)
     if name == "Read" and isinstance(inp, dict) and "file_path" not in inp and "path" in inp:
         p["tool_input"] = {**inp, "file_path": inp["path"]}
     return None

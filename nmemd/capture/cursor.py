@@ -63,7 +63,7 @@ import hashlib
 import json
 from typing import Any, Final
 
-from nmemd.capture.extract import _clean, _f, _join, _l, _obs, _s
+from nmemd.capture.fields import clean_text, join_lines, list_or_empty, observation, short_field, str_or_none
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "cursor"
@@ -95,7 +95,7 @@ def _json(raw: object) -> object:
 
 
 def _tool_name(raw: object) -> str:
-    name = _s(raw) or "unknown"
+    name = str_or_none(raw) or "unknown"
     if name.startswith("MCP:"):
         return f"mcp__cursor__{name[4:]}"
     return TOOLS.get(name, name)
@@ -104,28 +104,28 @@ def _tool_name(raw: object) -> str:
 def normalized(p: dict[str, Any]) -> dict[str, Any]:
     """A Cursor hook payload as nmem reads hook payloads (Claude Code's field names); the original
     event stays in `cursor_event`."""
-    event = _s(p.get("hook_event_name")) or "unknown"
+    event = str_or_none(p.get("hook_event_name")) or "unknown"
     out = dict(p)
     out["cursor_event"] = event
     out["hook_event_name"] = EVENTS.get(event, event)
     session = p.get("session_id") if isinstance(p.get("session_id"), str) else p.get("conversation_id")
     if isinstance(session, str):
         out["session_id"] = session
-    roots = [r for r in _l(p.get("workspace_roots")) if isinstance(r, str) and r.startswith("/")]
+    roots = [r for r in list_or_empty(p.get("workspace_roots")) if isinstance(r, str) and r.startswith("/")]
     if not isinstance(p.get("cwd"), str) and roots:
         out["cwd"] = roots[0]
-    turn = _s(p.get("generation_id")) or ""
+    turn = str_or_none(p.get("generation_id")) or ""
     if event == "sessionStart":
         out["source"] = "startup"
     elif event == "beforeSubmitPrompt" and turn:
         out["prompt_id"] = turn  # one prompt per generation
     elif event == "afterShellExecution":
-        cmd = _s(p.get("command")) or ""
+        cmd = str_or_none(p.get("command")) or ""
         out["tool_name"], out["tool_input"] = "Bash", {"command": cmd}
-        out["tool_response"] = {"stdout": _s(p.get("output")) or ""}
-        out.setdefault("tool_use_id", "cursor:" + _digest(turn, "shell", cmd, _s(p.get("output")) or ""))
+        out["tool_response"] = {"stdout": str_or_none(p.get("output")) or ""}
+        out.setdefault("tool_use_id", "cursor:" + _digest(turn, "shell", cmd, str_or_none(p.get("output")) or ""))
     elif event == "afterFileEdit":
-        edits = [e for e in _l(p.get("edits")) if isinstance(e, dict)]
+        edits = [e for e in list_or_empty(p.get("edits")) if isinstance(e, dict)]
         out["tool_name"] = "MultiEdit" if len(edits) > 1 else "Edit"
         first = edits[0] if edits else {}
         out["tool_input"] = {"file_path": p.get("file_path"), "edits": edits, "old_string": first.get("old_string"),
@@ -133,8 +133,8 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
         canonical = json.dumps(edits, sort_keys=True, ensure_ascii=False)
         out.setdefault("tool_use_id", "cursor:" + _digest(turn, "edit", str(p.get("file_path")), canonical))
     elif event == "afterMCPExecution":
-        server = _s(p.get("mcp_server_name")) or "mcp"
-        tool = _s(p.get("tool_name")) or "unknown"
+        server = str_or_none(p.get("mcp_server_name")) or "mcp"
+        tool = str_or_none(p.get("tool_name")) or "unknown"
         out["tool_name"] = f"mcp__{server}__{tool}"
         inp = _json(p.get("tool_input"))
         out["tool_input"] = inp if isinstance(inp, dict) else {"input": inp} if inp else {}
@@ -142,7 +142,7 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
         raw = f"{p.get('tool_input')}\x00{p.get('result_json')}"
         out.setdefault("tool_use_id", "cursor:" + _digest(turn, "mcp", server, tool, raw))
     elif event == "beforeReadFile":
-        content = _s(p.get("content")) or ""
+        content = str_or_none(p.get("content")) or ""
         lines = content.count("\n") + (0 if not content or content.endswith("\n") else 1)
         out["tool_name"], out["tool_input"] = "Read", {"file_path": p.get("file_path")}
         out["tool_response"] = {"type": "text", "file": {"numLines": lines, "startLine": 1, "totalLines": lines}}
@@ -168,25 +168,25 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     Code's."""
     event = p.get("cursor_event")
     if event == "stop":  # the turn's end; its text came with afterAgentResponse
-        status = _f(p, "status", 40)
+        status = short_field(p, "status", 40)
         if status in (None, "completed"):
             return []
-        return [_obs("event", f"Turn ended ({status})", f"loop count: {p.get('loop_count')}")]
+        return [observation("event", f"Turn ended ({status})", f"loop count: {p.get('loop_count')}")]
     if event == "sessionEnd":
-        ex.end_reason = _f(p, "reason", 40)
-        detail = _join(_clean(p.get("final_status"), 200), _clean(p.get("error_message"), 1000))
-        return [_obs("session", "Session ended" + (f" ({ex.end_reason})" if ex.end_reason else ""), detail)]
+        ex.end_reason = short_field(p, "reason", 40)
+        detail = join_lines(clean_text(p.get("final_status"), 200), clean_text(p.get("error_message"), 1000))
+        return [observation("session", "Session ended" + (f" ({ex.end_reason})" if ex.end_reason else ""), detail)]
     if event == "preCompact":
-        trigger = _f(p, "trigger", 40)
+        trigger = short_field(p, "trigger", 40)
         keys = ("context_usage_percent", "context_tokens", "context_window_size", "message_count",
                 "messages_to_compact")  # fmt: skip
         detail = ", ".join(f"{k}: {v}" for k in keys if isinstance((v := p.get(k)), int | float))
-        return [_obs("compact", "Compacting" + (f" ({trigger})" if trigger else ""), detail)]
+        return [observation("compact", "Compacting" + (f" ({trigger})" if trigger else ""), detail)]
     if event == "sessionStart":
-        mode = _f(p, "composer_mode", 40)
+        mode = short_field(p, "composer_mode", 40)
         background = " (background agent)" if p.get("is_background_agent") is True else ""
         ex.source = "startup"
-        ex.model = _f(p, "model")
-        detail = _join(f"mode: {mode}" if mode else "", f"model: {ex.model}" if ex.model else "")
-        return [_obs("session", "Session started" + background, detail)]
+        ex.model = short_field(p, "model")
+        detail = join_lines(f"mode: {mode}" if mode else "", f"model: {ex.model}" if ex.model else "")
+        return [observation("session", "Session started" + background, detail)]
     return None

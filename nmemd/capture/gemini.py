@@ -104,22 +104,21 @@ import json
 import re
 from typing import Any, Final
 
-from nmemd.capture.extract import (
-    _CMD_MAX,
-    _PATH_MAX,
-    _clean,
-    _clean_ends,
-    _d,
-    _join,
-    _line,
-    _obs,
-    _one_line,
-    _rel,
-    _s,
-    _short,
-    _summary,
-    _Tool,
-    _tool_obs,
+from nmemd.capture.extract import ToolCall, tool_observation
+from nmemd.capture.fields import (
+    CMD_MAX,
+    PATH_MAX,
+    clean_head_tail,
+    clean_line,
+    clean_text,
+    dict_or_empty,
+    join_lines,
+    json_summary,
+    observation,
+    one_line,
+    relative_path,
+    short_line,
+    str_or_none,
 )
 from nmemd.model import Extracted, Observation
 
@@ -184,8 +183,10 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
         out.pop("prompt", None)
         out.pop("prompt_response", None)
     elif event == "AfterTool" and not isinstance(p.get("tool_use_id"), str):
-        name = _s(p.get("tool_name")) or "unknown"
-        out["tool_use_id"] = tool_call_id(name, p.get("tool_input"), _d(p.get("tool_response")).get("llmContent"))
+        name = str_or_none(p.get("tool_name")) or "unknown"
+        out["tool_use_id"] = tool_call_id(
+            name, p.get("tool_input"), dict_or_empty(p.get("tool_response")).get("llmContent")
+        )
     return out
 
 
@@ -201,22 +202,26 @@ def shell_output(llm: object) -> tuple[str, int | None]:
 
 
 def _shell(inp: dict[str, Any], resp: dict[str, Any], root: str | None) -> list[Observation]:
-    cmd = _clean(inp.get("command"), _CMD_MAX)
+    cmd = clean_text(inp.get("command"), CMD_MAX)
     output, code = shell_output(resp.get("llmContent"))
     if code in (None, 0) and not resp.get("error"):
-        obs = _tool_obs(_Tool("Bash", {"command": inp.get("command"), "description": inp.get("description")},
+        obs = tool_observation(ToolCall("Bash", {"command": inp.get("command"), "description": inp.get("description")},
                               output, root))  # fmt: skip
         obs.tool_name = SHELL
         return [obs]
     first = " ".join(cmd.split())[:150]
-    why = f"exit {code}" if code is not None else _short(_clean(_d(resp.get("error")).get("message"), 300), 80)
-    content = _join(f"command: {cmd}", _clean_ends(output))
-    return [_obs("error", f"Shell failed ({why}): {first}", content, limit=len(content), tool_name=SHELL,
+    why = (
+        f"exit {code}"
+        if code is not None
+        else short_line(clean_text(dict_or_empty(resp.get("error")).get("message"), 300), 80)
+    )
+    content = join_lines(f"command: {cmd}", clean_head_tail(output))
+    return [observation("error", f"Shell failed ({why}): {first}", content, limit=len(content), tool_name=SHELL,
                  command=cmd or None)]  # fmt: skip
 
 
 def _path(inp: dict[str, Any], cwd: str | None) -> str:
-    raw = _line(inp.get("file_path") or inp.get("absolute_path") or inp.get("path"), _PATH_MAX)
+    raw = clean_line(inp.get("file_path") or inp.get("absolute_path") or inp.get("path"), PATH_MAX)
     if raw and not raw.startswith("/") and cwd:
         return f"{cwd.rstrip('/')}/{raw}"
     return raw
@@ -224,75 +229,97 @@ def _path(inp: dict[str, Any], cwd: str | None) -> str:
 
 def _file(name: str, inp: dict[str, Any], resp: dict[str, Any], root: str | None, cwd: str | None) -> Observation:
     path = _path(inp, cwd)
-    rel = _rel(path, root) if path else "(no path)"
-    display = _d(resp.get("returnDisplay"))
-    diff = _clean(display.get("fileDiff"), 1200, 20)
-    stat = _d(display.get("diffStat"))
+    rel = relative_path(path, root) if path else "(no path)"
+    display = dict_or_empty(resp.get("returnDisplay"))
+    diff = clean_text(display.get("fileDiff"), 1200, 20)
+    stat = dict_or_empty(display.get("diffStat"))
     added, removed = stat.get("model_added_lines"), stat.get("model_removed_lines")
     counts = f"-{removed} +{added} lines" if isinstance(added, int) and isinstance(removed, int) else ""
     if name == "write_file":
-        body = _s(inp.get("content")) or ""
+        body = str_or_none(inp.get("content")) or ""
         lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
         detail = ("created" if display.get("isNewFile") is True else "written") + f", {lines} lines"
-        return _obs("write", f"Write {rel} ({detail})", _join(detail, diff or _clean(body, 1200, 20)),
+        return observation("write", f"Write {rel} ({detail})", join_lines(detail, diff or clean_text(body, 1200, 20)),
                     file_path=path or None, tool_name=name)  # fmt: skip
     if name == "replace":
         detail = counts or "edited"
         if inp.get("allow_multiple") is True:
             detail += ", every occurrence"
-        body = diff or _join("--- old", _clean(inp.get("old_string"), 600, 12), "+++ new",
-                             _clean(inp.get("new_string"), 600, 12))  # fmt: skip
-        return _obs("edit", f"Edit {rel} ({detail})", _join(detail, body), file_path=path or None, tool_name=name)
+        body = diff or join_lines("--- old", clean_text(inp.get("old_string"), 600, 12), "+++ new",
+                             clean_text(inp.get("new_string"), 600, 12))  # fmt: skip
+        return observation(
+            "edit", f"Edit {rel} ({detail})", join_lines(detail, body), file_path=path or None, tool_name=name
+        )
     start, end = inp.get("start_line"), inp.get("end_line")
     span = f"lines {start}-{end or ''}" if isinstance(start, int) else ""
-    return _obs("read", f"Read {rel}" + (f" ({span})" if span else ""), span, file_path=path or None,
+    return observation("read", f"Read {rel}" + (f" ({span})" if span else ""), span, file_path=path or None,
                 tool_name=name, dedup_key=f"read:{path}:{span}")  # fmt: skip
 
 
 def _search(name: str, inp: dict[str, Any], resp: dict[str, Any], root: str | None) -> Observation:
-    pattern = _line(inp.get("pattern"), 300)
-    where = _line(inp.get("dir_path") or inp.get("path"), _PATH_MAX)
-    include = _line(inp.get("include_pattern") or inp.get("include"), 200)
+    pattern = clean_line(inp.get("pattern"), 300)
+    where = clean_line(inp.get("dir_path") or inp.get("path"), PATH_MAX)
+    include = clean_line(inp.get("include_pattern") or inp.get("include"), 200)
     label = "Glob" if name == "glob" else "Grep"
-    inside = _rel(where, root) if where and where != root else ""
+    inside = relative_path(where, root) if where and where != root else ""
     title = f"{label} '{pattern}'" + (f" in {inside}" if inside else "") + (f" ({include})" if include else "")
     display = resp.get("returnDisplay")
-    result = _clean(resp.get("llmContent"), 1500, 20) if isinstance(resp.get("llmContent"), str) else ""
-    content = _join(_clean(display, 300) if isinstance(display, str) else "", result)
-    return _obs("search", title, content, tool_name=name, dedup_key=f"{label.lower()}:{pattern}:{where}:{include}")
+    result = clean_text(resp.get("llmContent"), 1500, 20) if isinstance(resp.get("llmContent"), str) else ""
+    content = join_lines(clean_text(display, 300) if isinstance(display, str) else "", result)
+    return observation(
+        "search", title, content, tool_name=name, dedup_key=f"{label.lower()}:{pattern}:{where}:{include}"
+    )
 
 
 def _mcp(p: dict[str, Any], inp: dict[str, Any], resp: dict[str, Any]) -> list[Observation] | None:
-    ctx = _d(p.get("mcp_context"))
-    server, tool = _line(ctx.get("server_name"), 80), _line(ctx.get("tool_name"), 80)
+    ctx = dict_or_empty(p.get("mcp_context"))
+    server, tool = clean_line(ctx.get("server_name"), 80), clean_line(ctx.get("tool_name"), 80)
     if not server or not tool:
         return None
     name = f"mcp__{server}__{tool}"
     llm = resp.get("llmContent")
-    result = _clean(llm, 1500, 20) if isinstance(llm, str) else _summary(llm, 1500)
-    args = _summary(inp, 1200) if inp else ""
-    title = f"MCP {server}/{tool}" + (f": {_one_line(args, 120)}" if args else "")
-    return [_obs("mcp", title, _join("args: " + args if args else "", "result:\n" + result if result else ""),
-                 tool_name=name)]  # fmt: skip
+    result = clean_text(llm, 1500, 20) if isinstance(llm, str) else json_summary(llm, 1500)
+    args = json_summary(inp, 1200) if inp else ""
+    title = f"MCP {server}/{tool}" + (f": {one_line(args, 120)}" if args else "")
+    return [
+        observation(
+            "mcp",
+            title,
+            join_lines("args: " + args if args else "", "result:\n" + result if result else ""),
+            tool_name=name,
+        )
+    ]
 
 
 def _failed(
     name: str, inp: dict[str, Any], resp: dict[str, Any], root: str | None, cwd: str | None
 ) -> list[Observation]:
-    error = _d(resp.get("error"))
-    message = _clean_ends(error.get("message") or resp.get("llmContent"))
+    error = dict_or_empty(resp.get("error"))
+    message = clean_head_tail(error.get("message") or resp.get("llmContent"))
     path = _path(inp, cwd)
-    subject = _short(_clean(inp.get("command"), 300), 120) if inp.get("command") else _rel(path, root) if path else ""
-    title = f"{_line(name, 100)} failed: {_short(message, 100) or _line(error.get('type'), 80) or 'error'}"
+    subject = (
+        short_line(clean_text(inp.get("command"), 300), 120)
+        if inp.get("command")
+        else relative_path(path, root)
+        if path
+        else ""
+    )
+    title = (
+        f"{clean_line(name, 100)} failed: {short_line(message, 100) or clean_line(error.get('type'), 80) or 'error'}"
+    )
     title += f" — {subject}" if subject else ""
-    content = _join(f"file: {path}" if path else "", message)
-    return [_obs("error", title, content, limit=len(content), tool_name=_line(name, 100), file_path=path or None)]
+    content = join_lines(f"file: {path}" if path else "", message)
+    return [
+        observation(
+            "error", title, content, limit=len(content), tool_name=clean_line(name, 100), file_path=path or None
+        )
+    ]
 
 
 def tool_observations(p: dict[str, Any], root: str | None, cwd: str | None) -> list[Observation]:
     """What nmem keeps of one finished Gemini tool call (an AfterTool payload)."""
-    name = _s(p.get("tool_name")) or "unknown"
-    inp, resp = _d(p.get("tool_input")), _d(p.get("tool_response"))
+    name = str_or_none(p.get("tool_name")) or "unknown"
+    inp, resp = dict_or_empty(p.get("tool_input")), dict_or_empty(p.get("tool_response"))
     if name == SHELL:
         return _shell(inp, resp, root)
     if resp.get("error"):
@@ -306,8 +333,8 @@ def tool_observations(p: dict[str, Any], root: str | None, cwd: str | None) -> l
     llm = resp.get("llmContent")
     response = llm if isinstance(llm, str) and llm else resp.get("returnDisplay")
     if name == "google_web_search":
-        return [_tool_obs(_Tool("WebSearch", {"query": inp.get("query")}, response, root))]
-    obs = _tool_obs(_Tool(name, inp, response, root))
+        return [tool_observation(ToolCall("WebSearch", {"query": inp.get("query")}, response, root))]
+    obs = tool_observation(ToolCall(name, inp, response, root))
     return [obs]
 
 

@@ -82,7 +82,8 @@ import os
 from typing import Any, Final
 
 from nmemd.capture import codex
-from nmemd.capture.extract import _d, _i, _s, _Tool, _tool_obs
+from nmemd.capture.extract import ToolCall, tool_observation
+from nmemd.capture.fields import dict_or_empty, int_or_none, str_or_none
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "opencode"
@@ -117,7 +118,7 @@ def database() -> str:
 def as_claude(name: str, inp: object, cwd: str | None) -> tuple[str, dict[str, Any]]:
     """An OpenCode tool call under Claude Code's tool name and argument keys, a relative path made absolute
     against the session's directory."""
-    args = _d(inp)
+    args = dict_or_empty(inp)
     out = {_KEYS.get(k, k): v for k, v in args.items()}
     path = out.get("file_path")
     if isinstance(path, str) and path and not path.startswith("/") and cwd:
@@ -131,34 +132,38 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     event = ex.hook_event
     if event not in ("PostToolUse", "PostToolUseFailure"):
         return None
-    raw = _s(p.get("tool_name")) or "unknown"
+    raw = str_or_none(p.get("tool_name")) or "unknown"
     name, inp = as_claude(raw, p.get("tool_input"), ex.cwd)
     p["tool_name"], p["tool_input"] = name, inp
     if event == "PostToolUseFailure":
         return None
-    resp = _d(p.get("tool_response"))
+    resp = dict_or_empty(p.get("tool_response"))
     output = resp.get("output") if isinstance(resp.get("output"), str) else ""
-    meta = _d(resp.get("metadata"))
+    meta = dict_or_empty(resp.get("metadata"))
     if name == "Bash":
-        code = _i(meta.get("exit"))
-        return codex._bash(_Tool("Bash", inp, output, root), known=code if code else None)
+        code = int_or_none(meta.get("exit"))
+        return codex.shell_observations(ToolCall("Bash", inp, output, root), known=code if code else None)
     if name in ("Write", "Edit"):
-        patch = _d(meta.get("filediff")).get("patch") or meta.get("diff")
+        patch = dict_or_empty(meta.get("filediff")).get("patch") or meta.get("diff")
         response: object = {"structuredPatch": None, "filePath": inp.get("file_path"), "diff": patch}
         if name == "Write":
             response = {"type": "update" if meta.get("exists") is True else "create", "filePath": inp.get("file_path")}
-        obs = _tool_obs(_Tool(name, inp, response, root))
+        obs = tool_observation(ToolCall(name, inp, response, root))
         obs.tool_name = raw
         return [obs]
     if name == "Read":
-        display = _d(meta.get("display"))
-        start, total, end = _i(display.get("lineStart")), _i(display.get("totalLines")), _i(display.get("lineEnd"))
+        display = dict_or_empty(meta.get("display"))
+        start, total, end = (
+            int_or_none(display.get("lineStart")),
+            int_or_none(display.get("totalLines")),
+            int_or_none(display.get("lineEnd")),
+        )
         file: dict[str, Any] = {}
         if start is not None and end is not None:
             file = {"numLines": end - start + 1, "startLine": start, "totalLines": total}
-        obs = _tool_obs(_Tool(name, inp, {"type": "text", "file": file}, root))
+        obs = tool_observation(ToolCall(name, inp, {"type": "text", "file": file}, root))
         obs.tool_name = raw
         return [obs]
-    obs = _tool_obs(_Tool(name, inp, output or resp.get("title"), root))
+    obs = tool_observation(ToolCall(name, inp, output or resp.get("title"), root))
     obs.tool_name = raw if name == raw else obs.tool_name
     return [obs]
