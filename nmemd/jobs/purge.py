@@ -135,7 +135,7 @@ async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -
     await clear_listed(conn)
     filters = Filters(project=f.project, types=f.types, session_id=f.session_id, file=f.file, agent=f.agent,
                       since=f.since, until=f.until)  # fmt: skip
-    clauses, params = queries._where(filters)
+    clauses, params = queries.filter_clauses(filters)
     source = "observations o"
     if f.ids:
         clauses.append(f"o.id IN ({','.join('?' * len(f.ids))})")

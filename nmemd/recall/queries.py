@@ -213,7 +213,8 @@ def fts_query(text: str) -> str:
     return " ".join(parts)
 
 
-def _where(filters: Filters, alias: str = "o") -> tuple[list[str], list[Any]]:
+def filter_clauses(filters: Filters, alias: str = "o") -> tuple[list[str], list[Any]]:
+    """The WHERE clauses (joined with AND) and their parameters that select the rows `filters` names."""
     clauses: list[str] = []
     params: list[Any] = []
     # With a session given, its index is the way in (a session is small); the unary `+` keeps SQLite
@@ -266,17 +267,18 @@ def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
             hit.author, hit.agent = r[1], r[2] or "claude-code"
 
 
-def _limit(limit: int) -> int:
+def checked_limit(limit: int) -> int:
+    """A row limit as asked, at most MAX_LIMIT; QueryError below 1."""
     if limit < 1:
         raise QueryError("limit must be at least 1")
     return min(limit, MAX_LIMIT)
 
 
-_HIT_COLUMNS = "o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count"
+HIT_COLUMNS = "o.id, o.type, o.project, o.session_id, o.ts, o.title, o.file_path, o.count"
 
 
 def _hit(r: Sequence[Any], **extra: Any) -> Hit:
-    """A Hit from a row that starts with `_HIT_COLUMNS`."""
+    """A Hit from a row that starts with `HIT_COLUMNS`."""
     return Hit(
         id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7], **extra
     )
@@ -338,11 +340,11 @@ def timeline(conn: sqlite3.Connection, anchor: int, before: int = 5, after: int 
         raise QueryError(f"no observation with id {anchor}")
     session = row[0]
     earlier = conn.execute(
-        f"SELECT {_HIT_COLUMNS} FROM observations o WHERE o.session_id = ? AND o.id < ? ORDER BY o.id DESC LIMIT ?",
+        f"SELECT {HIT_COLUMNS} FROM observations o WHERE o.session_id = ? AND o.id < ? ORDER BY o.id DESC LIMIT ?",
         (session, anchor, max(0, min(before, MAX_LIMIT))),
     ).fetchall()
     later = conn.execute(
-        f"SELECT {_HIT_COLUMNS} FROM observations o WHERE o.session_id = ? AND o.id >= ? ORDER BY o.id LIMIT ?",
+        f"SELECT {HIT_COLUMNS} FROM observations o WHERE o.session_id = ? AND o.id >= ? ORDER BY o.id LIMIT ?",
         (session, anchor, max(0, min(after, MAX_LIMIT)) + 1),
     ).fetchall()
     return _with_authors(conn, _hits(list(reversed(earlier)) + list(later)))
@@ -353,11 +355,10 @@ def file_history(conn: sqlite3.Connection, path: str, filters: Filters | None = 
     if not path.strip():
         raise QueryError("file path is empty")
     f = msgspec.structs.replace(filters or Filters(), file=path.strip())
-    clauses, params = _where(f)
+    clauses, params = filter_clauses(f)
     rows = conn.execute(
-        f"SELECT {_HIT_COLUMNS} FROM observations o WHERE {' AND '.join(clauses)} ORDER BY o.ts DESC, o.id DESC"
-        " LIMIT ?",
-        [*params, _limit(limit)],
+        f"SELECT {HIT_COLUMNS} FROM observations o WHERE {' AND '.join(clauses)} ORDER BY o.ts DESC, o.id DESC LIMIT ?",
+        [*params, checked_limit(limit)],
     ).fetchall()
     return _hits(rows)
 
@@ -367,7 +368,7 @@ def recent(
 ) -> list[Hit]:
     """The newest observations matching the filters (older than observation `before`: the next page);
     with no filter, the newest stored (imports store old rows late)."""
-    clauses, params = _where(filters or Filters())
+    clauses, params = filter_clauses(filters or Filters())
     if not clauses:  # every project: newest stored first, the rowid's order (no sort of the whole table)
         order = "o.id DESC"
         if before is not None:
@@ -380,7 +381,7 @@ def recent(
             params.append(before)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
-        f"SELECT {_HIT_COLUMNS} FROM observations o {where} ORDER BY {order} LIMIT ?", [*params, _limit(limit)]
+        f"SELECT {HIT_COLUMNS} FROM observations o {where} ORDER BY {order} LIMIT ?", [*params, checked_limit(limit)]
     ).fetchall()
     return _with_authors(conn, _hits(rows))
 
@@ -417,7 +418,7 @@ def sessions(
             FROM (SELECT s.rowid AS r FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?) page
             JOIN sessions s ON s.rowid = page.r
             ORDER BY s.last_event_at DESC""",
-        [*params, _limit(limit)],
+        [*params, checked_limit(limit)],
     ).fetchall()
     return [
         SessionRow(

@@ -26,7 +26,7 @@ import msgspec
 
 from nmemd.errors import QueryError
 from nmemd.recall import snippets
-from nmemd.recall.queries import _HIT_COLUMNS, ALL_PROJECTS, Filters, Hit, _limit, _where, teammates_of
+from nmemd.recall.queries import ALL_PROJECTS, HIT_COLUMNS, Filters, Hit, checked_limit, filter_clauses, teammates_of
 from nmemd.recall.summary import command_kind
 from nmemd.recall.terms import Query, Term, occurrences, parse
 from nmemd.store import fts
@@ -108,7 +108,7 @@ def search(
     Lookups still running after `budget_s` are cut short and what they found is ranked."""
     filters = filters or Filters()
     query = parse(text)
-    limit = _limit(limit)
+    limit = checked_limit(limit)
     now = time.time() if now is None else now
     deadline = time.monotonic() + budget_s
     conn.set_progress_handler(lambda: int(time.monotonic() >= deadline), 1000)
@@ -438,9 +438,9 @@ def _project_match(conn: sqlite3.Connection, filters: Filters) -> str | None:
 
 
 def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:
-    """`_where`, except that a project also takes the folders under it (a session that `cd`ed into one)."""
+    """`filter_clauses`, except that a project also takes the folders under it (a session that `cd`ed into one)."""
     project = _one_project(filters)
-    clauses, params = _where(Filters(**{**_as_dict(filters), "project": None}))
+    clauses, params = filter_clauses(Filters(**{**_as_dict(filters), "project": None}))
     if project:
         top = project.rstrip("/") or "/"
         clauses.insert(0, "(o.project = ? OR (o.project > ? AND o.project < ?))")
@@ -482,7 +482,7 @@ def _rank(
     rows = {
         r[0]: r
         for r in conn.execute(
-            f"SELECT {_HIT_COLUMNS}, o.last_ts, o.command FROM observations o WHERE o.id IN ({_marks(best)})", best
+            f"SELECT {HIT_COLUMNS}, o.last_ts, o.command FROM observations o WHERE o.id IN ({_marks(best)})", best
         )
     }
     # Two passes: title, path and command for every candidate, with the prompt of its turn (a terse
