@@ -25,7 +25,7 @@ def _codex_hooks() -> list[tuple[str, str, str]]:
         for group in groups if isinstance(groups, list) else []:
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for h in handlers if isinstance(handlers, list) else []:
-                if install._is_ours(h):
+                if install.is_our_handler(h):
                     found.append((event, str(h.get("command", "")), str(group.get("matcher") or "")))
     return found
 
@@ -249,7 +249,7 @@ def check_codex() -> list[Check]:
     except NmemError as exc:
         return [fail("codex", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
     handlers = codex.our_handlers(data, hooks_file)
-    mcp = codex._table(codex._table(config, "mcp_servers"), codex.MCP_NAME)
+    mcp = codex.toml_table(codex.toml_table(config, "mcp_servers"), codex.MCP_NAME)
     if not handlers and not mcp:
         return []  # not installed for Codex (on purpose, perhaps): nothing to check
     fix = "nmem install --agent codex"
@@ -259,9 +259,9 @@ def check_codex() -> list[Check]:
     checks: list[Check] = []
     commands = {c for _, c, _ in _codex_hooks()}
     broken = sorted({p for c in commands for p in command_paths(c) if not os.path.exists(p)})
-    state = codex._table(codex._table(config, "hooks"), "state")
-    untrusted = [k for k, h in handlers if codex._table(state, k).get("trusted_hash") != h]
-    disabled = [k for k, _ in handlers if codex._table(state, k).get("enabled") is False]
+    state = codex.toml_table(codex.toml_table(config, "hooks"), "state")
+    untrusted = [k for k, h in handlers if codex.toml_table(state, k).get("trusted_hash") != h]
+    disabled = [k for k, _ in handlers if codex.toml_table(state, k).get("enabled") is False]
     if not handlers:
         checks.append(fail("codex hooks", f"no nmem hooks in {where}", fix))
     elif missing:

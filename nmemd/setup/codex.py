@@ -124,7 +124,7 @@ def our_handlers(data: dict[str, Any], path: Path) -> list[tuple[str, str]]:
         for gi, group in enumerate(groups):
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for hi, handler in enumerate(handlers if isinstance(handlers, list) else []):
-                if install._is_ours(handler):
+                if install.is_our_handler(handler):
                     matcher = group.get("matcher") if isinstance(group.get("matcher"), str) else None
                     found.append((state_key(path, event, gi, hi), trusted_hash(event, matcher, handler)))
     return found
@@ -192,7 +192,7 @@ def _is_ours(table: tuple[str, ...], keys: set[str], hashes: set[str], config: d
     if table[:2] == ("mcp_servers", MCP_NAME):
         return mcp
     if len(table) == 3 and table[:2] == ("hooks", "state"):
-        state = _table(_table(config, "hooks"), "state").get(table[2])
+        state = toml_table(toml_table(config, "hooks"), "state").get(table[2])
         return table[2] in keys or (isinstance(state, dict) and state.get("trusted_hash") in hashes)
     return False
 
@@ -228,10 +228,10 @@ def _without_ours(config: dict[str, Any], keys: set[str], hashes: set[str], mcp:
     """`config` minus nmem's entries (what `without_tables` removes), empty tables dropped: what must
     come out of an edit unchanged."""
     out = json.loads(json.dumps(config, default=str))  # a deep copy (TOML dates as text: compared alike)
-    servers = _table(out, "mcp_servers")
+    servers = toml_table(out, "mcp_servers")
     if mcp:
         servers.pop(MCP_NAME, None)
-    state = _table(_table(out, "hooks"), "state")
+    state = toml_table(toml_table(out, "hooks"), "state")
     for key in list(state):
         entry = state[key]
         if key in keys or (isinstance(entry, dict) and entry.get("trusted_hash") in hashes):
@@ -247,7 +247,8 @@ def _pruned(value: Any) -> Any:
     return value
 
 
-def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
+def toml_table(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """`data[key]` when it is a table, else {} (a hand-edited config may hold anything there)."""
     value = data.get(key)
     return value if isinstance(value, dict) else {}
 
@@ -283,9 +284,9 @@ def _checked(
             f"{path}: nmem cannot edit its tables in this file ({exc}), nothing was changed; it may define"
             " [mcp_servers] or [hooks] inline: edit them by hand (`nmem install --agent codex --print` shows them)"
         ) from None
-    state = _table(_table(after, "hooks"), "state")
-    server = _table(after, "mcp_servers").get(MCP_NAME)
-    if any(_table(state, k).get("trusted_hash") != h for k, h in handlers) or (
+    state = toml_table(toml_table(after, "hooks"), "state")
+    server = toml_table(after, "mcp_servers").get(MCP_NAME)
+    if any(toml_table(state, k).get("trusted_hash") != h for k, h in handlers) or (
         mcp is not None and server != {"command": mcp, "args": []}
     ):
         raise SettingsError(f"{path}: nmem's tables did not come out as written; nothing was changed")
@@ -319,7 +320,7 @@ def write_text(path: Path, old: str, text: str) -> Written:
     backup: Path | None = None
     try:
         if real.exists():
-            backup = install._backup(path, real.read_bytes())
+            backup = install.backup_previous(path, real.read_bytes())
         files.replace(real, text.encode("utf-8"))
     except OSError as exc:
         raise SettingsError(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -369,7 +370,7 @@ def plan_uninstall(mcp: bool = True) -> Plan:
     if plan.config_old:
         text = without_tables(plan.config_old, config, keys, hashes, mcp)
         plan.config_text = _checked(plan.config, config, text, [], None, mcp, keys, hashes)
-        remaining = _table(_table(tomllib.loads(text), "hooks"), "state")
+        remaining = toml_table(toml_table(tomllib.loads(text), "hooks"), "state")
         if any(k in remaining for k in keys):
             raise SettingsError(f"{plan.config}: nmem could not remove the trust of its hooks; nothing was changed")
     return plan
@@ -386,7 +387,7 @@ def apply(plan: Plan) -> tuple[Written, Written]:
     elif exists:
         real = files.target(plan.hooks)
         try:
-            backup = install._backup(plan.hooks, real.read_bytes())
+            backup = install.backup_previous(plan.hooks, real.read_bytes())
             real.unlink()
         except OSError as exc:
             raise SettingsError(f"cannot remove {plan.hooks}: {exc.strerror or exc}") from exc

@@ -181,7 +181,7 @@ def check_hooks(prompt_recall: bool = False) -> Check:
             for group in groups if isinstance(groups, list) else []:
                 handlers = group.get("hooks") if isinstance(group, dict) else None
                 for h in handlers if isinstance(handlers, list) else []:
-                    if install._is_ours(h):  # the exact command nmem writes, not a mention of its client
+                    if install.is_our_handler(h):  # the exact command nmem writes, not a mention of its client
                         found.setdefault(event, str(h["command"]))
                         waits.setdefault(event, h.get("async") is not True)
                         if home_tilde(path) not in where:

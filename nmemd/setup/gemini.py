@@ -67,7 +67,7 @@ def our_hooks(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         for group in groups if isinstance(groups, list) else []:
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for h in handlers if isinstance(handlers, list) else []:
-                if install._is_ours(h):
+                if install.is_our_handler(h):
                     found.append((event, h))
     return found
 

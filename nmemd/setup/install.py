@@ -136,7 +136,8 @@ def is_our_command(command: object) -> bool:
     )
 
 
-def _is_ours(handler: Any) -> bool:
+def is_our_handler(handler: Any) -> bool:
+    """A hook handler nmem wrote (its exact command), not a user's that merely mentions the client."""
     return isinstance(handler, dict) and is_our_command(handler.get("command"))
 
 
@@ -190,7 +191,7 @@ def with_hooks(
             if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
                 continue
             for i, existing in enumerate(group["hooks"]):
-                if _is_ours(existing):
+                if is_our_handler(existing):
                     if found:
                         group["hooks"][i] = None  # a second copy from an older install
                     else:
@@ -221,7 +222,7 @@ def without_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any]:
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 before = len(group["hooks"])
-                group["hooks"] = [h for h in group["hooks"] if not _is_ours(h)]
+                group["hooks"] = [h for h in group["hooks"] if not is_our_handler(h)]
                 if before and not group["hooks"]:
                     continue
             kept.append(group)
@@ -323,7 +324,7 @@ class HooksAndMcp:
         return out
 
 
-def _backup(path: Path, old: str | bytes) -> Path:
+def backup_previous(path: Path, old: str | bytes) -> Path:
     """A new 0600 copy of `path`'s previous content (settings files hold tokens); every earlier one is kept."""
     return files.backup(path, old.encode("utf-8") if isinstance(old, str) else old)
 
@@ -410,7 +411,7 @@ def write(path: Path, data: dict[str, Any], undo: Undo | None = None) -> Written
                     data = with_empties(data, original[1])
                     new = render(data, text).encode("utf-8")
                 new = new if before is None else before
-            backup = _backup(path, old)
+            backup = backup_previous(path, old)
         files.replace(real, new)
     except OSError as exc:
         raise SettingsError(f"cannot write {path}: {exc.strerror or exc}") from exc
