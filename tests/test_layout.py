@@ -115,3 +115,42 @@ def test_every_package_imported_is_declared() -> None:
                 if not {d.lower().replace("_", "-") for d in dists.get(top, [top])} & declared:
                     undeclared.setdefault(top, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert not undeclared, f"imported, not in pyproject: {undeclared}"
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_a_leading_underscore_means_private() -> None:
+    """No module takes another's `_name` (`from nmemd.x import _name`, or `x._name` of an imported
+    module): what other modules use is public and named for what it does."""
+    paths = [*_modules(), *sorted((PACKAGE.parent / "nmem_client").glob("*.py"))]
+    modules = {_module_name(p) for p in paths}
+    wrong = []
+    for path in paths:
+        here = _module_name(path)
+        tree = ast.parse(path.read_text(), str(path))
+        aliases: dict[str, str] = {}  # a local name -> the nmem module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules | {"nmemd"}:
+                for alias in node.names:
+                    if node.module != here and _private(alias.name):
+                        wrong.append(
+                            f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: from {node.module} import {alias.name}"
+                        )
+                    if f"{node.module}.{alias.name}" in modules:
+                        aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in modules and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name):
+                there = aliases.get(node.value.id)
+                if there is not None and there != here:
+                    wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
