@@ -529,6 +529,11 @@ def build_v10(home: Path) -> set[str]:
     return _build_at(home, "v10", 10)
 
 
+def build_v11(home: Path) -> set[str]:
+    """Version 11 (m001-m011_agent): no team tables, outbox triggers or teammates' columns (issue #30)."""
+    return _build_at(home, "v11", 11)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -565,6 +570,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
     ("v8-m008_positionless_fts", build_v8, tuple(name for name, _ in MIGRATIONS[:8])),
     ("v9-m009_retention_notice", build_v9, tuple(name for name, _ in MIGRATIONS[:9])),
     ("v10-m010_project_in_index", build_v10, tuple(name for name, _ in MIGRATIONS[:10])),
+    ("v11-m011_agent", build_v11, tuple(name for name, _ in MIGRATIONS[:11])),
 ]
 
 
