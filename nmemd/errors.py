@@ -24,6 +24,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 
 class NmemError(Exception):
     """Base of every error nmem raises on purpose."""
@@ -104,3 +106,23 @@ class TeamError(NmemError):
 
 class TeamSchemaError(TeamError):
     """The server has no nmem schema, or a newer one than this nmem knows."""
+
+
+def _kinds(cls: type[NmemError]) -> dict[str, type[NmemError]]:
+    found: dict[str, type[NmemError]] = {}
+    for sub in cls.__subclasses__():
+        if sub.__module__ == __name__ and not issubclass(sub, DaemonError):
+            found[sub.__name__] = sub
+        found.update(_kinds(sub))
+    return found
+
+
+# The kinds a daemon-side error crosses the RPC under (`ERR <kind> <message>`, daemon.server.rpc_reply),
+# so that the CLI raises what the daemon raised (daemon.control). Not the DaemonError family: on the
+# CLI's side those say the daemon itself could not be reached or started.
+RPC_KINDS: Final[dict[str, type[NmemError]]] = _kinds(NmemError)
+
+
+def rpc_kind(exc: NmemError) -> str | None:
+    """The kind `exc` crosses the RPC under: its own class's, else its nearest ancestor's in RPC_KINDS."""
+    return next((c.__name__ for c in type(exc).__mro__ if RPC_KINDS.get(c.__name__) is c), None)

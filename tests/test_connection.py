@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 
+import pytest
 from conftest import Daemon, integrity_ok
 from helpers import connect, count, new_id, payload, read_reply
 
@@ -90,3 +92,33 @@ def test_a_connection_that_leaves_mid_frame_stores_nothing_and_the_next_is_serve
     assert count(daemon.db, "events", "session_id = 'torn'") == 0
     assert count(daemon.db, "events", "session_id = 'whole'") == 1
     assert daemon.stop() == 0
+
+
+def test_a_daemon_side_error_reaches_the_cli_as_its_kind(daemon: Daemon) -> None:
+    """`ERR <kind> <message>`: the CLI raises what the daemon raised (a QueryError, an UnknownMethod,
+    a StorageFullError when the store cannot grow), not a DaemonError that names none of them."""
+    import resource
+    import time
+
+    from nmemd.daemon import control
+    from nmemd.errors import DaemonError, QueryError, StorageError, StorageFullError, UnknownMethod
+
+    daemon.start()
+    assert daemon.stop() == 0
+    limit = os.path.getsize(daemon.db) + 1024 * 1024  # the store cannot grow past this (EFBIG, as a full disk)
+    daemon.start(rlimits={"RLIMIT_FSIZE": (limit, resource.RLIM_INFINITY)})
+    with pytest.raises(QueryError, match="nothing to search for"):
+        control.ask("search", {"query": "!!!"})
+    with pytest.raises(UnknownMethod, match="no_such_method"):
+        control.ask("no_such_method", {})
+    text = "".join(f"word{n} " for n in range(700))  # ~4 KB, each word its own term
+    with pytest.raises(StorageError) as raised:
+        for chunk in range(8):  # ~16 MB of rows and index at most: far past the limit
+            records = [
+                {"kind": "observation", "event_id": f"full{chunk:02d}{n:04d}aaaa", "session_id": "s-full",
+                 "ts": time.time(), "type": "prompt", "title": f"row {n}", "content": text}
+                for n in range(500)
+            ]  # fmt: skip
+            control.ask("import", {"records": records}, timeout=60.0)
+    assert isinstance(raised.value, StorageFullError) and not isinstance(raised.value, DaemonError), raised.value
+    control.ask("status")  # the daemon goes on

@@ -24,7 +24,7 @@ from nmemd.cli.common import (
     time_arg,
 )
 from nmemd.daemon import control
-from nmemd.errors import DaemonError, NmemError
+from nmemd.errors import NmemError
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall.queries import ALL_PROJECTS
 
@@ -86,7 +86,7 @@ def maintain(
         raw = control.ask("maintain", params, timeout=MAINTAIN_TIMEOUT_S)
     except DaemonUnavailable:
         raw = _maintain_locally(job)
-    except (DaemonError, msgspec.DecodeError) as exc:
+    except (NmemError, msgspec.DecodeError) as exc:
         fail(str(exc))
     try:
         results = msgspec.convert(raw, list[maintenance.JobResult])

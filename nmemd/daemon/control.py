@@ -17,7 +17,7 @@ from nmem_client.hook import deliver
 from nmemd.config import Settings
 from nmemd.daemon.instance import holder, lock_holder, startup_problem
 from nmemd.daemon.status import DaemonFacts, Status, database_facts
-from nmemd.errors import DaemonError, DaemonUnavailable, StorageError
+from nmemd.errors import RPC_KINDS, DaemonError, DaemonUnavailable, NmemError, StorageError
 
 RPC_TIMEOUT_S = 10.0
 BUSY_RETRY_S = 0.01
@@ -39,6 +39,9 @@ def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
             raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
     if status != b"OK":
         code, _, message = reply.decode(errors="replace").partition(" ")
+        raised = RPC_KINDS.get(code)  # the daemon's own error (server.rpc_reply), raised here as there
+        if raised is not None and message:
+            raise raised(message)
         raise DaemonError(message or f"the daemon refused the request ({code})")
     return reply
 
@@ -67,12 +70,12 @@ def read(settings: Settings, method: str, params: dict[str, Any]) -> Any:
     """A read method's result: from the daemon when one runs, else the same `recall.methods.run_query`
     on a read-only connection (the CLI and the web viewer). Raises NmemError with the reason.
 
-    A refusal also falls back to the local run: the hook client's wire reader keeps only the error
-    code, and the local run raises the same error with its message (an older daemon without the
-    method simply answers locally)."""
+    A refusal also falls back to the local run: the reply's message is cut at 200 bytes, and the
+    local run raises the same error with all of its message (an older daemon without the method
+    simply answers locally)."""
     try:
         return ask_or_starting(settings, method, params)
-    except (DaemonError, msgspec.DecodeError):  # DaemonUnavailable included
+    except (NmemError, msgspec.DecodeError):  # DaemonUnavailable, and the daemon's own error, included
         pass
     if not os.path.exists(settings.db):
         raise StorageError(

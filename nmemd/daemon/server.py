@@ -42,7 +42,7 @@ from nmemd.daemon.instance import (
     sd_notify,
 )
 from nmemd.daemon.status import DaemonFacts
-from nmemd.errors import AlreadyRunning, NmemError, StorageError
+from nmemd.errors import AlreadyRunning, NmemError, StorageError, rpc_kind
 from nmemd.jobs import maintenance
 from nmemd.model import Extracted
 from nmemd.recall import replies
@@ -196,7 +196,8 @@ async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:
 
 
 async def rpc_reply(daemon: Daemon, body: bytes) -> bytes:
-    """The reply frame to an rpc request: OK with the result as JSON, or ERR invalid."""
+    """The reply frame to an rpc request: OK with the result as JSON, or ERR with the error's kind
+    (`ERR QueryError <message>`; `invalid` for a malformed request)."""
     try:
         request = msgspec.json.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -208,8 +209,9 @@ async def rpc_reply(daemon: Daemon, body: bytes) -> bytes:
         return protocol.encode_error(protocol.ERR_INVALID, "params must be an object")
     try:
         result = await rpc.dispatch(daemon, request["method"], params)
-    except NmemError as exc:
-        return protocol.encode_error(protocol.ERR_INVALID, str(exc))
+    except NmemError as exc:  # its kind too (errors.RPC_KINDS): the CLI raises what was raised here
+        kind = rpc_kind(exc)
+        return protocol.encode_error(kind.encode() if kind else protocol.ERR_INVALID, str(exc))
     return protocol.encode_ok(msgspec.json.encode(result))
 
 
