@@ -169,8 +169,15 @@ def test_admin_errors_are_one_line_without_the_password(pg_db: Database, pg_clus
     admin.init(pg_db.admin_dsn, "acme")
     line = one_error_line(nmem("team", "add-member", pg_db.admin_dsn, "--team", "other", "kim"))
     assert "no team 'other' on this server" in line
-    # a role without CREATEROLE
+    # another operator: refused until an admin grants it nmem_admin
     pg_db.execute("CREATE ROLE weak LOGIN PASSWORD 'weak-pw'")
+    for argv in (
+        ("init", pg_db.dsn("weak", "weak-pw"), "-t", "acme"),
+        ("add-member", pg_db.dsn("weak", "weak-pw"), "-t", "acme", "kim"),
+    ):
+        line = one_error_line(nmem("team", *argv))
+        assert line == "error: weak is not an admin of this nmem server: an admin runs `GRANT nmem_admin TO weak` first"
+    # a role without CREATEROLE
     pg_db.execute("GRANT nmem_admin TO weak")
     line = one_error_line(nmem("team", "add-member", pg_db.dsn("weak", "weak-pw"), "--team", "acme", "kim"))
     assert "the server refused: permission denied to create role" in line and "CREATEROLE" in line

@@ -122,7 +122,8 @@ def init(dsn: str, team: str) -> Initialized:
 
 
 def _ready(conn: psycopg.Connection[tuple[object, ...]], team: str) -> None:
-    """The server has this nmem's schema and the team exists."""
+    """This role administers the server, which has this nmem's schema and the team."""
+    schema.check_operator(conn)
     schema.refuse_newer(schema.server_version(conn))
     if conn.execute("SELECT 1 FROM nmem.teams WHERE name = %s", (team,)).fetchone() is None:
         raise TeamError(f"no team {team!r} on this server: run `nmem team init ADMIN_DSN --team {team}` first")

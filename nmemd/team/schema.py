@@ -378,6 +378,20 @@ def _trgm_schema(conn: psycopg.Connection[tuple[object, ...]]) -> str:
     return SCHEMA
 
 
+def check_operator(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Where the schema exists, only a superuser or a member of `nmem_admin` may administer it."""
+    row = conn.execute(
+        "SELECT current_user, to_regnamespace('nmem') IS NULL"
+        " OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)"
+        " OR (EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) AND pg_has_role(current_user, %s, 'USAGE'))",
+        (ADMIN_ROLE, ADMIN_ROLE),
+    ).fetchone()
+    if row and not row[1]:
+        raise TeamError(
+            f"{row[0]} is not an admin of this nmem server: an admin runs `GRANT {ADMIN_ROLE} TO {row[0]}` first"
+        )
+
+
 def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[int, int]:
     """Create or upgrade schema `nmem` in one transaction; returns (version before, after).
     Idempotent: a server already at this version is left as it is; a newer one is refused."""
@@ -385,6 +399,7 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[int, int]:
 
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:schema'))")
+        check_operator(conn)
         conn.execute(_BOOTSTRAP.encode())
         row = conn.execute("SELECT max(version) FROM nmem.schema_version").fetchone()
         before = int(row[0]) if row and row[0] is not None else 0  # type: ignore[call-overload]
