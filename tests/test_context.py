@@ -135,7 +135,7 @@ def test_context_rpc_and_prompt_recall(daemon: Daemon) -> None:
     assert result["project"] == ORCHARD and "npm run dev" in result["context"]
     status, reply = send_frame(daemon.socket, protocol.KIND_RPC, protocol.NO_EVENT_ID,
                                json.dumps({"method": "context", "params": {}}).encode())  # fmt: skip
-    assert status == b"ERR" and reply.startswith(protocol.ERR_INVALID)
+    assert status == b"ERR" and reply.startswith(b"QueryError "), reply  # the daemon's error, by its kind
 
     ask = {**session_event("UserPromptSubmit", "later", ORCHARD), "prompt": "is the scrollkit.js scroll fixed yet?"}
     recall = _context_of(_send(ask), "UserPromptSubmit")
