@@ -159,12 +159,20 @@ def pg_cluster() -> Iterator[pgc.Cluster]:
     """A real PostgreSQL cluster for the whole session (tests/pg_cluster.py); tests marked
     `postgres` skip, with the reason, where none can start, or fail where NMEM_REQUIRE_POSTGRES=1."""
     reason = pgc.unavailable()
-    if reason:
+    cluster = None
+    if not reason:
+        try:
+            cluster = pgc.start_cluster()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            reason = f"no PostgreSQL test cluster could start: {' '.join(str(exc).split())[:400]}"
+    if cluster is None:
         if os.environ.get(pgc.REQUIRE_ENV) == "1":
             pytest.fail(f"{pgc.REQUIRE_ENV}=1 but {reason}", pytrace=False)
         pytest.skip(reason)
-    with pgc.running_cluster() as cluster:
+    try:
         yield cluster
+    finally:
+        cluster.destroy()
 
 
 @pytest.fixture

@@ -254,10 +254,8 @@ class Database:
         return self.cluster.execute(sql, params, dbname=self.name)
 
 
-@contextmanager
-def running_cluster(**settings: str) -> Iterator[Cluster]:
-    """A started cluster, stopped (`-m immediate`) and removed at the end; RuntimeError where
-    none can start (the message says why)."""
+def start_cluster(**settings: str) -> Cluster:
+    """A started cluster (the caller destroys it); RuntimeError, with the reason, where none can start."""
     reason = unavailable()
     if reason:
         raise RuntimeError(reason)
@@ -266,6 +264,18 @@ def running_cluster(**settings: str) -> Iterator[Cluster]:
     cluster = Cluster(bindir, settings=settings)
     try:
         cluster.start()
+    except BaseException:
+        cluster.destroy()
+        raise
+    return cluster
+
+
+@contextmanager
+def running_cluster(**settings: str) -> Iterator[Cluster]:
+    """A started cluster, stopped (`-m immediate`) and removed at the end; RuntimeError where
+    none can start (the message says why)."""
+    cluster = start_cluster(**settings)
+    try:
         yield cluster
     finally:
         cluster.destroy()
