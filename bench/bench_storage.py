@@ -30,7 +30,7 @@ UNPACK = Path("/work/shared/corpus/unpack.sh")
 CHANGES = ("summaries", "replies", "error-tails", "whole-compactions")
 # Run in the importer's process before the CLI: each line turns one change back.
 _PATCHES = {
-    "summaries": "from nmemd.history import backfill; backfill.Importer._summarize = lambda self: None",
+    "summaries": "from nmemd.history import importer; importer.Importer._summarize = lambda self: None",
     "replies": "from nmemd.history import transcripts; transcripts.TranscriptReader._turn_end = lambda self: []",
     "error-tails": (
         "from nmemd.capture import extract as x; x.clean_head_tail = lambda raw: x.clean_text(raw, 2000, 40)"

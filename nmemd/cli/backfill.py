@@ -17,7 +17,7 @@ from nmemd.daemon import control
 from nmemd.errors import NmemError
 
 if TYPE_CHECKING:  # the importer's modules load when a command runs, not with `nmem --help`
-    from nmemd.history.backfill import Progress, Summary
+    from nmemd.history.importer import Progress, Summary
 
 PLAIN_EVERY_S = 5.0  # a progress line this often when stderr is not a terminal
 EXIT_INTERRUPTED = 130
@@ -113,7 +113,7 @@ def _report(summary: "Summary", json_out: bool) -> None:
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
     """Import `paths` (default: Claude Code's projects folder, Codex's sessions and the Gemini CLI's session
     files); return the exit code."""
-    from nmemd.history.backfill import (
+    from nmemd.history.importer import (
         Importer,
         Progress,
         Summary,
@@ -193,7 +193,7 @@ def offer_import(wanted: bool | None) -> None:
     """After `nmem install`: import on --import, ask once on a terminal, else say how."""
     if wanted is False:
         return
-    from nmemd.history.backfill import default_root
+    from nmemd.history.importer import default_root
 
     console = ui.Console(soft_wrap=True, highlight=False)
     root = default_root()

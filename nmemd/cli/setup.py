@@ -211,7 +211,7 @@ def _install_codex(print_only: bool, no_mcp: bool) -> None:
     console.print(f"Codex hooks: {plan.hooks} ({_outcome(hooks_written)})", highlight=False)
     what = "trust of nmem's hooks" + ("" if no_mcp else f" and MCP server '{codex.MCP_NAME}'")
     console.print(f"Codex {what}: {plan.config} ({_outcome(config_written)})", highlight=False)
-    from nmemd.history.backfill import codex_root
+    from nmemd.history.importer import codex_root
 
     if os.path.isdir(codex_root()):
         console.print("import your existing Codex history with: nmem import-transcripts", highlight=False)
@@ -230,7 +230,7 @@ def _install_gemini(print_only: bool, no_mcp: bool) -> None:
         fail(str(exc))
     what = "hooks" + ("" if no_mcp else f" and MCP server '{gemini.MCP_NAME}'")
     out().print(f"Gemini CLI {what}: {plan.path} ({_outcome(written)})", highlight=False)
-    from nmemd.history.backfill import gemini_root
+    from nmemd.history.importer import gemini_root
 
     if os.path.isdir(gemini_root()):
         out().print("import your existing Gemini CLI history with: nmem import-transcripts", highlight=False)
