@@ -33,9 +33,9 @@ _PATCHES = {
     "summaries": "from nmemd.history import importer; importer.Importer._summarize = lambda self: None",
     "replies": "from nmemd.history import transcripts; transcripts.TranscriptReader._turn_end = lambda self: []",
     "error-tails": (
-        "from nmemd.capture import extract as x; x.clean_head_tail = lambda raw: x.clean_text(raw, 2000, 40)"
+        "from nmemd.capture import claude_code as x; x.clean_head_tail = lambda raw: x.clean_text(raw, 2000, 40)"
     ),
-    "whole-compactions": "from nmemd.capture import extract as x; x.COMPACT_MAX = 4000",
+    "whole-compactions": "from nmemd.capture import claude_code as x; x.COMPACT_MAX = 4000",
 }
 
 

@@ -350,7 +350,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     if hook == "TaskComplete" and isinstance(reply, str) and reply.strip():
         # The CLI's agent_end: one run (a prompt's turn) ended with this answer; stored as a turn's reply.
         p["last_assistant_message"] = reply
-        from nmemd.capture.extract import stop_observations
+        from nmemd.capture.claude_code import stop_observations
 
         ex.hook_event = "Stop"
         return stop_observations(p, ex, root)
@@ -366,7 +366,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
         name = str_or_none(own.get("toolName"))
         if name == "attempt_completion":  # the task's final answer: stored and keyed as a turn's reply
             p["last_assistant_message"] = dict_or_empty(own.get("parameters")).get("result")
-            from nmemd.capture.extract import stop_observations
+            from nmemd.capture.claude_code import stop_observations
 
             ex.hook_event = "Stop"
             return stop_observations(p, ex, root)

@@ -93,7 +93,7 @@ import re
 import stat
 from typing import Any, Final
 
-from nmemd.capture.extract import ToolCall, tool_observation
+from nmemd.capture.claude_code import ToolCall, tool_observation
 from nmemd.capture.fields import (
     CMD_MAX,
     PATH_MAX,

@@ -88,7 +88,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from nmemd.capture import codex
-from nmemd.capture.extract import ToolCall, stop_observations
+from nmemd.capture.claude_code import ToolCall, stop_observations
 from nmemd.capture.fields import dict_or_empty, str_or_none
 from nmemd.model import Extracted, Observation
 

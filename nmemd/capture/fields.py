@@ -1,6 +1,6 @@
 """Reading one field of a hook payload: any JSON value, bounded, private blocks stripped, redacted.
 
-Every agent's extraction builds its observations with these (`capture/extract.py` for Claude Code,
+Every agent's extraction builds its observations with these (`capture/claude_code.py` for Claude Code,
 one module per other agent). They never raise: any field may be absent or of the wrong type, and a
 string is bounded *before* it is formatted, so a 20 MB tool response costs a slice, not a copy.
 """

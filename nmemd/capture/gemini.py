@@ -104,7 +104,7 @@ import json
 import re
 from typing import Any, Final
 
-from nmemd.capture.extract import ToolCall, tool_observation
+from nmemd.capture.claude_code import ToolCall, tool_observation
 from nmemd.capture.fields import (
     CMD_MAX,
     PATH_MAX,

@@ -82,7 +82,7 @@ import os
 from typing import Any, Final
 
 from nmemd.capture import codex
-from nmemd.capture.extract import ToolCall, tool_observation
+from nmemd.capture.claude_code import ToolCall, tool_observation
 from nmemd.capture.fields import dict_or_empty, int_or_none, str_or_none
 from nmemd.model import Extracted, Observation
 
