@@ -180,13 +180,18 @@ def hook_event(body: bytes, name: bytes = b'"hook_event_name"') -> bytes:
     return rest[1:].partition(b'"')[0]
 
 
+# The events a session starts with, by payload key, by any agent's name for them: Claude Code's and most
+# others' SessionStart, Cursor's sessionStart, Cline's TaskStart and TaskResume (its `hookName`). The
+# daemon's agent registry holds the same (nmemd.agents.registry; a test keeps the two equal).
+START_EVENTS = {
+    b'"hook_event_name"': (b"SessionStart", b"sessionStart"),
+    b'"hookName"': (b"TaskStart", b"TaskResume"),
+}
+
+
 def starts_a_session(body: bytes) -> bool:
-    """The event a session starts with, by any agent's name for it: Claude Code's and most others'
-    SessionStart, Cursor's sessionStart, Cline's TaskStart and TaskResume (its `hookName`)."""
-    return hook_event(body) in (b"SessionStart", b"sessionStart") or hook_event(body, b'"hookName"') in (
-        b"TaskStart",
-        b"TaskResume",
-    )
+    """The event a session starts with, by any agent's name for it (START_EVENTS)."""
+    return any(hook_event(body, key) in names for key, names in START_EVENTS.items())
 
 
 def answer_after_start(event_id: bytes, body: bytes, report: int | None = None, agent: bytes = b"") -> bytes:

@@ -1,6 +1,6 @@
 """Turn one raw hook payload into typed, redacted observations: decode it, read the fields every
-agent's events share, and hand the rest to the agent's module (`claude_code` for Claude Code and for
-what another agent sends under Claude Code's names; `codex`, `gemini`, ... for the rest).
+agent's events share, and hand the rest to the agent's parser (its `AgentSpec` in `nmemd.agents.registry`;
+`claude_code` for Claude Code and for what another agent sends under Claude Code's names).
 
 Extraction is parsing, not an LLM: fast, free and reproducible. It runs for every event inside the
 daemon's event loop, so it never raises (any JSON value is accepted; any field may be absent or of the
@@ -14,12 +14,12 @@ would swamp search.
 
 from __future__ import annotations
 
-import importlib
 import re
 from typing import Any, Final
 
 import msgspec
 
+from nmemd.agents import registry
 from nmemd.capture import claude_code
 from nmemd.capture.fields import (
     ID_MAX,
@@ -36,11 +36,7 @@ from nmemd.capture.project import project_root
 from nmemd.capture.redact import redact
 from nmemd.errors import InvalidEvent
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
-from nmemd.model import (
-    AGENT_ALIASES,
-    Extracted,
-    stored_agent,
-)
+from nmemd.model import CLAUDE_CODE, Extracted, stored_agent
 
 _AGENT_NAME: Final = re.compile(r"[a-z0-9-]{1,32}")
 
@@ -57,7 +53,7 @@ def agent_of(p: dict[str, Any]) -> str | None:
     raw = p.get("nmem_agent")
     if not isinstance(raw, str) or not _AGENT_NAME.fullmatch(raw):
         return None
-    return stored_agent(AGENT_ALIASES.get(raw, raw))
+    return stored_agent(registry.canonical(raw))
 
 
 def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
@@ -69,8 +65,9 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
             observations=[observation("event", title, json_summary(payload, 1000))],
         )
     p: dict[str, Any] = payload
-    if (agent := agent_of(p)) in _NORMALIZED:  # its events under Claude Code's names and fields first
-        p = _own_module(str(agent)).normalized(p)
+    spec = registry.get(agent_of(p) or CLAUDE_CODE)
+    if spec is not None and spec.normalized is not None:  # its events under Claude Code's names and fields first
+        p = spec.normalized(p)
     raw_cwd = str_or_none(p.get("cwd"))
     cwd = clean_line(raw_cwd, PATH_MAX) or None
     project = project_root(raw_cwd) if raw_cwd and len(raw_cwd) <= PATH_MAX else raw_cwd
@@ -92,24 +89,14 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
-    if ex.agent in _OWN_MODULES:  # what the agent sends differently, read by its own module
-        own = _own_module(ex.agent).observations(p, ex, root)
+    spec = registry.get(ex.agent or CLAUDE_CODE)
+    if spec is not None and spec.observations is not None:  # what the agent sends differently, read by its parser
+        own = spec.observations(p, ex, root)
         if own is not None:
             ex.observations = own
             return ex
     ex.observations = claude_code.observations(p, ex, root)
     return ex
-
-
-# The agents whose payloads their own module reads (nmemd.capture.<agent>), imported on first use;
-# of those, the ones whose events are renamed to Claude Code's before anything else reads them.
-_OWN_MODULES: Final = frozenset({"codex", "gemini", "copilot", "cursor", "cline", "opencode"})
-_NORMALIZED: Final = frozenset({"gemini", "cursor", "cline"})
-
-
-def _own_module(agent: str) -> Any:
-    """The module that reads an agent's payloads where they differ from Claude Code's."""
-    return importlib.import_module(f"nmemd.capture.{agent}")
 
 
 # Events whose `prompt_id` (Claude Code 2.1.196+) names them in the transcript too: a prompt, and a

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final
 
+from nmemd.agents import registry
 from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
 from nmemd.recall.handoff import (
@@ -97,17 +98,6 @@ class _Session:
     agent: str | None = None  # NULL: Claude Code's (migration m011)
 
 
-# How the context names an agent other than Claude Code, which it names in its header.
-AGENT_LABELS: Final = {
-    "codex": "Codex",
-    "gemini": "Gemini CLI",
-    "copilot": "Copilot CLI",
-    "cursor": "Cursor",
-    "cline": "Cline",
-    "opencode": "OpenCode",
-}
-
-
 @dataclass
 class _Section:
     heading: str
@@ -182,7 +172,8 @@ def _label(s: _Session, session_id: str | None, source: str) -> str:
         return "this session, before compaction"
     if s.id == session_id and source == "resume":
         return "this session"
-    by = f" by {AGENT_LABELS.get(s.agent, s.agent)}" if s.agent else ""
+    spec = registry.get(s.agent) if s.agent else None  # Claude Code's sessions are named in the header
+    by = f" by {spec.label if spec else s.agent}" if s.agent else ""
     return f"session {s.id[:8]}{by}"
 
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from nmemd.agents import registry
 from nmemd.config import Settings
 from nmemd.errors import QueryError
-from nmemd.model import Extracted
+from nmemd.model import CLAUDE_CODE, Extracted
 from nmemd.recall.context import CLOSE, HARD_CAP, OPEN, build_context
 from nmemd.recall.queries import Filters, Hit
 from nmemd.recall.search import search
@@ -37,20 +38,15 @@ CONTEXT_TIME_BUDGET_S: Final = 0.3
 _encoder = msgspec.json.Encoder()
 
 
-# Agents whose hooks show a reply's `systemMessage` to the user; the others get a notice inside the
-# context, where only the model reads it.
-_SHOWS_SYSTEM_MESSAGE: Final = frozenset({None, "codex", "gemini"})
-
-
-def _reply(event: str, text: str, agent: str | None = None, notice: str = "") -> bytes:
-    if notice and agent not in _SHOWS_SYSTEM_MESSAGE:
+def shaped_reply(event: str, text: str, agent: str | None = None, notice: str = "") -> bytes:
+    """The hook's reply in its agent's shape (`AgentSpec.reply`); Claude Code's form for an agent nmem
+    does not know. An agent whose hooks do not show `systemMessage` gets the notice inside the context,
+    where only the model reads it."""
+    spec = registry.get(agent or CLAUDE_CODE)
+    if notice and not (spec is not None and spec.shows_system_message):
         text = f"{notice}\n{text}" if text else notice
-    if agent == "copilot":  # Copilot reads only the plain form (nmemd.capture.copilot)
-        return _encoder.encode({"additionalContext": text})
-    if agent == "cursor":  # sessionStart's form; beforeSubmitPrompt takes no context (nmemd.capture.cursor)
-        return _encoder.encode({"additional_context": text}) if event == "SessionStart" else b""
-    if agent == "cline":  # nmemd.capture.cline
-        return _encoder.encode({"cancel": False, "contextModification": text})
+    if spec is not None and spec.reply is not None:
+        return spec.reply(event, text)
     # Codex refuses a SessionStart reply without hookSpecificOutput: it goes with the notice too.
     reply: dict[str, object] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     if notice:
@@ -71,12 +67,12 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
     settings = daemon.settings
     if extracted.hook_event == "SessionStart" and (notice := notice_of(daemon.problems)):
         text = await session_context(settings, extracted) if extracted.project else ""
-        return _reply("SessionStart", text, extracted.agent, notice)
+        return shaped_reply("SessionStart", text, extracted.agent, notice)
     if not extracted.project:
         return b""
     if extracted.hook_event == "SessionStart" and settings.context_budget > 0:
         text = await session_context(settings, extracted)
-        return _reply("SessionStart", text, extracted.agent) if text else b""
+        return shaped_reply("SessionStart", text, extracted.agent) if text else b""
     if extracted.hook_event == "UserPromptSubmit" and settings.prompt_recall and settings.prompt_recall_budget > 0:
         prompt = next((o.content for o in extracted.observations if o.type == "prompt"), "")
         await daemon.ingestor.store.searchable()
@@ -85,7 +81,7 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
             budget=settings.prompt_recall_budget, min_score=settings.prompt_recall_min_score,
             max_hits=settings.prompt_recall_max_hits,
         )  # fmt: skip
-        return _reply("UserPromptSubmit", text, extracted.agent) if text else b""
+        return shaped_reply("UserPromptSubmit", text, extracted.agent) if text else b""
     return b""
 
 

@@ -1,0 +1,94 @@
+"""Adding an agent is one spec: a fake agent registered from this test gets capture and context
+through the real extraction, store and context builder, with no other module touched."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from nmemd import config
+from nmemd.agents import registry
+from nmemd.capture.extract import extract
+from nmemd.model import Extracted, Observation
+from nmemd.recall.context import build_context
+from nmemd.recall.replies import shaped_reply
+from nmemd.store.database import Incoming, open_store
+
+NAME = "fakebot"
+
+
+def _observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
+    """Fakebot says `did` where Claude Code would send a tool call."""
+    if "did" not in p:
+        return None  # the rest reads as Claude Code's
+    return [Observation(type="command", title=f"ran {p['did']}", command=str(p["did"]))]
+
+
+def _normalized(p: dict[str, Any]) -> dict[str, Any]:
+    renamed = {"hello": "SessionStart", "act": "PostToolUse", "bye": "SessionEnd"}
+    return {**p, "hook_event_name": renamed.get(str(p.get("fake_event")), "unknown")}
+
+
+@pytest.fixture
+def fakebot() -> Iterator[registry.AgentSpec]:
+    spec = registry.register(
+        registry.AgentSpec(
+            name=NAME,
+            label="Fake Bot",
+            aliases=("fb",),
+            start_events=(("fake_event", "hello"),),
+            reply=lambda event, text: f"FAKE[{event}]{text}".encode(),
+            normalized=_normalized,
+            observations=_observations,
+        )
+    )
+    yield spec
+    registry.unregister(NAME)
+    assert registry.get(NAME) is None and registry.get("fb") is None
+
+
+def _payload(event: str, **fields: Any) -> dict[str, Any]:
+    return {"nmem_agent": "fb", "fake_event": event, "session_id": "fake-1", "cwd": "/fake/project", **fields}
+
+
+def test_a_registered_agent_is_named_by_its_alias_and_listed(fakebot: registry.AgentSpec) -> None:
+    assert registry.get("fb") is fakebot
+    assert registry.names()[-1] == NAME
+    assert ("fake_event", "hello") in registry.start_events()
+
+
+def test_a_registered_agents_payloads_are_captured_by_its_parser(fakebot: registry.AgentSpec) -> None:
+    ex = extract(_payload("act", did="make check"))
+    assert (ex.agent, ex.hook_event, ex.session_id) == (NAME, "PostToolUse", "fake-1")
+    assert [(o.type, o.title, o.command) for o in ex.observations] == [("command", "ran make check", "make check")]
+    start = extract(_payload("hello", source="startup"))  # its parser passes: read as Claude Code's
+    assert (start.agent, start.hook_event, [o.type for o in start.observations]) == (NAME, "SessionStart", ["session"])
+
+
+def test_a_registered_agents_sessions_come_back_in_the_context_and_its_reply_shape(
+    fakebot: registry.AgentSpec, nmem_env: dict[str, str]
+) -> None:
+    payloads = [_payload("hello", source="startup"), _payload("act", did="make check"), _payload("bye")]
+
+    async def store() -> str:
+        settings = config.load()
+        async with open_store(settings) as s:
+            for n, payload in enumerate(payloads):
+                await s.commit_batch(
+                    [Incoming(event_id=f"fake{n}", received_at=1_000_000.0 + n, extracted=extract(payload))]
+                )
+        return settings.db
+
+    db = anyio.run(store)
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT DISTINCT agent FROM observations").fetchall() == [(NAME,)]
+        text = build_context(conn, "/fake/project", session_id="fake-2", now=1_000_100.0)
+    conn.close()
+    assert "by Fake Bot" in text and "make check" in text
+    assert shaped_reply("SessionStart", text, NAME) == f"FAKE[SessionStart]{text}".encode()
+    # A notice goes inside the context for an agent whose hooks do not show systemMessage.
+    assert shaped_reply("SessionStart", "ctx", NAME, "a notice") == b"FAKE[SessionStart]a notice\nctx"

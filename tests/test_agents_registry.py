@@ -1,0 +1,36 @@
+"""The agent registry (nmemd.agents.registry): the names the rest of nmem knows, the hook client's start events."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+from nmem_client import hook
+from nmemd.agents import registry
+from nmemd.model import AGENTS, CLAUDE_CODE, Agent
+
+
+def test_the_registry_names_the_agents_the_store_knows_in_order() -> None:
+    assert registry.names() == AGENTS == typing.get_args(Agent)
+    assert registry.names()[0] == CLAUDE_CODE
+
+
+def test_an_alias_and_a_name_find_the_same_spec() -> None:
+    assert registry.get("claude") is registry.get(CLAUDE_CODE) is registry.AGENTS[CLAUDE_CODE]
+    assert registry.canonical("claude") == CLAUDE_CODE
+    assert registry.canonical("someone-else") == "someone-else"
+    assert registry.get("someone-else") is None
+
+
+def test_every_agent_has_a_label_and_a_start_event() -> None:
+    for spec in registry.AGENTS.values():
+        assert spec.label and spec.start_events, spec.name
+
+
+def test_the_hook_client_starts_the_daemon_on_the_registrys_start_events() -> None:
+    """The stdlib-only hook client cannot import the registry: its own table must say the same."""
+    client = {(key.decode().strip('"'), name.decode()) for key, names in hook.START_EVENTS.items() for name in names}
+    assert client == registry.start_events()
+    for key, name in registry.start_events():
+        assert hook.starts_a_session(json.dumps({"session_id": "s", key: name}).encode())
+    assert not hook.starts_a_session(b'{"hook_event_name": "UserPromptSubmit", "hookName": "TaskComplete"}')
