@@ -6,9 +6,10 @@ and nmemd (a child process) run side by side on the same cores; payloads are the
 fixture's PostToolUse events, made unique per event (session, command, paths) so the
 daemon's dedup does not collapse them (`--payload repeat` sends identical payloads per
 session instead). After each run the db must hold exactly the events sent. Then a sweep
-over NMEM_BATCH_MAX_DELAY_MS (and a small NMEM_BATCH_MAX_EVENTS) with 32 and 1
-connections, plus the idle single-event latency (a new connection per event, like the
-hook client), to justify the defaults.
+over group commit's constants (nmemd.capture.ingest's BATCH_MAX_DELAY_MS and a small
+BATCH_MAX_EVENTS, changed for the bench through NMEM_TUNE_BATCH_MAX_DELAY_MS and
+NMEM_TUNE_BATCH_MAX_EVENTS: not settings) with 32 and 1 connections, plus the idle
+single-event latency (a new connection per event, like the hook client), to justify them.
 
     .venv/bin/python bench/bench_ingest.py                      # 32 connections, 20,000 events, then the sweep
     .venv/bin/python bench/bench_ingest.py --connections 1 --events 2000 --no-sweep
@@ -302,7 +303,7 @@ def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool
     ok = True
     for _ in range(rounds):
         for delay, max_events in configs:
-            env = {"NMEM_BATCH_MAX_DELAY_MS": delay, "NMEM_BATCH_MAX_EVENTS": max_events}
+            env = {"NMEM_TUNE_BATCH_MAX_DELAY_MS": delay, "NMEM_TUNE_BATCH_MAX_EVENTS": max_events}
             r32 = run_once(events, 32, "unique", env)
             r1 = run_once(single_events, 1, "unique", env)
             idles[(delay, max_events)] += idle_latency(env, idle_count, 0.005)
@@ -317,10 +318,9 @@ def sweep(events: int, single_events: int, idle_count: int, rounds: int) -> bool
         f"{'delay ms':>8} {'max ev':>6} | {'32c ev/s':>9} {'32c p50':>8} {'32c p99':>8} {'batch':>6} {'cpu/ev':>7} | "
         f"{'1c ev/s':>8} {'1c p50':>7} | {'idle p50':>8} {'idle p99':>8}"
     )
-    from nmemd.config import Settings
+    from nmemd.capture.ingest import BATCH_MAX_DELAY_MS, BATCH_MAX_EVENTS
 
-    default = Settings()
-    default_key = (f"{default.batch_max_delay_ms:g}", str(default.batch_max_events))
+    default_key = (f"{BATCH_MAX_DELAY_MS:g}", str(BATCH_MAX_EVENTS))
     for key in configs:
         eps32, lat32, batch32, cpu32 = _pooled(r32s[key])
         eps1, lat1, _, _ = _pooled(r1s[key])

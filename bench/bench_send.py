@@ -124,9 +124,8 @@ def bench_breakdown(runs: int) -> None:
     Interleaves five commands per round, with the daemon at its default batch delay and,
     for comparison, at 2 ms (the default before it became 0).
     """
-    from nmemd.config import Settings
+    from nmemd.capture.ingest import BATCH_MAX_DELAY_MS as default_delay
 
-    default_delay = Settings().batch_max_delay_ms
     event = common.template(TOOL)
     steps = [
         ("python -I -S -c pass", BASELINE, False),
@@ -137,7 +136,7 @@ def bench_breakdown(runs: int) -> None:
     ]
     for delay in (None, "2"):
         with Home() as home:
-            daemon = Daemon(home, env={"NMEM_BATCH_MAX_DELAY_MS": delay} if delay else None)
+            daemon = Daemon(home, env={"NMEM_TUNE_BATCH_MAX_DELAY_MS": delay} if delay else None)
             try:
                 daemon.start()
                 env = home.env()
@@ -150,7 +149,7 @@ def bench_breakdown(runs: int) -> None:
                 daemon.stop()
             stored = common.db_counts(home.db)["events"]
         base = median(times[0])
-        label = f"NMEM_BATCH_MAX_DELAY_MS={delay}" if delay else f"default batch delay ({default_delay:g} ms)"
+        label = f"NMEM_TUNE_BATCH_MAX_DELAY_MS={delay}" if delay else f"default batch delay ({default_delay:g} ms)"
         print(f"breakdown, daemon up, {label}, {runs} rounds (db events {stored}, expected {runs}):")
         for (name, _, _), t in zip(steps, times, strict=True):
             print(

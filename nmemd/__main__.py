@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
             logging.getLogger("nmemd").error("config: %s", problem)
         if problems:
             logging.getLogger("nmemd").error("config: retention sweep off until the config is fixed (nmem doctor)")
+        for note in config.retired_notes(settings.home):  # ignored, and nothing else changes
+            logging.getLogger("nmemd").warning("config: %s", note)
     except AlreadyRunning as exc:
         lock.release()
         print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201

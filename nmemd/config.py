@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Final, Literal, NamedTuple, TypeVar
 
 import msgspec
 
@@ -35,13 +35,6 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     db: str = ""
     # SQLite durability: NORMAL survives process crashes; FULL also power loss.
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
-    # Group commit: a batch takes every event queued while the previous one committed
-    # (up to batch_max_events), waiting at most batch_max_delay_ms for more. Measured
-    # (BENCHMARKS.md): a delay only adds latency, since hook clients keep one event in
-    # flight; batches still grow by themselves under load (16 events on average at 32
-    # connections). Raise it for a bulk writer that pipelines many events.
-    batch_max_events: PositiveInt = 512
-    batch_max_delay_ms: NonNegFloat = 0.0
     dedup_window_s: NonNegFloat = 600.0
     max_frame_bytes: PositiveInt = 32 * 1024 * 1024
     read_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
@@ -75,16 +68,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     # imported this often, what `nmem import-transcripts` does: sessions of an agent without hooks, or
     # from before the install, are remembered too. 0 turns it off.
     maintenance_history_interval_s: NonNegFloat = 3600.0
-    maintenance_wal_truncate_bytes: PositiveInt = 32 * 1024 * 1024
-    maintenance_vacuum_pages: PositiveInt = 256  # pages per incremental_vacuum step
-    maintenance_fts_merge_pages: PositiveInt = 64  # pages of the first FTS5 merge step; the next ones follow:
-    maintenance_fts_step_ms: Annotated[float, msgspec.Meta(gt=0)] = 10.0  # what a merge step aims to take
     # Retention (nmemd.jobs.retention): per-type days, merged over RETENTION_DEFAULTS (a file or
-    # NMEM_RETENTION_DAYS="read=7,search=7" names only the types it changes). Sweeps delete at
-    # most maintenance_retention_batch rows per step, fewer when a step takes more than a few ms.
+    # NMEM_RETENTION_DAYS="read=7,search=7" names only the types it changes).
     retention_days: dict[ObservationType, NonNegFloat] = msgspec.field(default_factory=lambda: dict(RETENTION_DEFAULTS))
     maintenance_retention_interval_s: NonNegFloat = 3600.0
-    maintenance_retention_batch: PositiveInt = 200
     # Team memory (docs/team.md): teammates' rows are kept locally this many days (0: forever), older
     # ones are answered by the server; a pull runs at least this often (LISTEN/NOTIFY wakes it sooner).
     team_window_days: NonNegFloat = 30.0
@@ -110,6 +97,45 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
 
 
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+
+# Former settings, now constants where they are used (tuning no user needs: the batch size and delay
+# of group commit, the step sizes of maintenance, the WAL size that forces a truncate). A config file
+# or NMEM_* variable naming one is ignored and said in one line (`retired_notes`), never refused.
+RETIRED: Final = frozenset({
+    "batch_max_events", "batch_max_delay_ms", "maintenance_wal_truncate_bytes", "maintenance_vacuum_pages",
+    "maintenance_fts_merge_pages", "maintenance_fts_step_ms", "maintenance_retention_batch",
+})  # fmt: skip
+
+Number = TypeVar("Number", int, float)
+
+
+def tunable(name: str, default: Number, minimum: Number) -> Number:
+    """A constant of the code that tests and benches change through `NMEM_TUNE_<NAME>` (not a setting:
+    not read from config.toml, not shown, may change without notice); a value that cannot be used
+    leaves the default."""
+    raw = os.environ.get("NMEM_TUNE_" + name, "")
+    try:
+        value = type(default)(float(raw))
+    except (ValueError, OverflowError):
+        return default
+    return value if value >= minimum else default
+
+
+def retired_notes(home: str | None = None) -> list[str]:
+    """One line for each retired setting that config.toml or an NMEM_* variable still names."""
+    path = config_path(home)
+    try:
+        from_file, text = read_file(path)
+    except ConfigError:
+        from_file, text = {}, ""  # load_checked says why
+    notes = [
+        f"{path}{_line_of(text, k)}: {k!r} is no longer a setting (a constant now); ignored"
+        for k in from_file
+        if k in RETIRED
+    ]
+    notes += [f"env NMEM_{k.upper()}: {k!r} is no longer a setting (a constant now); ignored"
+              for k in sorted(RETIRED) if os.environ.get("NMEM_" + k.upper())]  # fmt: skip
+    return notes
 
 
 def _env_overrides(skip: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
@@ -271,6 +297,7 @@ def _build(
     home: str, file: tuple[str, dict[str, Any], str], from_env: dict[str, Any], overrides: dict[str, Any]
 ) -> tuple[Settings, dict[str, str]]:
     path, from_file, text = file
+    from_file = {k: v for k, v in from_file.items() if k not in RETIRED}  # said by retired_notes
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     retention: list[tuple[str, Any]] = []

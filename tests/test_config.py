@@ -27,14 +27,14 @@ def test_defaults_file_and_env_layer_with_sources(nmem_env: dict[str, str], monk
     assert settings.synchronous == "FULL" and sources["synchronous"] == str(path)
     assert settings.dedup_window_s == 45.0 and sources["dedup_window_s"] == "env NMEM_DEDUP_WINDOW_S"
     assert settings.skip_tools == ["Read"]
-    assert settings.batch_max_events == 512 and sources["batch_max_events"] == "default"
+    assert settings.max_connections == 1024 and sources["max_connections"] == "default"
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("bogus = 1\n", "unknown setting 'bogus'"),
-        ('batch_max_events = "many"\n', "batch_max_events"),
+        ('max_connections = "many"\n', "max_connections"),
         ('synchronous = "SOMETIMES"\n', "synchronous"),
         ("x = [\n", "config.toml"),
     ],
@@ -77,3 +77,42 @@ def test_config_show_lists_values_and_sources(monkeypatch: pytest.MonkeyPatch) -
     rows = json.loads(done.stdout)
     assert rows["dedup_window_s"] == {"value": 5.0, "source": "env NMEM_DEDUP_WINDOW_S"}
     assert rows["synchronous"] == {"value": "NORMAL", "source": "default"}
+
+
+def test_a_retired_setting_is_said_in_one_line_and_stops_nothing(nmem_env: dict[str, str], short_dir: str) -> None:
+    """A config.toml from before the tuning knobs became constants: the daemon starts and uses the
+    rest of the file; its log, `nmem config show` and `nmem doctor` name the key in one line, a
+    warning (exit 0 for config show, doctor's config check warns): nothing was left at a default."""
+    import json
+
+    _write(nmem_env["NMEM_HOME"], "batch_max_delay_ms = 2\ndedup_window_s = 7\nmaintenance_vacuum_pages = 1\n")
+    path = Path(nmem_env["NMEM_HOME"]) / "config.toml"
+    notes = [
+        f"{path} (line 1): 'batch_max_delay_ms' is no longer a setting (a constant now); ignored",
+        f"{path} (line 3): 'maintenance_vacuum_pages' is no longer a setting (a constant now); ignored",
+    ]
+    assert config.retired_notes() == notes
+    checked = config.load_checked()
+    assert checked.problems == [] and checked.settings.dedup_window_s == 7.0
+    daemon = Daemon(nmem_env, short_dir)
+    daemon.start()
+    try:
+        facts = ping(daemon.socket)
+        assert facts is not None and facts["config_problems"] == []
+        assert all(f"WARNING nmemd: config: {n}" in log_text(daemon.home) for n in notes)
+        shown = subprocess.run([str(BIN / "nmem"), "config", "show"], capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and shown.stderr.splitlines() == [f"warning: {n}" for n in notes], shown.stderr
+        assert "batch_max_delay_ms" not in shown.stdout and "dedup_window_s" in shown.stdout
+        doctor = subprocess.run([str(BIN / "nmem"), "doctor", "--json"], capture_output=True, text=True, timeout=60)
+        checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+        assert checks["config"]["status"] == "warn" and checks["config"]["detail"] == "; ".join(notes), checks
+    finally:
+        daemon.stop()
+
+
+def test_a_retired_setting_in_the_environment_is_said_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NMEM_BATCH_MAX_EVENTS", "4")
+    assert config.retired_notes() == [
+        "env NMEM_BATCH_MAX_EVENTS: 'batch_max_events' is no longer a setting (a constant now); ignored"
+    ]
+    assert config.load_checked().problems == []

@@ -27,6 +27,7 @@ from replay import transcript_payloads
 
 from nmem_client import protocol
 from nmemd import config
+from nmemd.capture import ingest
 from nmemd.capture.extract import extract
 from nmemd.capture.ingest import Ingestor
 from nmemd.jobs.purge import PurgeFilter, purge
@@ -295,16 +296,19 @@ def test_a_malformed_import_batch_is_refused_whole_with_its_reason(daemon: Daemo
     integrity_ok(daemon.db)
 
 
-def test_batches_and_single_events_share_commits_and_each_entry_gets_its_new_count(tmp_path: Path) -> None:
+def test_batches_and_single_events_share_commits_and_each_entry_gets_its_new_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The ingestor alone: a batch is one queue entry, committed with whatever else is queued."""
+    monkeypatch.setattr(ingest, "BATCH_MAX_EVENTS", 4)
 
     def event(n: int, key: str | None = None) -> Incoming:
         ex = extract({"hook_event_name": "UserPromptSubmit", "session_id": "mix", "prompt": f"prompt {n}"})
         return Incoming(event_id=f"mix{n:05d}", received_at=float(n), extracted=ex, natural_key=key)
 
     async def run() -> tuple[list[int], int, int]:
-        async with open_store(config.load({"batch_max_events": 4})) as store:
-            ingestor = Ingestor(store)
+        async with open_store(config.load()) as store:
+            ingestor = Ingestor(store)  # batches of 4 at most
             results: list[int] = [0, 0, 0]
 
             async def many(slot: int, items: list[Incoming]) -> None:

@@ -60,8 +60,9 @@ def _sizes(db: str) -> dict[str, int]:
 
 
 @pytest.mark.anyio
-async def test_maintain_gives_space_back_and_truncates_the_wal() -> None:
-    settings = config.load({"maintenance_wal_truncate_bytes": 1024 * 1024})
+async def test_maintain_gives_space_back_and_truncates_the_wal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(maintenance, "WAL_TRUNCATE_BYTES", 1024 * 1024)
+    settings = config.load()
     await _fill_and_delete_half(settings)
     async with open_store(settings) as store:
         # close() truncated the WAL; put the freed pages' history back in it, as a busy daemon would have
@@ -81,7 +82,7 @@ async def test_maintain_gives_space_back_and_truncates_the_wal() -> None:
         assert after["file"] < before["file"] * 0.75
         checkpoint = results[-1]
         assert checkpoint.name == "checkpoint" and "TRUNCATE" in checkpoint.outcome and "-> 0 B" in checkpoint.outcome
-        assert before["wal"] > settings.maintenance_wal_truncate_bytes and after["wal"] < 64 * 1024  # + the jobs row
+        assert before["wal"] > maintenance.WAL_TRUNCATE_BYTES and after["wal"] < 64 * 1024  # + the jobs row
     integrity_ok(settings.db)
     jobs = {str(r[0]) for r in db_rows(settings.db, "SELECT name FROM jobs")}
     assert JOB_NAMES | {"fts_optimize"} <= jobs
@@ -163,7 +164,7 @@ def test_ingestion_keeps_working_while_a_big_vacuum_runs(daemon: Daemon) -> None
     assert freelist > 1000
     daemon.env.update({
         **_scheduler_env("0"),  # only the on-demand run below
-        "NMEM_MAINTENANCE_VACUUM_PAGES": "1",  # one page per step: the run lasts long enough to overlap
+        "NMEM_TUNE_VACUUM_PAGES": "1",  # one page per step: the run lasts long enough to overlap
         "NMEM_INBOX_DRAIN_INTERVAL_S": "3600",  # so an event only counts if the socket path stored it
     })  # fmt: skip
     daemon.start()

@@ -79,6 +79,12 @@ def _segments(db: str | Path) -> int:
     return int(rows[0][0])  # type: ignore[call-overload]
 
 
+def _steps(monkeypatch: pytest.MonkeyPatch, first_pages: int, target_ms: float) -> None:
+    """The merge's first step size and target time, constants of the job."""
+    monkeypatch.setattr(maintenance, "FTS_MERGE_PAGES", first_pages)
+    monkeypatch.setattr(maintenance, "FTS_STEP_MS", target_ms)
+
+
 async def _fill(settings: config.Settings, batches: int, per_batch: int = 1100) -> None:
     """Each batch is indexed in its own transaction (> FTS_CHUNK rows): a segment each, automerged as FTS5 does."""
     async with open_store(settings) as store:
@@ -87,9 +93,12 @@ async def _fill(settings: config.Settings, batches: int, per_batch: int = 1100) 
 
 
 @pytest.mark.anyio
-async def test_the_full_merge_goes_in_steps_of_the_target_time_and_converges_to_one_segment() -> None:
+async def test_the_full_merge_goes_in_steps_of_the_target_time_and_converges_to_one_segment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # a target no step can meet: every step after the first asks FTS5 for the fewest pages
-    settings = config.load({"maintenance_fts_merge_pages": 16, "maintenance_fts_step_ms": 0.001})
+    _steps(monkeypatch, 16, 0.001)
+    settings = config.load()
     await _fill(settings, 15)  # with automerge 4, 15 one-segment batches leave >= 4 segments whatever their size
     before = _segments(settings.db)
     assert before >= 4
@@ -108,8 +117,9 @@ async def test_the_full_merge_goes_in_steps_of_the_target_time_and_converges_to_
 
 
 @pytest.mark.anyio
-async def test_fast_steps_grow_and_a_positive_merge_finishes_what_fts5_started() -> None:
-    settings = config.load({"maintenance_fts_merge_pages": 4, "maintenance_fts_step_ms": 1000.0})
+async def test_fast_steps_grow_and_a_positive_merge_finishes_what_fts5_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    _steps(monkeypatch, 4, 1000.0)
+    settings = config.load()
     await _fill(settings, 10)
     async with open_store(settings) as store:
         run = await maintenance.merge_fts(store, full=False)
@@ -121,8 +131,9 @@ async def test_fast_steps_grow_and_a_positive_merge_finishes_what_fts5_started()
 
 
 @pytest.mark.anyio
-async def test_batches_commit_between_the_steps_of_a_full_merge() -> None:
-    settings = config.load({"maintenance_fts_merge_pages": 4, "maintenance_fts_step_ms": 0.001})
+async def test_batches_commit_between_the_steps_of_a_full_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    _steps(monkeypatch, 4, 0.001)
+    settings = config.load()
     await _fill(settings, 10)
     async with open_store(settings) as store:
         running = False
@@ -159,7 +170,7 @@ def test_hooks_are_acknowledged_while_the_daemon_merges_in_steps(daemon: Daemon)
     daemon.env.update({
         "NMEM_MAINTENANCE_INTERVAL_S": "0", "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": "0",
         "NMEM_MAINTENANCE_OPTIMIZE_INTERVAL_S": "0", "NMEM_MAINTENANCE_INTEGRITY_INTERVAL_S": "0",
-        "NMEM_MAINTENANCE_FTS_MERGE_PAGES": "4", "NMEM_MAINTENANCE_FTS_STEP_MS": "0.001",  # the fewest pages a step
+        "NMEM_TUNE_FTS_MERGE_PAGES": "4", "NMEM_TUNE_FTS_STEP_MS": "0.001",  # the fewest pages a step
         "NMEM_INBOX_DRAIN_INTERVAL_S": "3600",  # so an event only counts if the socket path stored it
     })  # fmt: skip
     daemon.start()

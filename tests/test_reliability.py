@@ -1016,7 +1016,7 @@ def scenario_9(daemon: Daemon, scale: float = 1.0, senders: int = 8) -> Figures:
         {  # the production checkpoint job, run often enough for a bounded test
             "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": "1",
             "NMEM_MAINTENANCE_IDLE_S": "0.2",
-            "NMEM_MAINTENANCE_WAL_TRUNCATE_BYTES": str(WAL_SHRUNK_BYTES),
+            "NMEM_TUNE_WAL_TRUNCATE_BYTES": str(WAL_SHRUNK_BYTES),
             **DRAIN_FAST,
         },
     )

@@ -58,8 +58,11 @@ def _write_config(nmem_env: dict[str, str], text: str) -> Path:
 
 
 @pytest.mark.anyio
-async def test_sweep_removes_expired_types_keeps_pinned_fresh_and_forever_types() -> None:
-    settings = config.load({"maintenance_retention_batch": 7})  # many steps: the loop and resizing are exercised
+async def test_sweep_removes_expired_types_keeps_pinned_fresh_and_forever_types(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(retention, "RETENTION_BATCH", 7)  # many steps: the loop and resizing are exercised
+    settings = config.load()
     await _fill(settings)
     old_read = db_rows(settings.db, "SELECT id FROM observations WHERE type = 'read' ORDER BY ts LIMIT 2")
     pinned = [int(r[0]) for r in old_read]  # type: ignore[call-overload]

@@ -222,7 +222,7 @@ def test_a_logs_symlink_in_another_users_home_gets_nothing(short_dir: str, nmem_
 
 CORRUPT = {
     "syntax": ('dedup_window_s = 30\nskip_tools = ["Read",\nsynchronous = "FULL"\n', "line 3, column 1"),
-    "value": ('dedup_window_s = 30\nbatch_max_events = "many"\n', "(line 2)"),
+    "value": ('dedup_window_s = 30\nmax_connections = "many"\n', "(line 2)"),
     "fifo": (None, "not a regular file"),
     "devzero": ("/dev/zero", "not a regular file"),
 }

@@ -1,11 +1,11 @@
 """Group commit: events queue up, commit together, and only then are acknowledged.
 
-The write connection's thread takes every queued event (up to `batch_max_events`,
+The write connection's thread takes every queued event (up to `BATCH_MAX_EVENTS`,
 never splitting an entry) into one transaction, and while events keep coming it
 goes straight on to the next batch: it never waits for the event loop between
 batches. Each batch is acknowledged on the loop once it committed. While one
 batch commits the next one fills, so under load batches grow by themselves; an
-idle daemon commits a lone event at once (`batch_max_delay_ms` 0 by default).
+idle daemon commits a lone event at once (`BATCH_MAX_DELAY_MS` is 0).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from nmemd.config import tunable
 from nmemd.errors import ShuttingDown, StorageError
 from nmemd.store.database import Incoming, Store, on_writer_thread, translate
 
@@ -28,6 +29,12 @@ FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for t
 WRITER_SLICE_S = 0.05  # the writer thread keeps the write lock this long at most under load
 BUSY_WINDOW_S = 0.5  # events this recent mean capture is under way
 QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
+# A batch takes every event queued while the previous one committed, up to BATCH_MAX_EVENTS, waiting
+# at most BATCH_MAX_DELAY_MS for more. Measured (BENCHMARKS.md, bench/bench_ingest.py's sweep): a
+# delay only adds latency, since hook clients keep one event in flight, and batches grow by
+# themselves under load (16 events on average at 32 connections); 512 is never reached.
+BATCH_MAX_EVENTS = tunable("BATCH_MAX_EVENTS", 512, 1)
+BATCH_MAX_DELAY_MS = tunable("BATCH_MAX_DELAY_MS", 0.0, 0.0)
 
 Done = Callable[[BaseException | None, int], None]
 
@@ -58,9 +65,8 @@ class Ingestor:
 
     def __init__(self, store: Store):
         self.store = store
-        settings = store.settings
-        self.max_events = settings.batch_max_events
-        self.max_delay = settings.batch_max_delay_ms / 1000.0
+        self.max_events = BATCH_MAX_EVENTS
+        self.max_delay = BATCH_MAX_DELAY_MS / 1000.0
         self._queue: deque[_Pending] = deque()
         self._ready = anyio.Event()  # set when the queue gets an entry (or closes)
         self._space = anyio.Event()  # set when a full queue shrinks

@@ -508,6 +508,8 @@ def config_show(json_out: JsonOpt = False) -> None:
     settings, sources, problems = config.load_checked()
     for problem in problems:  # what is shown is what the daemon runs on: the rest at its default
         ui.Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {ui.escape(problem)}", highlight=False)
+    for note in config.retired_notes(settings.home):  # ignored: a warning, not a failure
+        ui.Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {ui.escape(note)}", highlight=False)
     values = msgspec.to_builtins(settings)
     if json_out:
         rows = {k: {"value": v, "source": sources.get(k, "default")} for k, v in values.items()}

@@ -28,16 +28,18 @@ import anyio.abc
 import anyio.lowlevel
 import msgspec
 
+from nmemd.config import tunable
 from nmemd.errors import StorageError, UnknownJob
 from nmemd.jobs import retention
 from nmemd.store import fts, readers
-from nmemd.store.checkpointer import keep_wal_short, side_checkpoint
+from nmemd.store.checkpointer import WAL_TRUNCATE_BYTES, keep_wal_short, side_checkpoint
 from nmemd.store.database import Store, on_writer_thread, plan_fts_data_as_large, translate
 
 if TYPE_CHECKING:
     from nmemd.capture.host import Host
 
 LOG = logging.getLogger("nmemd.maintenance")
+VACUUM_PAGES = tunable("VACUUM_PAGES", 256, 1)  # pages per incremental_vacuum step
 MAX_STEPS = 100_000  # a runaway loop guard; real jobs need far fewer steps
 FTS_OPTIMIZE_ROW = "fts_optimize"  # jobs row: when fts_merge last merged the index down completely
 
@@ -132,7 +134,7 @@ async def checkpoint(store: Store, *, forced: bool = False) -> str:
     busy, frames, done = await _checkpoint(store, "PASSIVE")
     mode = "PASSIVE"
     copied_all = not busy and done == frames
-    if copied_all and (forced or before > store.settings.maintenance_wal_truncate_bytes):
+    if copied_all and (forced or before > WAL_TRUNCATE_BYTES):
         mode = "TRUNCATE"  # PASSIVE above did the copying; this only waits (briefly) for readers and truncates
         busy, frames, done = await _checkpoint(store, "TRUNCATE")
     after = _size(wal)
@@ -148,7 +150,7 @@ async def vacuum(store: Store, *, forced: bool = False) -> str:
     """
     if await _read(store, "PRAGMA auto_vacuum") != 2:
         return "skipped: auto_vacuum is not INCREMENTAL (only a full VACUUM can shrink this file)"
-    pages = store.settings.maintenance_vacuum_pages
+    pages = VACUUM_PAGES
     page_size = int(await _read(store, "PRAGMA page_size"))
     size_before = _size(store.settings.db)
     free_before = free = int(await _read(store, "PRAGMA freelist_count"))
@@ -172,10 +174,12 @@ async def vacuum(store: Store, *, forced: bool = False) -> str:
     )
 
 
-# A merge step holds the write lock about `maintenance_fts_step_ms` (10 ms): the next step's page
-# count follows the last step's time. FTS5 ends a step only between two terms, so a step that
+# A merge step holds the write lock about FTS_STEP_MS: the first asks for FTS_MERGE_PAGES, the next
+# step's page count follows the last step's time. FTS5 ends a step only between two terms, so a step that
 # reaches a common word's doclist takes longer whatever the count (up to ~60 ms at a million
 # observations); the steps after it are smaller, and grow back by at most twice per step.
+FTS_MERGE_PAGES = tunable("FTS_MERGE_PAGES", 64, 1)
+FTS_STEP_MS = tunable("FTS_STEP_MS", 10.0, 0.0001)
 FTS_STEP_PAGES_MIN = 4
 FTS_STEP_PAGES_MAX = 4096
 # After a long step (over twice the target, and over FTS_LONG_STEP_MS) the job waits 50 times the
@@ -228,7 +232,7 @@ def _next_pages(pages: int, took_ms: float, target_ms: float) -> int:
 
 
 async def merge_fts(store: Store, *, full: bool) -> FtsMergeRun:
-    """Merge FTS5 segments in steps of about `maintenance_fts_step_ms` each, until FTS5 has nothing left to merge.
+    """Merge FTS5 segments in steps of about FTS_STEP_MS each, until FTS5 has nothing left to merge.
 
     `full`: all segments into one (FTS5's 'optimize' is one long transaction; `('merge', -N)`
     followed by `('merge', N)` until a step changes less than 2 rows does the same work in
@@ -236,7 +240,7 @@ async def merge_fts(store: Store, *, full: bool) -> FtsMergeRun:
     (4) segments. Ingestion goes on between steps.
     """
     run = FtsMergeRun(full=full)
-    pages, target_ms = store.settings.maintenance_fts_merge_pages, store.settings.maintenance_fts_step_ms
+    pages, target_ms = FTS_MERGE_PAGES, FTS_STEP_MS
     sign = -1 if full else 1
     while len(run.ms) < MAX_STEPS:
         delta, took = await _fts_step(store, sign * pages)
@@ -364,13 +368,13 @@ async def team_window(store: Store, *, forced: bool = False) -> str:
             with anyio.CancelScope(shield=True):
                 try:
                     gone = await on_writer_thread(
-                        store.conn, local.prune_step, days, time.time(), store.settings.maintenance_retention_batch
+                        store.conn, local.prune_step, days, time.time(), retention.RETENTION_BATCH
                     )
                 except sqlite3.Error as exc:
                     raise translate(exc) from exc
                 store.committed()
         total += gone
-        if gone < store.settings.maintenance_retention_batch:
+        if gone < retention.RETENTION_BATCH:
             break
         await _between_steps(store)
     return f"removed {total} teammates' observations older than {days:g} days" if days > 0 else "window off"

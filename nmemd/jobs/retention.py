@@ -38,6 +38,7 @@ import anyio.lowlevel
 import msgspec
 
 from nmemd.capture import clock
+from nmemd.config import tunable
 from nmemd.jobs import purge
 from nmemd.store import readers
 from nmemd.store.database import FTS_MERGES, Store, set_fts_merges
@@ -46,6 +47,7 @@ LOG = logging.getLogger("nmemd.retention")
 STEP_TARGET_MS = 3.0  # aim for steps this long: ingestion waits at most about one step
 MIN_BATCH = 8
 FIRST_BATCH = 32
+RETENTION_BATCH = tunable("RETENTION_BATCH", 200, 1)  # rows one step deletes at most (team_window's too)
 MAX_STEPS = 100_000  # a runaway loop guard
 STEP_BYTES = 1024 * 1024  # text one step deletes at most: FTS5 re-reads a deleted row's words (a summary is whole)
 DAY_S = 86400.0
@@ -176,7 +178,7 @@ async def sweep(
         limits = {k: min(v, current[k]) for k, v in (notice.cutoffs if notice else {}).items() if k in current}
         upto_id = notice.upto_id if notice else 0
     if limits:
-        batch = min(FIRST_BATCH, store.settings.maintenance_retention_batch)  # grows while steps stay short
+        batch = min(FIRST_BATCH, RETENTION_BATCH)  # grows while steps stay short
         async with _no_automerge(store):
             await _sweep(store, limits, upto_id, batch, out, between_steps)
     if notice_s > 0:
@@ -254,7 +256,6 @@ async def _sweep(
     out: Swept,
     between_steps: Callable[[Store], Awaitable[None]],
 ) -> None:
-    settings = store.settings
     for kind, before in limits.items():
         while out.steps < MAX_STEPS:
             ids, took_ms = await _step(store, kind, before, upto_id, batch)
@@ -265,8 +266,8 @@ async def _sweep(
                 store.dedup.forget(set(ids))
             if not ids:
                 break
-            # Resize towards the target from what this step cost, never above the configured batch.
+            # Resize towards the target from what this step cost, never above RETENTION_BATCH.
             scaled = min(2 * batch, int(batch * STEP_TARGET_MS / max(took_ms, 0.1)))
-            batch = max(MIN_BATCH, min(settings.maintenance_retention_batch, scaled))
+            batch = max(MIN_BATCH, min(RETENTION_BATCH, scaled))
             await between_steps(store)  # a batch waiting for the lock goes first
         out.pinned_kept += await _pinned_expired(store, kind, before, upto_id)

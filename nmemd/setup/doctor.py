@@ -41,6 +41,7 @@ from nmemd.setup.agent_checks import (
 )
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.store import readers
+from nmemd.store.checkpointer import WAL_TRUNCATE_BYTES
 from nmemd.store.migrations import MIGRATIONS
 
 ENTRY_POINTS = ("nmem", "nmemd", "nmem-send", "nmem-mcp")
@@ -82,6 +83,8 @@ def check_config() -> tuple[Check, Settings]:
             f"edit {target} or the NMEM_* variable it names (until then nmemd runs without it), then: nmem config show"
         )
         return fail("config", "; ".join(problems), fix), settings
+    if notes := config.retired_notes(settings.home):
+        return warn("config", "; ".join(notes), f"remove it from {target} or the environment"), settings
     return ok("config", str(target) if target.exists() else "defaults (no config.toml)"), settings
 
 
@@ -362,7 +365,7 @@ def _check_wal(settings: Settings) -> Check:
         wal = os.stat(settings.db + "-wal").st_size
     except OSError:
         wal = 0
-    limit = 2 * settings.maintenance_wal_truncate_bytes
+    limit = 2 * WAL_TRUNCATE_BYTES
     if wal > limit:
         return warn("wal", f"{wal / 1048576:.0f} MB, more than twice the checkpoint threshold",
                      "nmem maintain --job checkpoint")  # fmt: skip

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from nmemd.config import tunable
+
 if TYPE_CHECKING:
     from nmemd.store.database import Store
 
@@ -32,6 +34,8 @@ INTERVAL_S = 0.25
 # so every commit waits with them: they wait this long at most, then report busy (retried later).
 BUSY_TIMEOUT_S = 0.05
 RESTART_FRAMES = 4096  # ~16 MB of WAL at 4 KB pages
+# The checkpoint job (nmemd.jobs.maintenance) truncates a WAL file larger than this; doctor warns at twice it.
+WAL_TRUNCATE_BYTES = tunable("WAL_TRUNCATE_BYTES", 32 * 1024 * 1024, 1)
 
 
 def side_checkpoint(db: str, mode: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> tuple[int, int, int]:
