@@ -230,33 +230,7 @@ def integrity_ok(db: str | Path) -> None:
         conn.close()
 
 
-# Issue #5 (RELIABILITY.md): earlier tests that cover a fault-injection scenario carry the
-# `reliability` marker too, so `pytest -m reliability` runs a bounded version of all twelve.
-# tests/test_reliability.py marks its own tests and fills the gaps.
-RELIABILITY_TESTS: dict[str, int] = {
-    "test_killrecovery.py::test_kill9_at_random_points_loses_and_duplicates_nothing": 1,
-    "test_faults.py::test_frozen_daemon_clients_fall_back_in_time_and_nothing_is_lost": 3,
-    "test_faults.py::test_disk_full_refuses_without_acking_and_recovers_after_restart": 5,
-    "test_faults.py::test_fuzzed_frames_never_kill_the_daemon": 6,
-    "test_extract.py::test_never_raises_on_hook_like_dicts": 6,
-    "test_badinput.py::test_client_survives_bad_payload": 6,
-    "test_badinput.py::test_many_stalled_connections_do_not_block_others": 6,
-    "test_badinput.py::test_garbage_connection_is_answered_and_closed": 6,
-    "test_instance.py::test_twenty_daemons_started_at_once_one_serves": 7,
-    "test_instance.py::test_stale_socket_and_lock_after_kill9_are_recovered": 7,
-    "test_instance.py::test_connection_from_another_uid_is_refused": 8,
-    "test_privacy.py::test_secrets_are_redacted_on_the_socket_path": 10,
-    "test_privacy.py::test_secrets_are_gone_after_the_fallback_path_drains": 10,
-    "test_faults.py::test_sigterm_during_a_batch_commits_every_acked_event": 11,
-    "test_faults.py::test_daemon_migrates_earlier_databases_without_loss": 12,
-}
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        scenario = RELIABILITY_TESTS.get(f"{item.path.name}::{getattr(item, 'originalname', item.name)}")
-        if scenario is not None:
-            item.add_marker(pytest.mark.reliability(scenario=scenario))
     # Tests marked `shared` run over the real captures beside the repository, which a user's clone
     # has not: skipped there, with the reason. .ci/run sets NMEM_REQUIRE_SHARED where they exist,
     # so there they can never be skipped silently.

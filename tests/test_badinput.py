@@ -173,6 +173,7 @@ def harness(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness
 # --- payloads through the real client ---------------------------------------------------------
 
 
+@pytest.mark.reliability(scenario=6)
 @pytest.mark.parametrize("bad", BAD_PAYLOADS, ids=lambda b: b.name)
 def test_client_survives_bad_payload(harness: Harness, bad: Bad) -> None:
     started = time.monotonic()
@@ -295,6 +296,7 @@ def test_stalled_header_times_out(harness: Harness) -> None:
     harness.check_intact()
 
 
+@pytest.mark.reliability(scenario=6)
 def test_many_stalled_connections_do_not_block_others(daemon: Daemon) -> None:
     """While 50 peers stall mid-frame, a hook is acknowledged before the daemon has given up on any
     of them: it did not wait behind their read timeouts (long here, so a loaded machine cannot make
@@ -349,6 +351,7 @@ GARBAGE = {
 }
 
 
+@pytest.mark.reliability(scenario=6)
 @pytest.mark.parametrize("name", list(GARBAGE))
 def test_garbage_connection_is_answered_and_closed(harness: Harness, name: str) -> None:
     data, log = GARBAGE[name]

@@ -598,6 +598,7 @@ def test_never_raises_on_any_json(value: object) -> None:
     _check_bounds(extract(value))
 
 
+@pytest.mark.reliability(scenario=6)
 @settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PAYLOAD)
 def test_never_raises_on_hook_like_dicts(payload: dict[str, Any]) -> None:

@@ -123,6 +123,7 @@ def held_while_frozen(db: Path) -> bool:
     return daemon_holds_write_lock(db)
 
 
+@pytest.mark.reliability(scenario=3)
 @pytest.mark.timeout(45)
 def test_frozen_daemon_clients_fall_back_in_time_and_nothing_is_lost(daemon: Daemon, keep_umask: None) -> None:
     start_with_env(daemon, DRAIN_ENV)
@@ -226,6 +227,7 @@ def big_payload(marker: str, rng: random.Random) -> bytes:
     return json.dumps(event).encode()
 
 
+@pytest.mark.reliability(scenario=5)
 @pytest.mark.timeout(60)
 def test_disk_full_refuses_without_acking_and_recovers_after_restart(daemon: Daemon, keep_umask: None) -> None:
     # Size the database once with a normal start, then run under a file-size limit a bit above it.
@@ -292,6 +294,7 @@ TERM_SENDERS = 16
 TERM_EVENTS = 40
 
 
+@pytest.mark.reliability(scenario=11)
 @pytest.mark.timeout(60)
 def test_sigterm_during_a_batch_commits_every_acked_event(daemon: Daemon, keep_umask: None) -> None:
     daemon.start()
@@ -375,6 +378,7 @@ def _structured(draw: st.DrawFn) -> bytes:
 _frames = st.one_of(st.binary(max_size=600), _structured(), st.binary(max_size=300).map(lambda b: b"NMEM1 " + b))
 
 
+@pytest.mark.reliability(scenario=6)
 @pytest.mark.timeout(90)
 def test_fuzzed_frames_never_kill_the_daemon(daemon: Daemon) -> None:
     start_with_env(daemon, {"NMEM_READ_TIMEOUT_S": "1"})
@@ -574,6 +578,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
 ]
 
 
+@pytest.mark.reliability(scenario=12)
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(("name", "build", "applied_before"), EARLIER_VERSIONS, ids=[v[0] for v in EARLIER_VERSIONS])
 def test_daemon_migrates_earlier_databases_without_loss(

@@ -76,6 +76,7 @@ def test_second_daemon_exits_4_and_the_first_keeps_serving(daemon: Daemon) -> No
     assert daemon.stop() == 0
 
 
+@pytest.mark.reliability(scenario=7)
 def test_stale_socket_and_lock_after_kill9_are_recovered(daemon: Daemon) -> None:
     daemon.start()
     marker = f"stale-{new_id()[:12]}"
@@ -156,6 +157,7 @@ def test_a_socket_directory_symlinked_by_another_user_is_refused(daemon: Daemon,
     assert os.listdir(real) == []
 
 
+@pytest.mark.reliability(scenario=8)
 @pytest.mark.anyio
 async def test_connection_from_another_uid_is_refused(
     nmem_env: dict[str, str], caplog: pytest.LogCaptureFixture
@@ -233,6 +235,7 @@ async def test_serve_cancelled_from_outside_releases_everything(nmem_env: dict[s
     assert lock_pid(settings.socket) is None
 
 
+@pytest.mark.reliability(scenario=7)
 @pytest.mark.timeout(90)
 def test_twenty_daemons_started_at_once_one_serves(nmem_env: dict[str, str], short_dir: str) -> None:
     sock_path = nmem_env["NMEM_SOCKET"]

@@ -137,6 +137,7 @@ def keep_umask() -> Iterator[None]:
     os.umask(umask)
 
 
+@pytest.mark.reliability(scenario=1)
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_kill9_at_random_points_loses_and_duplicates_nothing(daemon: Daemon, keep_umask: None) -> None:

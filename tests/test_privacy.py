@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import Daemon, db_rows, integrity_ok, run_send
 
 AWS = "AKIAQ3EGTX7PLM4ZWN2K"
@@ -76,6 +77,7 @@ def _assert_clean(home: Path) -> None:
         assert secret.encode() not in raw, secret[:12]
 
 
+@pytest.mark.reliability(scenario=10)
 def test_secrets_are_redacted_on_the_socket_path(daemon: Daemon) -> None:
     daemon.start()
     for body in _events("sock"):
@@ -90,6 +92,7 @@ def test_secrets_are_redacted_on_the_socket_path(daemon: Daemon) -> None:
     integrity_ok(daemon.db)
 
 
+@pytest.mark.reliability(scenario=10)
 def test_secrets_are_gone_after_the_fallback_path_drains(daemon: Daemon) -> None:
     env = {"NMEM_AUTOSTART": "0"}
     for body in _events("fallback"):

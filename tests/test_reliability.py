@@ -26,6 +26,7 @@ import json
 import os
 import pwd
 import random
+import re
 import resource
 import shutil
 import signal
@@ -643,7 +644,10 @@ def scenario_6(daemon: Daemon, scale: float = 1.0) -> Figures:
                 idle.append(wait_until(lambda: _try_connect(daemon.socket), 30, "the listen backlog to drain"))
             rss_peak[0] = max(rss_peak[0], rss_kb(pid))
             # The idle connections are dropped at the read timeout; until then they only cost a little.
-            wait_until(lambda: all(_closed_by_peer(s) for s in idle), READ_TIMEOUT_S + 30, "idle connections dropped")
+            heard: dict[socket.socket, bytes] = {}
+            wait_until(
+                lambda: all(_closed_by_peer(s, heard) for s in idle), READ_TIMEOUT_S + 30, "idle connections dropped"
+            )
         finally:
             stop.set()
             for s in idle:
@@ -688,14 +692,22 @@ def _try_connect(sock_path: str) -> socket.socket | None:
         return None
 
 
-def _closed_by_peer(s: socket.socket) -> bool:
+DROPPED_REPLY = protocol.encode_error(protocol.ERR_TIMEOUT, "frame not received in time")
+
+
+def _closed_by_peer(s: socket.socket, heard: dict[socket.socket, bytes]) -> bool:
+    """True once the daemon closed `s` (EOF, or a reset); what it said first must be its `ERR timeout`
+    reply or nothing. `heard` keeps what each socket received over the calls of a wait."""
     s.setblocking(False)
     try:
-        return s.recv(65536) == b"" or True  # an ERR timeout reply, then EOF: either means "dropped"
+        while chunk := s.recv(65536):
+            heard[s] = heard.get(s, b"") + chunk
     except BlockingIOError:
-        return False
+        return False  # still open (a reply may have come, the close not yet)
     except OSError:
-        return True
+        pass  # reset by the daemon: closed
+    assert heard.get(s, b"") in (b"", DROPPED_REPLY), heard[s][:200]
+    return True
 
 
 @pytest.mark.timeout(90)
@@ -1303,3 +1315,13 @@ def test_scenario_12_every_migration_has_an_earlier_database_case() -> None:
     covered = {applied for _, _, applied in EARLIER_VERSIONS}
     missing = [names[:k] for k in range(len(names)) if tuple(names[:k]) not in covered]
     assert not missing, f"no earlier-database case for schema versions {missing} (add rows to EARLIER_VERSIONS)"
+
+
+def test_every_scenario_has_a_test_marked_with_it() -> None:
+    """`pytest -m reliability` runs all twelve: each has a test_scenario_N here (marked by this
+    module's pytestmark) or an earlier test marked `reliability(scenario=N)` where it lives."""
+    found = {int(n) for n in re.findall(r"^def test_scenario_(\d+)_", Path(__file__).read_text(), re.M)}
+    for path in Path(__file__).parent.glob("test_*.py"):
+        marked = re.findall(r"^@pytest\.mark\.reliability\(scenario=(\d+)\)$", path.read_text(), re.M)
+        found |= {int(n) for n in marked}
+    assert found == set(range(1, 13)), sorted(set(range(1, 13)) - found)
