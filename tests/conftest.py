@@ -40,9 +40,24 @@ def short_dir() -> Iterator[str]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+UNSET_FOR_TESTS = ("XDG_RUNTIME_DIR", "NMEM_TIMEOUT_MS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID")
+
+
 @pytest.fixture(autouse=True)
 def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """Point every nmem path at this test's own directories."""
+    env = isolated_env(tmp_path, short_dir)
+    for key in UNSET_FOR_TESTS:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    yield env
+    remove_fallbacks(env["NMEM_HOME"], str(tmp_path), short_dir)
+
+
+def isolated_env(tmp_path: Path, short_dir: str) -> dict[str, str]:
+    """NMEM_* and every agent's folders in `tmp_path`, the socket in `short_dir` (nmem_env's, or a
+    module fixture's own)."""
     home = tmp_path / "home"
     env = {
         "NMEM_HOME": str(home),
@@ -53,12 +68,7 @@ def nmem_env(tmp_path: Path, short_dir: str, monkeypatch: pytest.MonkeyPatch) ->
         "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),  # never the user's ~/.config/opencode
         "XDG_DATA_HOME": str(tmp_path / "xdg-data"),  # nor ~/.local/share/opencode (nmem's own: NMEM_HOME)
     }
-    for key in ("XDG_RUNTIME_DIR", "NMEM_TIMEOUT_MS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    yield env
-    remove_fallbacks(env["NMEM_HOME"], str(tmp_path), short_dir)
+    return env
 
 
 def remove_fallbacks(home: str, *roots: str) -> None:

@@ -13,13 +13,16 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
@@ -27,7 +30,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import BIN, Daemon, db_rows, run_send
+from conftest import BIN, UNSET_FOR_TESTS, Daemon, db_rows, isolated_env, remove_fallbacks, run_send
 from helpers import lock_pid, pid_running, ping, scalar, send_frame, wait_until
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -79,9 +82,9 @@ def git_project(path: Path) -> str:
     return str(path)
 
 
-def feed(*events: dict[str, Any]) -> None:
+def feed(*events: dict[str, Any], env: dict[str, str] | None = None) -> None:
     for event in events:
-        done = run_send(json.dumps(event).encode())
+        done = run_send(json.dumps(event).encode(), env=env)
         assert done.returncode == 0 and done.stderr == b"", done
 
 
@@ -158,7 +161,7 @@ async def fails(session: ClientSession, name: str, args: dict[str, Any], expect:
 S1, S2 = "sess-web-0001-aaaa", "sess-oth-0002-bbbb"
 
 
-def feed_corpus(web: str, other: str) -> None:
+def feed_corpus(web: str, other: str, env: dict[str, str] | None = None) -> None:
     feed(
         _event("SessionStart", S1, web, source="startup", model="claude-opus-4-6"),
         _event("UserPromptSubmit", S1, web, prompt="Fix the flaky zebra parser test"),
@@ -168,6 +171,7 @@ def feed_corpus(web: str, other: str) -> None:
         _event("Stop", S1, web, stop_hook_active=False, last_assistant_message="The zebra parser test is fixed."),
         _event("UserPromptSubmit", S2, other, prompt="Plan the zebra migration for the other service"),
         _edit(S2, other, "src/zebra_migrate.py", "OLD = 1", "NEW = 2"),
+        env=env,
     )
 
 
@@ -180,94 +184,158 @@ def obs_id(db: Path, where: str, params: tuple[object, ...] = ()) -> int:
 # --- tests ------------------------------------------------------------------------------------
 
 
-async def test_six_tools_over_the_bridge_with_a_running_daemon(
-    daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path
-) -> None:
-    daemon.start()
-    web, other = git_project(tmp_path / "web"), git_project(tmp_path / "other")
-    feed_corpus(web, other)
-    wait_until(lambda: scalar(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (S1,)),
-               timeout=STEP_S, message="the session summary after Stop")  # fmt: skip
-    db = daemon.db
-    edit_id = obs_id(db, "type = 'edit' AND session_id = ?", (S1,))
-    error_id = obs_id(db, "type = 'error'")
-    other_edit = obs_id(db, "type = 'edit' AND session_id = ?", (S2,))
-    other_prompt = obs_id(db, "type = 'prompt' AND session_id = ?", (S2,))
-    web_ids = {r[0] for r in db_rows(db, "SELECT id FROM observations WHERE project = ?", (web,))}
-    errlog = tmp_path / "bridge.err"
+@dataclass(frozen=True)
+class Corpus:
+    """A daemon holding the two sessions of `feed_corpus`, and the ids the tools should name."""
 
-    async with mcp_session(bridge_params(nmem_env, web), errlog) as s:
+    daemon: Daemon
+    env: dict[str, str]
+    web: str
+    other: str
+    edit_id: int
+    error_id: int
+    other_edit: int
+    other_prompt: int
+    web_ids: set[int]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
+    """One real daemon for the per-tool tests below: they only read, each through a bridge of its own."""
+    root, short = tmp_path_factory.mktemp("mcp"), tempfile.mkdtemp(prefix="nm", dir="/tmp")
+    env = isolated_env(root, short)
+    daemon = Daemon(env, short)
+    for key in UNSET_FOR_TESTS:
+        daemon.env.pop(key, None)
+    daemon.start()
+    try:
+        web, other = git_project(root / "web"), git_project(root / "other")
+        feed_corpus(web, other, env)
+        wait_until(lambda: scalar(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (S1,)),
+                   timeout=STEP_S, message="the session summary after Stop")  # fmt: skip
+        db = daemon.db
+        yield Corpus(
+            daemon, env, web, other,
+            edit_id=obs_id(db, "type = 'edit' AND session_id = ?", (S1,)),
+            error_id=obs_id(db, "type = 'error'"),
+            other_edit=obs_id(db, "type = 'edit' AND session_id = ?", (S2,)),
+            other_prompt=obs_id(db, "type = 'prompt' AND session_id = ?", (S2,)),
+            web_ids={r[0] for r in db_rows(db, "SELECT id FROM observations WHERE project = ?", (web,))},
+        )  # fmt: skip
+    finally:
+        daemon.stop()
+        remove_fallbacks(env["NMEM_HOME"], str(root), short)
+        shutil.rmtree(short, ignore_errors=True)
+
+
+@asynccontextmanager
+async def tools(c: Corpus, tmp_path: Path, project: str = "") -> AsyncIterator[ClientSession]:
+    """A session over a bridge of its own, started from `project` (the web one by default); the
+    bridge says nothing on stderr and the daemon answers afterwards, whatever the test did."""
+    errlog = tmp_path / "bridge.err"
+    async with mcp_session(bridge_params(c.env, project or c.web), errlog) as s:
+        yield s
+    assert errlog.read_text() == ""
+    assert ping(c.daemon.socket) is not None
+
+
+async def test_the_six_tools_are_listed_read_only_with_their_schemas(corpus: Corpus, tmp_path: Path) -> None:
+    async with tools(corpus, tmp_path) as s:
         with anyio.fail_after(STEP_S):
             listed = await s.list_tools()
-        assert {t.name for t in listed.tools} == TOOLS
-        for tool in listed.tools:
-            assert tool.description and len(tool.description) > 40, tool.name
-            assert tool.input_schema["type"] == "object", tool.name
-            assert tool.annotations and tool.annotations.read_only_hint, tool.name
-        schemas = {t.name: t.input_schema for t in listed.tools}
-        assert schemas["search"]["required"] == ["query"]
-        assert schemas["search"]["properties"]["limit"]["maximum"] <= 50
-        assert schemas["get_observations"]["properties"]["ids"]["type"] == "array"
-        assert schemas["get_observations"]["properties"]["ids"]["items"] == {"type": "integer", "minimum": 1}
-        assert {"type": "integer", "minimum": 1} in schemas["timeline"]["properties"]["id"]["anyOf"]
-        assert schemas["file_history"]["required"] == ["path"]
+    assert {t.name for t in listed.tools} == TOOLS
+    for tool in listed.tools:
+        assert tool.description and len(tool.description) > 40, tool.name
+        assert tool.input_schema["type"] == "object", tool.name
+        assert tool.annotations and tool.annotations.read_only_hint, tool.name
+    schemas = {t.name: t.input_schema for t in listed.tools}
+    assert schemas["search"]["required"] == ["query"]
+    assert schemas["search"]["properties"]["limit"]["maximum"] <= 50
+    assert schemas["get_observations"]["properties"]["ids"]["type"] == "array"
+    assert schemas["get_observations"]["properties"]["ids"]["items"] == {"type": "integer", "minimum": 1}
+    assert {"type": "integer", "minimum": 1} in schemas["timeline"]["properties"]["id"]["anyOf"]
+    assert schemas["file_history"]["required"] == ["path"]
 
-        # search: compact lines with ids, scoped to the caller's project unless told otherwise
+
+async def test_search_lists_ids_scoped_to_the_callers_project_unless_told(corpus: Corpus, tmp_path: Path) -> None:
+    c = corpus
+    async with tools(c, tmp_path) as s:
         found = await ok(s, "search", {"query": "zebra"})
-        assert found.startswith(f"4 matches for 'zebra' in project web ({web}), best first:\n"), found
+        assert found.startswith(f"4 matches for 'zebra' in project web ({c.web}), best first:\n"), found
         ids = line_ids(found)
-        assert edit_id in ids and error_id in ids and other_edit not in ids
-        assert set(ids) <= web_ids
-        assert f"#{error_id} error · " in found and len(found) < 1000
+        assert c.edit_id in ids and c.error_id in ids and c.other_edit not in ids
+        assert set(ids) <= c.web_ids
+        assert f"#{c.error_id} error · " in found and len(found) < 1000
         everywhere = await ok(s, "search", {"query": "zebra", "project": "*"})
-        assert other_edit in line_ids(everywhere) and "[other]" in everywhere
+        assert c.other_edit in line_ids(everywhere) and "[other]" in everywhere
         by_name = await ok(s, "search", {"query": "zebra", "project": "other"})
-        assert set(line_ids(by_name)) == {other_edit, other_prompt}
-        assert line_ids(await ok(s, "search", {"query": "zebra", "type": "error"})) == [error_id]
+        assert set(line_ids(by_name)) == {c.other_edit, c.other_prompt}
+        assert line_ids(await ok(s, "search", {"query": "zebra", "type": "error"})) == [c.error_id]
         in_file = await ok(s, "search", {"query": "zebra", "file": "src/parser.py"})
-        assert line_ids(in_file) == [edit_id] and " src/parser.py " in in_file
+        assert line_ids(in_file) == [c.edit_id] and " src/parser.py " in in_file
         by_session = await ok(s, "search", {"query": "zebra", "session_id": S1[:8], "since": "1h", "limit": 2})
         assert len(line_ids(by_session)) == 2 and by_session.count(f" · s:{S1[:8]} · ") == 2
         assert (await ok(s, "search", {"query": "zebra", "until": "2001-01-01"})).startswith("No matches")
 
-        # get_observations: the details, unknown ids listed as missing; "#id" as shown works too
-        details = await ok(s, "get_observations", {"ids": [error_id, 999_999]})
+
+async def test_get_observations_gives_the_details_and_names_unknown_ids(corpus: Corpus, tmp_path: Path) -> None:
+    c = corpus
+    async with tools(c, tmp_path) as s:
+        details = await ok(s, "get_observations", {"ids": [c.error_id, 999_999]})
         block, unknown = details.split("\n\n")
-        assert block.startswith(f"#{error_id} error · ") and unknown == "Unknown ids: #999999"
-        assert "deploy key missing" in block and f"session {S1}" in block and f"project: {web}" in block
-        assert (await ok(s, "get_observations", {"ids": [f"#{error_id}"]})).startswith(f"#{error_id} error · ")
+        assert block.startswith(f"#{c.error_id} error · ") and unknown == "Unknown ids: #999999"
+        assert "deploy key missing" in block and f"session {S1}" in block and f"project: {c.web}" in block
+        as_shown = await ok(s, "get_observations", {"ids": [f"#{c.error_id}"]})  # "#id" as the lines show it
+        assert as_shown.startswith(f"#{c.error_id} error · ")
 
-        # timeline: around an id, or around a query's best match, in that session's order
-        around = await ok(s, "timeline", {"id": edit_id, "before": 1, "after": 2})
-        assert around.startswith(f"Session {S1} ({web}) around #{edit_id}, oldest first:")
+
+async def test_timeline_shows_the_session_around_an_id_or_a_querys_best_match(corpus: Corpus, tmp_path: Path) -> None:
+    c = corpus
+    async with tools(c, tmp_path) as s:
+        around = await ok(s, "timeline", {"id": c.edit_id, "before": 1, "after": 2})
+        assert around.startswith(f"Session {S1} ({c.web}) around #{c.edit_id}, oldest first:")
         order = line_ids(around)
-        assert order == sorted(order) and edit_id in order and len(order) == 4
-        assert f"→ #{edit_id} edit · " in around
-        assert f"→ #{error_id} error · " in await ok(s, "timeline", {"query": "deploy key"})
+        assert order == sorted(order) and c.edit_id in order and len(order) == 4
+        assert f"→ #{c.edit_id} edit · " in around
+        assert f"→ #{c.error_id} error · " in await ok(s, "timeline", {"query": "deploy key"})
 
-        # recent_context: the same text as at session start
+
+async def test_recent_context_is_the_text_given_at_session_start(corpus: Corpus, tmp_path: Path) -> None:
+    async with tools(corpus, tmp_path) as s:
         context = await ok(s, "recent_context")
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            expected = build_context(conn, web, source="startup")
-        finally:
-            conn.close()
-        assert "zebra" in expected and context == expected
+    conn = sqlite3.connect(f"file:{corpus.daemon.db}?mode=ro", uri=True)
+    try:
+        expected = build_context(conn, corpus.web, source="startup")
+    finally:
+        conn.close()
+    assert "zebra" in expected and context == expected
 
-        # sessions: the caller's project by default, '*' for all; each names its first and last id
+
+async def test_sessions_lists_the_callers_project_or_all_with_first_and_last_ids(
+    corpus: Corpus, tmp_path: Path
+) -> None:
+    async with tools(corpus, tmp_path) as s:
         mine = await ok(s, "sessions")
         assert session_ids(mine) == [S1] and "zebra" in mine.split("\n## ", 1)[1]
-        first, last = db_rows(db, "SELECT min(id), max(id) FROM observations WHERE session_id = ?", (S1,))[0]
+        rows = db_rows(corpus.daemon.db, "SELECT min(id), max(id) FROM observations WHERE session_id = ?", (S1,))
+        first, last = rows[0]
         assert f"## {S1} · #{first} to #{last} · " in mine
         assert set(session_ids(await ok(s, "sessions", {"project": "*"}))) == {S1, S2}
 
-        # file_history: everything that touched a path (absolute or its tail)
-        assert line_ids(await ok(s, "file_history", {"path": "src/parser.py"})) == [edit_id]
-        assert (await ok(s, "file_history", {"path": f"{other}/src/zebra_migrate.py"})).startswith("No observations")
-        theirs = await ok(s, "file_history", {"path": "src/zebra_migrate.py", "project": other})
-        assert line_ids(theirs) == [other_edit]
 
-        # errors are tool errors in one clear line, and the session goes on
+async def test_file_history_finds_what_touched_a_path_absolute_or_its_tail(corpus: Corpus, tmp_path: Path) -> None:
+    c = corpus
+    async with tools(c, tmp_path) as s:
+        assert line_ids(await ok(s, "file_history", {"path": "src/parser.py"})) == [c.edit_id]
+        elsewhere = await ok(s, "file_history", {"path": f"{c.other}/src/zebra_migrate.py"})
+        assert elsewhere.startswith("No observations")  # another project's file, from this one
+        theirs = await ok(s, "file_history", {"path": "src/zebra_migrate.py", "project": c.other})
+        assert line_ids(theirs) == [c.other_edit]
+
+
+async def test_bad_arguments_are_one_line_tool_errors_and_the_session_goes_on(corpus: Corpus, tmp_path: Path) -> None:
+    async with tools(corpus, tmp_path) as s:
+        found = await ok(s, "search", {"query": "zebra"})
         await fails(s, "get_observations", {"ids": [999_998]}, "no observation")
         await fails(s, "get_observations", {"ids": []}, "ids: list should have at least 1 item")
         await fails(s, "get_observations", {"ids": "all of them"}, "ids: input should be a valid list")
@@ -293,13 +361,13 @@ async def test_six_tools_over_the_bridge_with_a_running_daemon(
         assert hostile.startswith("No matches") or line_ids(hostile)
         assert await ok(s, "search", {"query": "zebra"}) == found
 
-        # a second session at the same time has its own project scope
-        async with mcp_session(bridge_params(nmem_env, other), errlog) as s2:
+
+async def test_a_second_session_at_the_same_time_has_its_own_project_scope(corpus: Corpus, tmp_path: Path) -> None:
+    async with tools(corpus, tmp_path) as s:
+        async with mcp_session(bridge_params(corpus.env, corpus.other), tmp_path / "bridge2.err") as s2:
             assert session_ids(await ok(s2, "sessions")) == [S2]
         assert session_ids(await ok(s, "sessions")) == [S1]
-
-    assert errlog.read_text() == ""
-    assert ping(daemon.socket) is not None  # the daemon never noticed any of it
+    assert (tmp_path / "bridge2.err").read_text() == ""
 
 
 async def test_the_model_reads_text_only_and_every_line_has_an_id(
