@@ -1,21 +1,29 @@
-"""Adding an agent is one spec: a fake agent registered from this test gets capture and context
-through the real extraction, store and context builder, with no other module touched."""
+"""Adding an agent is one spec: a fake agent registered from this test gets install and uninstall (the
+real `nmem` app, in process), capture and context (the real extraction, store and context builder) and
+doctor's checks, with no other module touched."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from typer.testing import CliRunner
 
 from nmemd import config
 from nmemd.agents import registry
 from nmemd.capture.extract import extract
+from nmemd.cli import app
 from nmemd.model import Extracted, Observation
 from nmemd.recall.context import build_context
 from nmemd.recall.replies import shaped_reply
+from nmemd.setup import doctor
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions
+from nmemd.setup.checks import Check, fail, ok
 from nmemd.store.database import Incoming, open_store
 
 NAME = "fakebot"
@@ -33,8 +41,37 @@ def _normalized(p: dict[str, Any]) -> dict[str, Any]:
     return {**p, "hook_event_name": renamed.get(str(p.get("fake_event")), "unknown")}
 
 
+def _setup(folder: Path) -> AgentSetup:
+    """Fakebot keeps its hooks in `folder/hooks.json`; it is on this machine when `folder` exists."""
+    hooks = folder / "hooks.json"
+
+    def install(o: InstallOptions) -> Installed:
+        data = json.dumps({"hooks": ["nmem-send --agent fakebot"], "mcp": o.mcp})
+        if o.print_only:
+            return Installed(printed=data + "\n")
+        hooks.write_text(data)
+        return Installed(lines=[f"Fake Bot hooks: {hooks}"])
+
+    def uninstall(o: InstallOptions) -> list[str]:
+        hooks.unlink(missing_ok=True)
+        return [f"Fake Bot hooks removed from {hooks}"]
+
+    def check(settings: config.Settings) -> Check:
+        return ok(NAME, f"hooks in {hooks}") if hooks.exists() else fail(NAME, "no hooks", "nmem install --agent fb")
+
+    return AgentSetup(
+        found=folder.is_dir,
+        looked=lambda: f"no {folder}",
+        install=install,
+        uninstall=uninstall,
+        checks=((NAME, check),),
+        project_refusal="--project is for Claude Code: Fake Bot has one settings file",
+    )
+
+
 @pytest.fixture
-def fakebot() -> Iterator[registry.AgentSpec]:
+def fakebot(tmp_path: Path) -> Iterator[registry.AgentSpec]:
+    setup = _setup(tmp_path / "fakebot")
     spec = registry.register(
         registry.AgentSpec(
             name=NAME,
@@ -44,6 +81,7 @@ def fakebot() -> Iterator[registry.AgentSpec]:
             reply=lambda event, text: f"FAKE[{event}]{text}".encode(),
             normalized=_normalized,
             observations=_observations,
+            setup=lambda: setup,
         )
     )
     yield spec
@@ -92,3 +130,30 @@ def test_a_registered_agents_sessions_come_back_in_the_context_and_its_reply_sha
     assert shaped_reply("SessionStart", text, NAME) == f"FAKE[SessionStart]{text}".encode()
     # A notice goes inside the context for an agent whose hooks do not show systemMessage.
     assert shaped_reply("SessionStart", "ctx", NAME, "a notice") == b"FAKE[SessionStart]a notice\nctx"
+
+
+def _doctor(name: str) -> list[Check]:
+    return [c for c in doctor.run().checks if c.name == name]
+
+
+def test_a_registered_agent_is_installed_checked_and_uninstalled(fakebot: registry.AgentSpec, tmp_path: Path) -> None:
+    runner = CliRunner()
+    skipped = runner.invoke(app, ["install", "--agent", "fb"])
+    assert skipped.exit_code == 1 and "skipped Fake Bot: not installed here" in skipped.output, skipped.output
+    (tmp_path / "fakebot").mkdir()
+    assert [c.status for c in _doctor(NAME)] == ["fail"]
+
+    printed = runner.invoke(app, ["install", "--agent", "fb", "--print", "--no-mcp"])
+    assert printed.exit_code == 0 and json.loads(printed.output)["mcp"] is False
+    assert not (tmp_path / "fakebot" / "hooks.json").exists()
+    refused = runner.invoke(app, ["install", "--agent", "fakebot", "--project"])
+    assert refused.exit_code == 2 and "Fake Bot has one settings file" in refused.output
+
+    done = runner.invoke(app, ["install", "--agent", "fb"])
+    assert done.exit_code == 0 and "Fake Bot hooks:" in done.output and "new Fake Bot session" in done.output
+    assert (tmp_path / "fakebot" / "hooks.json").exists()
+    assert [c.status for c in _doctor(NAME)] == ["ok"]
+
+    gone = runner.invoke(app, ["uninstall", "--agent", "fb", "--yes"])
+    assert gone.exit_code == 0 and "Fake Bot hooks removed" in gone.output
+    assert not (tmp_path / "fakebot" / "hooks.json").exists()

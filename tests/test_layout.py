@@ -40,6 +40,7 @@ PROCESS_EDGES: dict[tuple[str, str], str] = {
 # them when first called (nmemd/agents/registry.py says why); only these, and never at module level.
 LAZY_EDGES: dict[tuple[str, str], str] = {
     ("agents/registry.py", "nmemd.capture"): "each built-in agent's payload parser and normalizer",
+    ("agents/registry.py", "nmemd.setup.agent_setup"): "each built-in agent's install, uninstall and doctor checks",
 }
 
 

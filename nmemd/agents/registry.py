@@ -1,11 +1,11 @@
 """One `AgentSpec` per coding agent, in the order nmem lists them; the core loops over `AGENTS`.
 
-Where it sits: below every folder that reads it (capture's extraction, recall's replies, the CLI), beside
-`store`, so those import it downward. The behaviour a spec names lives in the agent's own modules,
-which sit higher (`nmemd.capture.<agent>`): the built-in specs reach them through small typed functions
-that import them when first called, never at import time. The layer test lists those upward edges by
-name (`tests/test_layout.py` LAZY_EDGES) and fails if one of them moves to module level, so the
-direction stays checked and a cycle cannot form at import.
+Where it sits: below every folder that reads it (capture's extraction, recall's replies, setup's
+doctor, the CLI's install), beside `store`, so those import it downward. The behaviour a spec names
+lives higher, in the agent's own modules (`nmemd.capture.<agent>`, `nmemd.setup.agent_setup`): the
+built-in specs reach them through small typed functions that import them when first called, never at
+import time. The layer test lists those upward edges by name (`tests/test_layout.py` LAZY_EDGES) and
+fails if one of them moves to module level, so the direction stays checked and no cycle forms at import.
 
 A new agent is one spec: `register(AgentSpec(...))` (a test registers a fake one the same way).
 """
@@ -22,6 +22,7 @@ from nmemd.model import CLAUDE_CODE
 
 if TYPE_CHECKING:
     from nmemd.model import Extracted, Observation
+    from nmemd.setup.agent_setup import AgentSetup
 
 # (payload, session fields read so far, project root) -> the agent's observations; None: read it as
 # Claude Code's (what the agent sends under Claude Code's names and fields).
@@ -48,6 +49,8 @@ class AgentSpec:
     reply: ReplyShape | None = None  # None: Claude Code's `hookSpecificOutput` form
     normalized: Normalizer | None = None
     observations: Parser | None = None  # None: its payloads are read as Claude Code's
+    # Its install, uninstall and doctor checks (nmemd.setup.agent_setup), loaded when a command needs them.
+    setup: Callable[[], AgentSetup] | None = None
 
 
 def _plain_reply(event: str, text: str) -> bytes:
@@ -122,17 +125,62 @@ def _opencode(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observ
     return opencode.observations(p, ex, root)
 
 
+def _claude_setup() -> AgentSetup:
+    from nmemd.setup.agent_setup import CLAUDE_CODE
+
+    return CLAUDE_CODE
+
+
+def _codex_setup() -> AgentSetup:
+    from nmemd.setup.agent_setup import CODEX
+
+    return CODEX
+
+
+def _gemini_setup() -> AgentSetup:
+    from nmemd.setup.agent_setup import GEMINI
+
+    return GEMINI
+
+
+def _copilot_setup() -> AgentSetup:
+    from nmemd.setup.agent_setup import COPILOT
+
+    return COPILOT
+
+
+def _cursor_setup() -> AgentSetup:
+    from nmemd.setup.agent_setup import CURSOR
+
+    return CURSOR
+
+
+def _cline_setup() -> AgentSetup:
+    from nmemd.setup.agent_setup import CLINE
+
+    return CLINE
+
+
+def _opencode_setup() -> AgentSetup:
+    from nmemd.setup.agent_setup import OPENCODE
+
+    return OPENCODE
+
+
 BUILTIN: Final[tuple[AgentSpec, ...]] = (
-    AgentSpec(name=CLAUDE_CODE, label="Claude Code", aliases=("claude",), shows_system_message=True),
-    AgentSpec(name="codex", label="Codex", shows_system_message=True, observations=_codex),
+    AgentSpec(
+        name=CLAUDE_CODE, label="Claude Code", aliases=("claude",), shows_system_message=True, setup=_claude_setup
+    ),
+    AgentSpec(name="codex", label="Codex", shows_system_message=True, observations=_codex, setup=_codex_setup),
     AgentSpec(
         name="gemini",
         label="Gemini CLI",
         shows_system_message=True,
         normalized=_gemini_normalized,
         observations=_gemini,
+        setup=_gemini_setup,
     ),
-    AgentSpec(name="copilot", label="Copilot CLI", reply=_plain_reply, observations=_copilot),
+    AgentSpec(name="copilot", label="Copilot CLI", reply=_plain_reply, observations=_copilot, setup=_copilot_setup),
     AgentSpec(
         name="cursor",
         label="Cursor",
@@ -140,6 +188,7 @@ BUILTIN: Final[tuple[AgentSpec, ...]] = (
         reply=_cursor_reply,
         normalized=_cursor_normalized,
         observations=_cursor,
+        setup=_cursor_setup,
     ),
     AgentSpec(
         name="cline",
@@ -148,8 +197,9 @@ BUILTIN: Final[tuple[AgentSpec, ...]] = (
         reply=_cline_reply,
         normalized=_cline_normalized,
         observations=_cline,
+        setup=_cline_setup,
     ),
-    AgentSpec(name="opencode", label="OpenCode", observations=_opencode),
+    AgentSpec(name="opencode", label="OpenCode", observations=_opencode, setup=_opencode_setup),
 )
 
 # Every agent nmem knows, by name, in the order nmem lists them. `register` adds one.

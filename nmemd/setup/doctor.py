@@ -9,6 +9,7 @@ safely (the command exits 1); `warn` means something is worth a look
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -25,20 +26,13 @@ import msgspec
 
 from nmem_client import paths
 from nmemd import DISTRIBUTION, __version__, config
+from nmemd.agents import registry
 from nmemd.config import Settings, load
 from nmemd.daemon import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
 from nmemd.setup import install, plugin
-from nmemd.setup.agent_checks import (
-    check_cline,
-    check_codex,
-    check_copilot,
-    check_cursor,
-    check_gemini,
-    check_opencode,
-    other_agents,
-)
+from nmemd.setup.agent_checks import other_agents
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.store import readers
 from nmemd.store.checkpointer import WAL_TRUNCATE_BYTES
@@ -502,14 +496,9 @@ def run() -> Report:
     checks = [first]
     checks += _guarded("entry points", check_entry_points)
     checks += _guarded("path", check_path)
-    checks += _guarded("hooks", lambda: check_hooks(settings.prompt_recall))
-    checks += _guarded("mcp", check_mcp)
-    checks += _guarded("codex", check_codex)
-    checks += _guarded("gemini", check_gemini)
-    checks += _guarded("copilot", check_copilot)
-    checks += _guarded("cursor", check_cursor)
-    checks += _guarded("cline", check_cline)
-    checks += _guarded("opencode", check_opencode)
+    for spec in registry.AGENTS.values():  # each agent's install, in the registry's order
+        for name, check in spec.setup().checks if spec.setup is not None else ():
+            checks += _guarded(name, functools.partial(check, settings))
     checks += _guarded("socket", lambda: check_socket(settings))
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))
