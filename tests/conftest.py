@@ -17,6 +17,7 @@ from typing import Any
 import pg_cluster as pgc
 import pytest
 from fixtures import SHARED
+from helpers import umask_kept
 
 from nmem_client import fallback
 from nmemd.store import fts
@@ -152,6 +153,13 @@ class Daemon:
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def keep_umask() -> Iterator[None]:
+    """For tests that run many hook clients in threads of this process (helpers.umask_kept)."""
+    with umask_kept():
+        yield
 
 
 @pytest.fixture

@@ -6,13 +6,16 @@ Every wait is a bounded poll (`wait_until`), never a bare sleep.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +23,42 @@ from nmem_client import protocol
 
 T = TypeVar("T")
 POLL_S = 0.02
+NMEM = str(Path(sys.executable).parent / "nmem")
+NMEM_TIMEOUT_S = 60.0
+
+
+def nmem(
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    cwd: str | Path | None = None,
+    autostart: bool = False,
+    timeout: float = NMEM_TIMEOUT_S,
+) -> subprocess.CompletedProcess[str]:
+    """The installed `nmem` console script, run as a user would in this test's environment (what
+    nmem_env set) plus `env`; no daemon is started on the way unless `autostart`."""
+    base = {**os.environ} if autostart else {**os.environ, "NMEM_AUTOSTART": "0"}
+    return subprocess.run(
+        [NMEM, *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=cwd,
+        timeout=timeout,
+        env={**base, **(env or {})},
+    )
+
+
+@contextlib.contextmanager
+def umask_kept() -> Iterator[None]:
+    """`inbox.store` sets and restores the process umask; from many threads at once the restores
+    interleave, which is harmless for the one-shot client but must not leak into other tests."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    try:
+        yield
+    finally:
+        os.umask(umask)
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 10.0, message: str = "") -> T:
@@ -48,6 +87,35 @@ def prompt_event(marker: str, *, session_id: str | None = None, cwd: str = "/tmp
         "hook_event_name": "UserPromptSubmit",
         "prompt": f"please remember marker {marker}",
     }
+
+
+# --- Claude Code hook payloads, in the shapes Claude Code sends -----------------------------------
+
+
+def claude_event(hook: str, session: str, cwd: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": f"{cwd}/.claude/{session}.jsonl", "cwd": cwd,
+            "permission_mode": "default", "hook_event_name": hook, **fields}  # fmt: skip
+
+
+def claude_tool(session: str, cwd: str, name: str, inp: dict[str, Any], resp: Any) -> dict[str, Any]:
+    return claude_event("PostToolUse", session, cwd, tool_name=name, tool_input=inp, tool_response=resp,
+                        tool_use_id=f"toolu_{os.urandom(8).hex()}")  # fmt: skip
+
+
+def claude_edit(session: str, cwd: str, rel: str, old: str, new: str) -> dict[str, Any]:
+    path = f"{cwd}/{rel}"
+    return claude_tool(session, cwd, "Edit", {"file_path": path, "old_string": old, "new_string": new},
+                       {"filePath": path, "oldString": old, "newString": new, "replaceAll": False})  # fmt: skip
+
+
+def claude_bash(session: str, cwd: str, command: str, stdout: str, description: str = "") -> dict[str, Any]:
+    return claude_tool(session, cwd, "Bash", {"command": command, "description": description},
+                       {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False})  # fmt: skip
+
+
+def claude_failure(session: str, cwd: str, command: str, error: str) -> dict[str, Any]:
+    return claude_event("PostToolUseFailure", session, cwd, tool_name="Bash", tool_input={"command": command},
+                        error=error, tool_use_id=f"toolu_{os.urandom(8).hex()}")  # fmt: skip
 
 
 def payload(marker: str, **kwargs: Any) -> bytes:

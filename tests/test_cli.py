@@ -14,20 +14,13 @@ from typing import Any
 import pytest
 import typer.main
 from conftest import BIN, Daemon, run_send
-from helpers import payload
+from helpers import nmem, payload
 from typer.testing import CliRunner
 
 from nmemd.cli import app
 
 NMEM = str(BIN / "nmem")
 TIMEOUT_S = 20.0
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    """The installed console script, in this test's NMEM_HOME (set by the autouse fixture)."""
-    return subprocess.run(
-        [NMEM, *args], capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ, "NMEM_AUTOSTART": "0"}
-    )
 
 
 def one_error_line(done: subprocess.CompletedProcess[str], code: int = 1) -> str:

@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, Daemon, db_rows, run_send
+from helpers import nmem
 
 NMEM = str(BIN / "nmem")
 TIMEOUT_S = 60.0
 CWD = "/tmp/nmem-first-use"
-
-
-def nmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([NMEM, *args], capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})})  # fmt: skip
 
 
 def on_terminal(args: list[str], answer: str | None, env: dict[str, str] | None = None) -> tuple[int, str]:

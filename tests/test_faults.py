@@ -19,7 +19,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -74,15 +74,6 @@ def assert_exactly_once(db: Path, expected: set[str], prefix: str) -> dict[str, 
     assert obs == dict.fromkeys(expected, 1)
     integrity_ok(db)
     return stored
-
-
-@pytest.fixture
-def keep_umask() -> Iterator[None]:
-    """`inbox.store` sets and restores the umask; from many threads the restores interleave."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    yield
-    os.umask(umask)
 
 
 def start_with_env(daemon: Daemon, extra: dict[str, str]) -> None:

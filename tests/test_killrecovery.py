@@ -18,11 +18,9 @@ among both.
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -125,16 +123,6 @@ def _per_marker(db: Path, table: str, prefix: str) -> dict[str, int]:
         db, f"SELECT session_id, count(*) FROM {table} WHERE session_id LIKE ? GROUP BY session_id", (prefix + "%",)
     )
     return {str(r[0]): int(r[1]) for r in rows}
-
-
-@pytest.fixture
-def keep_umask() -> Iterator[None]:
-    """`inbox.store` sets and restores the process umask; from many threads at once the restores
-    interleave, which is harmless for the one-shot client but must not leak into other tests."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    yield
-    os.umask(umask)
 
 
 @pytest.mark.reliability(scenario=1)

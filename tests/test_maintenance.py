@@ -12,25 +12,17 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
-from helpers import count, new_id, payload, send_hook, wait_until
+from conftest import Daemon, db_rows, integrity_ok, run_send
+from helpers import count, new_id, nmem, payload, send_hook, wait_until
 
 from nmemd import config
 from nmemd.jobs import maintenance
 from nmemd.model import Extracted, Observation
 from nmemd.store.database import Incoming, open_store
 
-NMEM = str(BIN / "nmem")
 TIMEOUT_S = 30.0
 JOB_NAMES = {"fts_merge", "vacuum", "optimize", "integrity", "checkpoint"}
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
-
-
-def nmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [NMEM, *args], capture_output=True, text=True, timeout=TIMEOUT_S,
-        env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})},
-    )  # fmt: skip
 
 
 def _event(n: int) -> Incoming:

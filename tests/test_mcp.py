@@ -31,7 +31,18 @@ from typing import Any
 import anyio
 import pytest
 from conftest import BIN, UNSET_FOR_TESTS, Daemon, db_rows, isolated_env, remove_fallbacks, run_send
-from helpers import lock_pid, pid_running, ping, scalar, send_frame, wait_until
+from helpers import (
+    claude_bash,
+    claude_edit,
+    claude_event,
+    claude_failure,
+    lock_pid,
+    pid_running,
+    ping,
+    scalar,
+    send_frame,
+    wait_until,
+)
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
@@ -48,32 +59,6 @@ pytestmark = pytest.mark.anyio
 
 
 # --- real-shaped hook payloads ----------------------------------------------------------------
-
-
-def _event(hook: str, session: str, cwd: str, **fields: Any) -> dict[str, Any]:
-    return {"session_id": session, "transcript_path": f"{cwd}/.claude/{session}.jsonl", "cwd": cwd,
-            "permission_mode": "default", "hook_event_name": hook, **fields}  # fmt: skip
-
-
-def _tool(session: str, cwd: str, name: str, inp: dict[str, Any], resp: Any) -> dict[str, Any]:
-    return _event("PostToolUse", session, cwd, tool_name=name, tool_input=inp, tool_response=resp,
-                  tool_use_id=f"toolu_{os.urandom(8).hex()}")  # fmt: skip
-
-
-def _edit(session: str, cwd: str, rel: str, old: str, new: str) -> dict[str, Any]:
-    path = f"{cwd}/{rel}"
-    return _tool(session, cwd, "Edit", {"file_path": path, "old_string": old, "new_string": new},
-                 {"filePath": path, "oldString": old, "newString": new, "replaceAll": False})  # fmt: skip
-
-
-def _bash(session: str, cwd: str, command: str, stdout: str) -> dict[str, Any]:
-    return _tool(session, cwd, "Bash", {"command": command, "description": ""},
-                 {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False})  # fmt: skip
-
-
-def _failure(session: str, cwd: str, command: str, error: str) -> dict[str, Any]:
-    return _event("PostToolUseFailure", session, cwd, tool_name="Bash", tool_input={"command": command},
-                  error=error, tool_use_id=f"toolu_{os.urandom(8).hex()}")  # fmt: skip
 
 
 def git_project(path: Path) -> str:
@@ -163,14 +148,16 @@ S1, S2 = "sess-web-0001-aaaa", "sess-oth-0002-bbbb"
 
 def feed_corpus(web: str, other: str, env: dict[str, str] | None = None) -> None:
     feed(
-        _event("SessionStart", S1, web, source="startup", model="claude-opus-4-6"),
-        _event("UserPromptSubmit", S1, web, prompt="Fix the flaky zebra parser test"),
-        _edit(S1, web, "src/parser.py", "def parse(zebra):\n    pass", "def parse(zebra):\n    return zebra.strip()"),
-        _bash(S1, web, "pytest tests/test_parser.py", "3 passed in 0.12s"),
-        _failure(S1, web, "make deploy", "Exit code 2\nerror: deploy key missing for zebra-prod"),
-        _event("Stop", S1, web, stop_hook_active=False, last_assistant_message="The zebra parser test is fixed."),
-        _event("UserPromptSubmit", S2, other, prompt="Plan the zebra migration for the other service"),
-        _edit(S2, other, "src/zebra_migrate.py", "OLD = 1", "NEW = 2"),
+        claude_event("SessionStart", S1, web, source="startup", model="claude-opus-4-6"),
+        claude_event("UserPromptSubmit", S1, web, prompt="Fix the flaky zebra parser test"),
+        claude_edit(
+            S1, web, "src/parser.py", "def parse(zebra):\n    pass", "def parse(zebra):\n    return zebra.strip()"
+        ),
+        claude_bash(S1, web, "pytest tests/test_parser.py", "3 passed in 0.12s"),
+        claude_failure(S1, web, "make deploy", "Exit code 2\nerror: deploy key missing for zebra-prod"),
+        claude_event("Stop", S1, web, stop_hook_active=False, last_assistant_message="The zebra parser test is fixed."),
+        claude_event("UserPromptSubmit", S2, other, prompt="Plan the zebra migration for the other service"),
+        claude_edit(S2, other, "src/zebra_migrate.py", "OLD = 1", "NEW = 2"),
         env=env,
     )
 
@@ -379,7 +366,7 @@ async def test_the_model_reads_text_only_and_every_line_has_an_id(
     daemon.start()
     web, other = git_project(tmp_path / "web"), git_project(tmp_path / "other")
     feed_corpus(web, other)
-    feed(*(_bash(S1, web, f"grep -n zebra src/parser.py  # pass {n}", f"{n}:zebra") for n in range(12)))
+    feed(*(claude_bash(S1, web, f"grep -n zebra src/parser.py  # pass {n}", f"{n}:zebra") for n in range(12)))
     edit_id = obs_id(daemon.db, "type = 'edit' AND session_id = ?", (S1,))
 
     async with mcp_session(bridge_params(nmem_env, web), tmp_path / "bridge.err") as s:
@@ -428,7 +415,7 @@ async def test_the_bridge_starts_the_daemon_when_none_runs(nmem_env: dict[str, s
         async with mcp_session(bridge_params(nmem_env, web), errlog) as s:
             assert (await ok(s, "sessions")).startswith("No sessions recorded")
             assert (await ok(s, "recent_context")).startswith("No recorded history")
-            feed(_event("UserPromptSubmit", S1, web, prompt="remember the okapi"))
+            feed(claude_event("UserPromptSubmit", S1, web, prompt="remember the okapi"))
             found = await ok(s, "search", {"query": "okapi"})
             assert len(line_ids(found)) == 1 and " prompt · " in found
         assert errlog.read_text() == ""

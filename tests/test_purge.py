@@ -8,16 +8,12 @@ database file, its WAL or its shared-memory file.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
-from helpers import wait_until
+from conftest import Daemon, db_rows, integrity_ok, run_send
+from helpers import nmem, wait_until
 
-NMEM = str(BIN / "nmem")
-TIMEOUT_S = 30.0
 # Its parts are letters and digits no id, hex digest or number on disk holds by chance ("7731" did,
 # once in a fresh clone's run).
 TOKEN = "zebra-quartz-q7731x-nebula"
@@ -26,17 +22,6 @@ SECRET_SESSION = "sess-secret"
 OTHER_SESSION = "sess-other"
 CWD = "/tmp/nmem-test-project"
 TABLES = ("observations", "events", "sessions", "prompts", "inbox")
-
-
-def nmem(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [NMEM, *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=TIMEOUT_S,
-        env={**os.environ, "NMEM_AUTOSTART": "0"},
-    )
 
 
 def event(hook: str, session: str, **fields: Any) -> bytes:

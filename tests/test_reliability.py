@@ -59,6 +59,7 @@ from helpers import (
     raw_hook_exchange,
     read_reply,
     send_frame,
+    umask_kept,
     wait_until,
 )
 
@@ -240,23 +241,6 @@ def rss_kb(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-@contextlib.contextmanager
-def umask_kept() -> Iterator[None]:
-    """`inbox.store` sets and restores the umask; from many threads the restores interleave."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    try:
-        yield
-    finally:
-        os.umask(umask)
-
-
-@pytest.fixture
-def keep_umask() -> Iterator[None]:
-    with umask_kept():
-        yield
 
 
 def start_with_env(daemon: Daemon, extra: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, db_rows, integrity_ok
+from conftest import db_rows, integrity_ok
+from helpers import nmem
 
 from nmemd import config
 from nmemd.errors import ConfigError
@@ -17,16 +16,8 @@ from nmemd.jobs import maintenance, retention
 from nmemd.model import Extracted, Observation
 from nmemd.store.database import Incoming, key_digest, open_store
 
-NMEM = str(BIN / "nmem")
 DAY = 86400.0
 NOW = time.time()
-
-
-def nmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [NMEM, *args], capture_output=True, text=True, timeout=60,
-        env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})},
-    )  # fmt: skip
 
 
 def _event(n: int, kind: str, age_days: float, session: str = "s1") -> Incoming:

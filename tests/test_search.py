@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from conftest import BIN, Daemon, run_send
 from fixtures import hook_payloads
-from helpers import send_frame
+from helpers import claude_bash, claude_edit, claude_event, claude_tool, send_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,51 +41,17 @@ CLI_TIMEOUT_S = 20.0
 # --- synthetic events: real hook payload shapes -----------------------------------------------
 
 
-def _event(hook: str, session: str, cwd: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "session_id": session,
-        "transcript_path": f"{cwd}/.claude/{session}.jsonl",
-        "cwd": cwd,
-        "permission_mode": "default",
-        "hook_event_name": hook,
-        **fields,
-    }
-
-
-def _tool(session: str, cwd: str, name: str, inp: dict[str, Any], resp: Any) -> dict[str, Any]:
-    return _event(
-        "PostToolUse",
-        session,
-        cwd,
-        tool_name=name,
-        tool_input=inp,
-        tool_response=resp,
-        tool_use_id=f"toolu_{os.urandom(8).hex()}",
-    )
-
-
 def session_start(session: str, cwd: str) -> dict[str, Any]:
-    return _event("SessionStart", session, cwd, source="startup", model="claude-opus-4-6")
+    return claude_event("SessionStart", session, cwd, source="startup", model="claude-opus-4-6")
 
 
 def prompt(session: str, cwd: str, text: str) -> dict[str, Any]:
-    return _event("UserPromptSubmit", session, cwd, prompt=text)
-
-
-def edit(session: str, cwd: str, rel: str, old: str, new: str) -> dict[str, Any]:
-    path = f"{cwd}/{rel}"
-    return _tool(
-        session,
-        cwd,
-        "Edit",
-        {"file_path": path, "old_string": old, "new_string": new},
-        {"filePath": path, "oldString": old, "newString": new, "replaceAll": False},
-    )
+    return claude_event("UserPromptSubmit", session, cwd, prompt=text)
 
 
 def write(session: str, cwd: str, rel: str, content: str) -> dict[str, Any]:
     path = f"{cwd}/{rel}"
-    return _tool(
+    return claude_tool(
         session,
         cwd,
         "Write",
@@ -96,7 +62,7 @@ def write(session: str, cwd: str, rel: str, content: str) -> dict[str, Any]:
 
 def read(session: str, cwd: str, rel: str, lines: int) -> dict[str, Any]:
     path = f"{cwd}/{rel}"
-    return _tool(
+    return claude_tool(
         session,
         cwd,
         "Read",
@@ -114,18 +80,8 @@ def read(session: str, cwd: str, rel: str, lines: int) -> dict[str, Any]:
     )
 
 
-def bash(session: str, cwd: str, command: str, stdout: str, description: str = "") -> dict[str, Any]:
-    return _tool(
-        session,
-        cwd,
-        "Bash",
-        {"command": command, "description": description},
-        {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False},
-    )
-
-
 def grep(session: str, cwd: str, pattern: str, files: list[str]) -> dict[str, Any]:
-    return _tool(
+    return claude_tool(
         session,
         cwd,
         "Grep",
@@ -135,7 +91,7 @@ def grep(session: str, cwd: str, pattern: str, files: list[str]) -> dict[str, An
 
 
 def failure(session: str, cwd: str, command: str, error: str) -> dict[str, Any]:
-    return _event(
+    return claude_event(
         "PostToolUseFailure",
         session,
         cwd,
@@ -154,7 +110,7 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("w1.prompt", prompt(w1, web, "Fix the login redirect loop after the OAuth callback")),
         (
             "w1.edit_auth",
-            edit(
+            claude_edit(
                 w1,
                 web,
                 "src/auth.ts",
@@ -164,7 +120,7 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ),
         (
             "w1.edit_login",
-            edit(
+            claude_edit(
                 w1,
                 web,
                 "src/components/LoginForm.tsx",
@@ -172,7 +128,10 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
                 "const [user, setUser] = useState<User | null>(null)",
             ),
         ),
-        ("w1.test_ok", bash(w1, web, "npm test -- --grep 'redirect loop'", "14 passing (2s)", "Run redirect tests")),
+        (
+            "w1.test_ok",
+            claude_bash(w1, web, "npm test -- --grep 'redirect loop'", "14 passing (2s)", "Run redirect tests"),
+        ),
         (
             "w1.pytest_fail",
             failure(
@@ -196,7 +155,7 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         ("w2.prompt", prompt(w2, web, "refactor the billing module to use decimal amounts instead of floats")),
         (
             "w2.edit_invoice",
-            edit(w2, web, "src/billing/invoice.py", "total = float(amount)", "total = Decimal(amount)"),
+            claude_edit(w2, web, "src/billing/invoice.py", "total = float(amount)", "total = Decimal(amount)"),
         ),
         (
             "w2.build_fail",
@@ -208,7 +167,7 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
                 "    at renderList (src/components/List.tsx:12:18)",
             ),
         ),
-        ("w2.docker", bash(w2, web, "docker compose up -d postgres", "Container webapp-postgres-1  Started")),
+        ("w2.docker", claude_bash(w2, web, "docker compose up -d postgres", "Container webapp-postgres-1  Started")),
         ("w2.reread_auth", read(w2, web, "src/auth.ts", 40)),  # newer than the edit: recency vs type
         ("w2.supabase_prompt", prompt(w2, web, "the supabase server keeps timing out: check the supabase server logs")),
         (
@@ -220,32 +179,35 @@ def synthetic(web: str, cli: str) -> list[tuple[str, dict[str, Any]]]:
         # An earlier session of the CLI project, so that sess-cli-1 stays the project's latest.
         # A command seldom says what it was for; the prompt of its turn does.
         ("c2.prompt", prompt(c2, cli, _LONG_PROMPT)),
-        ("c2.dash", bash(c2, cli, "uv run streamlit run dashboard.py", "You can now view your Streamlit app")),
-        ("c2.compact", _event("PostCompact", c2, cli, trigger="auto", compact_summary=_COMPACT_SUMMARY)),
+        ("c2.dash", claude_bash(c2, cli, "uv run streamlit run dashboard.py", "You can now view your Streamlit app")),
+        ("c2.compact", claude_event("PostCompact", c2, cli, trigger="auto", compact_summary=_COMPACT_SUMMARY)),
         ("c2.test_tail", failure(c2, cli, "python -m pytest tests/test_refunds.py", _LONG_FAILURE)),
-        ("c2.stop", _event("Stop", c2, cli, stop_hook_active=False, last_assistant_message=_FINAL_MESSAGE)),
+        ("c2.stop", claude_event("Stop", c2, cli, stop_hook_active=False, last_assistant_message=_FINAL_MESSAGE)),
         ("c1.prompt", prompt(c1, cli, "add a --verbose flag to the export command")),
         ("c1.stems", prompt(c1, cli, "write down the conflict resolution rules for merges")),
-        ("c1.camel", edit(c1, cli, "src/tui/layout.rs", "fn old() {}", "fn paneCreation(tab: Tab) {}")),
+        ("c1.camel", claude_edit(c1, cli, "src/tui/layout.rs", "fn old() {}", "fn paneCreation(tab: Tab) {}")),
         ("c1.words", prompt(c1, cli, "log every tab split during window layout")),
-        ("c1.edit_auth", edit(c1, cli, "src/auth.ts", "token = None", "token = load_token()")),
-        ("c1.cat_dash", bash(c1, cli, "cat metrics/dashboard.json", '{"panels": []}')),
+        ("c1.edit_auth", claude_edit(c1, cli, "src/auth.ts", "token = None", "token = load_token()")),
+        ("c1.cat_dash", claude_bash(c1, cli, "cat metrics/dashboard.json", '{"panels": []}')),
         # Words side by side beat the same words apart (SUBMODULE_TOKEN: "submodule ... token").
         ("c1.token_far", prompt(c1, cli, "the release workflow cannot clone a submodule: is the token's scope wrong?")),
-        ("c1.token_near", bash(c1, cli, "gh secret set SUBMODULE_TOKEN", "Set secret for the sync workflow")),
+        ("c1.token_near", claude_bash(c1, cli, "gh secret set SUBMODULE_TOKEN", "Set secret for the sync workflow")),
         # ... and a word dropped from between them in the query may stand between them in the row too.
         ("c1.sb_far", write(c1, cli, "docs/storybook.md", "# storybook\nopen it with yarn; storybook, yarn\n")),
-        ("c1.sb_near", bash(c1, cli, "yarn dev storybook --ci", "Storybook started on port 6006")),
-        ("c1.cargo", bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
+        ("c1.sb_near", claude_bash(c1, cli, "yarn dev storybook --ci", "Storybook started on port 6006")),
+        ("c1.cargo", claude_bash(c1, cli, "cargo build --release", "Finished release [optimized] target(s) in 41.2s")),
         # A word standing alone beats the same word inside a kebab-case name.
-        ("w2.nix_whole", bash(w2, web, "nix build --rebuild --show-trace .#wombat", "built")),
-        ("w2.nix_part", bash(w2, web, "nix build --rebuild .#wombat-simple", "built")),
+        ("w2.nix_whole", claude_bash(w2, web, "nix build --rebuild --show-trace .#wombat", "built")),
+        ("w2.nix_part", claude_bash(w2, web, "nix build --rebuild .#wombat-simple", "built")),
         # The project's own path, named by every row that prints it, says nothing about the row.
-        ("w2.image", bash(w2, web, "docker build --no-cache --progress=plain --pull -t webapp .", "built 3f9a")),
-        ("w2.in_dir", bash(w2, web, f"docker build {web}", "Successfully built 3f9a")),
+        ("w2.image", claude_bash(w2, web, "docker build --no-cache --progress=plain --pull -t webapp .", "built 3f9a")),
+        ("w2.in_dir", claude_bash(w2, web, f"docker build {web}", "Successfully built 3f9a")),
         # A word that names a kind of work is searched too: the output that says "error".
         ("w2.billing_doc", write(w2, web, "docs/billing.md", "# Billing API\n\nHow the billing API charges cards.\n")),
-        ("w2.billing_curl", bash(w2, web, "curl -s localhost:3000/api/billing", '{"error": "billing key expired"}')),
+        (
+            "w2.billing_curl",
+            claude_bash(w2, web, "curl -s localhost:3000/api/billing", '{"error": "billing key expired"}'),
+        ),
     ]
 
 

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import BIN
+from helpers import nmem
 from pg_cluster import Database
 
 from nmemd.errors import TeamError, TeamSchemaError
 from nmemd.team import admin, schema
 
 pytestmark = pytest.mark.postgres
-
-NMEM = str(BIN / "nmem")
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [NMEM, *args], capture_output=True, text=True, timeout=60, env={**os.environ, "NMEM_AUTOSTART": "0"}
-    )
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
