@@ -1,6 +1,7 @@
 """Adding an agent is one spec: a fake agent registered from this test gets install and uninstall (the
-real `nmem` app, in process), capture and context (the real extraction, store and context builder) and
-doctor's checks, with no other module touched."""
+real `nmem` app, in process), capture and context (the real extraction, store and context builder),
+doctor's checks and the import of its history (`nmem import-transcripts` in process, into a real
+daemon), with no other module touched."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import Daemon, db_rows
 from typer.testing import CliRunner
 
 from nmemd import config
 from nmemd.agents import registry
 from nmemd.capture.extract import extract
 from nmemd.cli import app
+from nmemd.history.importer import default_roots
+from nmemd.history.sources import HistorySource
+from nmemd.history.transcripts import Counts, Record
 from nmemd.model import Extracted, Observation
 from nmemd.recall.context import build_context
 from nmemd.recall.replies import shaped_reply
@@ -69,9 +74,41 @@ def _setup(folder: Path) -> AgentSetup:
     )
 
 
+class _LogReader:
+    """Fakebot's history: a `*.fakelog` file, one JSON object a line, each a command it ran."""
+
+    def __init__(self, path: str) -> None:
+        self.counts = Counts()
+
+    def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
+        self.counts.lines += 1
+        if not isinstance(line, dict) or "did" not in line:
+            self.counts.skipped += 1
+            return []
+        self.counts.tools += 1
+        payload = {**_payload("act", did=line["did"]), "session_id": "fake-old"}
+        return [Record(key=f"fakebot:{offset}", ts=float(line.get("ts", 0)), payload=payload)]
+
+    def finish(self) -> list[Record]:
+        return []
+
+    def safe_offset(self, end: int) -> int:
+        return end
+
+
+def _history(folder: Path) -> HistorySource:
+    return HistorySource(
+        roots=lambda: [str(folder)] if folder.is_dir() else [],
+        claims=lambda path: path.endswith(".fakelog"),
+        lines=_LogReader,
+        decode=json.loads,
+    )
+
+
 @pytest.fixture
 def fakebot(tmp_path: Path) -> Iterator[registry.AgentSpec]:
     setup = _setup(tmp_path / "fakebot")
+    history = _history(tmp_path / "fakebot" / "logs")
     spec = registry.register(
         registry.AgentSpec(
             name=NAME,
@@ -82,6 +119,7 @@ def fakebot(tmp_path: Path) -> Iterator[registry.AgentSpec]:
             normalized=_normalized,
             observations=_observations,
             setup=lambda: setup,
+            history=lambda: history,
         )
     )
     yield spec
@@ -157,3 +195,20 @@ def test_a_registered_agent_is_installed_checked_and_uninstalled(fakebot: regist
     gone = runner.invoke(app, ["uninstall", "--agent", "fb", "--yes"])
     assert gone.exit_code == 0 and "Fake Bot hooks removed" in gone.output
     assert not (tmp_path / "fakebot" / "hooks.json").exists()
+
+
+def test_a_registered_agents_history_is_imported(fakebot: registry.AgentSpec, daemon: Daemon, tmp_path: Path) -> None:
+    daemon.start()
+    logs = tmp_path / "fakebot" / "logs"
+    logs.mkdir(parents=True)
+    lines = [{"did": "make build", "ts": 1_000_000}, {"noise": 1}, {"did": "make test", "ts": 1_000_001}]
+    (logs / "one.fakelog").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (logs / "other.txt").write_text("not fakebot's\n")
+
+    done = CliRunner().invoke(app, ["import-transcripts", str(logs), "--json"])
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.output.strip().splitlines()[-1])
+    assert (summary["files"], summary["lines"], summary["tool_calls"]) == (1, 3, 2), summary
+    rows = db_rows(daemon.db, "SELECT agent, title FROM observations WHERE session_id = 'fake-old' ORDER BY id")
+    assert rows == [(NAME, "ran make build"), (NAME, "ran make test")]
+    assert str(logs) in default_roots()  # `nmem import-transcripts` with no path reads it too

@@ -41,6 +41,7 @@ PROCESS_EDGES: dict[tuple[str, str], str] = {
 LAZY_EDGES: dict[tuple[str, str], str] = {
     ("agents/registry.py", "nmemd.capture"): "each built-in agent's payload parser and normalizer",
     ("agents/registry.py", "nmemd.setup.agent_setup"): "each built-in agent's install, uninstall and doctor checks",
+    ("agents/registry.py", "nmemd.history.sources"): "each built-in agent's history: where it lives, how it is read",
 }
 
 

@@ -2,7 +2,8 @@
 
 Where it sits: below every folder that reads it (capture's extraction, recall's replies, setup's
 doctor, the CLI's install), beside `store`, so those import it downward. The behaviour a spec names
-lives higher, in the agent's own modules (`nmemd.capture.<agent>`, `nmemd.setup.agent_setup`): the
+lives higher, in the agent's own modules (`nmemd.capture.<agent>`, `nmemd.setup.agent_setup`,
+`nmemd.history.sources`): the
 built-in specs reach them through small typed functions that import them when first called, never at
 import time. The layer test lists those upward edges by name (`tests/test_layout.py` LAZY_EDGES) and
 fails if one of them moves to module level, so the direction stays checked and no cycle forms at import.
@@ -21,6 +22,7 @@ import msgspec
 from nmemd.model import CLAUDE_CODE
 
 if TYPE_CHECKING:
+    from nmemd.history.sources import HistorySource
     from nmemd.model import Extracted, Observation
     from nmemd.setup.agent_setup import AgentSetup
 
@@ -51,6 +53,8 @@ class AgentSpec:
     observations: Parser | None = None  # None: its payloads are read as Claude Code's
     # Its install, uninstall and doctor checks (nmemd.setup.agent_setup), loaded when a command needs them.
     setup: Callable[[], AgentSetup] | None = None
+    # Where its history lives and how it is read (nmemd.history.sources), for `nmem import-transcripts`.
+    history: Callable[[], HistorySource] | None = None
 
 
 def _plain_reply(event: str, text: str) -> bytes:
@@ -167,11 +171,59 @@ def _opencode_setup() -> AgentSetup:
     return OPENCODE
 
 
+def _claude_history() -> HistorySource:
+    from nmemd.history.sources import CLAUDE_CODE
+
+    return CLAUDE_CODE
+
+
+def _codex_history() -> HistorySource:
+    from nmemd.history.sources import CODEX
+
+    return CODEX
+
+
+def _gemini_history() -> HistorySource:
+    from nmemd.history.sources import GEMINI
+
+    return GEMINI
+
+
+def _copilot_history() -> HistorySource:
+    from nmemd.history.sources import COPILOT
+
+    return COPILOT
+
+
+def _cline_history() -> HistorySource:
+    from nmemd.history.sources import CLINE
+
+    return CLINE
+
+
+def _opencode_history() -> HistorySource:
+    from nmemd.history.sources import OPENCODE
+
+    return OPENCODE
+
+
 BUILTIN: Final[tuple[AgentSpec, ...]] = (
     AgentSpec(
-        name=CLAUDE_CODE, label="Claude Code", aliases=("claude",), shows_system_message=True, setup=_claude_setup
+        name=CLAUDE_CODE,
+        label="Claude Code",
+        aliases=("claude",),
+        shows_system_message=True,
+        setup=_claude_setup,
+        history=_claude_history,
     ),
-    AgentSpec(name="codex", label="Codex", shows_system_message=True, observations=_codex, setup=_codex_setup),
+    AgentSpec(
+        name="codex",
+        label="Codex",
+        shows_system_message=True,
+        observations=_codex,
+        setup=_codex_setup,
+        history=_codex_history,
+    ),
     AgentSpec(
         name="gemini",
         label="Gemini CLI",
@@ -179,8 +231,16 @@ BUILTIN: Final[tuple[AgentSpec, ...]] = (
         normalized=_gemini_normalized,
         observations=_gemini,
         setup=_gemini_setup,
+        history=_gemini_history,
     ),
-    AgentSpec(name="copilot", label="Copilot CLI", reply=_plain_reply, observations=_copilot, setup=_copilot_setup),
+    AgentSpec(
+        name="copilot",
+        label="Copilot CLI",
+        reply=_plain_reply,
+        observations=_copilot,
+        setup=_copilot_setup,
+        history=_copilot_history,
+    ),
     AgentSpec(
         name="cursor",
         label="Cursor",
@@ -198,8 +258,11 @@ BUILTIN: Final[tuple[AgentSpec, ...]] = (
         normalized=_cline_normalized,
         observations=_cline,
         setup=_cline_setup,
+        history=_cline_history,
     ),
-    AgentSpec(name="opencode", label="OpenCode", observations=_opencode, setup=_opencode_setup),
+    AgentSpec(
+        name="opencode", label="OpenCode", observations=_opencode, setup=_opencode_setup, history=_opencode_history
+    ),
 )
 
 # Every agent nmem knows, by name, in the order nmem lists them. `register` adds one.

@@ -1,10 +1,10 @@
-"""Import Claude Code, Codex and Gemini CLI history: find transcripts, read what is new in each, send it to
-the daemon (`nmem import-transcripts`; the daemon's side is `nmemd.history.backfill`).
+"""Import every agent's history: find its files, read what is new in each, send it to the daemon
+(`nmem import-transcripts`; the daemon's side is `nmemd.history.backfill`).
 
-A Codex rollout file (`rollout-*.jsonl`, nmemd.history.codex) and a Gemini CLI session file
-(`chats/session-*.jsonl`, nmemd.history.gemini) are read by their own readers; every other `*.jsonl`
-as a Claude Code transcript. OpenCode's session database (`opencode.db`, nmemd.history.opencode) is read
-by sessions changed since the last run, its offset the time of the newest change read.
+Each agent in the registry names its history (`AgentSpec.history`, nmemd.history.sources): where it
+lives, which files are its, and how they are read (JSONL line by line, a document whole, a database by
+what changed since the last run, its offset the time of the newest change read). A `*.jsonl` no agent
+claims is read as a Claude Code transcript.
 
 Files are streamed line by line (a file is never held in memory), parsed with msgspec, turned into
 hook-shaped records by `nmemd.history.transcripts` and extracted right there by the daemon's own
@@ -29,7 +29,8 @@ from typing import Any, Final
 
 import msgspec
 
-from nmemd.history import cline, codex, copilot, files, gemini, opencode
+from nmemd.agents import registry
+from nmemd.history import files
 from nmemd.history.backfill import (
     BATCH_BYTES,
     BATCH_EVENTS,
@@ -42,7 +43,8 @@ from nmemd.history.backfill import (
     StateReply,
     encode_batch,
 )
-from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
+from nmemd.history.sources import DatabaseReader, DocumentReader, HistorySource, LineReader
+from nmemd.history.transcripts import Counts, Record
 
 LOG = logging.getLogger("nmemd.backfill")
 _encode = msgspec.json.Encoder().encode
@@ -78,54 +80,42 @@ def gemini_root() -> str:
     return os.path.join(base, ".gemini", "tmp")
 
 
+def _sources() -> list[HistorySource]:
+    return [spec.history() for spec in registry.AGENTS.values() if spec.history is not None]
+
+
 def default_roots() -> list[str]:
-    """The history folders of the agents on this machine (Claude Code's, Codex's, the Gemini CLI's,
-    Copilot's), those that exist."""
-    from nmemd.capture.copilot import session_state
-    from nmemd.capture.opencode import database
-
-    cline_root = os.path.join(os.path.expanduser("~"), ".cline", "data", "sessions")
-    roots = (default_root(), codex_root(), gemini_root(), str(session_state()), cline_root)
-    found = [root for root in roots if os.path.isdir(root)]
-    return found + [database()] if os.path.isfile(database()) else found
+    """Every agent's history folders (or database) on this machine, those that exist, in the registry's order."""
+    return [root for source in _sources() for root in source.roots()]
 
 
-Reader = TranscriptReader | codex.RolloutReader | gemini.SessionReader | copilot.EventsReader
-
-
-def reader_for(path: str) -> Reader:
-    if copilot.is_events(path):
-        return copilot.EventsReader(path=path)
-    if codex.is_rollout(path):
-        return codex.RolloutReader(path=path)
-    if gemini.is_session(path):
-        return gemini.SessionReader(path=path)
-    return TranscriptReader.for_file(path)
+def source_for(path: str) -> HistorySource:
+    """The agent's history a file is: the first that claims it; else the one that reads any `*.jsonl`."""
+    sources = _sources()
+    return next((s for s in sources if not s.catch_all and s.claims(path)), None) or next(
+        s for s in sources if s.catch_all
+    )
 
 
 def discover(paths: Sequence[str], problems: list[Problem]) -> list[str]:
-    """Every transcript under `paths`: files as given, directories walked for `*.jsonl` (sorted,
-    so a session's transcript comes before its `subagents/`)."""
+    """Every history file under `paths`: files as given, directories walked for the files an agent claims
+    (sorted, so a session's transcript comes before its `subagents/`). A folder an agent reserves (the
+    Gemini CLI's `.gemini/tmp`) holds only that agent's files."""
+    sources = _sources()
     found: list[str] = []
     for raw in paths:
         path = os.path.abspath(raw)
         if os.path.isdir(path):
-            for root, dirs, files in os.walk(path, onerror=lambda e: problems.append(_problem(e))):
+            for root, dirs, names in os.walk(path, onerror=lambda e: problems.append(_problem(e))):
                 dirs.sort()
-                found += [os.path.join(root, f) for f in sorted(files) if f == opencode.NAME]
-                found += [os.path.join(root, f) for f in sorted(files) if cline.is_messages(os.path.join(root, f))]
-                found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".jsonl")
-                          and (not _in_gemini_tmp(root) or gemini.is_session(os.path.join(root, f)))]  # fmt: skip
+                owner = next((s for s in sources if s.reserves is not None and s.reserves(root)), None)
+                mine = [owner] if owner is not None else sources
+                found += [p for f in sorted(names) if any(s.claims(p := os.path.join(root, f)) for s in mine)]
         elif os.path.exists(path) or os.path.islink(path):
             found.append(path)
         else:
             problems.append(Problem(path, "not found"))
     return list(dict.fromkeys(found))
-
-
-def _in_gemini_tmp(folder: str) -> bool:
-    """A folder in the Gemini CLI's `.gemini/tmp`, where only `chats/session-*.jsonl` files are history."""
-    return f"{os.sep}.gemini{os.sep}tmp" in folder
 
 
 def _problem(exc: OSError) -> Problem:
@@ -251,7 +241,8 @@ class _Open:
     path: str
     st: os.stat_result
     head_hash: str
-    reader: Reader
+    reader: LineReader
+    decode: Callable[[bytes], object]
     offset: int  # after the last complete line consumed
     events: int  # records from this file, all runs
 
@@ -348,7 +339,7 @@ class Importer:
                 self._note(path, "not a regular file")
                 continue
             saved = state.get(path)
-            if opencode.is_database(path):  # read by what changed in it, never by size
+            if source_for(path).database is not None:  # read by what changed in it, never by size
                 plan.append((path, st, saved))
                 continue
             same = (
@@ -363,12 +354,14 @@ class Importer:
         return plan
 
     def _import_file(self, path: str, st: os.stat_result, saved: FileState | None) -> None:
-        if opencode.is_database(path):
-            self._import_opencode(path, st, saved)
+        source = source_for(path)
+        if source.database is not None:
+            self._import_database(source.database, source.unreadable, path, st, saved)
             return
-        if cline.is_messages(path):
-            self._import_cline(path, st, saved)
+        if source.document is not None:
+            self._import_document(source.document, source.unreadable, path, st, saved)
             return
+        assert source.lines is not None and source.decode is not None  # the third kind
         try:
             f = files.open_file(path)  # a FIFO swapped in since `_plan` fails at once, never waits
         except OSError as exc:
@@ -395,7 +388,8 @@ class Importer:
             ):
                 start = saved.offset  # else new, replaced or shrunk: read it all again (natural keys make it safe)
             f.seek(start)
-            cur = self._open = _Open(path, st, hh, reader_for(path), start, saved.events if start and saved else 0)
+            events = saved.events if start and saved else 0
+            cur = self._open = _Open(path, st, hh, source.lines(path), source.decode, start, events)
             for problem in getattr(cur.reader, "problems", ()):
                 self._note(path, problem)
             try:
@@ -415,10 +409,17 @@ class Importer:
         self.summary.files_read += 1
         self.progress.files_done += 1
 
-    def _import_opencode(self, path: str, st: os.stat_result, saved: FileState | None) -> None:
-        """OpenCode's database: the sessions changed since the last run (the saved offset, in ms)."""
+    def _import_database(
+        self,
+        open_reader: Callable[[str, int], DatabaseReader],
+        unreadable: type[Exception],
+        path: str,
+        st: os.stat_result,
+        saved: FileState | None,
+    ) -> None:
+        """A database (OpenCode's): the sessions changed since the last run (the saved offset, in ms)."""
         same = saved is not None and (saved.dev, saved.inode) == (st.st_dev, st.st_ino)
-        reader = opencode.DatabaseReader(path, since=saved.offset if same and saved else -1)
+        reader = open_reader(path, saved.offset if same and saved else -1)
         events = saved.events if same and saved else 0
         try:
             for r in reader.records():
@@ -427,7 +428,7 @@ class Importer:
                 self._add(r)
                 if len(self._events) >= BATCH_EVENTS or self._wire_bytes >= BATCH_WIRE_BYTES:
                     self._flush()
-        except opencode.Unreadable as exc:
+        except unreadable as exc:
             self._note(path, str(exc))
         else:
             done = FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
@@ -439,9 +440,16 @@ class Importer:
         self.summary.files_read += 1
         self.progress.files_done += 1
 
-    def _import_cline(self, path: str, st: os.stat_result, saved: FileState | None) -> None:
-        """A Cline task's messages file: one JSON document, read whole once it changed (keys dedupe)."""
-        reader = cline.MessagesReader(path)
+    def _import_document(
+        self,
+        open_reader: Callable[[str], DocumentReader],
+        unreadable: type[Exception],
+        path: str,
+        st: os.stat_result,
+        saved: FileState | None,
+    ) -> None:
+        """A document (a Cline task's messages file): read whole once it changed (keys dedupe)."""
+        reader = open_reader(path)
         events = saved.events if saved is not None else 0
         try:
             for r in reader.records():
@@ -450,7 +458,7 @@ class Importer:
                 self._add(r)
                 if len(self._events) >= BATCH_EVENTS or self._wire_bytes >= BATCH_WIRE_BYTES:
                     self._flush()
-        except cline.Unreadable as exc:
+        except unreadable as exc:
             self._note(path, str(exc))
         for problem in reader.problems:
             self._note(path, problem)
@@ -469,8 +477,7 @@ class Importer:
 
         Returns False when it found one (the file is being written)."""
         readline = f.readline
-        own = isinstance(cur.reader, codex.RolloutReader | gemini.SessionReader | copilot.EventsReader)
-        decode = codex.decode_line if own else decode_line
+        decode = cur.decode
         feed = cur.reader.feed
         add = self._add
         summary, progress = self.summary, self.progress
