@@ -32,21 +32,15 @@ def nmem(
     env: dict[str, str] | None = None,
     stdin: str | None = None,
     cwd: str | Path | None = None,
-    autostart: bool = False,
     timeout: float = NMEM_TIMEOUT_S,
 ) -> subprocess.CompletedProcess[str]:
     """The installed `nmem` console script, run as a user would in this test's environment (what
-    nmem_env set) plus `env`; no daemon is started on the way unless `autostart`."""
-    base = {**os.environ} if autostart else {**os.environ, "NMEM_AUTOSTART": "0"}
+    nmem_env set) plus `env` (NMEM_AUTOSTART=0 unless `env` says otherwise: the CLI does not read it,
+    but a hook client or MCP bridge a command leads to would start no daemon)."""
     return subprocess.run(
-        [NMEM, *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=cwd,
-        timeout=timeout,
-        env={**base, **(env or {})},
-    )
+        [NMEM, *args], capture_output=True, text=True, input=stdin, cwd=cwd, timeout=timeout,
+        env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})},
+    )  # fmt: skip
 
 
 @contextlib.contextmanager

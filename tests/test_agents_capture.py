@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, SEND_SCRIPT, Daemon, db_rows
-from helpers import new_id, wait_until
+from conftest import SEND_SCRIPT, Daemon, db_rows
+from helpers import new_id, nmem, wait_until
 
 from nmem_client.hook import agent_arg, with_agent
 from nmemd.capture.extract import extract
@@ -42,10 +42,6 @@ def send(payload: dict[str, Any], *args: str, env: dict[str, str] | None = None)
         capture_output=True,
         timeout=30,
     )
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
 
 
 def _session(tag: str, cwd: str = "/tmp/nmem-agents-project") -> dict[str, Any]:

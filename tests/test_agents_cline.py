@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import BIN, SEND_SCRIPT, Daemon, db_rows
-from helpers import new_id
+from helpers import new_id, nmem
 
 from nmemd.setup import cline
 
@@ -159,10 +159,6 @@ def test_a_cline_payload_of_the_wrong_shape_is_kept_and_not_a_traceback(daemon: 
 
 
 # --- nmem install / uninstall / doctor --agent cline -------------------------------------------------------
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_install_twice_then_uninstall_keeps_the_users_own_hooks(nmem_env: dict[str, str]) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import BIN
+from helpers import nmem
 
 from nmemd.setup import copilot
 
@@ -38,10 +38,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
     monkeypatch.setenv("PATH", str(BIN) + ":/usr/bin:/bin")
     return home
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
 
 
 def _ok(*args: str) -> str:

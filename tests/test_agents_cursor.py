@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import BIN, SEND_SCRIPT, Daemon, db_rows
-from helpers import new_id
+from conftest import SEND_SCRIPT, Daemon, db_rows
+from helpers import new_id, nmem
 
 from nmemd.setup import cursor
 
@@ -146,10 +146,6 @@ USER_HOOKS = {
     },
 }
 USER_MCP = {"mcpServers": {"linear": {"command": "linear-mcp", "args": ["--stdio"]}}}
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_install_twice_then_uninstall_keeps_the_users_hooks_and_servers(nmem_env: dict[str, str]) -> None:

@@ -6,11 +6,11 @@ import json
 import os
 import shlex
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import BIN
+from helpers import nmem
 
 from nmemd.setup import gemini
 
@@ -43,10 +43,6 @@ def _same_command(written: str, expected: str) -> bool:
         and a[interpreter + 1 :] == b[interpreter + 1 :]
         and os.path.samefile(a[interpreter], b[interpreter])
     )
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
 
 
 def _ok(*args: str) -> str:

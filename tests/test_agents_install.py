@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 from conftest import BIN
+from helpers import nmem
 
 from nmemd.setup import codex
 
@@ -40,10 +40,6 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "gemini"))  # no Gemini CLI: `--agent all` leaves it
     monkeypatch.setenv("PATH", str(BIN) + ":/usr/bin:/bin")
     return codex_home, claude
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
 
 
 def _ok(*args: str) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN
+from helpers import nmem
 
 from nmemd.setup import install
 
@@ -31,10 +32,6 @@ def claude_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(path))
     return path
-
-
-def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_install_keeps_everything_is_idempotent_and_uninstall_restores(claude_dir: Path) -> None:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIN
+from helpers import nmem
 
 from nmemd.setup import install
 
@@ -66,11 +66,6 @@ from nmemd.cli import main
 sys.argv = ["nmem", *sys.argv[1:]]
 main()
 """
-
-
-def nmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})  # fmt: skip
 
 
 @pytest.fixture
