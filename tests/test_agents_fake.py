@@ -25,6 +25,7 @@ from nmemd.history.sources import HistorySource
 from nmemd.history.transcripts import Counts, Record
 from nmemd.model import Extracted, Observation
 from nmemd.recall.context import build_context
+from nmemd.recall.methods import known_agent
 from nmemd.recall.replies import shaped_reply
 from nmemd.setup import doctor
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions
@@ -135,6 +136,7 @@ def test_a_registered_agent_is_named_by_its_alias_and_listed(fakebot: registry.A
     assert registry.get("fb") is fakebot
     assert registry.names()[-1] == NAME
     assert ("fake_event", "hello") in registry.start_events()
+    assert known_agent("fb") == NAME  # `nmem search --agent fb`, the MCP tools' agent filter
 
 
 def test_a_registered_agents_payloads_are_captured_by_its_parser(fakebot: registry.AgentSpec) -> None:

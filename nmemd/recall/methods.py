@@ -13,8 +13,9 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
+from nmemd.agents import registry
 from nmemd.errors import QueryError, StorageError, UnknownMethod
-from nmemd.model import AGENT_ALIASES, AGENTS, CLAUDE_CODE, OBSERVATION_TYPES
+from nmemd.model import CLAUDE_CODE, OBSERVATION_TYPES
 from nmemd.recall import queries, search
 from nmemd.recall.queries import Filters
 
@@ -81,10 +82,10 @@ def known_agent(agent: str | None) -> str | None:
     """`agent` when nmem knows it ("claude" is Claude Code); a QueryError naming the known ones if not."""
     if agent is None:
         return None
-    name = AGENT_ALIASES.get(agent, agent)
-    if name not in AGENTS:
-        raise QueryError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
-    return name
+    spec = registry.get(agent)
+    if spec is None:
+        raise QueryError(f"unknown agent {agent!r} (known: {', '.join(registry.names())})")
+    return spec.name
 
 
 def _before_m011(conn: sqlite3.Connection, agent: str | None) -> bool:

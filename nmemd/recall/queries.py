@@ -176,9 +176,10 @@ def author_column(conn: sqlite3.Connection) -> str:
 
 def agent_clause(agent: str, alias: str) -> tuple[str, list[Any]]:
     """The SQL that keeps one agent's rows: Claude Code's store no name (migration m011)."""
-    from nmemd.model import AGENT_ALIASES, stored_agent
+    from nmemd.agents import registry
+    from nmemd.model import stored_agent
 
-    stored = stored_agent(AGENT_ALIASES.get(agent, agent))
+    stored = stored_agent(registry.canonical(agent))
     return (f"{alias}.agent IS NULL", []) if stored is None else (f"{alias}.agent = ?", [stored])
 
 

@@ -58,7 +58,7 @@ def outcome(w: Written) -> str:
 
 
 def _not_found(folder: Path | str, command: str) -> str:
-    return f"no {home_tilde(folder)}, no {command} on PATH"
+    return f"no {home_tilde(folder)}, no {command} on PATH"  # `looked`
 
 
 # --- Claude Code ---------------------------------------------------------------------------------
@@ -124,11 +124,9 @@ def _uninstall_claude(o: InstallOptions) -> list[str]:
     target = settings_target(o.project_scope)
     # A project installed by an earlier version has its hooks in .claude/settings.json: clean both.
     targets = [target, target.with_name("settings.json")] if o.project_scope else [target]
-    mcp_removed = False
     removed = [t for t in targets if t.exists() and inst.uninstall_hooks(t).changed]
     state_path = inst.user_state_path()
-    if o.mcp and state_path.exists():
-        mcp_removed = inst.uninstall_mcp(state_path).changed
+    mcp_removed = o.mcp and state_path.exists() and inst.uninstall_mcp(state_path).changed
     lines = [f"hooks removed from {t}" for t in removed] or [f"no nmem hooks in {target}"]
     if mcp_removed:
         lines.append(f"MCP server '{inst.MCP_NAME}' removed from {state_path}")
