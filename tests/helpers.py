@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nmem_client import protocol
+from nmemd.model import Extracted, Observation
+from nmemd.store.database import Incoming
 
 T = TypeVar("T")
 POLL_S = 0.02
@@ -81,6 +83,18 @@ def prompt_event(marker: str, *, session_id: str | None = None, cwd: str = "/tmp
         "hook_event_name": "UserPromptSubmit",
         "prompt": f"please remember marker {marker}",
     }
+
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+
+
+def edit_incoming(n: int, words: int = 60) -> Incoming:
+    """Event `n` for `store.commit_batch`: an edit of its own file, `words` words of a small
+    vocabulary (FTS5 doclists of realistic size), 500 events a session."""
+    text = " ".join(f"{WORDS[(n * 7 + k) % len(WORDS)]}{(n + k) % 97}" for k in range(words))
+    obs = Observation(type="edit", title=f"Edit file{n}.py", content=text, file_path=f"/p/src/file{n}.py")
+    ex = Extracted(hook_event="PostToolUse", session_id=f"s{n // 500}", cwd="/p", project="/p", observations=[obs])
+    return Incoming(event_id=f"ev{n:08d}", received_at=1000.0 + n, extracted=ex)
 
 
 # --- Claude Code hook payloads, in the shapes Claude Code sends -----------------------------------

@@ -13,30 +13,21 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, db_rows, integrity_ok, run_send
-from helpers import count, new_id, nmem, payload, send_hook, wait_until
+from helpers import count, edit_incoming, new_id, nmem, payload, send_hook, wait_until
 
 from nmemd import config
 from nmemd.jobs import maintenance
-from nmemd.model import Extracted, Observation
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.database import open_store
 
 TIMEOUT_S = 30.0
 JOB_NAMES = {"fts_merge", "vacuum", "optimize", "integrity", "checkpoint"}
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
-
-
-def _event(n: int) -> Incoming:
-    text = " ".join(f"{WORDS[(n * 7 + k) % len(WORDS)]}{(n + k) % 97}" for k in range(60))
-    obs = Observation(type="edit", title=f"Edit file{n}.py", content=text, file_path=f"/p/src/file{n}.py")
-    ex = Extracted(hook_event="PostToolUse", session_id=f"s{n // 500}", cwd="/p", project="/p", observations=[obs])
-    return Incoming(event_id=f"ev{n:08d}", received_at=1000.0 + n, extracted=ex)
 
 
 async def _fill_and_delete_half(settings: config.Settings, count: int = 20_000) -> None:
     """Many observations, then the older half deleted: a big freelist and a fragmented FTS index."""
     async with open_store(settings) as store:
         for start in range(0, count, 1000):
-            await store.commit_batch([_event(n) for n in range(start, start + 1000)])
+            await store.commit_batch([edit_incoming(n) for n in range(start, start + 1000)])
         async with store.write() as conn:
             await conn.execute("DELETE FROM observations WHERE id <= ?", (count // 2,))
 

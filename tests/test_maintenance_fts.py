@@ -12,23 +12,14 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import BIN, Daemon, db_rows, integrity_ok, run_send
-from helpers import payload
+from helpers import edit_incoming, payload
 
 from nmemd import config
 from nmemd.jobs import maintenance
-from nmemd.model import Extracted, Observation
-from nmemd.store.database import FTS_DATA_STAT, Incoming, open_store
+from nmemd.store.database import FTS_DATA_STAT, open_store
 
 # What FTS5 runs on its data table for every input segment of every merge step (fts5_index.c).
 FTS5_RANGE_DELETE = "EXPLAIN QUERY PLAN DELETE FROM observations_fts_data WHERE id>=? AND id<=?"
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
-
-
-def _event(n: int) -> Incoming:
-    text = " ".join(f"{WORDS[(n * 7 + k) % len(WORDS)]}{(n + k) % 97}" for k in range(40))
-    obs = Observation(type="edit", title=f"Edit file{n}.py", content=text, file_path=f"/p/src/file{n}.py")
-    ex = Extracted(hook_event="PostToolUse", session_id=f"s{n // 500}", cwd="/p", project="/p", observations=[obs])
-    return Incoming(event_id=f"ev{n:08d}", received_at=1000.0 + n, extracted=ex)
 
 
 def _plan(db: str | Path) -> str:
@@ -63,7 +54,7 @@ async def test_the_first_starts_statistics_never_make_fts5_scan_its_index() -> N
     async with open_store(settings) as store:
         rows = await store.conn.execute_fetchall(FTS5_RANGE_DELETE, (1, 2))
         assert "SEARCH" in str(list(rows)), rows
-        await store.commit_batch([_event(n) for n in range(2000)])
+        await store.commit_batch([edit_incoming(n, words=40) for n in range(2000)])
         results = await maintenance.run_jobs(store, "optimize")  # PRAGMA optimize may analyse again
         assert results[0].ok, results
         rows = await store.conn.execute_fetchall(FTS5_RANGE_DELETE, (1, 2))
@@ -89,7 +80,7 @@ async def _fill(settings: config.Settings, batches: int, per_batch: int = 1100) 
     """Each batch is indexed in its own transaction (> FTS_CHUNK rows): a segment each, automerged as FTS5 does."""
     async with open_store(settings) as store:
         for b in range(batches):
-            await store.commit_batch([_event(n) for n in range(b * per_batch, (b + 1) * per_batch)])
+            await store.commit_batch([edit_incoming(n, words=40) for n in range(b * per_batch, (b + 1) * per_batch)])
 
 
 @pytest.mark.anyio
@@ -150,7 +141,7 @@ async def test_batches_commit_between_the_steps_of_a_full_merge(monkeypatch: pyt
             nonlocal during, batches
             n = 100_000
             while not done:
-                assert await store.commit_batch([_event(k) for k in range(n, n + 10)]) == 10
+                assert await store.commit_batch([edit_incoming(k, words=40) for k in range(n, n + 10)]) == 10
                 n += 10
                 batches += 1
                 during += running
