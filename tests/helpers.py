@@ -45,6 +45,20 @@ def nmem(
     )  # fmt: skip
 
 
+def nmem_bytes(
+    *args: str | bytes,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    cwd: str | Path | None = None,
+    timeout: float = NMEM_TIMEOUT_S,
+) -> subprocess.CompletedProcess[bytes]:
+    """`nmem` with bytes in and out: arguments and output that need not be UTF-8."""
+    return subprocess.run(
+        [NMEM, *args], capture_output=True, input=stdin, cwd=cwd, timeout=timeout,
+        env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})},
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def umask_kept() -> Iterator[None]:
     """`inbox.store` sets and restores the process umask; from many threads at once the restores

@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import helpers
 import pytest
 from conftest import BIN
 
@@ -36,7 +37,8 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def nmem(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=60)
+    """helpers.nmem, and never a traceback."""
+    done = helpers.nmem(*args)
     assert "Traceback" not in done.stderr
     return done
 

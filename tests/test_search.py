@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, Daemon, run_send
+from conftest import Daemon, run_send
 from fixtures import hook_payloads
-from helpers import claude_bash, claude_edit, claude_event, claude_tool, send_frame
+from helpers import claude_bash, claude_edit, claude_event, claude_tool, nmem_bytes, send_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +34,6 @@ from nmemd.recall import queries, search, terms
 from nmemd.recall.queries import Filters
 from nmemd.store import fts, readers
 
-NMEM = str(BIN / "nmem")
 CLI_TIMEOUT_S = 20.0
 
 
@@ -526,12 +525,6 @@ def test_any_text_is_a_result_or_a_query_error(corpus: Corpus, text: str) -> Non
 # --- through the CLI: with and without a daemon -----------------------------------------------
 
 
-def nmem(c: Corpus, *args: str | bytes, cwd: str | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [NMEM, *args], env={**os.environ, **c.env}, cwd=cwd, capture_output=True, timeout=CLI_TIMEOUT_S
-    )
-
-
 def _json_ids(done: subprocess.CompletedProcess[bytes]) -> list[int]:
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
@@ -575,7 +568,15 @@ def _cli_checks(c: Corpus) -> None:
     }
     calls |= {f"hostile{i}": (argv, None) for i, argv in enumerate(HOSTILE_ARGV)}
     with ThreadPoolExecutor(max_workers=8) as pool:
-        done = dict(zip(calls, pool.map(lambda call: nmem(c, *call[0], cwd=call[1]), calls.values()), strict=True))
+        done = dict(
+            zip(
+                calls,
+                pool.map(
+                    lambda call: nmem_bytes(*call[0], env=c.env, cwd=call[1], timeout=CLI_TIMEOUT_S), calls.values()
+                ),
+                strict=True,
+            )
+        )
 
     assert _json_ids(done["identifier"])[0] == ids["w1.edit_auth"]
     assert _json_ids(done["default_project"])[0] == ids["c1.edit_auth"]  # the cwd's git top-level
@@ -611,7 +612,7 @@ def test_cli_with_a_daemon(corpus: Corpus) -> None:
     daemon.start()
     try:
         _cli_checks(corpus)
-        bad = nmem(corpus, "search", "--all", '"')
+        bad = nmem_bytes("search", "--all", '"', env=corpus.env, timeout=CLI_TIMEOUT_S)
         assert bad.returncode == 1 and b"nothing to search for" in bad.stderr  # the reason, not just "refused"
     finally:
         assert daemon.stop() == 0

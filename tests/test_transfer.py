@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
-from conftest import BIN, Daemon, db_rows, integrity_ok
+from conftest import Daemon, db_rows, integrity_ok
 from fixtures import hook_payloads
-from helpers import new_id, send_hook
+from helpers import new_id, nmem_bytes, send_hook
 
-NMEM = str(BIN / "nmem")
 TABLES = ("observations", "sessions", "prompts", "events")
-
-
-def nmem(
-    *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [NMEM, *args], capture_output=True, timeout=60, input=stdin,
-        env={**os.environ, "NMEM_AUTOSTART": "0", **(env or {})},
-    )  # fmt: skip
 
 
 def populate(daemon: Daemon) -> None:
@@ -55,8 +44,8 @@ def test_round_trip_into_an_empty_home_and_importing_twice_changes_nothing(
     daemon.start()
     populate(daemon)
     first = int(db_rows(daemon.db, "SELECT min(id) FROM observations")[0][0])  # type: ignore[call-overload]
-    assert nmem("pin", str(first)).returncode == 0
-    exported = nmem("export")  # the daemon runs: export reads a snapshot beside it
+    assert nmem_bytes("pin", str(first)).returncode == 0
+    exported = nmem_bytes("export")  # the daemon runs: export reads a snapshot beside it
     assert exported.returncode == 0, exported.stderr
     assert daemon.stop() == 0
     source = counts(daemon.db)
@@ -71,7 +60,7 @@ def test_round_trip_into_an_empty_home_and_importing_twice_changes_nothing(
     dump = tmp_path / "nmem.jsonl"
     dump.write_bytes(exported.stdout)
     empty = other_home(tmp_path, short_dir, "b")
-    done = nmem("import", str(dump), "--json", env=empty)  # no daemon for this home: written directly
+    done = nmem_bytes("import", str(dump), "--json", env=empty)  # no daemon for this home: written directly
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result == {"observations": source["observations"], "sessions": source["sessions"], "present": 0,
@@ -81,35 +70,35 @@ def test_round_trip_into_an_empty_home_and_importing_twice_changes_nothing(
     assert after_first["observations"] == source["observations"] and after_first["prompts"] == source["prompts"]
     integrity_ok(target)
 
-    again = nmem("import", str(dump), env=empty)
+    again = nmem_bytes("import", str(dump), env=empty)
     assert again.returncode == 0, again.stderr
     assert b"imported 0 observations and 0 sessions" in again.stdout
     assert counts(target) == after_first
-    reexported = nmem("export", env=empty)
+    reexported = nmem_bytes("export", env=empty)
     assert reexported.returncode == 0, reexported.stderr
     assert body_lines(reexported.stdout) == lines  # everything restored, in the same order
 
     # searching the restored home finds what the original held
-    found = nmem("search", "walrus", "--all", "--json", env=empty)
+    found = nmem_bytes("search", "walrus", "--all", "--json", env=empty)
     assert found.returncode == 0 and b"walrus" in found.stdout
 
 
 def test_import_through_a_running_daemon_restores_what_was_forgotten(daemon: Daemon, tmp_path: Path) -> None:
     daemon.start()
     populate(daemon)
-    exported = nmem("export")
+    exported = nmem_bytes("export")
     assert exported.returncode == 0, exported.stderr
     dump = tmp_path / "all.jsonl"
     dump.write_bytes(exported.stdout)
     before = counts(daemon.db)
 
-    same = nmem("import", str(dump), "--json")  # into the store it came from: all present
+    same = nmem_bytes("import", str(dump), "--json")  # into the store it came from: all present
     assert same.returncode == 0, same.stderr
     assert json.loads(same.stdout)["observations"] == 0 and counts(daemon.db) == before
 
     walrus = db_rows(daemon.db, "SELECT id FROM observations WHERE content LIKE '%walrus%' OR title LIKE '%walrus%'")
-    assert nmem("forget", str(walrus[0][0])).returncode == 0
-    restored = nmem("import", str(dump), "--json")
+    assert nmem_bytes("forget", str(walrus[0][0])).returncode == 0
+    restored = nmem_bytes("import", str(dump), "--json")
     assert restored.returncode == 0, restored.stderr
     assert json.loads(restored.stdout)["observations"] == 1
     assert counts(daemon.db)["observations"] == before["observations"]
@@ -125,7 +114,7 @@ def test_import_through_a_running_daemon_restores_what_was_forgotten(daemon: Dae
 def test_export_one_project(daemon: Daemon) -> None:
     daemon.start()
     populate(daemon)
-    done = nmem("export", "--project", "/tmp/nmem-other-project")
+    done = nmem_bytes("export", "--project", "/tmp/nmem-other-project")
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in body_lines(done.stdout)]
     assert [r["kind"] for r in records] == ["session", "observation"]
@@ -155,14 +144,14 @@ def test_bad_lines_are_reported_by_number_and_change_nothing(daemon: Daemon, tmp
             json.dumps({**GOOD, "event_id": "ev-4", "extra": 1}).encode(),
         ])
     )  # fmt: skip
-    done = nmem("import", str(bad))
+    done = nmem_bytes("import", str(bad))
     assert done.returncode == 1 and b"Traceback" not in done.stderr
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1, lines
     assert "7 bad lines: line 2:" in lines[0] and "line 3:" in lines[0] and "nothing imported" in lines[0], lines
     assert counts(daemon.db) == before
 
-    skipped = nmem("import", str(bad), "--skip-bad", "--json")
+    skipped = nmem_bytes("import", str(bad), "--skip-bad", "--json")
     assert skipped.returncode == 0, skipped.stderr
     assert json.loads(skipped.stdout) == {"observations": 1, "sessions": 0, "present": 0,
                                           "bad_lines": [2, 3, 5, 6, 7, 8, 9]}  # fmt: skip
@@ -171,16 +160,16 @@ def test_bad_lines_are_reported_by_number_and_change_nothing(daemon: Daemon, tmp
                               " WHERE o.event_id = 'ev-good-1'") == [(1,)]  # fmt: skip
 
     for args in (("import", str(tmp_path / "missing.jsonl")), ("import", str(tmp_path))):
-        gone = nmem(*args)
+        gone = nmem_bytes(*args)
         assert gone.returncode == 1 and b"Traceback" not in gone.stderr
         assert len(gone.stderr.strip().splitlines()) == 1 and b"cannot read" in gone.stderr, gone.stderr
-    from_stdin = nmem("import", "-", stdin=json.dumps({**GOOD, "event_id": "ev-stdin"}).encode())
+    from_stdin = nmem_bytes("import", "-", stdin=json.dumps({**GOOD, "event_id": "ev-stdin"}).encode())
     assert from_stdin.returncode == 0 and b"imported 1 observation " in from_stdin.stdout, from_stdin.stderr
     assert daemon.stop() == 0
     integrity_ok(daemon.db)
 
 
 def test_export_without_a_database_is_one_line(tmp_path: Path) -> None:
-    done = nmem("export")
+    done = nmem_bytes("export")
     assert done.returncode == 1 and done.stdout == b""
     assert done.stderr.decode().strip().count("\n") == 0 and "no database yet" in done.stderr.decode()
