@@ -8,12 +8,13 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from nmemd.agents import registry
 from nmemd.errors import NmemError
 from nmemd.setup import cline, codex, copilot, cursor, gemini, install
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 
 
-def _codex_hooks() -> list[tuple[str, str, str]]:
+def codex_hooks() -> list[tuple[str, str, str]]:
     """(event, command, group matcher or "") of nmem's handlers in Codex's hooks.json; [] when unreadable."""
     try:
         data = install.load(codex.hooks_path())
@@ -30,7 +31,7 @@ def _codex_hooks() -> list[tuple[str, str, str]]:
     return found
 
 
-def _gemini_hooks() -> list[tuple[str, dict[str, Any]]]:
+def gemini_hooks() -> list[tuple[str, dict[str, Any]]]:
     """(event, handler) of nmem's handlers in the Gemini CLI's settings.json; [] when unreadable."""
     try:
         return gemini.our_hooks(install.load(gemini.settings_path()))
@@ -38,7 +39,7 @@ def _gemini_hooks() -> list[tuple[str, dict[str, Any]]]:
         return []
 
 
-def _copilot_hooks() -> list[tuple[str, str]]:
+def copilot_hooks() -> list[tuple[str, str]]:
     """(event, command) of nmem's hooks in Copilot's settings.json; [] when unreadable."""
     try:
         return copilot.our_hooks(install.load(copilot.settings_path()), copilot.settings_path())
@@ -48,8 +49,8 @@ def _copilot_hooks() -> list[tuple[str, str]]:
 
 def other_agents() -> str:
     """The other agents nmem's hooks are installed for ("Codex", "Codex and Gemini CLI"); "" for none."""
-    found = (("Codex", _codex_hooks), ("Gemini CLI", _gemini_hooks), ("Copilot CLI", _copilot_hooks))
-    return " and ".join(n for n, hooks in found if hooks())
+    setups = [(spec.label, spec.setup()) for spec in registry.AGENTS.values() if spec.setup is not None]
+    return " and ".join(label for label, setup in setups if setup.hooked is not None and setup.hooked())
 
 
 def check_gemini() -> list[Check]:
@@ -254,10 +255,10 @@ def check_codex() -> list[Check]:
         return []  # not installed for Codex (on purpose, perhaps): nothing to check
     fix = "nmem install --agent codex"
     where = home_tilde(hooks_file)
-    events = {e for e, _, _ in _codex_hooks()}
+    events = {e for e, _, _ in codex_hooks()}
     missing = [h.event for h in codex.HOOKS if h.event not in events]
     checks: list[Check] = []
-    commands = {c for _, c, _ in _codex_hooks()}
+    commands = {c for _, c, _ in codex_hooks()}
     broken = sorted({p for c in commands for p in command_paths(c) if not os.path.exists(p)})
     state = codex.toml_table(codex.toml_table(config, "hooks"), "state")
     untrusted = [k for k, h in handlers if codex.toml_table(state, k).get("trusted_hash") != h]

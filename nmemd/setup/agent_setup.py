@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from nmemd import config
 from nmemd.capture.project import project_root
 from nmemd.errors import NmemError
+from nmemd.setup import agent_checks
 from nmemd.setup.checks import Check, home_tilde
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class AgentSetup:
     checks: tuple[tuple[str, Callable[[Settings], list[Check] | Check]], ...] = ()
     # Why `--project` does not apply to it (it installs in the user's home); None: it does.
     project_refusal: str | None = None
+    # nmem's hooks are in its settings (doctor then calls a Claude Code without nmem's "not set up yet").
+    hooked: Callable[[], bool] | None = None
 
 
 def outcome(w: Written) -> str:
@@ -197,18 +200,13 @@ def _codex_looked() -> str:
     return _not_found(codex.codex_home(), "codex")
 
 
-def _codex_checks(settings: Settings) -> list[Check] | Check:
-    from nmemd.setup import agent_checks
-
-    return agent_checks.check_codex()
-
-
 CODEX = AgentSetup(
     found=_codex_found,
     looked=_codex_looked,
     install=_install_codex,
     uninstall=_uninstall_codex,
-    checks=(("codex", _codex_checks),),
+    checks=(("codex", lambda settings: agent_checks.check_codex()),),
+    hooked=lambda: bool(agent_checks.codex_hooks()),
     project_refusal="--project is for Claude Code: Codex reads its hooks from $CODEX_HOME (default ~/.codex)",
 )
 
@@ -254,18 +252,13 @@ def _gemini_looked() -> str:
     return _not_found(gemini.gemini_dir(), "gemini")
 
 
-def _gemini_checks(settings: Settings) -> list[Check] | Check:
-    from nmemd.setup import agent_checks
-
-    return agent_checks.check_gemini()
-
-
 GEMINI = AgentSetup(
     found=_gemini_found,
     looked=_gemini_looked,
     install=_install_gemini,
     uninstall=_uninstall_gemini,
-    checks=(("gemini", _gemini_checks),),
+    checks=(("gemini", lambda settings: agent_checks.check_gemini()),),
+    hooked=lambda: bool(agent_checks.gemini_hooks()),
     project_refusal="--project is for Claude Code: nmem installs into the Gemini CLI's user settings (~/.gemini)",
 )
 
@@ -325,18 +318,13 @@ def _copilot_looked() -> str:
     return _not_found(copilot_home(), "copilot")
 
 
-def _copilot_checks(settings: Settings) -> list[Check] | Check:
-    from nmemd.setup import agent_checks
-
-    return agent_checks.check_copilot()
-
-
 COPILOT = AgentSetup(
     found=_copilot_found,
     looked=_copilot_looked,
     install=_install_copilot,
     uninstall=_uninstall_copilot,
-    checks=(("copilot", _copilot_checks),),
+    checks=(("copilot", lambda settings: agent_checks.check_copilot()),),
+    hooked=lambda: bool(agent_checks.copilot_hooks()),
     project_refusal="--project is for Claude Code: nmem installs Copilot's hooks in $COPILOT_HOME (default ~/.copilot)",
 )
 
@@ -365,18 +353,12 @@ def _cursor_looked() -> str:
     return _not_found(cursor.cursor_dir(), "cursor")
 
 
-def _cursor_checks(settings: Settings) -> list[Check] | Check:
-    from nmemd.setup import agent_checks
-
-    return agent_checks.check_cursor()
-
-
 CURSOR = AgentSetup(
     found=_cursor_found,
     looked=_cursor_looked,
     install=_install_cursor,
     uninstall=_uninstall_cursor,
-    checks=(("cursor", _cursor_checks),),
+    checks=(("cursor", lambda settings: agent_checks.check_cursor()),),
     project_refusal="--project is for Claude Code: nmem installs cursor's hooks in your home folder",
 )
 
@@ -424,18 +406,12 @@ def _cline_looked() -> str:
     return _not_found(cline.hooks_dir().parent, "cline")
 
 
-def _cline_checks(settings: Settings) -> list[Check] | Check:
-    from nmemd.setup import agent_checks
-
-    return agent_checks.check_cline()
-
-
 CLINE = AgentSetup(
     found=_cline_found,
     looked=_cline_looked,
     install=_install_cline,
     uninstall=_uninstall_cline,
-    checks=(("cline", _cline_checks),),
+    checks=(("cline", lambda settings: agent_checks.check_cline()),),
     project_refusal="--project is for Claude Code: nmem installs cline's hooks in your home folder",
 )
 
@@ -483,17 +459,11 @@ def _opencode_looked() -> str:
     return _not_found(Path(config_dir()), "opencode")
 
 
-def _opencode_checks(settings: Settings) -> list[Check] | Check:
-    from nmemd.setup import agent_checks
-
-    return agent_checks.check_opencode()
-
-
 OPENCODE = AgentSetup(
     found=_opencode_found,
     looked=_opencode_looked,
     install=_install_opencode,
     uninstall=_uninstall_opencode,
-    checks=(("opencode", _opencode_checks),),
+    checks=(("opencode", lambda settings: agent_checks.check_opencode()),),
     project_refusal="--project is for Claude Code: nmem installs OpenCode's plugin in ~/.config/opencode",
 )
