@@ -34,3 +34,10 @@ def test_the_hook_client_starts_the_daemon_on_the_registrys_start_events() -> No
     for key, name in registry.start_events():
         assert hook.starts_a_session(json.dumps({"session_id": "s", key: name}).encode())
     assert not hook.starts_a_session(b'{"hook_event_name": "UserPromptSubmit", "hookName": "TaskComplete"}')
+
+
+def test_import_transcripts_names_every_agent_whose_history_it_reads() -> None:
+    from nmemd.cli.backfill import import_transcripts
+
+    doc = " ".join((import_transcripts.__doc__ or "").split())
+    assert all(spec.label in doc for spec in registry.AGENTS.values() if spec.history is not None), doc

@@ -52,7 +52,8 @@ COMMANDS: Final = (
         "import-transcripts",
         "backfill",
         "import_transcripts",
-        "Import Claude Code, Codex and Gemini CLI sessions into memory; a second run imports only what is new.",
+        "Import Claude Code, Codex, Gemini CLI, Copilot CLI, Cline and OpenCode sessions into memory; a second"
+        " run imports only what is new.",
     ),
     (
         "install",

@@ -111,8 +111,8 @@ def _report(summary: "Summary", json_out: bool) -> None:
 
 
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
-    """Import `paths` (default: Claude Code's projects folder, Codex's sessions and the Gemini CLI's session
-    files); return the exit code."""
+    """Import `paths` (default: every agent's history on this machine, `importer.default_roots`); return
+    the exit code."""
     from nmemd.history.importer import (
         Importer,
         Progress,
@@ -137,8 +137,8 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
             else:
                 ui.Console(stderr=True, highlight=False).print(
                     f"no Claude Code history at {ui.escape(default_root())}, Codex history at"
-                    f" {ui.escape(codex_root())} nor Gemini CLI history at {ui.escape(gemini_root())}:"
-                    " nothing to import"
+                    f" {ui.escape(codex_root())}, Gemini CLI history at {ui.escape(gemini_root())}"
+                    " nor Copilot CLI's, Cline's or OpenCode's: nothing to import"
                 )
             return 0
     try:
@@ -167,13 +167,15 @@ def import_transcripts(
         list[str] | None,
         typer.Argument(
             metavar="[PATH]...",
-            help="Transcript files or folders (default: ${CLAUDE_CONFIG_DIR:-~/.claude}/projects,"
-            " ${CODEX_HOME:-~/.codex}/sessions and ~/.gemini/tmp).",
+            help="Transcript files or folders (default: every agent's history here:"
+            " ${CLAUDE_CONFIG_DIR:-~/.claude}/projects, ${CODEX_HOME:-~/.codex}/sessions, ~/.gemini/tmp,"
+            " ${COPILOT_HOME:-~/.copilot}/session-state, ~/.cline/data/sessions, OpenCode's opencode.db).",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
 ) -> None:
-    """Import Claude Code, Codex and Gemini CLI sessions into memory; a second run imports only what is new.
+    """Import Claude Code, Codex, Gemini CLI, Copilot CLI, Cline and OpenCode sessions into memory; a second
+    run imports only what is new.
 
     \b
     Example:
