@@ -51,6 +51,11 @@ def find_bindir() -> Path | None:
     return None
 
 
+def runuser() -> str | None:
+    """`runuser`, which lives in sbin: a PATH without sbin (`env -i`, a user's shell) still finds it."""
+    return shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
 def unavailable() -> str | None:
     """Why no test cluster can start here, or None when one can."""
     try:
@@ -60,7 +65,7 @@ def unavailable() -> str | None:
     if find_bindir() is None:
         return "no PostgreSQL server binaries (initdb, pg_ctl, postgres) on PATH or in /usr/lib/postgresql/*/bin"
     if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
+        if runuser() is None:
             return "running as root without runuser: initdb and pg_ctl refuse root"
         try:
             pwd.getpwnam(SERVER_USER)
@@ -110,7 +115,7 @@ class Cluster:
         """Run a server binary, as `postgres` when we are root."""
         cmd = [str(self.bindir / argv[0]), *argv[1:]]
         if os.geteuid() == 0:
-            cmd = ["runuser", "-u", SERVER_USER, "--", *cmd]
+            cmd = [runuser() or "runuser", "-u", SERVER_USER, "--", *cmd]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C.UTF-8"
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=self.root)
