@@ -118,7 +118,7 @@ def test_a_hook_event_appears_in_the_feed_is_found_and_forgotten(viewer: Viewer,
     status, page = viewer.get(f"/confirm/forget?ids={oid}")
     assert status == 200 and f"#{oid} " in page and 'id="confirm"' in page
     status, page = viewer.post("/do/forget", {"ids": str(oid), "csrf": viewer.token})
-    assert status == 200 and "forgot 1 observations" in page
+    assert status == 200 and "forgot 1 observation" in page and "1 observations" not in page
     status, page = viewer.get("/search?" + urlencode({"q": "wallaby", "project": PROJECT}))
     assert status == 200 and f'href="o/{oid}"' not in page and "Nothing found" in page
     assert viewer.get(f"/o/{oid}")[0] == 404
@@ -283,7 +283,7 @@ def test_purge_from_a_search_keeps_every_filter_of_the_search(viewer: Viewer) ->
     assert status == 200 and "Purge will delete <b>1</b> observations" in page, page
     fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
     status, page = viewer.post("/do/purge", {k: html.unescape(v) for k, v in fields.items()})
-    assert status == 200 and "purged 1 observations" in page
+    assert status == 200 and "purged 1 observation" in page and "1 observations" not in page
     status, page = viewer.get("/search?" + urlencode({"q": "okapi", "project": PROJECT}))
     assert page.count('href="o/') == 3, page  # the other file's edit and both prompts stay
     # the agent too: a purge of codex's okapi rows leaves Claude Code's

@@ -124,7 +124,7 @@ def test_the_viewer_in_a_browser(daemon: Daemon, browser_page: Any, tmp_path: Pa
         expect(page.locator("#confirm")).to_be_visible()
         page.screenshot(path=str(shots / "ui-confirm.png"), full_page=True)
         page.click("#confirm")
-        expect(page.locator("#done")).to_contain_text("forgot 1 observations")
+        expect(page.locator("#done")).to_contain_text("forgot 1 observation")
         page.goto(v.url(f"/search?q=wallaby&project={PROJECT}"))
         expect(page.locator("main")).to_contain_text("Nothing found")
         # the context preview is what `nmem context` prints

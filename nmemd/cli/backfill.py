@@ -12,9 +12,10 @@ import typer
 
 from nmem_client import paths
 from nmemd.cli import ui
-from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings, plural
+from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
 from nmemd.daemon import control
 from nmemd.errors import NmemError
+from nmemd.wording import plural
 
 if TYPE_CHECKING:  # the importer's modules load when a command runs, not with `nmem --help`
     from nmemd.history.importer import Progress, Summary

@@ -57,12 +57,6 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def plural(n: int, word: str, words: str | None = None, *, grouped: bool = False) -> str:
-    """`1 observation`, `2 observations` (`words` where adding an s is wrong)."""
-    number = f"{n:,}" if grouped else str(n)
-    return f"{number} {word if n == 1 else words or word + 's'}"
-
-
 def confirmed(question: str, yes: bool, what: str) -> None:
     """Go on when `--yes` was given, or when a person at a terminal says yes; else say why not and exit 1.
     Without a terminal there is nobody to ask: `--yes` is needed (a script says what it means)."""

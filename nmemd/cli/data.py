@@ -11,11 +11,12 @@ import msgspec
 import typer
 
 from nmemd.cli import ui
-from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, out, plural, resolve_scope
+from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, out, resolve_scope
 from nmemd.config import Settings
 from nmemd.daemon import control
 from nmemd.errors import AlreadyRunning, DaemonUnavailable, NmemError
 from nmemd.recall.queries import ALL_PROJECTS
+from nmemd.wording import plural
 
 if TYPE_CHECKING:  # export/import load the store's write path when they run, not with `nmem --help`
     from nmemd.history import transfer

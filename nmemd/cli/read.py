@@ -28,7 +28,6 @@ from nmemd.cli.common import (
     load_settings,
     one_line,
     out,
-    plural,
     print_table,
     read_as,
     resolve_scope,
@@ -42,6 +41,7 @@ from nmemd.model import AGENTS, OBSERVATION_TYPES
 from nmemd.recall import snippets
 from nmemd.recall.handoff import LABELS, Handoff, refs
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, HandoffLine, Hit, SessionRow
+from nmemd.wording import plural
 
 
 def _print_status(st: Status) -> None:

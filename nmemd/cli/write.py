@@ -18,7 +18,6 @@ from nmemd.cli.common import (
     json_lines,
     load_settings,
     out,
-    plural,
     print_table,
     resolve_scope,
     time_arg,
@@ -27,6 +26,7 @@ from nmemd.daemon import control
 from nmemd.errors import NmemError
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall.queries import ALL_PROJECTS
+from nmemd.wording import plural
 
 MAINTAIN_TIMEOUT_S = 600.0
 LISTED_ROWS = 50  # nmemd.jobs.purge.LISTED_ROWS: a purge names this many of its observations

@@ -49,6 +49,7 @@ from nmemd.recall.summary import (
     rel,
     short_path,
 )
+from nmemd.wording import plural
 
 # Why 5,000 characters (~1,250 tokens): it is well under 1% of a 200k-token
 # window and half of Claude Code's 10,000-character cap (past which the text is
@@ -178,7 +179,7 @@ def _label(s: _Session, session_id: str | None, source: str) -> str:
 
 
 def _status(s: _Session) -> str:
-    return (f"ended: {s.end_reason}" if s.ended is not None else "no end recorded") + f", {s.events} events"
+    return (f"ended: {s.end_reason}" if s.ended is not None else "no end recorded") + f", {plural(s.events, 'event')}"
 
 
 def _with_ids(line: HandoffLine, limit: int = LINE_MAX) -> str:

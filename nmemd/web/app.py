@@ -31,6 +31,7 @@ from nmemd.web import charts, pages
 from nmemd.web.guard import Guard, form_token
 from nmemd.web.insights import Insights
 from nmemd.web.pages import when as when_text
+from nmemd.wording import plural
 
 FEED_ROWS: Final = 50  # a page of the feed
 SESSION_ROWS: Final = 30  # a page of sessions
@@ -214,12 +215,12 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
             if action == "purge":
                 params = await _search_params(read, {k: str(v) for k, v in form.items()})
                 done = await anyio.to_thread.run_sync(_write, settings, "purge", {"filter": _purge_filter(params)})
-                message = f"purged {done['observations']:,} observations"
+                message = f"purged {plural(done['observations'], 'observation', grouped=True)}"
             else:
                 ids = _ids(str(form.get("ids", "")))
                 if action == "forget":
                     done = await anyio.to_thread.run_sync(_write, settings, "forget", {"ids": ids})
-                    message = f"forgot {done['observations']:,} observations"
+                    message = f"forgot {plural(done['observations'], 'observation', grouped=True)}"
                 else:
                     await anyio.to_thread.run_sync(_write, settings, "pin", {"ids": ids, "unpin": action == "unpin"})
                     insights.invalidate()
