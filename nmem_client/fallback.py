@@ -64,28 +64,12 @@ def keep(event_id: str, payload: bytes, reason: str) -> str | None:
     """Write the event into the first usable fallback folder; its path, or None when none is."""
     for folder in candidates(paths.home()):
         try:
-            _write(_made(folder), f"{event_id}.event", payload)
-            _write(folder, REASON, reason.encode("utf-8", "replace"))
+            paths.write_private(os.path.join(_made(folder), f"{event_id}.event"), payload)
+            paths.write_private(os.path.join(folder, REASON), reason.encode("utf-8", "replace"))
         except OSError:
             continue
         return folder
     return None
-
-
-def _write(folder: str, name: str, data: bytes) -> None:
-    """`folder/name`, complete or absent: a new 0600 temp file (never through a link), then renamed."""
-    final = os.path.join(folder, name)
-    tmp = f"{final}.{os.getpid()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
 
 
 def waiting(home: str) -> tuple[str, int, str] | None:

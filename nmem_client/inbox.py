@@ -68,17 +68,7 @@ def spool(event_id: str, payload: bytes) -> None:
     """Write `spool/<event_id>.event` atomically (temp name, then rename)."""
     directory = paths.spool_dir()
     paths.make_dirs(directory)
-    final = os.path.join(directory, f"{event_id}.event")
-    tmp = final + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
+    paths.write_private(os.path.join(directory, f"{event_id}.event"), payload)
 
 
 ON_FIRST_USE = ("--idle-timeout", "900", "--started-by", "client")

@@ -216,6 +216,27 @@ def spool_dir() -> str:
     return join(home(), "spool")
 
 
+def write_private(final: str, data: bytes) -> None:
+    """`final` complete or absent: a new 0600 temp file beside it (never through a link), fsynced,
+    then renamed over it. A temp file a crashed writer of the same pid left is removed first."""
+    import os
+
+    tmp = f"{final}.{os.getpid()}.tmp"
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+
+
 def make_dirs(path: str, mode: int = 0o700) -> None:
     """`os.makedirs(path, mode, exist_ok=True)`, except that a missing parent (`~/.local`,
     `~/.local/share`) is made 0755 at most: makedirs gives parents 0777 less the umask, and under

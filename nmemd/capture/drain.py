@@ -26,7 +26,7 @@ from nmemd.store.database import Incoming
 LOG = logging.getLogger("nmemd.drain")
 DRAIN_BATCH = 256
 SPOOL_SUFFIX = ".event"
-TMP_SUFFIX = ".tmp"  # a spool file being written: `<event_id>.event.tmp`, renamed once complete
+TMP_SUFFIX = ".tmp"  # a spool file being written: `<event_id>.event.<pid>.tmp`, renamed once complete
 # A client writes its spool file in one go under the hook's timeout (seconds; the longest
 # Claude Code hook timeout is 60 s by default). A temp file untouched for this long was left by a
 # client that died or failed mid-write (disk full): nobody will rename it, and it may hold an

@@ -15,6 +15,7 @@ from typing import Any, Final
 import anyio
 import msgspec
 
+from nmem_client import paths
 from nmemd.capture.project import project_root
 from nmemd.config import Settings
 from nmemd.errors import NmemError, StorageError, TeamError
@@ -74,7 +75,7 @@ def save_password(home: str, parts: dict[str, str], password: str) -> str:
             kept = [ln.rstrip("\n") for ln in fh if ln.strip() and not ln.startswith(prefix)]
     except FileNotFoundError:
         pass
-    os.makedirs(home, mode=0o700, exist_ok=True)
+    paths.make_dirs(home)
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
