@@ -164,6 +164,23 @@ def normalized(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _command(name: str, cmd: str, result: str, failed: bool) -> Observation:
+    """A command of either tool set: an error (head and tail of what it said) or its output."""
+    if failed:
+        first = " ".join(cmd.split())[:150]
+        content = join_lines(f"command: {cmd}", clean_head_tail(result))
+        return observation("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)
+    out = clean_head_tail(result, OUTPUT_HEAD, OUTPUT_TAIL)
+    return observation(
+        "command",
+        f"$ {short_line(cmd, 190)}",
+        join_lines("output:\n" + out if out else ""),
+        tool_name=name,
+        command=cmd or None,
+        dedup_key=f"cmd:{cmd}",
+    )
+
+
 def _outputs(record: dict[str, Any]) -> list[dict[str, Any]]:
     out = record.get("output")
     return [dict_or_empty(o) for o in (out if isinstance(out, list) else [out])]
@@ -178,25 +195,10 @@ def _cli_tool(name: str, record: dict[str, Any], root: str | None, cwd: str | No
         commands = [c for c in list_or_empty(inp.get("commands")) if isinstance(c, str)]
         for i, command in enumerate(commands):
             o = outputs[i] if i < len(outputs) else {}
-            cmd, result = clean_text(command, 2000), str_or_none(o.get("result")) or ""
-            if o.get("success") is False:
-                first = " ".join(cmd.split())[:150]
-                content = join_lines(f"command: {cmd}", clean_head_tail(str_or_none(o.get("error")) or result))
-                obs.append(
-                    observation("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)
-                )
-            else:
-                out = clean_head_tail(result, OUTPUT_HEAD, OUTPUT_TAIL)
-                obs.append(
-                    observation(
-                        "command",
-                        f"$ {short_line(cmd, 190)}",
-                        join_lines("output:\n" + out if out else ""),
-                        tool_name=name,
-                        command=cmd or None,
-                        dedup_key=f"cmd:{cmd}",
-                    )
-                )
+            result = str_or_none(o.get("result")) or ""
+            failed = o.get("success") is False
+            shown = (str_or_none(o.get("error")) or result) if failed else result
+            obs.append(_command(name, clean_text(command, 2000), shown, failed))
         return obs
     if name == "read_files":
         for i, f in enumerate(list_or_empty(inp.get("files"))):
@@ -249,25 +251,10 @@ def _tool(p: dict[str, Any], own: dict[str, Any], root: str | None, cwd: str | N
     """A finished Cline tool call under nmem's types; None: one nmem does not know (stored generically)."""
     name = str_or_none(own.get("toolName")) or "unknown"
     inp = dict_or_empty(own.get("parameters"))
-    result = own.get("result") if isinstance(own.get("result"), str) else ""
+    result = str_or_none(own.get("result")) or ""
     failed = own.get("success") is False
     if name == "execute_command":
-        cmd = clean_text(inp.get("command"), 2000)
-        if failed:
-            first = " ".join(cmd.split())[:150]
-            content = join_lines(f"command: {cmd}", clean_head_tail(result))
-            return [observation("error", f"Command failed: {first}", content, tool_name=name, command=cmd or None)]
-        out = clean_head_tail(result, OUTPUT_HEAD, OUTPUT_TAIL)
-        return [
-            observation(
-                "command",
-                f"$ {short_line(cmd, 190)}",
-                join_lines("output:\n" + out if out else ""),
-                tool_name=name,
-                command=cmd or None,
-                dedup_key=f"cmd:{cmd}",
-            )
-        ]
+        return [_command(name, clean_text(inp.get("command"), 2000), result, failed)]
     record = dict_or_empty(p.get("tool_result"))
     if name in ("run_commands", "read_files", "editor") and record:
         return _cli_tool(name, record, root, cwd)
