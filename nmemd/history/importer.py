@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -420,25 +420,11 @@ class Importer:
         """A database (OpenCode's): the sessions changed since the last run (the saved offset, in ms)."""
         same = saved is not None and (saved.dev, saved.inode) == (st.st_dev, st.st_ino)
         reader = open_reader(path, saved.offset if same and saved else -1)
-        events = saved.events if same and saved else 0
-        try:
-            for r in reader.records():
-                events += 1
-                self.progress.events += 1
-                self._add(r)
-                if len(self._events) >= BATCH_EVENTS or self._wire_bytes >= BATCH_WIRE_BYTES:
-                    self._flush()
-        except unreadable as exc:
-            self._note(path, str(exc))
-        else:
-            done = FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
-                             offset=reader.watermark, head_hash="", events=events)  # fmt: skip
-            self._done.append(done)
-        self.summary.bytes += st.st_size
-        self.progress.bytes_done += st.st_size
-        self._count(reader.counts)
-        self.summary.files_read += 1
-        self.progress.files_done += 1
+        events, whole = self._add_all(reader.records, unreadable, path, saved.events if same and saved else 0)
+        if whole:
+            self._done.append(FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
+                                        offset=reader.watermark, head_hash="", events=events))  # fmt: skip
+        self._file_read(st, reader.counts)
 
     def _import_document(
         self,
@@ -450,9 +436,21 @@ class Importer:
     ) -> None:
         """A document (a Cline task's messages file): read whole once it changed (keys dedupe)."""
         reader = open_reader(path)
-        events = saved.events if saved is not None else 0
+        events, _ = self._add_all(reader.records, unreadable, path, saved.events if saved is not None else 0)
+        for problem in reader.problems:
+            self._note(path, problem)
+        # recorded even when unreadable: a document is read whole, so it is tried again once it changes
+        self._done.append(FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
+                                    offset=st.st_size, head_hash="", events=events))  # fmt: skip
+        self._file_read(st, reader.counts)
+
+    def _add_all(
+        self, records: Callable[[], Iterable[Any]], unreadable: type[Exception], path: str, events: int
+    ) -> tuple[int, bool]:
+        """Add every record a whole-file reader gives, in batches: the file's event count, and whether
+        it was read to its end (an unreadable one is said in the run's problems)."""
         try:
-            for r in reader.records():
+            for r in records():
                 events += 1
                 self.progress.events += 1
                 self._add(r)
@@ -460,15 +458,13 @@ class Importer:
                     self._flush()
         except unreadable as exc:
             self._note(path, str(exc))
-        for problem in reader.problems:
-            self._note(path, problem)
-        else:
-            done = FileState(path=path, dev=st.st_dev, inode=st.st_ino, size=st.st_size, mtime=st.st_mtime,
-                             offset=st.st_size, head_hash="", events=events)  # fmt: skip
-            self._done.append(done)
+            return events, False
+        return events, True
+
+    def _file_read(self, st: os.stat_result, counts: Counts) -> None:
         self.summary.bytes += st.st_size
         self.progress.bytes_done += st.st_size
-        self._count(reader.counts)
+        self._count(counts)
         self.summary.files_read += 1
         self.progress.files_done += 1
 
