@@ -56,26 +56,23 @@ _LINE: Final = re.compile(r"[^\n]+")
 _SPACE: Final = re.compile(r"\s+")
 
 
+# What makes a line carry a fact, and how much: an error line most, then codes, paths, commands, names, numbers.
+_FACT_WEIGHTS: Final = (
+    (_ERRORISH, 1.0),
+    (CONCLUSION, 1.0),
+    (_CODE, 0.6),
+    (_PATH, 0.5),
+    (_COMMAND, 0.4),
+    (_IDENT, 0.3),
+    (_NUMBER, 0.2),
+)
+
+
 def fact_weight(line: str) -> float:
-    """How much of a fact one line carries: an error line most, then codes, paths, commands, names, numbers."""
+    """How much of a fact one line carries (the sum of _FACT_WEIGHTS it matches; 0 for an empty line)."""
     if _EMPTY.match(line):
         return 0.0
-    weight = 0.0
-    if _ERRORISH.search(line):
-        weight += 1.0
-    if CONCLUSION.search(line):
-        weight += 1.0
-    if _CODE.search(line):
-        weight += 0.6
-    if _PATH.search(line):
-        weight += 0.5
-    if _COMMAND.search(line):
-        weight += 0.4
-    if _IDENT.search(line):
-        weight += 0.3
-    if _NUMBER.search(line):
-        weight += 0.2
-    return weight
+    return sum((weight for pattern, weight in _FACT_WEIGHTS if pattern.search(line)), 0.0)
 
 
 def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
