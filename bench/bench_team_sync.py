@@ -247,7 +247,7 @@ def phase_sessionstart(a: Member, proxy: Proxy, shared: Path, root: Path, count:
 
 
 def phase_faults(cluster: Any, db: Any, a: Member, b: Member, a_repo: Path, proxy: Proxy, rounds: int) -> None:
-    fast = {"NMEM_TEAM_PULL_INTERVAL_S": "1", "NMEM_TEAM_PUSH_BATCH": "50", "NMEM_LOG_LEVEL": "DEBUG"}
+    fast = {"NMEM_TEAM_PULL_INTERVAL_S": "1", "NMEM_TUNE_TEAM_PUSH_BATCH": "50", "NMEM_LOG_LEVEL": "DEBUG"}
     sent = 0
     marker = f"zqfault{os.getpid()}"
 

@@ -76,7 +76,6 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     # ones are answered by the server; a pull runs at least this often (LISTEN/NOTIFY wakes it sooner).
     team_window_days: NonNegFloat = 30.0
     team_pull_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
-    team_push_batch: PositiveInt = 1000
 
     @property
     def log_dir(self) -> str:
@@ -99,11 +98,12 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 
 # Former settings, now constants where they are used (tuning no user needs: the batch size and delay
-# of group commit, the step sizes of maintenance, the WAL size that forces a truncate). A config file
-# or NMEM_* variable naming one is ignored and said in one line (`retired_notes`), never refused.
+# of group commit, the step sizes of maintenance, the WAL size that forces a truncate, the rows one team
+# push carries). A config file or NMEM_* variable naming one is ignored and said in one line
+# (`retired_notes`), never refused.
 RETIRED: Final = frozenset({
     "batch_max_events", "batch_max_delay_ms", "maintenance_wal_truncate_bytes", "maintenance_vacuum_pages",
-    "maintenance_fts_merge_pages", "maintenance_fts_step_ms", "maintenance_retention_batch",
+    "maintenance_fts_merge_pages", "maintenance_fts_step_ms", "maintenance_retention_batch", "team_push_batch",
 })  # fmt: skip
 
 Number = TypeVar("Number", int, float)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 from conftest import BIN, Daemon
 from helpers import log_text, ping
@@ -108,6 +109,18 @@ def test_a_retired_setting_is_said_in_one_line_and_stops_nothing(nmem_env: dict[
         assert checks["config"]["status"] == "warn" and checks["config"]["detail"] == "; ".join(notes), checks
     finally:
         daemon.stop()
+
+
+def test_team_push_batch_is_a_constant_now(nmem_env: dict[str, str]) -> None:
+    """A config.toml that sets team_push_batch loads whole; the key is said in one line, not used
+    (tests and benches set the constant through NMEM_TUNE_TEAM_PUSH_BATCH)."""
+    path = _write(nmem_env["NMEM_HOME"], "dedup_window_s = 7\nteam_push_batch = 50\n")
+    assert config.retired_notes() == [
+        f"{path} (line 2): 'team_push_batch' is no longer a setting (a constant now); ignored"
+    ]
+    checked = config.load_checked()
+    assert checked.problems == [] and checked.settings.dedup_window_s == 7.0
+    assert "team_push_batch" not in {f.name for f in msgspec.structs.fields(config.Settings)}
 
 
 def test_a_retired_setting_in_the_environment_is_said_too(monkeypatch: pytest.MonkeyPatch) -> None:

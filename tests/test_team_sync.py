@@ -260,7 +260,7 @@ def test_faults_lose_nothing_and_duplicate_nothing(team: tuple[Database, Member,
     try:
         a_repo = a.checkout("api", "git@github.com:acme/api.git")
         b_repo = b.checkout("api", "https://github.com/acme/api")
-        fast = {"NMEM_TEAM_PULL_INTERVAL_S": "1", "NMEM_TEAM_PUSH_BATCH": "50"}
+        fast = {"NMEM_TEAM_PULL_INTERVAL_S": "1", "NMEM_TUNE_TEAM_PUSH_BATCH": "50"}
         a.start(fast)
         b.start(fast)
         _join(a, via(a.dsn, proxy), a_repo)

@@ -23,6 +23,7 @@ import anyio.abc
 import anyio.lowlevel
 import msgspec
 
+from nmemd.config import tunable
 from nmemd.errors import StorageError, TeamError
 from nmemd.store import readers
 from nmemd.store.database import on_writer_thread, translate
@@ -41,6 +42,7 @@ BACKOFF_MAX_S: Final = 30.0
 PUSH_POLL_S: Final = 5.0  # the outbox is looked at this often even without a commit (a missed wake-up)
 LISTEN_CHECK_S: Final = 10.0  # the listening connection is checked alive this often
 PULL_PAGE: Final = 1000
+PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one push transaction carries
 # After a wake-up, wait this long before reading the outbox (or the feed): the commits and notifications
 # of a busy moment are taken in one batch instead of one round trip each, and the hooks' commits share
 # the event loop and the store's lock with fewer of them (bench_team_sync.py: hooks).
@@ -226,7 +228,7 @@ class TeamSync:
         then `after` keeps them from being read again. A crash before the ack pushes them again: the
         server ignores the repeat."""
         db = self.daemon.settings.db
-        batch = self.daemon.settings.team_push_batch
+        batch = PUSH_BATCH
         after = 0  # the highest outbox id pushed (or skipped) by this connection
         pushed: list[int] = []  # outbox ids pushed, not deleted yet
         count = 0  # of which rows the server took
