@@ -131,7 +131,7 @@ class Memory:
 
     def __init__(self, home: RecallHome) -> None:
         os.environ.update(NMEM_HOME=home.home, NMEM_SOCKET=home.socket, NMEM_AUTOSTART="0")
-        from nmemd.daemon import control  # reads NMEM_SOCKET at each call
+        from nmemd.client import control  # reads NMEM_SOCKET at each call
 
         self._ask = control.ask
         self.calls = 0

@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nmemd"
 LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__"),
     ("setup", "web"),
+    ("client",),
     ("daemon",),
     ("jobs", "history", "mcp"),
     ("team",),

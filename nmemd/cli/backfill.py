@@ -13,7 +13,7 @@ import typer
 from nmem_client import paths
 from nmemd.cli import ui
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
-from nmemd.daemon import control
+from nmemd.client import control
 from nmemd.errors import NmemError
 from nmemd.wording import plural
 

@@ -11,7 +11,7 @@ from nmemd import config
 from nmemd.agents.registry import AGENTS, AgentSpec
 from nmemd.cli import ui
 from nmemd.cli.common import JsonOpt, cell, confirmed, fail, load_settings, out, print_table
-from nmemd.daemon import control
+from nmemd.client import control
 from nmemd.errors import NmemError
 
 if TYPE_CHECKING:  # nmemd.setup loads when a command runs

@@ -21,8 +21,8 @@ from typing import Annotated
 import typer
 
 from nmemd.cli.common import fail, load_settings
+from nmemd.client import control
 from nmemd.config import Settings
-from nmemd.daemon import control
 from nmemd.errors import NmemError
 
 OPENER_KEPT_S = 60.0  # how long the file that opens a running viewer stays

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nmemd.client import control
 from nmemd.config import Settings
-from nmemd.daemon import control
 from nmemd.errors import DaemonUnavailable
 from nmemd.setup.checks import Check, ok, warn
 

@@ -22,8 +22,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from nmemd.capture.project import project_root
+from nmemd.client import control
 from nmemd.config import Settings
-from nmemd.daemon import control
 from nmemd.daemon.status import DaemonFacts, Status
 from nmemd.errors import DaemonUnavailable, NmemError, QueryError
 from nmemd.recall.queries import ALL_PROJECTS, when

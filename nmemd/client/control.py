@@ -1,4 +1,5 @@
-"""Talk to a running daemon from the CLI: ask, start, stop, status.
+"""Talk to a running daemon from outside it (the CLI, doctor, the service set-up, the viewer): ask,
+read, start, stop, status.
 
 Uses the same stdlib client as the hooks, so the CLI exercises the real wire.
 """
