@@ -43,7 +43,8 @@ from common import Daemon, Home, median, p99, verdict
 from nmemd import config
 from nmemd.capture.extract import extract_event
 from nmemd.model import OBSERVATION_TYPES
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
 
 TARGET_RATIO = 2.0
 DAY_S = 86400.0

@@ -8,7 +8,7 @@ can get to that floor on two cores at best:
 1. floor: read + decode every line (the same child as bench_import);
 2. reader side: read, decode, `TranscriptReader`, the daemon's `extract`, natural keys:
    what the importer does, without encoding or sending anything;
-3. storage side: the daemon's batch transaction (`store._commit`, batches of
+3. storage side: the daemon's batch transaction (`store.batches.write_batch`, batches of
    `backfill.BATCH_EVENTS`, the daemon's pragmas and schema, the FTS catch-up at the end)
    over those events: what the daemon's writer does, without decoding or a loop.
 
@@ -37,10 +37,10 @@ from nmemd import config
 from nmemd.capture.extract import extract
 from nmemd.history.backfill import BATCH_EVENTS, event_id_for
 from nmemd.history.transcripts import TranscriptReader, decode_line
-from nmemd.store import database as store
-from nmemd.store import sqlite_tuning
-from nmemd.store.database import Incoming, natural_key
+from nmemd.store import batches, database, fts, sqlite_tuning
+from nmemd.store.batches import Incoming
 from nmemd.store.dedup import Deduper
+from nmemd.store.keys import natural_key
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 TARGET = 3.0
@@ -69,7 +69,7 @@ def read_side(root: Path) -> tuple[float, list[Incoming]]:
 
 
 class _Timed:
-    """The connection `store._commit` sees, timing each statement by what it writes (SQLite's share)."""
+    """The connection `batches.write_batch` sees, timing each statement by what it writes (SQLite's share)."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
@@ -107,7 +107,7 @@ def store_side(events: list[Incoming], db_path: str) -> tuple[float, float, dict
     """The daemon's transactions over `events`; CPU seconds, wall seconds, seconds per statement kind."""
     db = sqlite3.connect(db_path, isolation_level=None, cached_statements=256)
     db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-    for pragma in store.connection_pragmas(config.load()):
+    for pragma in database.connection_pragmas(config.load()):
         db.execute(pragma)
     db.execute(MIGRATIONS_DDL)
     for _name, sql in MIGRATIONS:
@@ -118,12 +118,12 @@ def store_side(events: list[Incoming], db_path: str) -> tuple[float, float, dict
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for start in range(0, len(events), BATCH_EVENTS):
         overlay = dedup.overlay()
-        plan = store._commit(timed, events[start : start + BATCH_EVENTS], next_id, indexed_below, overlay)
+        plan = batches.write_batch(timed, events[start : start + BATCH_EVENTS], next_id, indexed_below, overlay)
         next_id, indexed_below = plan.next_id, plan.indexed_below
         dedup.merge(overlay)
     timed.execute("BEGIN IMMEDIATE")  # the tail the daemon indexes once the writer is quiet
-    timed.execute(store._INDEX_RANGE, (indexed_below, next_id))
-    timed.execute(store._SET_INDEXED, (next_id,))
+    timed.execute(fts.INDEX_RANGE, (indexed_below, next_id))
+    timed.execute(batches.SET_INDEXED, (next_id,))
     timed.execute("COMMIT")
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     db.close()

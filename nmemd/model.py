@@ -96,7 +96,7 @@ class Extracted(msgspec.Struct, kw_only=True):
     # Claude Code 2.1.196+: a prompt's id in its transcript (UserPromptSubmit), or the id of the compaction
     # summary's line (PreCompact, PostCompact)
     prompt_id: str | None = None
-    # A natural key extraction names itself, for events `store.database.natural_key` has no rule of its
+    # A natural key extraction names itself, for events `store.keys.natural_key` has no rule of its
     # own for: a turn's final message (Stop, SubagentStop), `reply_key`; natural_key returns it.
     natural_key: str | None = None
 

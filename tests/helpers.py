@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from nmem_client import protocol
 from nmemd.model import Extracted, Observation
-from nmemd.store.database import Incoming
+from nmemd.store.batches import Incoming
 
 T = TypeVar("T")
 POLL_S = 0.02

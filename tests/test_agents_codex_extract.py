@@ -89,7 +89,7 @@ def test_the_exit_code_is_read_only_from_a_rollout_file_and_only_that(tmp_path: 
 
 
 def test_the_prompt_and_tool_calls_carry_the_keys_the_rollout_import_computes_too() -> None:
-    from nmemd.store.database import natural_key
+    from nmemd.store.keys import natural_key
 
     keys = [natural_key(extract(p)) for p in real_payloads()]
     assert f"prompt:{SESSION}:01a2134e-5dcf-7811-9728-c70a071a13d9" in keys  # the turn id: Codex sends no prompt id

@@ -30,7 +30,8 @@ from nmemd.recall.replies import shaped_reply
 from nmemd.setup import doctor
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions
 from nmemd.setup.checks import Check, fail, ok
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
 
 NAME = "fakebot"
 

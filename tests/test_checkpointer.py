@@ -14,8 +14,9 @@ from nmem_client import protocol
 from nmem_client.hook import deliver
 from nmemd import config
 from nmemd.model import Extracted, Observation
+from nmemd.store.batches import Incoming
 from nmemd.store.checkpointer import Checkpointer
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.database import open_store
 
 
 def test_wal_is_copied_into_the_database_while_events_keep_coming(daemon: Daemon) -> None:

@@ -27,7 +27,8 @@ from nmemd.capture.extract import extract
 from nmemd.recall.context import CLOSE, FIRST_PASS, HARD_CAP, MAX_ROWS, OPEN, build_context
 from nmemd.recall.replies import keywords, prompt_context
 from nmemd.store import fts
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
 
 ORCHARD = "/home/dev/projects/orchard"  # the project of the transcripts
 LIGHTHOUSE = "/Users/dev/work/lighthouse"  # the project of the hook payloads

@@ -25,7 +25,8 @@ from nmemd.capture.extract import extract
 from nmemd.mcp.tools import sessions_tool
 from nmemd.recall.handoff import Handoff, fit, handoff
 from nmemd.recall.summary import SUMMARY_MAX, summarize_session
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
 
 NOW = 1_800_000_000.0
 CWD = "/tmp/nmem-handoff-project"

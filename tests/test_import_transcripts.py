@@ -31,7 +31,9 @@ from nmemd.capture import ingest
 from nmemd.capture.extract import extract
 from nmemd.capture.ingest import Ingestor
 from nmemd.jobs.purge import PurgeFilter, purge
-from nmemd.store.database import Incoming, key_digest, open_store
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
+from nmemd.store.keys import key_digest
 
 PARENT_SID = "7f277e19-066f-49a5-bf54-4aaa084bb6c5"  # the subagent's session (its sessionId)
 

@@ -16,7 +16,8 @@ from helpers import edit_incoming, payload
 
 from nmemd import config
 from nmemd.jobs import maintenance
-from nmemd.store.database import FTS_DATA_STAT, open_store
+from nmemd.store.database import open_store
+from nmemd.store.repair import FTS_DATA_STAT
 
 # What FTS5 runs on its data table for every input segment of every merge step (fts5_index.c).
 FTS5_RANGE_DELETE = "EXPLAIN QUERY PLAN DELETE FROM observations_fts_data WHERE id>=? AND id<=?"

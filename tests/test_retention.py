@@ -14,7 +14,9 @@ from nmemd import config
 from nmemd.errors import ConfigError
 from nmemd.jobs import maintenance, retention
 from nmemd.model import Extracted, Observation
-from nmemd.store.database import Incoming, key_digest, open_store
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
+from nmemd.store.keys import key_digest
 
 DAY = 86400.0
 NOW = time.time()

@@ -28,7 +28,8 @@ from nmemd.recall import snippets
 from nmemd.recall.queries import Filters
 from nmemd.recall.search import search
 from nmemd.recall.terms import parse
-from nmemd.store.database import Incoming, open_store
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
 from nmemd.web.pages import highlight
 
 NMEM = str(BIN / "nmem")

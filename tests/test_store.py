@@ -12,8 +12,9 @@ from conftest import db_rows, integrity_ok
 from nmemd import config
 from nmemd.model import Extracted, Observation
 from nmemd.recall import search
-from nmemd.store import database, fts, readers
-from nmemd.store.database import Incoming, open_store
+from nmemd.store import fts, readers, repair
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
 
 pytestmark = pytest.mark.anyio
@@ -147,7 +148,7 @@ def _watermark(db: str) -> int:
 
 async def test_live_batches_index_in_chunks_and_searches_catch_up_first() -> None:
     """Small batches leave their rows for the next chunk; `searchable()` indexes them before a read."""
-    from nmemd.store.database import FTS_CHUNK
+    from nmemd.store.batches import FTS_CHUNK
 
     settings = config.load()
     edit = Observation(type="edit", title="Edit zebra.py", content="zebra crossing", file_path="/p/zebra.py")
@@ -268,7 +269,7 @@ async def test_an_old_store_is_indexed_again_and_still_finds_phrases_identifiers
             ("Edit hookah.py", "saved hookahs; src/authority.ts", "/p/hookah.py"),  # 4: longer words
         ],
     )
-    monkeypatch.setattr(database, "FTS_REINDEX_CHUNK", 2)  # several chunks, each logged
+    monkeypatch.setattr(repair, "FTS_REINDEX_CHUNK", 2)  # several chunks, each logged
     with caplog.at_level(logging.INFO, logger="nmemd.store"):
         async with open_store(settings) as store:
             await store.commit_batch([_event("new", Observation(type="edit", title="Edit x.py", content="save_hook"))])

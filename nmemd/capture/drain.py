@@ -20,8 +20,8 @@ from nmemd.capture.extract import extract_event
 from nmemd.capture.ingest import Ingestor
 from nmemd.config import Settings
 from nmemd.errors import InvalidEvent
+from nmemd.store.batches import Incoming
 from nmemd.store.checkpointer import side_checkpoint
-from nmemd.store.database import Incoming
 
 LOG = logging.getLogger("nmemd.drain")
 DRAIN_BATCH = 256

@@ -22,7 +22,8 @@ import anyio
 
 from nmemd.config import tunable
 from nmemd.errors import ShuttingDown, StorageError
-from nmemd.store.database import Incoming, Store, on_writer_thread, translate
+from nmemd.store.batches import Incoming
+from nmemd.store.database import Store, on_writer_thread, translate
 
 LOG = logging.getLogger("nmemd.ingest")
 FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for the next chunk

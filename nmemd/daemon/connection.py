@@ -33,7 +33,7 @@ from nmemd.daemon.instance import peer_uid
 from nmemd.errors import InvalidEvent, ShuttingDown, StorageError, StorageFullError
 from nmemd.model import Extracted
 from nmemd.recall import replies
-from nmemd.store.database import Incoming
+from nmemd.store.batches import Incoming
 
 if TYPE_CHECKING:
     from nmemd.daemon.server import Daemon

@@ -107,7 +107,8 @@ def encode_batch(events: Sequence[bytes], files: Sequence[FileState]) -> str:
 
 async def call(daemon: Host, method: str, params: dict[str, Any]) -> Any:
     """Run `import_events` or `import_state` for the CLI."""
-    from nmemd.store.database import Incoming, natural_key
+    from nmemd.store.batches import Incoming
+    from nmemd.store.keys import natural_key
 
     store = daemon.ingestor.store
     if method == "import_summaries":

@@ -265,7 +265,7 @@ class Importer:
         self.invalid: dict[str, int] = {}
         self.skip_tools: frozenset[str] = frozenset()  # the daemon's, from `import_state`
         from nmemd.capture.extract import extract  # not at module level: every `nmem` command imports this module
-        from nmemd.store.database import natural_key
+        from nmemd.store.keys import natural_key
 
         self._extract = extract
         self._natural_key = natural_key

@@ -33,7 +33,8 @@ from nmemd.errors import StorageError, UnknownJob
 from nmemd.jobs import retention
 from nmemd.store import fts, readers
 from nmemd.store.checkpointer import WAL_TRUNCATE_BYTES, keep_wal_short, side_checkpoint
-from nmemd.store.database import Store, on_writer_thread, plan_fts_data_as_large, translate
+from nmemd.store.database import Store, on_writer_thread, translate
+from nmemd.store.repair import plan_fts_data_as_large
 
 if TYPE_CHECKING:
     from nmemd.capture.host import Host

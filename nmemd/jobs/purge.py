@@ -36,7 +36,8 @@ from nmemd.recall import queries
 from nmemd.recall.queries import ALL_PROJECTS, Filters, convert_params
 from nmemd.recall.summary import summarize_session
 from nmemd.store import fts
-from nmemd.store.database import KEY_DIGEST_FUNCTION, TOOL_CALL_ROW, TOOL_CALL_ROW_KEY, Store
+from nmemd.store.database import Store
+from nmemd.store.keys import KEY_DIGEST_FUNCTION, TOOL_CALL_ROW, TOOL_CALL_ROW_KEY
 from nmemd.team.local import ENQUEUE_TOMBSTONES
 
 LOG = logging.getLogger("nmemd.purge")

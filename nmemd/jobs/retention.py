@@ -41,7 +41,8 @@ from nmemd.capture import clock
 from nmemd.config import tunable
 from nmemd.jobs import purge
 from nmemd.store import readers
-from nmemd.store.database import FTS_MERGES, Store, set_fts_merges
+from nmemd.store.database import Store
+from nmemd.store.repair import FTS_MERGES, set_fts_merges
 
 LOG = logging.getLogger("nmemd.retention")
 STEP_TARGET_MS = 3.0  # aim for steps this long: ingestion waits at most about one step

@@ -29,6 +29,11 @@ SPANS_PER_FIELD: Final = 256  # places a phrase might stand, checked per field, 
 # bytes in hex behind a `zzp` no English word starts with.
 COLUMNS: Final = "title, content, file_path, command, scope"
 SCOPE_SQL: Final = "'zzp' || hex(project)"
+# One FTS5 insert for many rows (migrations m002, m004): the ids are ours and ascending. Each is
+# followed by grams.INDEX_RANGE, the same rows' unspaced-script pairs (m007).
+INDEX_RANGE: Final = (
+    f"INSERT INTO observations_fts(rowid, {COLUMNS}) SELECT id, {COLUMNS} FROM observations WHERE id >= ? AND id < ?"
+)
 
 
 def values(row: str) -> str:
