@@ -1,6 +1,6 @@
 """The long runs of issue #5's fault-injection scenarios; prints the figures RELIABILITY.md records.
 
-The scenarios are the functions of tests/test_reliability.py (and, for 1, 3, 11 and 12, the
+The scenarios are the functions of tests/daemon/test_reliability.py (and, for 1, 3, 11 and 12, the
 pieces of test_killrecovery.py / test_faults.py): the same code CI runs at scale 1, run here at
 a larger scale. For each: events sent, stored, lost, duplicated; how clients fared; client wall
 time p50/p99/max against the client timeout; PASS or the criteria that failed.
@@ -27,12 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "bench"), str(REPO)]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "daemon"), str(REPO / "bench"), str(REPO)]
 
 import test_reliability as R  # noqa: E402
 from common import add_quiet_arg, print_machine, wait_quiet  # noqa: E402
-from conftest import Daemon, db_rows  # noqa: E402
-from helpers import count, kill_all, new_id, payload, wait_until  # noqa: E402
+from support.daemon import Daemon  # noqa: E402
+from support.db import db_rows  # noqa: E402
+from support.helpers import count, kill_all, new_id, payload, wait_until  # noqa: E402
 
 from nmem_client import inbox, protocol  # noqa: E402
 from nmem_client.hook import deliver  # noqa: E402

@@ -1,6 +1,6 @@
 """Search on a team server holding a 10,000,000-observation team (issue #30).
 
-Starts its own PostgreSQL cluster in a temporary folder (tests/pg_cluster.py), creates nmem's
+Starts its own PostgreSQL cluster in a temporary folder (tests/support/pg_cluster.py), creates nmem's
 schema with `nmem team init`'s code and a member with `add-member`'s, then COPYs `--rows` generated
 observations into one team: 40 projects, 25 authors, titles and bodies that mix English words
 (Zipf-like), snake_case / camelCase / CONSTANT identifiers, file paths, commands and error lines.
@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import pg_cluster  # noqa: E402
 import psycopg  # noqa: E402
 from common import percentile, print_machine  # noqa: E402
+from support import pg_cluster  # noqa: E402
 
 from nmemd.team import admin, server_search  # noqa: E402
 

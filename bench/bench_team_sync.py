@@ -35,8 +35,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 from common import median, p99, print_machine, send_one  # noqa: E402
-from pg_cluster import running_cluster  # noqa: E402
-from team_world import Member, Proxy, bash_event, via, wait_for  # noqa: E402
+from support.pg_cluster import running_cluster  # noqa: E402
+from support.team_world import Member, Proxy, bash_event, via, wait_for  # noqa: E402
 
 from nmemd.team import admin  # noqa: E402
 
@@ -321,7 +321,7 @@ def main() -> None:
     args = ap.parse_args()
     print_machine()
     with running_cluster() as cluster:
-        from pg_cluster import Database  # noqa: F401 - the cluster's own database context
+        from support.pg_cluster import Database  # noqa: F401 - the cluster's own database context
 
         with cluster.database() as db:
             admin.init(db.admin_dsn, "acme")

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from claude_code import SKIP_REASON, Run, World, claude_bin
 from fakeapi import FakeAPI, all_text, first_user_text, text, tool
-from helpers import wait_until
+from support.helpers import wait_until
 
 pytestmark = [
     pytest.mark.claude_code,

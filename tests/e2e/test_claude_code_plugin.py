@@ -18,7 +18,7 @@ import pytest
 from agent_world import BIN
 from claude_code import REPO, SKIP_REASON, Run, World, claude_bin
 from fakeapi import FakeAPI, all_text, text, tool
-from helpers import wait_until
+from support.helpers import wait_until
 
 pytestmark = [
     pytest.mark.claude_code,

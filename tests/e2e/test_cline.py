@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import BIN
-from helpers import wait_until
 from opencode_api import FakeChat
+from support.env import BIN
+from support.helpers import wait_until
 
 VERSION = "3.0.65"
 STORE_WAIT_S = 60.0

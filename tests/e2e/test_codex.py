@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from codex_api import FakeResponses, developer_texts, mcp_call, message, outputs, patch, shell, tool_search
 from codex_cli import SKIP_REASON, CodexWorld, codex_bin
-from helpers import wait_until
+from support.helpers import wait_until
 
 pytestmark = [
     pytest.mark.codex,

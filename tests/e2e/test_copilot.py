@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from copilot_api import FakeCopilotAPI, call, message, output_texts, patch, shell, tool_names, user_texts
 from copilot_cli import SKIP_REASON, CopilotWorld, copilot_bin
-from helpers import wait_until
+from support.helpers import wait_until
 
 pytestmark = [
     pytest.mark.copilot,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from gemini_api import FakeGemini, call, function_responses, shell, text, tool_names, user_texts
 from gemini_cli import SKIP_REASON, GeminiWorld, gemini_bin
-from helpers import wait_until
+from support.helpers import wait_until
 
 pytestmark = [
     pytest.mark.gemini,

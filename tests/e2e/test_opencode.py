@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from helpers import wait_until
 from opencode_api import SKIP_REASON, FakeChat, OpenCodeWorld, opencode_bin, system_text, tool_names, tool_results
+from support.helpers import wait_until
 
 pytestmark = [
     pytest.mark.opencode,

@@ -1,0 +1,74 @@
+"""The WAL is checkpointed in the background while the daemon runs, never inside a commit."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import anyio
+import pytest
+from support.daemon import Daemon
+from support.db import db_rows, integrity_ok
+from support.helpers import new_id, payload, wait_until
+
+from nmem_client import protocol
+from nmem_client.hook import deliver
+from nmemd import config
+from nmemd.model import Extracted, Observation
+from nmemd.store.batches import Incoming
+from nmemd.store.checkpointer import Checkpointer
+from nmemd.store.database import open_store
+
+
+def test_wal_is_copied_into_the_database_while_events_keep_coming(daemon: Daemon) -> None:
+    daemon.env["NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S"] = "0"  # the scheduled job is not what we test
+    daemon.start()
+    assert db_rows(daemon.db, "PRAGMA wal_autocheckpoint") == [(1000,)]  # readers keep SQLite's default
+    empty = os.stat(daemon.db).st_size
+    for i in range(300):
+        status, _ = deliver(protocol.KIND_HOOK, new_id().encode(), payload(f"ckpt-{i:04d}"), 5.0)
+        assert status == b"OK"
+    # Only a checkpoint moves pages into the main file: it grows while the daemon still runs.
+    wait_until(lambda: os.stat(daemon.db).st_size > empty, 10, "a background checkpoint")
+    assert daemon.stop() == 0
+    assert db_rows(daemon.db, "SELECT count(*) FROM events") == [(300,)]
+    assert os.stat(str(daemon.db) + "-wal").st_size == 0  # TRUNCATE at shutdown
+
+
+@pytest.mark.anyio
+async def test_sustained_writes_restart_the_wal_instead_of_growing_it() -> None:
+    """Commits back to back: PASSIVE alone never catches up; RESTART keeps the WAL bounded.
+
+    At least 300 batches, and on (bounded) until the checkpointer has restarted the WAL: on a fast run
+    its first checkpoint can come after 300 batches are already in.
+    """
+    settings = config.load()
+    async with open_store(settings) as store:
+        checkpointer = Checkpointer(store, interval=0.0, restart_frames=64)
+        store.on_commit = checkpointer.committed
+        frames_seen: list[int] = []
+        batches = 0
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(checkpointer.run)
+            while batches < 300 or (checkpointer.restarts == 0 and batches < 5000):
+                items = [_incoming(f"sustained-{batches}-{k}") for k in range(4)]
+                await store.commit_batch(items)
+                batches += 1
+                if batches % 20 == 0:
+                    frames_seen.append(checkpointer.wal_frames)
+            tg.cancel_scope.cancel()
+        assert checkpointer.restarts > 0, (checkpointer.runs, frames_seen)
+        assert max(frames_seen[len(frames_seen) // 2 :]) < 64 * 8, frames_seen
+    assert db_rows(settings.db, "SELECT count(*) FROM events") == [(4 * batches,)]
+    integrity_ok(settings.db)
+
+
+def _incoming(marker: str) -> Incoming:
+    ex = Extracted(
+        hook_event="PostToolUse",
+        session_id="sustained",
+        cwd="/p",
+        project="/p",
+        observations=[Observation(type="edit", title=f"Edit {marker}", content="x" * 2000, file_path=f"/p/{marker}")],
+    )
+    return Incoming(event_id=marker.replace("-", "x"), received_at=time.time(), extracted=ex)

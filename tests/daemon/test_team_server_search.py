@@ -1,0 +1,164 @@
+"""Team memory: `search_team` on a real server, as a member (row-level security on)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from support.pg_cluster import Database
+
+from nmemd.errors import QueryError, TeamError
+from nmemd.team import admin, server_search
+from nmemd.team.server_search import search_team
+
+pytestmark = [pytest.mark.postgres, pytest.mark.anyio]
+
+ROWS = [
+    # (member, team, project, event_id, kind, title, body, files)
+    ("kim", "acme", "github.com/acme/api", "e1", "edit", "Fixed the flaky websocket test",
+     "the websocket reconnect raced the ping; waited on the open event", ["tests/ws_test.py"]),
+    ("kim", "acme", "github.com/acme/api", "e2", "command", "Ran `pytest -k ws`: exit 0",
+     "$ pytest -k ws\n12 passed", []),
+    ("lee", "acme", "github.com/acme/api", "e3", "edit", "Edited src/api/routes.py",
+     "moved parse_config out of the request handler", ["src/api/routes.py"]),
+    ("lee", "acme", "github.com/acme/web", "e4", "error", "Error in useEffect",
+     "TypeError: Cannot read properties of undefined (reading 'map') in a websocket hook", ["web/src/hooks/ws.ts"]),
+    ("kim", "vault", "github.com/acme/keys", "v1", "edit", "Rotated the websocket signing key",
+     "vault-only websocket text", ["keys/ws.pem"]),
+]  # fmt: skip
+
+
+@pytest.fixture
+def server(pg_db: Database) -> Iterator[dict[str, str]]:
+    for team in ("acme", "vault"):
+        admin.init(pg_db.admin_dsn, team)
+    dsn = {name: admin.add_member(pg_db.admin_dsn, "acme", name).dsn for name in ("kim", "lee", "bob")}
+    admin.add_member(pg_db.admin_dsn, "vault", "kim")
+    when = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    for member, team, project, event_id, kind, title, body, files in ROWS:
+        with psycopg.connect(dsn[member], autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO nmem.observations (team, project, event_id, machine, agent, session_id, kind, title,"
+                " body, files, created_at) VALUES (%s, %s, %s, 'laptop', 'codex', 's1', %s, %s, %s, %s, %s)",
+                (team, project, event_id, kind, title, body, files, when),
+            )
+    yield dsn
+
+
+async def search(dsn: str, query: str, **kw: Any) -> list[server_search.TeamHit]:
+    args: dict[str, Any] = {"team": "acme", "project": None, "limit": 10, "author": None, "timeout_ms": 5000, **kw}
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        return await search_team(conn, query=query, **args)
+
+
+async def test_words_rank_title_hits_first_with_author_and_agent(server: dict[str, str]) -> None:
+    hits = await search(server["bob"], "websocket")
+    assert [h.event_id for h in hits] == ["e1", "e4"]  # the title's word weighs more than the body's
+    first = hits[0]
+    assert (first.author, first.agent, first.machine, first.kind, first.project) == (
+        "kim",
+        "codex",
+        "laptop",
+        "edit",
+        "github.com/acme/api",
+    )
+    assert first.files == ["tests/ws_test.py"] and "websocket reconnect" in first.snippet
+    assert first.created_at == dt.datetime(2026, 11, 1, tzinfo=dt.UTC).timestamp()
+    assert [h.event_id for h in await search(server["bob"], '"flaky websocket test"')] == ["e1"]
+
+
+async def test_identifiers_paths_and_commands(server: dict[str, str]) -> None:
+    assert [h.event_id for h in await search(server["bob"], "parse_config")] == ["e3"]
+    assert [h.event_id for h in await search(server["bob"], "useEffect")] == ["e4"]
+    assert [h.event_id for h in await search(server["bob"], "src/api/routes.py")] == ["e3"]
+    # a part of a path: the word index holds the whole path, the trigram index finds the part
+    assert [h.event_id for h in await search(server["bob"], "routes.py")] == ["e3"]
+    assert [h.event_id for h in await search(server["bob"], "ws_test")] == ["e1"]
+    # `-k` is a flag, not a negation
+    assert [h.event_id for h in await search(server["bob"], "pytest -k ws")] == ["e2"]
+    assert [h.event_id for h in await search(server["bob"], "TypeError: Cannot read properties")] == ["e4"]
+    assert await search(server["bob"], "kubernetes") == []
+
+
+async def test_project_and_author_filters(server: dict[str, str]) -> None:
+    assert [h.event_id for h in await search(server["kim"], "websocket", project="github.com/acme/web")] == ["e4"]
+    assert [h.event_id for h in await search(server["kim"], "websocket", author="kim")] == ["e1"]
+    assert await search(server["kim"], "websocket", author="nobody") == []
+
+
+async def test_a_member_never_finds_a_team_they_are_not_in(server: dict[str, str]) -> None:
+    assert await search(server["bob"], "websocket", team="vault") == []
+    assert await search(server["bob"], "keys/ws.pem", team="vault") == []
+    assert [h.event_id for h in await search(server["kim"], "websocket", team="vault")] == ["v1"]
+    assert all(h.event_id != "v1" for h in await search(server["kim"], "websocket"))
+    # nor by calling the server's function directly with another team
+    with psycopg.connect(server["bob"]) as conn:
+        rows = conn.execute("SELECT * FROM nmem.search('vault', NULL, 'websocket', NULL, NULL, 500, 10)").fetchall()
+        assert rows == []
+
+
+async def test_a_common_word_hands_at_most_the_candidates_to_ranking(server: dict[str, str], pg_db: Database) -> None:
+    many = server_search.CANDIDATES * 3
+    pg_db.execute(
+        "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind, title,"
+        " body, created_at) SELECT 'acme', 'github.com/acme/api', 'bulk' || i, 'lee', 'm', 'codex', 's2', 'edit',"
+        " 'common word number ' || i, 'common', now() FROM generate_series(1, %s) AS i",
+        (many,),
+    )
+    hits = await search(server["bob"], "common", limit=50)
+    assert len(hits) == 50
+    # a common query's candidates are the newest rows (equal ranks: the newest first)
+    newest = pg_db.execute("SELECT seq FROM nmem.observations WHERE event_id LIKE 'bulk%%' ORDER BY seq DESC LIMIT 50")
+    assert [h.seq for h in hits] == [seq for (seq,) in newest]
+    # a rare word among them still goes through the index
+    assert [h.event_id for h in await search(server["bob"], "reconnect")] == ["e1"]
+    with psycopg.connect(pg_db.superuser_dsn) as conn:  # the candidates, counted on the function's own plan
+        conn.execute("LOAD 'auto_explain'")
+        conn.execute("SET auto_explain.log_min_duration = 0")
+        conn.execute("SET auto_explain.log_nested_statements = on")
+        conn.execute("SET auto_explain.log_analyze = on")
+        conn.execute("SET client_min_messages = log")
+        conn.execute("SET auto_explain.log_level = notice")
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("GRANT nmem_admin TO postgres")
+        conn.execute("INSERT INTO nmem.members (team, member) VALUES ('acme', 'postgres')")
+        assert (
+            len(conn.execute("SELECT * FROM nmem.search('acme', NULL, 'common', NULL, NULL, 500, 50)").fetchall()) == 50
+        )
+    plan = "\n".join(notices)
+    assert f"rows={server_search.CANDIDATES} loops=1" in plan and f"rows={many}" not in plan.split("Limit")[-1]
+
+
+async def test_a_search_over_its_budget_is_a_one_line_error(server: dict[str, str], pg_db: Database) -> None:
+    with psycopg.connect(pg_db.superuser_dsn) as locker:  # holds the table: the search waits, then its budget ends
+        locker.execute("LOCK TABLE nmem.observations IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(TeamError, match="ran out of its 200 ms"):
+            await search(server["bob"], "websocket", timeout_ms=200)
+    assert [h.event_id for h in await search(server["bob"], "websocket")] == ["e1", "e4"]  # the connection recovers
+
+
+async def test_bad_queries(server: dict[str, str]) -> None:
+    with pytest.raises(QueryError):
+        await search(server["bob"], "   ")
+    assert await search(server["bob"], "!!! ???") == []
+    assert await search(server["bob"], "'; DROP TABLE nmem.observations; --") == []
+    assert server_search.substring_term("fix src/api/routes.py and parse_config") == "src/api/routes.py"
+    assert server_search.substring_term("plain words only") is None
+    assert server_search.like_pattern("a_b%c") == "%a\\_b\\%c%"
+
+
+async def test_a_common_substring_is_found_among_the_newest_rows(server: dict[str, str], pg_db: Database) -> None:
+    pg_db.execute(
+        "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind, title,"
+        " body, files, created_at) SELECT 'acme', 'github.com/acme/api', 'path' || i, 'lee', 'm', 'codex', 's3',"
+        " 'read', 'Read a file', 'nothing to see', ARRAY['lib/http/server_config.py'], now()"
+        " FROM generate_series(1, 40) AS i"
+    )
+    hits = await search(server["bob"], "server_config.py", limit=5)
+    newest = pg_db.execute("SELECT event_id FROM nmem.observations ORDER BY seq DESC LIMIT 5")
+    assert [h.event_id for h in hits] == [e for (e,) in newest]
+    assert all(h.files == ["lib/http/server_config.py"] for h in hits)

@@ -1,0 +1,24 @@
+"""A real GitHub Copilot CLI 1.0.102 session's hook payloads and events.jsonl (tests/data/copilot)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nmemd.capture.copilot import hook_call_id, ms_of
+from support.fixtures import DATA as ALL_DATA
+
+DATA = ALL_DATA / "copilot"
+SESSION = "0b7f87d9-3144-486c-8ad7-7f4747ab62c0"
+EVENTS = DATA / f"events-{SESSION}.jsonl"
+
+
+def real_payloads() -> list[dict[str, Any]]:
+    lines = (DATA / "hooks-1.0.102.jsonl").read_text().splitlines()
+    return [{"nmem_agent": "copilot", **json.loads(line)} for line in lines if line.strip()]
+
+
+def hook_ids() -> list[str]:
+    """What the live hooks key the session's tool calls by: each hook's time and a digest of its input."""
+    tools = [p for p in real_payloads() if p["hook_event_name"].startswith("PostToolUse")]
+    return [hook_call_id(ms_of(p["timestamp"]) or 0, p["tool_input"]) for p in tools]

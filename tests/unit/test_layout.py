@@ -1,0 +1,212 @@
+"""The package's folders depend on each other in one direction only (docs/how-it-works.md: Where the code lives).
+
+Every `import` of every module is read, the lazy ones inside functions and the
+ones under TYPE_CHECKING too, so a cycle cannot hide behind either.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "nmemd"
+
+# Top to bottom. A folder may import its own modules and any folder on a lower line;
+# folders on one line are independent of each other. "" is the package's own modules
+# (config, model, errors), which everything may use.
+LAYERS: list[tuple[str, ...]] = [
+    ("cli", "__main__"),
+    ("setup", "web"),
+    ("client",),
+    ("daemon",),
+    ("jobs", "history", "mcp"),
+    ("team",),
+    ("recall",),
+    ("capture",),
+    ("store", "agents"),
+    ("",),
+]
+RANK = {folder: rank for rank, line in enumerate(LAYERS) for folder in line}
+# Code run in a child process, named in a string (`python -c "from nmemd.x import ..."`, `-m nmemd.x`,
+# `importlib.import_module("nmemd.x...")`), is read as an import too. The edges that point up on purpose:
+PROCESS_EDGES: dict[tuple[str, str], str] = {
+    ("jobs/maintenance.py", "nmemd.cli"): "the scheduled history job runs `nmem import-transcripts --json` as a child",
+    ("web/service.py", "nmemd.cli"): "`nmem ui --background` starts the lasting viewer, `nmem ui --serve-background`",
+}
+
+# The registry's built-in specs reach each agent's own modules (higher up) through functions that import
+# them when first called (nmemd/agents/registry.py says why); only these, and never at module level.
+LAZY_EDGES: dict[tuple[str, str], str] = {
+    ("agents/registry.py", "nmemd.capture"): "each built-in agent's payload parser and normalizer",
+    ("agents/registry.py", "nmemd.setup.agent_setup"): "each built-in agent's install, uninstall and doctor checks",
+    ("agents/registry.py", "nmemd.history.sources"): "each built-in agent's history: where it lives, how it is read",
+}
+
+
+def _folder(module: str) -> str:
+    """`nmemd.store.database` -> `store`; `nmemd.config` and `nmemd` -> ``."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] == "__main__":
+        return "__main__"
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else ""
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("nmemd")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("nmemd"):
+            base = node.module or ""
+            if base == "nmemd":  # `from nmemd import store` names a folder or a module
+                found += [(node.lineno, f"nmemd.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, base))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [(node.lineno, m) for m in _CODE_IMPORT.findall(node.value)]  # `python -c "from nmemd.x import"`
+        elif isinstance(node, ast.List | ast.Tuple):  # `[python, "-m", "nmemd.x"]`
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            found += [
+                (node.lineno, str(b)) for a, b in zip(words, words[1:], strict=False) if a == "-m" and _is_nmemd(b)
+            ]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module"):
+            arg = node.args[0] if node.args else None  # `import_module(f"nmemd.x.{name}")`
+            first = arg.values[0] if isinstance(arg, ast.JoinedStr) and arg.values else arg
+            if isinstance(first, ast.Constant) and _is_nmemd(first.value):
+                found.append((node.lineno, first.value.rstrip(".")))
+    return found
+
+
+_CODE_IMPORT = re.compile(r"\bfrom (nmemd(?:\.\w+)+) import\b")
+
+
+def _is_nmemd(name: object) -> bool:
+    return isinstance(name, str) and (name == "nmemd" or name.startswith("nmemd."))
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_folder_has_a_place_in_the_layers() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= set(RANK), f"add {sorted(folders - set(RANK))} to LAYERS"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path: Path) -> None:
+    here = _folder("nmemd." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+    wrong = []
+    for line, target in _imports(path):
+        there = _folder(target)
+        if (str(path.relative_to(PACKAGE)), target) in PROCESS_EDGES | LAZY_EDGES:
+            continue
+        if there != here and RANK[there] <= RANK[here]:
+            wrong.append(f"line {line}: {target} ({there or 'nmemd'}) is not below {here or 'nmemd'}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_process_edges_named_are_there() -> None:
+    """An edge that went away leaves PROCESS_EDGES too (so the list stays the truth)."""
+    for (module, target), why in PROCESS_EDGES.items():
+        assert target in {t for _, t in _imports(PACKAGE / module)}, f"{module} no longer runs {target} ({why})"
+
+
+def test_the_lazy_edges_are_lazy() -> None:
+    """An upward edge of the registry is imported inside a function, never at module level (no cycle at import)."""
+    for module, target in LAZY_EDGES:
+        body = ast.parse((PACKAGE / module).read_text()).body
+        top = {n.module for n in body if isinstance(n, ast.ImportFrom)} | {
+            a.name for n in body if isinstance(n, ast.Import) for a in n.names
+        }
+        assert not any(t == target or t.startswith(target + ".") for t in top if t), (
+            f"{module} imports {target} at load"
+        )
+        assert target in {t for _, t in _imports(PACKAGE / module)}, f"{module} no longer reaches {target}"
+
+
+def test_folders_say_what_they_hold() -> None:
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 40, f"{init.relative_to(PACKAGE)} needs a docstring saying what the folder holds"
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """Annotations of names imported only for type checking must not be evaluated at import time."""
+    import subprocess
+    import sys
+
+    names = [".".join(("nmemd", *p.relative_to(PACKAGE).with_suffix("").parts)) for p in _modules()]
+    names = [n.removesuffix(".__init__") for n in names if not n.endswith("__main__")]
+    code = "import importlib, sys\nfor n in sys.argv[1:]: importlib.import_module(n)"
+    done = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_package_imported_is_declared() -> None:
+    """A package nmem imports by name is in pyproject's dependencies (or an extra), not only there
+    because another dependency brings it today."""
+    import re
+    import sys
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    reqs = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    declared = {re.split(r"[<>=!~\[;\s]", r, maxsplit=1)[0].lower().replace("_", "-") for r in reqs}
+    dists = packages_distributions()
+    undeclared: dict[str, str] = {}
+    for path in [*_modules(), *sorted((PACKAGE.parent / "nmem_client").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for top in {name.split(".")[0] for name in names} - set(sys.stdlib_module_names) - {"nmemd", "nmem_client"}:
+                if not {d.lower().replace("_", "-") for d in dists.get(top, [top])} & declared:
+                    undeclared.setdefault(top, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not undeclared, f"imported, not in pyproject: {undeclared}"
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_a_leading_underscore_means_private() -> None:
+    """No module takes another's `_name` (`from nmemd.x import _name`, or `x._name` of an imported
+    module): what other modules use is public and named for what it does."""
+    paths = [*_modules(), *sorted((PACKAGE.parent / "nmem_client").glob("*.py"))]
+    modules = {_module_name(p) for p in paths}
+    wrong = []
+    for path in paths:
+        here = _module_name(path)
+        tree = ast.parse(path.read_text(), str(path))
+        aliases: dict[str, str] = {}  # a local name -> the nmem module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules | {"nmemd"}:
+                for alias in node.names:
+                    if node.module != here and _private(alias.name):
+                        wrong.append(
+                            f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: from {node.module} import {alias.name}"
+                        )
+                    if f"{node.module}.{alias.name}" in modules:
+                        aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in modules and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name):
+                there = aliases.get(node.value.id)
+                if there is not None and there != here:
+                    wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
