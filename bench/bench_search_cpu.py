@@ -2,7 +2,7 @@
 
 `bench_scale.py` times searches through the daemon; this runs the same 284 queries of a cached
 scale store (its `meta.json`) straight on a read-only connection, so the cost splits into the
-index lookups (`_candidates`) and the ranking in Python (`_rank`), and compares two trees in
+index lookups (`lookups.candidates`) and the ranking in Python (`ranking.rank`), and compares two trees in
 turn: this checkout and `--tree DIR` (a worktree of another commit), alternating rounds, medians.
 
     .venv/bin/python bench/bench_search_cpu.py --store /tmp/nmem-scale-s/obs-1000000 --tree /work/wt-base
@@ -36,7 +36,13 @@ def timed(name, fn):
     def run(*a):
         t = time.perf_counter(); r = fn(*a); spent[name] = time.perf_counter() - t; return r
     return run
-S._candidates, S._rank = timed("lookups", S._candidates), timed("rank", S._rank)
+try:  # lookups and ranking in modules of their own (a tree from before: both in search.py)
+    from nmemd.recall import lookups, ranking
+    steps = ((lookups, "candidates", "lookups"), (ranking, "rank", "rank"))
+except ImportError:
+    steps = ((S, "_candidates", "lookups"), (S, "_rank", "rank"))
+for module, attr, name in steps:
+    setattr(module, attr, timed(name, getattr(module, attr)))
 out = []
 for rnd in range(int(sys.argv[3]) + 1):
     for q in meta["queries"]:

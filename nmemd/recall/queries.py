@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any, TypeVar
 
 import msgspec
@@ -266,6 +266,11 @@ def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
     for hit in hits:
         if r := found.get(hit.id):
             hit.author, hit.agent = r[1], r[2] or "claude-code"
+
+
+def marks(values: Sized) -> str:
+    """One `?` per value, for `IN (...)`."""
+    return ",".join("?" * len(values))
 
 
 def checked_limit(limit: int) -> int:

@@ -11,7 +11,7 @@ from support.db import db_rows, integrity_ok
 
 from nmemd import config
 from nmemd.model import Extracted, Observation
-from nmemd.recall import search
+from nmemd.recall import lookups, search
 from nmemd.store import fts, readers, repair
 from nmemd.store.batches import Incoming
 from nmemd.store.database import open_store
@@ -319,7 +319,7 @@ async def test_a_project_search_finds_its_rows_beneath_a_busier_projects_newer_o
     """A project asks the index for its own rows: before m010, a word common in a busier project filled
     every lookup with that project's newer rows and the quiet project's search found none of its own."""
     settings = config.load()
-    newer = search.SCAN_LIMIT + 50
+    newer = lookups.SCAN_LIMIT + 50
     async with open_store(settings) as store:
         quiet = [
             _in(

@@ -1,0 +1,285 @@
+"""How search orders what its lookups found: BM25 computed here on the candidates' own text.
+
+Each term's idf comes from the lookups (estimated from how densely its newest matches lie); a
+row's title, path and command are counted for every candidate, its content for the best of them
+only (content is most of the bytes, and reading it most of a search's time). Rows that hold more
+of the terms rank first (coverage), weighted by the kind of observation, the question's hints
+("which file did we edit": edits), the prompt of the row's turn and recency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final
+
+from nmemd.recall.queries import HIT_COLUMNS, Hit, marks
+from nmemd.recall.summary import command_kind
+from nmemd.recall.terms import Query, occurrences
+
+# How much an observation type matters when ranking equally relevant text. What changed the
+# code (edits, writes) and what went wrong (errors) answer most questions; reads and todo
+# snapshots restate them and recur, so they rank below.
+TYPE_WEIGHT: Final[dict[str, float]] = {
+    "error": 1.3,
+    "edit": 1.3,
+    "write": 1.3,
+    "prompt": 1.1,
+    "command": 1.15,
+    "compact": 1.1,
+    "stop": 1.1,
+    "agent": 1.0,
+    "mcp": 0.9,
+    "search": 0.85,
+    "fetch": 0.85,
+    "task": 0.75,
+    "read": 0.75,
+    "tool": 0.7,
+    "session": 0.6,
+    "event": 0.5,
+    "notification": 0.4,
+}
+# A build, test or lint command answers "how do we run X"; `ls`, `cat`, `grep` only looked around.
+COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
+HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
+FIELD_WEIGHTS: Final = (4.0, 1.0, 1.0, 2.5, 2.5)  # title, content, file_path's folders and its name, command
+PART_WEIGHT: Final = 0.5  # a word as part of an identifier (camelCase, kebab-case), against the word itself
+HINT_WORD_WEIGHT: Final = 0.5  # a word that names a kind of work ("error", "command"), against another word
+NEAR_WEIGHT: Final = 1.0  # two query words side by side, against one word's own weight
+TURN_WEIGHT: Final = 0.3  # the turn's prompt, for the words a row lacks (`_turn_prompts`)
+K1: Final = 1.2  # BM25's term-frequency saturation
+B: Final = 0.5  # and its length normalisation (less than 0.75: long outputs hold answers too)
+AVERAGE_CHARS: Final = 1200.0  # a typical observation's text, for the length normalisation
+RECENCY_HALF_LIFE_DAYS: Final = 14.0
+RESCORE: Final = 60  # best candidates ranked on their title, path and command
+WITH_CONTENT: Final = 20  # the best of those ranked again with their content
+SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
+
+_COMMIT: Final = re.compile(r"\s*(?:cd\s+\S+\s*&&\s*)?git\s+commit\b")
+
+
+@dataclass
+class Candidate:
+    """A row some lookup returned, and which (`lookups.candidates`)."""
+
+    found_by: set[int] = field(default_factory=set)  # the lookups (term indexes) that returned it
+    all_terms: bool = False  # returned by the all-terms lookup
+
+
+def unsaid(project: str | None) -> str:
+    """The project's own path, lowercase, when the search is in one project: every row there may
+    name it ("warning: Git tree '/home/me/skypilot-flake' is dirty"), so its words say nothing."""
+    top = (project or "").rstrip("/\\").lower()
+    return top if len(top) > 1 else ""
+
+
+def rank(
+    conn: sqlite3.Connection,
+    query: Query,
+    found: dict[int, Candidate],
+    idf: list[float],
+    now: float,
+    unsaid: str = "",
+) -> tuple[list[Hit], dict[int, str]]:
+    """BM25 over title, content, path and command, computed here on the best candidates' text; and the
+    content read (its first SCORED_CHARS) of the best of them, by id. `unsaid`: text not counted."""
+    if not found:
+        return [], {}
+    idf = [w * HINT_WORD_WEIGHT if term.hint else w for term, w in zip(query.terms, idf, strict=True)]
+
+    def rough(kv: tuple[int, Candidate]) -> tuple[float, int]:
+        cand = kv[1]
+        weight = sum(idf[i] for i in range(len(idf))) if cand.all_terms else sum(idf[i] for i in cand.found_by)
+        return (-weight, -kv[0])
+
+    best = [rowid for rowid, _ in sorted(found.items(), key=rough)[:RESCORE]]
+    rows = {
+        r[0]: r
+        for r in conn.execute(
+            f"SELECT {HIT_COLUMNS}, o.last_ts, o.command FROM observations o WHERE o.id IN ({marks(best)})", best
+        )
+    }
+    # Two passes: title, path and command for every candidate, with the prompt of its turn (a terse
+    # command that its turn asked for is not cut here), then the content of the best of them (content
+    # is most of the bytes a row holds, and reading it is most of a search's time).
+    short = {rowid: _count(query, _short_fields(r), unsaid=unsaid) for rowid, r in rows.items()}
+    words = query.word_indexes
+    lacking = {  # rows that may lack a word: only for those does their turn's prompt count (`_score`)
+        rowid: r
+        for rowid, r in rows.items()
+        if not found[rowid].all_terms
+        and not words <= found[rowid].found_by | {i for i, tf in enumerate(short[rowid].tf) if tf}
+    }
+    asked = _turn_prompts(conn, query, lacking)
+    first = {
+        rowid: _score(query, found[rowid], idf, r, short[rowid], now, asked.get(rowid)) for rowid, r in rows.items()
+    }
+    top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
+    top = top[:WITH_CONTENT]
+    contents = dict(
+        conn.execute(
+            f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({marks(top)})", [SCORED_CHARS, *top]
+        ).fetchall()
+    )
+    hits: list[Hit] = []
+    for rowid, r in rows.items():
+        content = contents.get(rowid)
+        if content is None:
+            score = first[rowid]
+        else:
+            whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid], unsaid=unsaid)
+            score = _score(query, found[rowid], idf, r, whole, now, asked.get(rowid))
+        if score is None:
+            continue
+        hits.append(
+            Hit(
+                id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6],
+                count=r[7], score=round(score, 4),
+            )
+        )  # fmt: skip
+    hits.sort(key=lambda h: (h.score or 0.0, -h.id))
+    return hits, contents
+
+
+def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) -> dict[int, tuple[int, ...]]:
+    """How often each term occurs in the prompt of each candidate's turn (its first SCORED_CHARS), by
+    candidate id; counted once per prompt, which a turn's rows share.
+
+    A command or an edit seldom repeats the words of what it was for ("start the app":
+    `uv run streamlit run app.py`); the prompt that asked for it does."""
+    pairs = [[rowid, r[3]] for rowid, r in rows.items() if r[1] != "prompt"]
+    if not pairs:
+        return {}
+    turn = conn.execute(
+        """SELECT json_extract(c.value, '$[0]'), (
+                      SELECT max(p.observation_id) FROM prompts p WHERE p.session_id = json_extract(c.value, '$[1]')
+                      AND p.observation_id < json_extract(c.value, '$[0]'))
+           FROM json_each(?) c""",
+        (json.dumps(pairs),),
+    ).fetchall()
+    prompts = {p for _, p in turn if p is not None}
+    counts = {
+        r[0]: tuple(term.count(r[1].lower()) for term in query.terms)
+        for r in conn.execute(
+            "SELECT id, substr(title || ' ' || content, 1, ?) FROM observations"
+            " WHERE id IN (SELECT value FROM json_each(?))",
+            (SCORED_CHARS, json.dumps(sorted(prompts))),
+        )
+    }
+    return {rowid: counts[p] for rowid, p in turn if p in counts}
+
+
+@dataclass
+class _Counted:
+    """A row's term frequencies over the fields read so far, and their length: the second pass adds
+    the content to what the first pass counted in the title, path and command."""
+
+    tf: list[float]
+    length: int
+    near: list[float] = field(default_factory=list)  # by `Query.neighbours`: the pair standing together
+
+
+def _count(
+    query: Query, fields: Iterable[tuple[float, str | None]], into: _Counted | None = None, unsaid: str = ""
+) -> _Counted:
+    """Each term's weighted frequency in `fields` ((weight, text) pairs), added to `into`'s, less what
+    the text `unsaid` holds (`unsaid`). A word inside an identifier (clientId, skypilot-simple) counts
+    PART_WEIGHT of a word standing alone."""
+    neighbours = query.neighbours
+    if into is None:
+        counted = _Counted([0.0] * len(query.terms), 0, [0.0] * len(neighbours))
+    else:
+        counted = _Counted(list(into.tf), into.length, list(into.near))
+    tf = counted.tf
+    for w, text in fields:
+        if not text:
+            continue
+        raw = text[:SCORED_CHARS]
+        low = raw.lower()
+        if unsaid and unsaid in low:
+            raw = _without(unsaid).sub("/", raw)
+            low = raw.lower()
+        counted.length += len(low)
+        here = [0] * len(query.terms)
+        for i, term in enumerate(query.terms):
+            n = term.count(low)
+            if n:
+                parts = min(n, term.kebab_parts(low)) if term.camel and "-" in low else 0
+                tf[i] += w * (min(n, 20) - (1 - PART_WEIGHT) * min(parts, 20))
+                here[i] = n
+            elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
+                tf[i] += PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
+        for k, (i, j, together) in enumerate(neighbours):
+            if here[i] and here[j] and (n := occurrences(together, low)):
+                counted.near[k] += w * min(n, 20)
+    return counted
+
+
+@lru_cache(maxsize=64)
+def _without(unsaid: str) -> re.Pattern[str]:
+    return re.compile(re.escape(unsaid), re.IGNORECASE)
+
+
+def _short_fields(r: Sequence[Any]) -> tuple[tuple[float, str | None], ...]:
+    """Title, the path's folders and its name (a word in a folder says less than the file's own name),
+    and the command, with their weights."""
+    path = r[6] or ""
+    name_at = path.rfind("/") + 1
+    w = FIELD_WEIGHTS
+    return ((w[0], r[5]), (w[2], path[:name_at]), (w[3], path[name_at:]), (w[4], r[9]))
+
+
+def _score(
+    query: Query,
+    cand: Candidate,
+    idf: list[float],
+    r: Sequence[Any],
+    counted: _Counted,
+    now: float,
+    asked: Sequence[int] | None = None,
+) -> float | None:
+    """Negative (lower is better), as FTS5 ranks; None: it holds none of the words.
+
+    `asked`: each term's count in the prompt of the row's turn, a field of low weight for the words
+    the row lacks (`_turn_prompts`)."""
+    length_norm = K1 * (1 - B + B * (counted.length / AVERAGE_CHARS))
+    relevance = 0.0
+    covered: set[int] = set()
+    for i, term in enumerate(query.terms):
+        tf = counted.tf[i]
+        if not tf and (cand.all_terms or i in cand.found_by):
+            tf = FIELD_WEIGHTS[1]  # the index found it in content not read yet, or past the scored part
+        if tf:
+            relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
+            covered.update(term.covers or (i,))
+    if not relevance:
+        return None  # found through another term's lookup only, and holds none of the words
+    for k, (i, j, _) in enumerate(query.neighbours):
+        if near := counted.near[k]:
+            relevance += NEAR_WEIGHT * min(idf[i], idf[j]) * near * (K1 + 1) / (near + length_norm)
+    if asked:
+        for i, term in enumerate(query.terms):
+            stands_for = set(term.covers or (i,))
+            if not stands_for <= covered and (n := asked[i]):
+                tf = TURN_WEIGHT * min(n, 20)
+                relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
+                covered.update(stands_for)
+    coverage = len(covered & query.word_indexes) / query.words
+    age_days = max(0.0, now - float(r[8])) / 86400.0
+    recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
+    weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
+    if r[1] == "command" and r[9]:
+        weight *= _command_weight(r[9])
+    # coverage counts most: all the words before some of them
+    return -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
+
+
+@lru_cache(maxsize=4096)
+def _command_weight(command: str) -> float:
+    """Build and test commands above trivial ones; a commit's message restates the work it records,
+    and the rows that did the work answer better. Cached: hits repeat commands."""
+    return COMMAND_KIND_WEIGHT[0 if _COMMIT.match(command) else command_kind(command)]
