@@ -37,7 +37,7 @@ def _maintain_locally(job: str | None) -> Any:
     import anyio
 
     from nmemd.daemon.instance import InstanceLock, ensure_socket_dir, lock_holder
-    from nmemd.jobs import maintenance
+    from nmemd.jobs import scheduler
     from nmemd.store.database import open_store
 
     settings = load_settings()
@@ -54,9 +54,9 @@ def _maintain_locally(job: str | None) -> Any:
     except (NmemError, OSError) as exc:
         fail(str(exc))
 
-    async def run() -> list[maintenance.JobResult]:
+    async def run() -> list[scheduler.JobResult]:
         async with open_store(settings) as store:
-            return await maintenance.run_jobs(store, job)
+            return await scheduler.run_jobs(store, job)
 
     try:
         return msgspec.to_builtins(anyio.run(run))
@@ -77,10 +77,10 @@ def maintain(
 ) -> None:
     """Run database maintenance now (the daemon also runs it on a schedule) and print what each job did."""
     from nmemd.errors import DaemonUnavailable
-    from nmemd.jobs import maintenance
+    from nmemd.jobs import scheduler
 
-    if job is not None and job not in maintenance.JOBS:
-        fail(f"unknown job {job!r} (known: {', '.join(maintenance.JOBS)})")
+    if job is not None and job not in scheduler.JOBS:
+        fail(f"unknown job {job!r} (known: {', '.join(scheduler.JOBS)})")
     params = {"job": job} if job else {}
     try:
         raw = control.ask("maintain", params, timeout=MAINTAIN_TIMEOUT_S)
@@ -89,7 +89,7 @@ def maintain(
     except (NmemError, msgspec.DecodeError) as exc:
         fail(str(exc))
     try:
-        results = msgspec.convert(raw, list[maintenance.JobResult])
+        results = msgspec.convert(raw, list[scheduler.JobResult])
     except msgspec.ValidationError as exc:
         fail(f"unexpected maintain reply: {exc}")
     if json_out:

@@ -58,12 +58,12 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     if method == "drain":
         return {"drained": await drain_once(daemon.ingestor, settings)}
     if method == "maintain":
-        from nmemd.jobs import maintenance
+        from nmemd.jobs import scheduler
 
         job = params.get("job")
         if job is not None and not isinstance(job, str):
             raise QueryError("maintain: parameter 'job' must be a string")
-        return await maintenance.run_jobs(daemon, job)
+        return await scheduler.run_jobs(daemon, job)
     if method in purge.METHODS:  # purge, forget, pin: on the daemon's one write connection
         return await purge.call(daemon.ingestor.store, method, params)
     if method in transfer.METHODS:  # import: on the daemon's one write connection

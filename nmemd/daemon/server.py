@@ -43,7 +43,7 @@ from nmemd.daemon.instance import (
 )
 from nmemd.daemon.status import DaemonFacts
 from nmemd.errors import AlreadyRunning, NmemError, StorageError, rpc_kind
-from nmemd.jobs import maintenance
+from nmemd.jobs import scheduler
 from nmemd.model import Extracted
 from nmemd.recall import replies
 from nmemd.store.checkpointer import Checkpointer
@@ -380,7 +380,7 @@ async def _run(
                         services.start_soon(_watch_stop, daemon, services.cancel_scope)
                         services.start_soon(_watch_idle, daemon, services.cancel_scope)
                         services.start_soon(_drain_periodically, daemon)
-                        services.start_soon(maintenance.run_scheduler, daemon)
+                        services.start_soon(scheduler.run_scheduler, daemon)
                         services.start_soon(daemon.team.run)
                         LOG.info(
                             "nmemd %s serving %s (pid %d, started by %s%s)",

@@ -1,3 +1,4 @@
-"""Maintenance the daemon schedules and the CLI can run now: checkpoint, FTS merge, vacuum,
-optimize, integrity, the retention sweep, and purge (delete by filter, leaving no bytes behind).
+"""Maintenance the daemon schedules and the CLI can run now: the jobs (`maintenance`: checkpoint,
+FTS merge, vacuum, optimize, integrity, the history import; `retention`: the sweep), when and how
+they run (`scheduler`), and purge (delete by filter, leaving no bytes behind).
 """

@@ -26,7 +26,7 @@ from support.helpers import wait_until
 
 from nmemd import config
 from nmemd.daemon.server import serve
-from nmemd.jobs import maintenance
+from nmemd.jobs import maintenance, scheduler
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GEMINI_SESSION = DATA / "gemini" / "session-2026-11-25T16-14-a2b0235b.jsonl"
@@ -163,7 +163,7 @@ def _children(pid: int) -> list[tuple[int, str]]:
 
 
 def test_every_scheduled_job_has_a_time_limit() -> None:
-    assert set(maintenance.TIME_LIMIT_S) == set(maintenance.JOBS)
+    assert set(scheduler.TIME_LIMIT_S) == set(scheduler.JOBS)
 
 
 STUCK = "import time; time.sleep(600)  # nmem-test-stuck-import"
@@ -179,8 +179,7 @@ async def test_a_stuck_job_is_stopped_at_its_limit_and_never_holds_up_the_others
     checkpoint in the finding)."""
     monkeypatch.setattr(maintenance, "_IMPORT", STUCK)
     monkeypatch.setattr(maintenance, "HISTORY_TIMEOUT_S", 600.0)  # the job's own limit stays out of the way
-    if hasattr(maintenance, "TIME_LIMIT_S"):
-        monkeypatch.setitem(maintenance.TIME_LIMIT_S, "history", 4.0)
+    monkeypatch.setitem(scheduler.TIME_LIMIT_S, "history", 4.0)
     for key, value in {"NMEM_MAINTENANCE_HISTORY_INTERVAL_S": "0.3", "NMEM_MAINTENANCE_CHECKPOINT_INTERVAL_S": "0.2",
                        "NMEM_MAINTENANCE_IDLE_S": "0.05"}.items():  # fmt: skip
         monkeypatch.setenv(key, value)

@@ -17,7 +17,7 @@ from support.db import db_rows, integrity_ok
 from support.helpers import count, edit_incoming, new_id, nmem, payload, send_hook, wait_until
 
 from nmemd import config
-from nmemd.jobs import maintenance
+from nmemd.jobs import maintenance, scheduler
 from nmemd.store.database import open_store
 
 TIMEOUT_S = 30.0
@@ -53,12 +53,12 @@ async def test_maintain_gives_space_back_and_truncates_the_wal(monkeypatch: pyte
         async with store.write() as conn:
             await conn.execute("UPDATE observations SET count = count + 1")
         before = _sizes(settings.db)
-        results = await maintenance.run_jobs(store)
+        results = await scheduler.run_jobs(store)
         after = _sizes(settings.db)
         print(f"\nbefore {before}\nafter  {after}")
         for r in results:
             print(f"  {r.name}: {r.outcome} ({r.duration_ms:.0f} ms)")
-        assert [r.name for r in results] == list(maintenance.MAINTAIN_ALL)  # history: on its schedule only
+        assert [r.name for r in results] == list(scheduler.MAINTAIN_ALL)  # history: on its schedule only
         assert all(r.ok for r in results), results
         # A big freelist: a fifth of the file at least (~1,000 of ~4,000 pages; its exact size moves with
         # the row format, e.g. m011's agent column)

@@ -17,7 +17,7 @@ from support.env import BIN
 from support.helpers import edit_incoming, payload
 
 from nmemd import config
-from nmemd.jobs import maintenance
+from nmemd.jobs import maintenance, scheduler
 from nmemd.store.database import open_store
 from nmemd.store.repair import FTS_DATA_STAT
 
@@ -58,7 +58,7 @@ async def test_the_first_starts_statistics_never_make_fts5_scan_its_index() -> N
         rows = await store.conn.execute_fetchall(FTS5_RANGE_DELETE, (1, 2))
         assert "SEARCH" in str(list(rows)), rows
         await store.commit_batch([edit_incoming(n, words=40) for n in range(2000)])
-        results = await maintenance.run_jobs(store, "optimize")  # PRAGMA optimize may analyse again
+        results = await scheduler.run_jobs(store, "optimize")  # PRAGMA optimize may analyse again
         assert results[0].ok, results
         rows = await store.conn.execute_fetchall(FTS5_RANGE_DELETE, (1, 2))
         assert "SEARCH" in str(list(rows)), rows
@@ -103,7 +103,7 @@ async def test_the_full_merge_goes_in_steps_of_the_target_time_and_converges_to_
         assert _segments(settings.db) == 1
         again = await maintenance.merge_fts(store, full=False)  # nothing left: one step that changes nothing
         assert len(again.ms) == 1 and again.changed < 2, again.line()
-        results = await maintenance.run_jobs(store, "fts_merge")
+        results = await scheduler.run_jobs(store, "fts_merge")
         assert results[0].ok and "full merge" in results[0].outcome and "step p50" in results[0].outcome, results
     assert _segments(settings.db) == 1
     integrity_ok(settings.db)

@@ -12,7 +12,7 @@ from support.helpers import nmem
 
 from nmemd import config
 from nmemd.errors import ConfigError
-from nmemd.jobs import maintenance, retention
+from nmemd.jobs import retention, scheduler
 from nmemd.model import Extracted, Observation
 from nmemd.store.batches import Incoming
 from nmemd.store.database import open_store
@@ -66,7 +66,7 @@ async def test_sweep_removes_expired_types_keeps_pinned_fresh_and_forever_types(
             await conn.execute(
                 "UPDATE observations SET last_ts = ? WHERE type = 'read' AND title = 'read number5'", (NOW - DAY,)
             )
-        result = await maintenance.run_job(store, "retention")
+        result = await scheduler.run_job(store, "retention")
         assert result.ok, result
         assert "removed" in result.outcome and "kept 2 pinned" in result.outcome, result.outcome
         again = await retention.sweep(store)  # nothing left to do: idempotent
