@@ -90,7 +90,16 @@ def pg_db(pg_cluster: pgc.Cluster) -> Iterator[pgc.Database]:
         yield db
 
 
+LAYERS = ("unit", "daemon", "e2e")  # tests/<layer>/: `pytest -m unit` is `pytest tests/unit`, and so on
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Every test is marked by the folder it lives in (docs/development.md says what each layer holds).
+    tests = Path(__file__).parent
+    for item in items:
+        layer = item.path.relative_to(tests).parts[0]
+        if layer in LAYERS:
+            item.add_marker(layer)
     # Tests marked `shared` run over the real captures beside the repository, which a user's clone
     # has not: skipped there, with the reason. .ci/run sets NMEM_REQUIRE_SHARED where they exist,
     # so there they can never be skipped silently.

@@ -13,9 +13,10 @@ After every scenario (`Figures.account`): `PRAGMA integrity_check`, the FTS5
 `integrity-check`, no duplicate `event_id`, and every marker a client sent present
 exactly once in the events ledger (each event carries its own marker as session_id).
 
-Scenarios already covered elsewhere are marked `reliability` by conftest.py
-(RELIABILITY_TESTS): 1 test_killrecovery, 3 and 11 and 12 test_faults, 6 test_badinput
-and test_faults (fuzzing), 7 and 8 test_instance, 10 test_privacy.
+Every test of a scenario carries `@pytest.mark.reliability(scenario=N)`, here and where the earlier
+tests of a scenario live (1 test_killrecovery, 3 and 11 and 12 test_faults, 6 test_badinput,
+test_faults and test_extract, 7 and 8 test_instance, 10 test_privacy);
+tests/unit/test_suite.py fails when a scenario of RELIABILITY.md has none.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import json
 import os
 import pwd
 import random
-import re
 import resource
 import shutil
 import signal
@@ -343,6 +343,7 @@ def scenario_2(daemon: Daemon, scale: float = 1.0) -> Figures:
     return fig
 
 
+@pytest.mark.reliability(scenario=2)
 def test_scenario_2_commit_then_death_before_reply(daemon: Daemon) -> None:
     fig = scenario_2(daemon, scale_from_env())
     print("\n".join(fig.lines()))
@@ -420,6 +421,7 @@ def scenario_4(daemon: Daemon, scale: float = 1.0, subprocess_every: int = 5) ->
     return fig
 
 
+@pytest.mark.reliability(scenario=4)
 @pytest.mark.timeout(120)
 def test_scenario_4_concurrent_clients_daemon_killed_half_way(daemon: Daemon) -> None:
     fig = scenario_4(daemon, scale_from_env())
@@ -514,6 +516,7 @@ def scenario_5(daemon: Daemon, scale: float = 1.0) -> Figures:
     return fig
 
 
+@pytest.mark.reliability(scenario=5)
 @pytest.mark.timeout(90)
 def test_scenario_5_disk_full_recovers_without_restart(daemon: Daemon, keep_umask: None) -> None:
     fig = scenario_5(daemon, scale_from_env())
@@ -696,6 +699,7 @@ def _closed_by_peer(s: socket.socket, heard: dict[socket.socket, bytes]) -> bool
     return True
 
 
+@pytest.mark.reliability(scenario=6)
 @pytest.mark.timeout(90)
 def test_scenario_6_idle_connections_and_slow_senders(daemon: Daemon) -> None:
     fig = scenario_6(daemon, scale_from_env())
@@ -703,6 +707,7 @@ def test_scenario_6_idle_connections_and_slow_senders(daemon: Daemon) -> None:
     assert fig.violations == []
 
 
+@pytest.mark.reliability(scenario=6)
 @pytest.mark.timeout(60)
 def test_scenario_6_ping_is_answered_while_max_connections_peers_idle(daemon: Daemon) -> None:
     """Past max_connections, idle peers are dropped quickly instead of new ones refused."""
@@ -718,6 +723,7 @@ def test_scenario_6_ping_is_answered_while_max_connections_peers_idle(daemon: Da
             s.close()
 
 
+@pytest.mark.reliability(scenario=6)
 @pytest.mark.timeout(60)
 def test_scenario_6_out_of_descriptors_pauses_accepting_instead_of_dying(daemon: Daemon) -> None:
     """More peers than the daemon has file descriptors: it logs, waits, and serves again."""
@@ -846,6 +852,7 @@ def scenario_7(daemon: Daemon, scale: float = 1.0, starters: int = 20) -> Figure
     return fig
 
 
+@pytest.mark.reliability(scenario=7)
 @pytest.mark.timeout(90)
 def test_scenario_7_twenty_daemons_over_a_stale_socket_and_lock(daemon: Daemon) -> None:
     fig = scenario_7(daemon, scale_from_env())
@@ -985,6 +992,7 @@ def scenario_8(daemon: Daemon, short_dir: str, scale: float = 1.0) -> Figures:
     return fig
 
 
+@pytest.mark.reliability(scenario=8)
 @pytest.mark.timeout(60)
 def test_scenario_8_another_uid_is_refused(daemon: Daemon, short_dir: str) -> None:
     if os.geteuid() != 0:
@@ -1066,6 +1074,7 @@ def scenario_9(daemon: Daemon, scale: float = 1.0, senders: int = 8) -> Figures:
     return fig
 
 
+@pytest.mark.reliability(scenario=9)
 @pytest.mark.timeout(120)
 def test_scenario_9_long_reader_while_events_arrive(daemon: Daemon) -> None:
     fig = scenario_9(daemon, scale_from_env())
@@ -1279,6 +1288,7 @@ def scenario_10(daemon: Daemon, scale: float = 1.0) -> Figures:
     return fig
 
 
+@pytest.mark.reliability(scenario=10)
 @pytest.mark.timeout(90)
 def test_scenario_10_planted_secrets_never_reach_the_disk(daemon: Daemon) -> None:
     fig = scenario_10(daemon, scale_from_env())
@@ -1289,6 +1299,7 @@ def test_scenario_10_planted_secrets_never_reach_the_disk(daemon: Daemon) -> Non
 # --- 12. migrations: the list of earlier versions grows with every migration ---------------------
 
 
+@pytest.mark.reliability(scenario=12)
 def test_scenario_12_every_migration_has_an_earlier_database_case() -> None:
     """test_faults.EARLIER_VERSIONS must hold a database built at every schema version: one row per
     prefix of MIGRATIONS (and the client-only inbox). A new migration without its row fails here;
@@ -1301,13 +1312,3 @@ def test_scenario_12_every_migration_has_an_earlier_database_case() -> None:
     covered = {applied for _, _, applied in EARLIER_VERSIONS}
     missing = [names[:k] for k in range(len(names)) if tuple(names[:k]) not in covered]
     assert not missing, f"no earlier-database case for schema versions {missing} (add rows to EARLIER_VERSIONS)"
-
-
-def test_every_scenario_has_a_test_marked_with_it() -> None:
-    """`pytest -m reliability` runs all twelve: each has a test_scenario_N here (marked by this
-    module's pytestmark) or an earlier test marked `reliability(scenario=N)` where it lives."""
-    found = {int(n) for n in re.findall(r"^def test_scenario_(\d+)_", Path(__file__).read_text(), re.M)}
-    for path in Path(__file__).resolve().parents[1].rglob("test_*.py"):
-        marked = re.findall(r"^@pytest\.mark\.reliability\(scenario=(\d+)\)$", path.read_text(), re.M)
-        found |= {int(n) for n in marked}
-    assert found == set(range(1, 13)), sorted(set(range(1, 13)) - found)

@@ -2,22 +2,18 @@
 
 Real-shaped events of each agent (the payloads their own tests replay) go through the real extractor
 and store into a real SQLite file; the handoff is read on a read-only connection. The end-to-end
-tests import a transcript and list sessions through a real daemon and the CLI.
+test (tests/daemon/test_handoff_cli.py) imports a transcript and lists sessions through a real daemon and the CLI.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.daemon import Daemon
-from support.env import BIN
 from support.fixtures import COMPACT, HEAVY, hook_payloads
 from support.replay import session_event, transcript_payloads
 
@@ -259,34 +255,6 @@ def test_the_mcp_sessions_tool_shows_each_sessions_handoff(conn_to: Any) -> None
     conn = conn_to([_p("UserPromptSubmit", prompt="make the walrus parser keep tabs"), _edit("src/walrus.py")])
     text = sessions_tool(conn, CWD, None, 10, NOW)
     assert '\nAsked: "make the walrus parser keep tabs" (#1)\nChanged: src/walrus.py (1 edit, +2 -1 lines) (#2)' in text
-
-
-# --- end to end: an imported transcript, through the daemon and the CLI --------------------------
-
-
-def test_an_imported_session_gets_its_handoff_stored_listed_and_shown(daemon: Daemon, tmp_path: Path) -> None:
-    daemon.start()
-    folder = tmp_path / "projects" / "-home-dev-projects-orchard"
-    folder.mkdir(parents=True)
-    shutil.copy(COMPACT, folder / COMPACT.name)
-    nmem = str(BIN / "nmem")
-    done = subprocess.run([nmem, "import-transcripts", "--json", str(tmp_path / "projects")], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    listed = subprocess.run([nmem, "sessions", "--all", "--json"], capture_output=True, text=True, timeout=60)
-    rows = [json.loads(line) for line in listed.stdout.splitlines()]
-    (row,) = [r for r in rows if r["handoff"]]
-    assert row["summary"].startswith("Asked: ") and all(line["ids"] for line in row["handoff"])
-    shown = subprocess.run([nmem, "show", "s:" + row["session_id"][:8]], capture_output=True, text=True, timeout=60)
-    assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith(f"session {row['session_id']} claude-code")
-    assert f"Asked: {row['handoff'][0]['text']} (#{row['handoff'][0]['ids'][0]})" in shown.stdout
-    as_json = subprocess.run([nmem, "show", row["session_id"], "--json"], capture_output=True, text=True, timeout=60)
-    assert json.loads(as_json.stdout)["lines"] == row["handoff"]
-    long = subprocess.run([nmem, "sessions", "--all", "--handoff"], capture_output=True, text=True, timeout=60)
-    assert "Asked: " in long.stdout
-    bad = subprocess.run([nmem, "show", "s:zz"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 1 and bad.stderr.startswith("error: no session 'zz'") and "Traceback" not in bad.stderr
 
 
 # --- the pieces the lines are made of ------------------------------------------------------------
