@@ -24,20 +24,9 @@ from typing import Final
 from nmemd.agents import registry
 from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
-from nmemd.recall.handoff import (
-    CHECK_WORD,
-    LABELS,
-    HandoffLine,
-    command_key,
-    concluded,
-    decisions,
-    failures,
-    handoff,
-    open_tasks,
-    refs,
-    rows_of,
-)
-from nmemd.recall.queries import agent_column
+from nmemd.recall.handoff import LABELS, handoff, refs
+from nmemd.recall.outcomes import CHECK_WORD, command_key, concluded, decisions, failures, open_tasks, rows_of
+from nmemd.recall.queries import HandoffLine, agent_column
 from nmemd.recall.summary import (
     NOT_WORK,
     ago,

@@ -275,7 +275,7 @@ def test_the_mcp_sessions_tool_shows_each_sessions_handoff(conn_to: Any) -> None
 )
 def test_a_command_is_known_by_what_it_runs(command: str, key: str) -> None:
     """Reruns match (`npm run build` after `cd x && npm run build`); a wrapper is not the command."""
-    from nmemd.recall.handoff import command_key
+    from nmemd.recall.outcomes import command_key
 
     assert command_key(command) == key
 
