@@ -23,7 +23,8 @@ from support.fixtures import shared_transcripts
 
 from nmemd.capture import redact as redact_module
 from nmemd.capture.fields import _nth_newline, clean_line, short_field
-from nmemd.capture.redact import _CURL_USER, _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
+from nmemd.capture.redact import _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
+from nmemd.capture.secret_patterns import CURL_USER
 from nmemd.history.transcripts import Record, TranscriptReader, decode_line
 
 TRANSCRIPTS = sorted(TRANSCRIPT_DIR.glob("*.jsonl"))
@@ -133,7 +134,7 @@ _CURL_USER_AT = re.compile(_CURL_USER_GATE)
 @given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=6)), max_size=12))
 def test_the_redaction_gate_finds_exactly_the_needles(parts: list[str]) -> None:
     low = "".join(parts).lower()
-    others = any(n in low for n in _NEEDLES if n not in _CURL_USER)
+    others = any(n in low for n in _NEEDLES if n not in CURL_USER)
     assert (_GATE.search(low) is not None) == (others or _CURL_USER_AT.search(low) is not None)
 
 

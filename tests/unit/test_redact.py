@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmemd.capture.redact import CONTEXT_TAG, MAX_CANDIDATES, REDACTED, redact, sensitive_key, strip_private
+from nmemd.capture.redact import CONTEXT_TAG, REDACTED, redact, sensitive_key, strip_private
+from nmemd.capture.secret_patterns import MAX_CANDIDATES
 
 # Obviously fake values in each family's format.
 AWS_ID = "AKIAIOSFODNN7EXAMPLE"
