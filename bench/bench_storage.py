@@ -33,9 +33,10 @@ _PATCHES = {
     "summaries": "from nmemd.history import importer; importer.Importer._summarize = lambda self: None",
     "replies": "from nmemd.history import transcripts; transcripts.TranscriptReader._turn_end = lambda self: []",
     "error-tails": (
-        "from nmemd.capture import claude_code as x; x.clean_head_tail = lambda raw: x.clean_text(raw, 2000, 40)"
+        "from nmemd.agents.claude_code import capture as x; from nmemd.capture import tools as y;"
+        " x.clean_head_tail = y.clean_head_tail = lambda raw, *a: x.clean_text(raw, 2000, 40)"
     ),
-    "whole-compactions": "from nmemd.capture import claude_code as x; x.COMPACT_MAX = 4000",
+    "whole-compactions": "from nmemd.agents.claude_code import capture as x; x.COMPACT_MAX = 4000",
 }
 
 

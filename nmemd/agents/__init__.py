@@ -1,3 +1,3 @@
-"""The coding agents nmem captures, as one typed registry (`registry.AgentSpec`, `AGENTS`): what the core
-loops over instead of naming agents (extraction dispatch, hook replies, install and uninstall, doctor,
-the hook client's start events)."""
+"""The coding agents nmem captures: one folder per agent (`claude_code/`, `codex/`, ...: its spec, its
+payload parser, its history reader, its installer and doctor checks, its README), and the typed registry
+(`registry.AGENTS` of `spec.AgentSpec`) that the core loops over instead of naming agents."""

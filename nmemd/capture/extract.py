@@ -1,6 +1,6 @@
 """Turn one raw hook payload into typed, redacted observations: decode it, read the fields every
 agent's events share, and hand the rest to the agent's parser (its `AgentSpec` in `nmemd.agents.registry`;
-`claude_code` for Claude Code and for what another agent sends under Claude Code's names).
+Claude Code's for Claude Code and for what another agent sends under Claude Code's names).
 
 Extraction is parsing, not an LLM: fast, free and reproducible. It runs for every event inside the
 daemon's event loop, so it never raises (any JSON value is accepted; any field may be absent or of the
@@ -20,7 +20,6 @@ from typing import Any, Final
 import msgspec
 
 from nmemd.agents import registry
-from nmemd.capture import claude_code
 from nmemd.capture.fields import (
     ID_MAX,
     PATH_MAX,
@@ -89,13 +88,12 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     )
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
-    spec = registry.get(ex.agent or CLAUDE_CODE)
-    if spec is not None and spec.observations is not None:  # what the agent sends differently, read by its parser
-        own = spec.observations(p, ex, root)
+    # What the agent sends differently, read by its parser; the rest (None from it) as Claude Code's.
+    for spec in (registry.get(ex.agent or CLAUDE_CODE), registry.get(CLAUDE_CODE)):
+        own = spec.observations(p, ex, root) if spec is not None and spec.observations is not None else None
         if own is not None:
             ex.observations = own
-            return ex
-    ex.observations = claude_code.observations(p, ex, root)
+            break
     return ex
 
 
@@ -117,6 +115,11 @@ def extract(payload: object, *, skip_tools: frozenset[str] = frozenset()) -> Ext
             hook_event=redact(event), session_id=redact(session), agent=agent_of(p),
             observations=[observation("event", redact(title))],
         )  # fmt: skip
+
+
+# Every event ends in Claude Code's parser: it loads with this module (the extraction worker says hello
+# once it is loaded), not with the first event.
+registry.load_parser(CLAUDE_CODE)
 
 
 # --- hook payloads -------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Reading one field of a hook payload: any JSON value, bounded, private blocks stripped, redacted.
 
-Every agent's extraction builds its observations with these (`capture/claude_code.py` for Claude Code,
-one module per other agent). They never raise: any field may be absent or of the wrong type, and a
-string is bounded *before* it is formatted, so a 20 MB tool response costs a slice, not a copy.
+Every agent's extraction builds its observations with these (`capture/tools.py` for a tool call, each
+agent's `nmemd/agents/<name>/capture.py` for the rest). They never raise: any field may be absent or of
+the wrong type, and a string is bounded *before* it is formatted, so a 20 MB tool response costs a slice, not a copy.
 """
 
 from __future__ import annotations

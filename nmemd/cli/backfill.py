@@ -114,15 +114,10 @@ def _report(summary: "Summary", json_out: bool) -> None:
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
     """Import `paths` (default: every agent's history on this machine, `importer.default_roots`); return
     the exit code."""
-    from nmemd.history.importer import (
-        Importer,
-        Progress,
-        Summary,
-        codex_root,
-        default_root,
-        default_roots,
-        gemini_root,
-    )
+    from nmemd.agents.claude_code.history import projects_root
+    from nmemd.agents.codex.history import sessions_root
+    from nmemd.agents.gemini.history import tmp_root
+    from nmemd.history.importer import Importer, Progress, Summary, default_roots
 
     settings = load_settings()
     if paths:
@@ -137,8 +132,8 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
                 _report(Summary(), json_out)
             else:
                 ui.Console(stderr=True, highlight=False).print(
-                    f"no Claude Code history at {ui.escape(default_root())}, Codex history at"
-                    f" {ui.escape(codex_root())}, Gemini CLI history at {ui.escape(gemini_root())}"
+                    f"no Claude Code history at {ui.escape(projects_root())}, Codex history at"
+                    f" {ui.escape(sessions_root())}, Gemini CLI history at {ui.escape(tmp_root())}"
                     " nor Copilot CLI's, Cline's or OpenCode's: nothing to import"
                 )
             return 0
@@ -196,10 +191,10 @@ def offer_import(wanted: bool | None) -> None:
     """After `nmem install`: import on --import, ask once on a terminal, else say how."""
     if wanted is False:
         return
-    from nmemd.history.importer import default_root
+    from nmemd.agents.claude_code.history import projects_root
 
     console = ui.Console(soft_wrap=True, highlight=False)
-    root = default_root()
+    root = projects_root()
     if not os.path.isdir(root):
         if wanted:
             console.print(f"no Claude Code history at {ui.escape(root)}: nothing to import")

@@ -63,23 +63,6 @@ class Problem:
     reason: str
 
 
-def default_root() -> str:
-    base = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
-    return os.path.join(base, "projects")
-
-
-def codex_root() -> str:
-    """Where Codex keeps its rollout files: `$CODEX_HOME/sessions` (default `~/.codex/sessions`)."""
-    base = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-    return os.path.join(base, "sessions")
-
-
-def gemini_root() -> str:
-    """Where the Gemini CLI keeps its session files: `~/.gemini/tmp` (`$GEMINI_CLI_HOME/.gemini/tmp`)."""
-    base = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
-    return os.path.join(base, ".gemini", "tmp")
-
-
 def _sources() -> list[HistorySource]:
     return [spec.history() for spec in registry.AGENTS.values() if spec.history is not None]
 

@@ -1,5 +1,6 @@
-"""Where each agent keeps its history and how it is read, as one `HistorySource` per agent (the
-registry's `AgentSpec.history` names it); `importer` loops over them.
+"""Where an agent keeps its history and how it is read, as a `HistorySource` (each agent's is in its
+folder, `nmemd/agents/<name>/history.py`; the registry's `AgentSpec.history` names it); `importer` loops
+over them.
 
 Three kinds of file: JSONL read line by line from where the last run stopped (Claude Code, Codex, the
 Gemini CLI, Copilot: `lines`), one JSON document read whole once it changed (Cline: `document`), and a
@@ -13,8 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from nmemd.history import cline, codex, copilot, gemini, opencode
-from nmemd.history.transcripts import Counts, Record, TranscriptReader, decode_line
+from nmemd.history.transcripts import Counts, Record
 
 
 class LineReader(Protocol):
@@ -56,80 +56,6 @@ class HistorySource:
     unreadable: type[Exception] = OSError  # what `document` or `database` raises for a file it cannot read
 
 
-def _existing(*folders: str) -> list[str]:
+def existing(*folders: str) -> list[str]:
+    """The folders given that exist."""
     return [f for f in folders if os.path.isdir(f)]
-
-
-def _claude_roots() -> list[str]:
-    from nmemd.history.importer import default_root  # importer loads this module through the registry
-
-    return _existing(default_root())
-
-
-def _codex_roots() -> list[str]:
-    from nmemd.history.importer import codex_root
-
-    return _existing(codex_root())
-
-
-def _gemini_roots() -> list[str]:
-    from nmemd.history.importer import gemini_root
-
-    return _existing(gemini_root())
-
-
-def _in_gemini_tmp(folder: str) -> bool:
-    """A folder in the Gemini CLI's `.gemini/tmp`, where only `chats/session-*.jsonl` files are history."""
-    return f"{os.sep}.gemini{os.sep}tmp" in folder
-
-
-def _copilot_roots() -> list[str]:
-    from nmemd.capture.copilot import session_state
-
-    return _existing(str(session_state()))
-
-
-def _opencode_roots() -> list[str]:
-    from nmemd.capture.opencode import database
-
-    return [database()] if os.path.isfile(database()) else []
-
-
-CLAUDE_CODE = HistorySource(
-    roots=_claude_roots,
-    claims=lambda path: path.endswith(".jsonl"),
-    catch_all=True,
-    lines=TranscriptReader.for_file,
-    decode=decode_line,
-)
-CODEX = HistorySource(
-    roots=_codex_roots,
-    claims=codex.is_rollout,
-    lines=lambda path: codex.RolloutReader(path=path),
-    decode=codex.decode_line,  # Codex's, the Gemini CLI's and Copilot's lines: plain JSON, any shape
-)
-GEMINI = HistorySource(
-    roots=_gemini_roots,
-    claims=gemini.is_session,
-    reserves=_in_gemini_tmp,
-    lines=lambda path: gemini.SessionReader(path=path),
-    decode=codex.decode_line,
-)
-COPILOT = HistorySource(
-    roots=_copilot_roots,
-    claims=copilot.is_events,
-    lines=lambda path: copilot.EventsReader(path=path),
-    decode=codex.decode_line,
-)
-CLINE = HistorySource(
-    roots=lambda: _existing(os.path.join(os.path.expanduser("~"), ".cline", "data", "sessions")),
-    claims=cline.is_messages,
-    document=cline.MessagesReader,
-    unreadable=cline.Unreadable,
-)
-OPENCODE = HistorySource(
-    roots=_opencode_roots,
-    claims=opencode.is_database,
-    database=lambda path, since: opencode.DatabaseReader(path, since=since),
-    unreadable=opencode.Unreadable,
-)

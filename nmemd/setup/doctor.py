@@ -31,8 +31,7 @@ from nmemd.client import control
 from nmemd.config import Settings, load
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
-from nmemd.setup import install, plugin
-from nmemd.setup.agent_checks import other_agents
+from nmemd.setup import install
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.store import readers
 from nmemd.store.checkpointer import WAL_TRUNCATE_BYTES
@@ -120,131 +119,6 @@ def check_path(bin_dir: str | None = None) -> Check:
     fix = (f"put {home_tilde(where)} first on PATH, or remove {home_tilde(found)}"
            + ("" if ours else " (the package index's `nmem` is another project: pipx uninstall nmem)"))  # fmt: skip
     return warn("path", f"{home_tilde(found)} comes first on PATH: {what}, not {home_tilde(here)}", fix)
-
-
-def _settings_files() -> list[tuple[Path, str]]:
-    """User settings, then this project's (when it exists), with the install command for each."""
-    from nmemd.capture.project import project_root
-
-    files = [(install.user_settings_path(), "nmem install")]
-    try:
-        root = project_root(os.getcwd()) or os.getcwd()
-    except OSError:
-        return files
-    for project in (install.project_settings_path(root), Path(root) / ".claude" / "settings.json"):
-        if project.exists() and project != files[0][0]:
-            files.append((project, f"cd {shlex.quote(root)} && nmem install --project"))
-    return files
-
-
-def _plugin() -> str | None:
-    """The id of nmem's Claude Code plugin when the user's settings enable it (`nmem@<marketplace>`)."""
-    try:
-        enabled = install.load(install.user_settings_path()).get("enabledPlugins")
-    except NmemError:
-        return None
-    ids = [k for k, on in enabled.items() if on is True and k.startswith(plugin.NAME + "@")] if isinstance(
-        enabled, dict) else []  # fmt: skip
-    return ids[0] if ids else None
-
-
-def _plugin_check(name: str, command: str, plugin_id: str) -> Check:
-    """The plugin's hooks or MCP server run `command` from PATH: nmem must be installed there."""
-    found = shutil.which(command)
-    if found is None:
-        return fail(name, f"the Claude Code plugin {plugin_id} runs {command}, which is not on PATH",
-                     f"pipx install {DISTRIBUTION}  # or: uv tool install {DISTRIBUTION}")  # fmt: skip
-    return ok(name, f"from the Claude Code plugin {plugin_id} ({command}: {home_tilde(found)})")
-
-
-def check_hooks(prompt_recall: bool = False) -> Check:
-    """nmem's handler on every hook event it needs, calling a client that exists (or the plugin's),
-    waited for where its reply matters (UserPromptSubmit with prompt recall on) and nowhere else."""
-    specs = install.hook_specs(prompt_recall)
-    wanted = [h.event for h in specs]
-    found: dict[str, str] = {}  # event -> command
-    waits: dict[str, bool] = {}  # event -> Claude Code waits for it (no "async": true)
-    where: list[str] = []
-    fix = "nmem install"
-    for path, command in _settings_files():
-        try:
-            data = install.load(path)
-        except NmemError as exc:
-            return fail("hooks", str(exc), f"repair or restore {path} (nmem install keeps a .nmem-backup-* copy)")
-        hooks = data.get("hooks")
-        if not isinstance(hooks, dict):
-            continue
-        for event, groups in hooks.items():
-            for group in groups if isinstance(groups, list) else []:
-                handlers = group.get("hooks") if isinstance(group, dict) else None
-                for h in handlers if isinstance(handlers, list) else []:
-                    if install.is_our_handler(h):  # the exact command nmem writes, not a mention of its client
-                        found.setdefault(event, str(h["command"]))
-                        waits.setdefault(event, h.get("async") is not True)
-                        if home_tilde(path) not in where:
-                            where.append(home_tilde(path))
-                            fix = command
-    user = home_tilde(install.user_settings_path())
-    plugin_id = _plugin()
-    if plugin_id and found:  # each event would be sent twice, under two ids
-        return warn("hooks", f"nmem's hooks are in {', '.join(where)} and in the Claude Code plugin {plugin_id}",
-                     f"nmem uninstall  # or: claude plugin disable {plugin_id}")  # fmt: skip
-    if plugin_id:
-        if prompt_recall:  # the plugin's hooks are fixed: UserPromptSubmit runs in the background there
-            return warn("hooks", f"prompt recall is on, but the Claude Code plugin {plugin_id} runs UserPromptSubmit"
-                        " in the background, so what it recalls never reaches the model",
-                        f"claude plugin disable {plugin_id} && nmem install")  # fmt: skip
-        return _plugin_check("hooks", "nmem-send", plugin_id)
-    if not found:
-        detail = f"no nmem hooks in {user} (nor in this project's .claude/settings.local.json)"
-        if other := other_agents():  # capture runs, from another agent: Claude Code is only not set up (yet)
-            return warn("hooks", detail + f"; {other}'s are installed", "nmem install  # for Claude Code")
-        return fail("hooks", detail, "nmem install")
-    missing = [e for e in wanted if e not in found]
-    if missing:
-        return fail("hooks", f"{', '.join(where)} lacks nmem hooks for {', '.join(missing)}", fix)
-    current = install.hook_command()
-    broken = sorted({p for c in found.values() for p in command_paths(c) if not os.path.exists(p)})
-    if broken:
-        return fail("hooks", f"hooks in {', '.join(where)} call {broken[0]}, which does not exist", fix)
-    if any(c != current for c in found.values()):
-        return warn("hooks", f"hooks in {', '.join(where)} call another nmem installation than this one", fix)
-    if prompt_recall and not waits.get(install.REPLY_EVENT, True):
-        return warn("hooks", f"prompt recall is on, but {', '.join(where)} runs UserPromptSubmit in the background,"
-                    " so what it recalls never reaches the model", fix)  # fmt: skip
-    slow = [s.event for s in specs if s.run_async and waits.get(s.event, False)]
-    if slow:
-        return warn("hooks", f"Claude Code waits for nmem's {', '.join(slow)} hook in {', '.join(where)}, which"
-                    " prints nothing (~15 ms each time; an install from an older nmem)", fix)  # fmt: skip
-    return ok("hooks", f"{len(wanted)} hook events in {', '.join(where)}")
-
-
-def check_mcp() -> Check:
-    state_path = install.user_state_path()
-    try:
-        state = install.load(state_path)
-    except NmemError as exc:
-        return fail("mcp", str(exc), f"repair or restore {state_path}")
-    servers = state.get("mcpServers")
-    entry = servers.get(install.MCP_NAME) if isinstance(servers, dict) else None
-    where = home_tilde(state_path)
-    plugin_id = _plugin()
-    if plugin_id and not isinstance(entry, dict):
-        return _plugin_check("mcp", plugin.MCP_COMMAND, plugin_id)
-    if not isinstance(entry, dict):
-        if other_agents():  # another agent's are there: Claude Code is only not set up (yet)
-            return warn("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install  # for Claude Code")
-        return fail("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install")
-    command = str(entry.get("command", ""))
-    if not os.access(command, os.X_OK):
-        return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {command or '(nothing)'}, not an executable",
-                     "nmem install")  # fmt: skip
-    given = entry.get("args")
-    args = [str(a) for a in given] if isinstance(given, list) else []
-    gone = [a for a in args if a.startswith("/") and not os.path.exists(a)]
-    if gone:
-        return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {gone[0]}, which does not exist", "nmem install")
-    return ok("mcp", f"'{install.MCP_NAME}' in {where} runs {shlex.join([command, *args])}")
 
 
 def check_socket(settings: Settings) -> Check:

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import msgspec
 
+from nmemd.agents import claude_code
 from nmemd.errors import SettingsError
 from nmemd.setup import files
 
@@ -44,17 +45,14 @@ class HookSpec(msgspec.Struct, frozen=True):
 # is async: Claude Code 2.1.330 leaves a backgrounded SessionEnd hook running as it exits instead of
 # waiting ~15 ms for it (0 lost in `bench_claude_code.py --loss 20 --load`), and the client spools
 # to the inbox on a SIGTERM either way (hook_command).
-HOOKS: tuple[HookSpec, ...] = (
-    HookSpec("SessionStart", matcher="startup|resume|clear|compact"),
-    HookSpec("UserPromptSubmit", run_async=True),
-    HookSpec("PostToolUse", matcher="*", run_async=True),
-    HookSpec("PostToolUseFailure", matcher="*", run_async=True),
-    HookSpec("PreCompact"),
-    HookSpec("PostCompact"),
-    HookSpec("Stop"),
-    HookSpec("SubagentStop"),
-    HookSpec("SessionEnd", timeout=5, run_async=True),
-)
+_HOW: Final[dict[str, HookSpec]] = {
+    "SessionStart": HookSpec("SessionStart", matcher="startup|resume|clear|compact"),
+    "UserPromptSubmit": HookSpec("UserPromptSubmit", run_async=True),
+    "PostToolUse": HookSpec("PostToolUse", matcher="*", run_async=True),
+    "PostToolUseFailure": HookSpec("PostToolUseFailure", matcher="*", run_async=True),
+    "SessionEnd": HookSpec("SessionEnd", timeout=5, run_async=True),
+}
+HOOKS: tuple[HookSpec, ...] = tuple(_HOW.get(event, HookSpec(event)) for event in claude_code.SPEC.hooks)
 REPLY_EVENT = "UserPromptSubmit"  # synchronous only when prompt recall has something to print
 
 

@@ -1,9 +1,9 @@
-"""Cline's hooks into nmem (nmemd.capture.cline, nmemd.setup.cline).
+"""Cline's hooks into nmem (nmemd.agents.cline.capture, nmemd.agents.cline.setup).
 
 The documented payloads below follow Cline's hook reference (docs.cline.bot "Hook Reference", as the VS
 Code extension sends them). The real Cline CLI 3.0.65 was run offline (Node 20, a local OpenAI-compatible
 fake API) and sends other shapes: its payloads, captured, are replayed from tests/data/cline/ (what differs
-is in nmemd/capture/cline.py's docstring); in that CLI TaskStart's context does not reach the model. Both
+is in nmemd/agents/cline/README.md); in that CLI TaskStart's context does not reach the model. Both
 go through the real hook client, run as nmem's installed hook scripts run it (`send.py --agent cline`),
 into a real daemon.
 """
@@ -24,7 +24,7 @@ from support.env import BIN, SEND_SCRIPT
 from support.helpers import new_id, nmem
 from support.payloads.cline import PROJECT, hook, task_events, tool
 
-from nmemd.setup import cline
+from nmemd.agents.cline import setup as cline
 
 
 def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:

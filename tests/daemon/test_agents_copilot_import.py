@@ -1,7 +1,7 @@
 """Copilot CLI sessions live and imported: its hook payloads through the real `send.py --agent copilot`
 into a real daemon (the SessionStart reply in Copilot's form), then `nmem import-transcripts` over the same
 session's events.jsonl adds nothing; a session seen by no hook imports once. Data: a real Copilot CLI
-1.0.102 session (tests/data/copilot; nmemd.capture.copilot says how it was recorded)."""
+1.0.102 session (tests/data/copilot; nmemd.agents.copilot.capture says how it was recorded)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from support.env import BIN
 from support.helpers import nmem
 
-from nmemd.setup import copilot
+from nmemd.agents.copilot import setup as copilot
 
 SETTINGS = {
     "banner": "never",

@@ -1,4 +1,4 @@
-"""Cursor's hooks into nmem (nmemd.capture.cursor, nmemd.setup.cursor).
+"""Cursor's hooks into nmem (nmemd.agents.cursor.capture, nmemd.agents.cursor.setup).
 
 Why no real Cursor: Cursor is a desktop editor, and its agent CLI (`cursor-agent`) is not on npm
 (`npm view @cursor/cli`: 404) but downloaded by a script from cursor.com, signed in to a Cursor account
@@ -23,7 +23,7 @@ from support.env import SEND_SCRIPT
 from support.helpers import new_id, nmem
 from support.payloads.cursor import PROJECT, common, session
 
-from nmemd.setup import cursor
+from nmemd.agents.cursor import setup as cursor
 
 
 def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:

@@ -12,7 +12,7 @@ import pytest
 from support.env import BIN
 from support.helpers import nmem
 
-from nmemd.setup import gemini
+from nmemd.agents.gemini import setup as gemini
 
 SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},

@@ -11,7 +11,7 @@ import pytest
 from support.env import BIN
 from support.helpers import nmem
 
-from nmemd.setup import codex
+from nmemd.agents.codex import setup as codex
 
 CONFIG = """# my Codex settings
 model = "gpt-5.5"

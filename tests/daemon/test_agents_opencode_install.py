@@ -12,7 +12,7 @@ import pytest
 from support import helpers
 from support.env import BIN
 
-from nmemd.setup import opencode
+from nmemd.agents.opencode import setup as opencode
 
 CONFIG = {
     "$schema": "https://opencode.ai/config.json",

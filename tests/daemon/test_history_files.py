@@ -227,7 +227,7 @@ def test_copilots_mcp_config_as_a_fifo_does_not_hang_its_tool_names(tmp_path: Pa
     home = tmp_path / "copilot"
     home.mkdir()
     os.mkfifo(home / "mcp-config.json")
-    code = "from nmemd.capture.copilot import mcp_name; print(mcp_name('github-mcp-server-get_me'))"
+    code = "from nmemd.agents.copilot.capture import mcp_name; print(mcp_name('github-mcp-server-get_me'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
                           env={**os.environ, "COPILOT_HOME": str(home)})  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "mcp__github-mcp-server__get_me", done.stderr

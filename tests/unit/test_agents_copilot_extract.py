@@ -1,4 +1,4 @@
-"""GitHub Copilot CLI payloads into nmem's observation types (nmemd.capture.copilot), from a real session's
+"""GitHub Copilot CLI payloads into nmem's observation types (nmemd.agents.copilot.capture), from a real session's
 hooks (Copilot CLI 1.0.102, PascalCase hooks, offline against a scripted API; tests/data/copilot)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.payloads.copilot import EVENTS, SESSION, hook_ids, real_payloads
 
-from nmemd.capture.copilot import mcp_name, result_text, shell_exit_code, stop_key
+from nmemd.agents.copilot.capture import mcp_name, result_text, shell_exit_code, stop_key
 from nmemd.capture.extract import extract
 
 

@@ -1,4 +1,4 @@
-"""Gemini CLI payloads into nmem's observation types (nmemd.capture.gemini), from a real session's hooks."""
+"""Gemini CLI payloads into nmem's observation types (nmemd.agents.gemini.capture), from a real session's hooks."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.payloads.gemini import SESSION, SESSION_FILE, real_payloads
 
+from nmemd.agents.gemini.capture import normalized, prompt_text, shell_output, tool_call_id
 from nmemd.capture.extract import extract
-from nmemd.capture.gemini import normalized, prompt_text, shell_output, tool_call_id
 from nmemd.model import OBSERVATION_TYPES
 
 
@@ -22,7 +22,7 @@ def test_a_real_gemini_session_becomes_nmems_observation_types() -> None:
     got = []
     for p in real_payloads():
         if p["hook_event_name"] == "BeforeTool":
-            continue  # not installed (nmemd.setup.gemini); what it would give is checked below
+            continue  # not installed (nmemd.agents.gemini.setup); what it would give is checked below
         ex = extract(p)
         assert ex.agent == "gemini" and ex.session_id == SESSION and ex.project == "/tmp/gm/work"
         got += [(ex.hook_event, o.type, o.title, o.file_path, o.command, o.tool_name) for o in ex.observations]

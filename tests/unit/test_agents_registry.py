@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import typing
 
@@ -41,3 +42,31 @@ def test_import_transcripts_names_every_agent_whose_history_it_reads() -> None:
 
     doc = " ".join((import_transcripts.__doc__ or "").split())
     assert all(spec.label in doc for spec in registry.AGENTS.values() if spec.history is not None), doc
+
+
+def test_every_built_in_agent_is_one_folder_its_spec_names() -> None:
+    """Each built-in spec's `Lazy` names resolve in the agent's own folder, each to what its field holds."""
+    from nmemd.agents.spec import Lazy
+    from nmemd.history.sources import HistorySource
+    from nmemd.setup.agent_setup import AgentSetup
+
+    kinds = {"setup": AgentSetup, "history": HistorySource}
+    for spec in registry.BUILTIN:
+        folder = f"nmemd.agents.{spec.name.replace('-', '_')}"
+        for field in ("normalized", "observations", "setup", "history"):
+            part = getattr(spec, field)
+            if not isinstance(part, Lazy):
+                continue
+            assert part.module.startswith(folder + "."), (spec.name, field, part)
+            got = part() if field in kinds else getattr(importlib.import_module(part.module), part.name)
+            assert isinstance(got, kinds[field]) if field in kinds else callable(got), (spec.name, field)
+
+
+def test_each_installer_installs_the_hook_events_its_spec_names() -> None:
+    from nmemd.setup import install
+
+    assert [h.event for h in install.HOOKS] == list(registry.AGENTS[CLAUDE_CODE].hooks)
+    for spec in registry.BUILTIN[1:]:
+        setup = importlib.import_module(f"nmemd.agents.{spec.name}.setup")
+        events = [getattr(h, "event", h) for h in getattr(setup, "HOOKS", ())]
+        assert events == list(spec.hooks), spec.name

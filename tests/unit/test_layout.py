@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nmemd"
 # (config, model, errors), which everything may use.
 LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__"),
+    ("agents/*",),  # each agent's own code (nmemd/agents/<name>/*.py): it uses capture, history and setup
     ("setup", "web"),
     ("client",),
     ("daemon",),
@@ -37,18 +39,21 @@ PROCESS_EDGES: dict[tuple[str, str], str] = {
     ("web/service.py", "nmemd.cli"): "`nmem ui --background` starts the lasting viewer, `nmem ui --serve-background`",
 }
 
-# The registry's built-in specs reach each agent's own modules (higher up) through functions that import
-# them when first called (nmemd/agents/registry.py says why); only these, and never at module level.
+# The edges that point up on purpose, reached only when first called (never imported at module level):
+# (module, target) as `fnmatch` patterns.
 LAZY_EDGES: dict[tuple[str, str], str] = {
-    ("agents/registry.py", "nmemd.capture"): "each built-in agent's payload parser and normalizer",
-    ("agents/registry.py", "nmemd.setup.agent_setup"): "each built-in agent's install, uninstall and doctor checks",
-    ("agents/registry.py", "nmemd.history.sources"): "each built-in agent's history: where it lives, how it is read",
+    ("agents/*/__init__.py", "nmemd.agents.*.*"): "a built-in agent's spec names the code in its own folder"
+    " by `Lazy` (nmemd/agents/spec.py says why)",
+    ("agents/spec.py", "nmemd.setup.agent_setup"): "the type of `AgentSpec.setup`, for the type checker only",
+    ("agents/spec.py", "nmemd.history.sources"): "the type of `AgentSpec.history`, for the type checker only",
 }
 
 
 def _folder(module: str) -> str:
     """`nmemd.store.database` -> `store`; `nmemd.config` and `nmemd` -> ``."""
     parts = module.split(".")
+    if len(parts) > 3 and parts[1] == "agents":  # `nmemd.agents.codex.capture`: an agent's own code
+        return "agents/*"
     if len(parts) > 1 and parts[1] == "__main__":
         return "__main__"
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else ""
@@ -72,6 +77,9 @@ def _imports(path: Path) -> list[tuple[int, str]]:
             found += [
                 (node.lineno, str(b)) for a, b in zip(words, words[1:], strict=False) if a == "-m" and _is_nmemd(b)
             ]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "Lazy" and node.args:  # `Lazy("nmemd.x", ...)`
+            if isinstance(node.args[0], ast.Constant) and _is_nmemd(node.args[0].value):
+                found.append((node.lineno, str(node.args[0].value)))
         elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module"):
             arg = node.args[0] if node.args else None  # `import_module(f"nmemd.x.{name}")`
             first = arg.values[0] if isinstance(arg, ast.JoinedStr) and arg.values else arg
@@ -102,7 +110,7 @@ def test_imports_point_down(path: Path) -> None:
     wrong = []
     for line, target in _imports(path):
         there = _folder(target)
-        if (str(path.relative_to(PACKAGE)), target) in PROCESS_EDGES | LAZY_EDGES:
+        if (str(path.relative_to(PACKAGE)), target) in PROCESS_EDGES or _lazy_edge(path, target):
             continue
         if there != here and RANK[there] <= RANK[here]:
             wrong.append(f"line {line}: {target} ({there or 'nmemd'}) is not below {here or 'nmemd'}")
@@ -115,17 +123,35 @@ def test_the_process_edges_named_are_there() -> None:
         assert target in {t for _, t in _imports(PACKAGE / module)}, f"{module} no longer runs {target} ({why})"
 
 
+def _lazy_edge(path: Path, target: str) -> str | None:
+    module = str(path.relative_to(PACKAGE))
+    return next((why for (m, t), why in LAZY_EDGES.items() if fnmatch(module, m) and fnmatch(target, t)), None)
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    body = ast.parse(path.read_text()).body
+    return {n.module for n in body if isinstance(n, ast.ImportFrom) and n.module} | {
+        a.name for n in body if isinstance(n, ast.Import) for a in n.names
+    }
+
+
 def test_the_lazy_edges_are_lazy() -> None:
-    """An upward edge of the registry is imported inside a function, never at module level (no cycle at import)."""
-    for module, target in LAZY_EDGES:
-        body = ast.parse((PACKAGE / module).read_text()).body
-        top = {n.module for n in body if isinstance(n, ast.ImportFrom)} | {
-            a.name for n in body if isinstance(n, ast.Import) for a in n.names
-        }
-        assert not any(t == target or t.startswith(target + ".") for t in top if t), (
-            f"{module} imports {target} at load"
-        )
-        assert target in {t for _, t in _imports(PACKAGE / module)}, f"{module} no longer reaches {target}"
+    """An upward edge is reached when first called, never imported at module level (no cycle at import)."""
+    for (pattern, target), why in LAZY_EDGES.items():
+        modules = [p for p in _modules() if fnmatch(str(p.relative_to(PACKAGE)), pattern)]
+        assert modules, f"no module is {pattern} ({why})"
+        for path in modules:
+            top = [t for t in _top_level_imports(path) if fnmatch(t, target)]
+            assert not top, f"{path.relative_to(PACKAGE)} imports {top[0]} at load"
+
+
+def test_an_agents_spec_names_only_its_own_folders_code() -> None:
+    """`nmemd/agents/<name>/__init__.py` reaches `nmemd.agents.<name>.*` and nothing of another agent's."""
+    for init in sorted(PACKAGE.glob("agents/*/__init__.py")):
+        own = f"nmemd.agents.{init.parent.name}"
+        for line, target in _imports(init):
+            if _folder(target) == "agents/*":
+                assert target.startswith(own + "."), f"{init.relative_to(PACKAGE)}:{line} reaches {target}"
 
 
 def test_folders_say_what_they_hold() -> None:

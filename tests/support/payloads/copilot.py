@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nmemd.capture.copilot import hook_call_id, ms_of
+from nmemd.agents.copilot.capture import hook_call_id, ms_of
 from support.fixtures import DATA as ALL_DATA
 
 DATA = ALL_DATA / "copilot"

@@ -27,7 +27,7 @@ Plugins
     (`$XDG_CONFIG_HOME/opencode/plugin/`; `plugins/` too) and the project's `.opencode/plugin/`, in
     its own Bun runtime. A plugin module exports async functions `({project, client, $, directory,
     worktree}) => hooks`; `$` is Bun's shell and `Bun.spawn` is there, so a plugin can run any command
-    and pipe it a payload. The hooks nmem uses (nmemd.setup.opencode writes `nmem.js`):
+    and pipe it a payload. The hooks nmem uses (nmemd.agents.opencode.setup writes `nmem.js`):
     `event({event})` receives every bus event `{id, type, properties}`: `session.created`
     (`properties.info`: `id`, `directory`, `parentID` for a subagent's session, `version`),
     `session.idle` (`sessionID`; the turn is over), `session.compacted` (`sessionID`),
@@ -59,7 +59,7 @@ What the plugin sends (`send.py --agent opencode`, one JSON object on stdin, Cla
     part). PostCompact (`session.compacted`). Every payload has `session_id`, `cwd` (the plugin's
     `directory`) and `hook_event_name`; `session_id` is OpenCode's (`ses_...`).
 
-Session storage (`nmem import-transcripts`, nmemd.history.opencode)
+Session storage (`nmem import-transcripts`, nmemd.agents.opencode.history)
     Since 1.2 one SQLite database, `~/.local/share/opencode/opencode.db` (`$XDG_DATA_HOME/opencode/`),
     in WAL mode: `session` (`id`, `project_id`, `parent_id`, `directory`, `title`, `version`,
     `time_created`, `time_updated` in ms), `message` (`id`, `session_id`, `time_created`, `data`: JSON
@@ -81,9 +81,9 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
-from nmemd.capture import codex
-from nmemd.capture.claude_code import ToolCall, tool_observation
+from nmemd.agents.codex import capture as codex
 from nmemd.capture.fields import dict_or_empty, int_or_none, str_or_none
+from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "opencode"

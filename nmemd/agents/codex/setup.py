@@ -3,7 +3,7 @@
 `$CODEX_HOME/hooks.json` gets nmem's handlers (each in a group of its own, after every other
 tool's, so no other hook's position, and hence its trust key, moves); `$CODEX_HOME/config.toml`
 gets `[mcp_servers.nmem]` and, for each of nmem's handlers, the `[hooks.state."<key>"]
-trusted_hash` Codex's `/hooks` would record when the user trusts it (nmemd.capture.codex says
+trusted_hash` Codex's `/hooks` would record when the user trusts it (nmemd.agents.codex.capture says
 how Codex computes both): without it Codex skips the hooks silently. Only what nmem wrote is
 trusted, by the hash of exactly what it wrote. Everything else in both files is kept; both are
 backed up before a change; uninstall removes exactly nmem's handlers, tables and trust entries.
@@ -23,23 +23,18 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.errors import SettingsError
+from nmemd.agents.codex import SPEC, history
+from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import files, install
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
+from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
 
 AGENT: Final = "codex"
 MCP_NAME: Final = install.MCP_NAME
 # Every hook is synchronous: `codex exec` may end before a background hook has run, and the client
 # costs a few milliseconds over Python's own start. SessionEnd's timeout is clamped to 1-3 s by Codex.
-HOOKS: Final[tuple[HookSpec, ...]] = (
-    HookSpec("SessionStart"),
-    HookSpec("UserPromptSubmit"),
-    HookSpec("PostToolUse"),
-    HookSpec("PreCompact"),
-    HookSpec("PostCompact"),
-    HookSpec("Stop"),
-    HookSpec("SessionEnd", timeout=3),
-)
+HOOKS: Final = tuple(HookSpec(e, timeout=3 if e == "SessionEnd" else 10) for e in SPEC.hooks)
 LABELS: Final = {
     "PreToolUse": "pre_tool_use", "PermissionRequest": "permission_request", "PostToolUse": "post_tool_use",
     "PreCompact": "pre_compact", "PostCompact": "post_compact", "SessionStart": "session_start",
@@ -399,3 +394,108 @@ def apply(plan: Plan) -> tuple[Written, Written]:
 
 def printed(plan: Plan) -> str:
     return f"# {plan.hooks}\n{install.render(plan.hooks_data)}# {plan.config}\n{plan.config_text}"
+
+
+# --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for Codex ------------------------
+
+
+def _install(o: InstallOptions) -> Installed:
+    plan = plan_install(mcp=o.mcp)
+    if o.print_only:
+        return Installed(printed=printed(plan))
+    hooks_written, config_written = apply(plan)
+    what = "trust of nmem's hooks" + (f" and MCP server '{MCP_NAME}'" if o.mcp else "")
+    lines = [f"Codex hooks: {plan.hooks} ({outcome(hooks_written)})",
+             f"Codex {what}: {plan.config} ({outcome(config_written)})"]  # fmt: skip
+    if os.path.isdir(history.sessions_root()):
+        lines.append("import your existing Codex history with: nmem import-transcripts")
+    return Installed(lines=lines)
+
+
+def _uninstall(o: InstallOptions) -> list[str]:
+    plan = plan_uninstall(mcp=o.mcp)
+    hooks_written, config_written = apply(plan)
+    lines = [f"Codex hooks removed from {plan.hooks}" if hooks_written.changed else f"no nmem hooks in {plan.hooks}"]
+    if config_written.changed:
+        what = "trust of nmem's hooks" + (f" and MCP server '{MCP_NAME}'" if o.mcp else "")
+        lines.append(f"Codex {what} removed from {plan.config}")
+    return lines
+
+
+def installed_hooks() -> list[tuple[str, str, str]]:
+    """(event, command, group matcher or "") of nmem's handlers in Codex's hooks.json; [] when unreadable."""
+    try:
+        data = install.load(hooks_path())
+    except NmemError:
+        return []
+    hooks = data.get("hooks")
+    found = []
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else []:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for h in handlers if isinstance(handlers, list) else []:
+                if install.is_our_handler(h):
+                    found.append((event, str(h.get("command", "")), str(group.get("matcher") or "")))
+    return found
+
+
+def check() -> list[Check]:
+    """Codex's hooks (all of nmem's events, a client that exists, trusted by Codex) and MCP server;
+    nothing when nmem is not installed for Codex."""
+    hooks_file, config_file = hooks_path(), config_path()
+    try:
+        data = install.load(hooks_file)
+        _, config = load_config(config_file)
+    except NmemError as exc:
+        return [fail("codex", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    handlers = our_handlers(data, hooks_file)
+    mcp = toml_table(toml_table(config, "mcp_servers"), MCP_NAME)
+    if not handlers and not mcp:
+        return []  # not installed for Codex (on purpose, perhaps): nothing to check
+    fix = "nmem install --agent codex"
+    where = home_tilde(hooks_file)
+    events = {e for e, _, _ in installed_hooks()}
+    missing = [h.event for h in HOOKS if h.event not in events]
+    checks: list[Check] = []
+    commands = {c for _, c, _ in installed_hooks()}
+    broken = sorted({p for c in commands for p in command_paths(c) if not os.path.exists(p)})
+    state = toml_table(toml_table(config, "hooks"), "state")
+    untrusted = [k for k, h in handlers if toml_table(state, k).get("trusted_hash") != h]
+    disabled = [k for k, _ in handlers if toml_table(state, k).get("enabled") is False]
+    if not handlers:
+        checks.append(fail("codex hooks", f"no nmem hooks in {where}", fix))
+    elif missing:
+        checks.append(fail("codex hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
+    elif broken:
+        checks.append(fail("codex hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
+    elif untrusted:
+        checks.append(fail("codex hooks", f"Codex skips {len(untrusted)} of nmem's {len(handlers)} hooks: not"
+                            f" trusted in {home_tilde(config_file)} (changed since they were trusted?)",
+                            fix + "  # or trust them in Codex's /hooks"))  # fmt: skip
+    elif disabled:
+        checks.append(warn("codex hooks", f"{len(disabled)} of nmem's hooks are disabled in Codex's /hooks",
+                            "enable them in Codex's /hooks"))  # fmt: skip
+    elif any(c != hook_command() for c in commands):
+        checks.append(warn("codex hooks", f"hooks in {where} call another nmem installation than this one", fix))
+    else:
+        checks.append(ok("codex hooks", f"{len(handlers)} hook events in {where}, trusted"))
+    command = str(mcp.get("command", ""))
+    if not mcp:
+        checks.append(warn("codex mcp", f"no [mcp_servers.{MCP_NAME}] in {home_tilde(config_file)}", fix))
+    elif not os.access(command, os.X_OK):
+        checks.append(fail("codex mcp", f"[mcp_servers.{MCP_NAME}] runs {command or '(nothing)'}, not an"
+                            " executable", fix))  # fmt: skip
+    else:
+        checks.append(ok("codex mcp", f"[mcp_servers.{MCP_NAME}] in {home_tilde(config_file)} runs {command}"))
+    return checks
+
+
+SETUP: Final = AgentSetup(
+    found=found,
+    looked=lambda: not_found(codex_home(), "codex"),
+    install=_install,
+    uninstall=_uninstall,
+    checks=(("codex", lambda settings: check()),),
+    hooked=lambda: bool(installed_hooks()),
+    project_refusal="--project is for Claude Code: Codex reads its hooks from $CODEX_HOME (default ~/.codex)",
+)

@@ -2,7 +2,7 @@
 
 `~/.gemini/settings.json` (`$GEMINI_CLI_HOME/.gemini/settings.json` when that is set) gets nmem's
 handlers, each in a group of its own after every other tool's, named `nmem`, and
-`mcpServers.nmem` running `nmem-mcp`. User hooks run without any trust step (nmemd.capture.gemini).
+`mcpServers.nmem` running `nmem-mcp`. User hooks run without any trust step (nmemd.agents.gemini.capture).
 Everything else in the file is kept; it is backed up before a change; uninstall removes exactly
 nmem's handlers and server. Gemini reads settings.json with comments allowed: a file with comments
 is not JSON to nmem, which then says so and changes nothing.
@@ -16,21 +16,18 @@ import shutil
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.errors import SettingsError
+from nmemd.agents.gemini import SPEC, history
+from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import install
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
+from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
 
 AGENT: Final = "gemini"
 MCP_NAME: Final = install.MCP_NAME
 HOOK_NAME: Final = "nmem"
 # Gemini's timeouts are milliseconds, and it waits for every hook, SessionEnd's too.
-HOOKS: Final[tuple[HookSpec, ...]] = (
-    HookSpec("SessionStart", timeout=10_000),
-    HookSpec("BeforeAgent", timeout=10_000),
-    HookSpec("AfterTool", timeout=10_000),
-    HookSpec("AfterAgent", timeout=10_000),
-    HookSpec("SessionEnd", timeout=5_000),
-)
+HOOKS: Final = tuple(HookSpec(e, timeout=5_000 if e == "SessionEnd" else 10_000) for e in SPEC.hooks)
 
 
 def gemini_dir() -> Path:
@@ -133,3 +130,97 @@ def apply(plan: Plan) -> Written:
 
 def printed(plan: Plan) -> str:
     return f"# {plan.path}\n{install.render(plan.data)}"
+
+
+# --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for the Gemini CLI ---------------
+
+
+def _install(o: InstallOptions) -> Installed:
+    plan = plan_install(mcp=o.mcp)
+    if o.print_only:
+        return Installed(printed=printed(plan))
+    written = apply(plan)
+    what = "hooks" + (f" and MCP server '{MCP_NAME}'" if o.mcp else "")
+    lines = [f"Gemini CLI {what}: {plan.path} ({outcome(written)})"]
+    if os.path.isdir(history.tmp_root()):
+        lines.append("import your existing Gemini CLI history with: nmem import-transcripts")
+    return Installed(lines=lines)
+
+
+def _uninstall(o: InstallOptions) -> list[str]:
+    plan = plan_uninstall(mcp=o.mcp)
+    written = apply(plan)
+    if written.changed:
+        what = "hooks" + (f" and MCP server '{MCP_NAME}'" if o.mcp else "")
+        return [f"Gemini CLI {what} removed from {plan.path}"]
+    return [f"no nmem hooks in {plan.path}"]
+
+
+def installed_hooks() -> list[tuple[str, dict[str, Any]]]:
+    """(event, handler) of nmem's handlers in the Gemini CLI's settings.json; [] when unreadable."""
+    try:
+        return our_hooks(install.load(settings_path()))
+    except NmemError:
+        return []
+
+
+def check() -> list[Check]:
+    """The Gemini CLI's hooks (all of nmem's events, a client that exists, not disabled) and MCP server;
+    nothing when nmem is not installed for the Gemini CLI."""
+    path = settings_path()
+    try:
+        data = install.load(path)
+    except NmemError as exc:
+        return [fail("gemini", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    hooks = our_hooks(data)
+    servers = data.get("mcpServers")
+    mcp = servers.get(MCP_NAME) if isinstance(servers, dict) else None
+    if not hooks and not mcp:
+        return []  # not installed for the Gemini CLI (on purpose, perhaps): nothing to check
+    fix = "nmem install --agent gemini"
+    where = home_tilde(path)
+    events = {e for e, _ in hooks}
+    missing = [h.event for h in HOOKS if h.event not in events]
+    commands = {str(h.get("command", "")) for _, h in hooks}
+    broken = sorted({p for c in commands for p in command_paths(c) if not os.path.exists(p)})
+    raw_config = data.get("hooksConfig")
+    config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
+    raw_disabled = config.get("disabled")
+    disabled: list[Any] = raw_disabled if isinstance(raw_disabled, list) else []
+    checks: list[Check] = []
+    if not hooks:
+        checks.append(fail("gemini hooks", f"no nmem hooks in {where}", fix))
+    elif missing:
+        checks.append(fail("gemini hooks", f"{where} lacks nmem hooks for {', '.join(missing)}", fix))
+    elif broken:
+        checks.append(fail("gemini hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix))
+    elif config.get("enabled") is False:
+        checks.append(fail("gemini hooks", f"hooksConfig.enabled is false in {where}: no hook runs",
+                            "set it to true, or remove it"))  # fmt: skip
+    elif HOOK_NAME in disabled or any(c in disabled for c in commands):
+        checks.append(fail("gemini hooks", f"nmem's hooks are in hooksConfig.disabled in {where}",
+                            "enable them in the Gemini CLI's /hooks"))  # fmt: skip
+    elif any(c != hook_command() for c in commands):
+        checks.append(warn("gemini hooks", f"hooks in {where} call another nmem installation than this one", fix))
+    else:
+        checks.append(ok("gemini hooks", f"{len(events)} hook events in {where}"))
+    command = str(mcp.get("command", "")) if isinstance(mcp, dict) else ""
+    if not mcp:
+        checks.append(warn("gemini mcp", f"no mcpServers.{MCP_NAME} in {where}", fix))
+    elif not os.access(command, os.X_OK):
+        checks.append(fail("gemini mcp", f"mcpServers.{MCP_NAME} runs {command or '(nothing)'}, not an"
+                            " executable", fix))  # fmt: skip
+    else:
+        checks.append(ok("gemini mcp", f"mcpServers.{MCP_NAME} in {where} runs {command}"))
+    return checks
+
+
+SETUP: Final = AgentSetup(
+    found=found,
+    looked=lambda: not_found(gemini_dir(), "gemini"),
+    install=_install,
+    uninstall=_uninstall,
+    checks=(("gemini", lambda settings: check()),),
+    hooked=lambda: bool(installed_hooks()),
+    project_refusal="--project is for Claude Code: nmem installs into the Gemini CLI's user settings (~/.gemini)",
+)

@@ -18,7 +18,7 @@ Hooks configuration
     SessionEnd, BeforeAgent, AfterAgent, BeforeModel, AfterModel, BeforeToolSelection, BeforeTool,
     AfterTool, PreCompress, Notification. Every hook is awaited (SessionEnd's too, in `gemini -p`).
     nmem installs SessionStart, BeforeAgent, AfterTool, AfterAgent and SessionEnd in the user's
-    settings.json (nmemd.setup.gemini), named `nmem`.
+    settings.json (nmemd.agents.gemini.setup), named `nmem`.
     Not PreCompress: 0.61 fires it, trigger "auto", before every model request of a turn (the
     compression service runs the hook before it checks the threshold), so it does not mean that
     anything was compressed; a "manual" one (`/compress`) is kept if a user installs it.
@@ -104,7 +104,6 @@ import json
 import re
 from typing import Any, Final
 
-from nmemd.capture.claude_code import ToolCall, tool_observation
 from nmemd.capture.fields import (
     CMD_MAX,
     PATH_MAX,
@@ -120,6 +119,7 @@ from nmemd.capture.fields import (
     short_line,
     str_or_none,
 )
+from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "gemini"
@@ -343,7 +343,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     Code's."""
     event = ex.hook_event
     if event == "UserPromptSubmit" and ex.session_id != "unknown":
-        # The import names it (nmemd.history.gemini: of the whole prompt, before it is cut to send it).
+        # The import names it (nmemd.agents.gemini.history: of the whole prompt, before it is cut to send it).
         ex.prompt_id = ex.prompt_id or prompt_id(prompt_text(p.get("prompt")))
         return None
     if event == "PreCompact":

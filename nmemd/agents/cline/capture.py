@@ -21,7 +21,7 @@ are kept in tests/data/cline/hooks-3.0.65.jsonl. What the real CLI showed, again
   UserPromptSubmit. The VS Code extension (not tried) runs them as the reference says.
 - It keeps task history in `~/.cline/data/sessions/<id>/<id>.messages.json` and `db/sessions.db`, `<id>`
   being the hooks' `sessionContext.rootSessionId` (their `taskId` is a per-run conversation id): read by
-  nmemd.history.cline.
+  nmemd.agents.cline.history.
 
 Hooks configuration
     An executable file named after the hook, no extension (`TaskStart`, `TaskResume`, `TaskCancel`,
@@ -337,7 +337,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     if hook == "TaskComplete" and isinstance(reply, str) and reply.strip():
         # The CLI's agent_end: one run (a prompt's turn) ended with this answer; stored as a turn's reply.
         p["last_assistant_message"] = reply
-        from nmemd.capture.claude_code import stop_observations
+        from nmemd.agents.claude_code.capture import stop_observations
 
         ex.hook_event = "Stop"
         return stop_observations(p, ex, root)
@@ -353,7 +353,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
         name = str_or_none(own.get("toolName"))
         if name == "attempt_completion":  # the task's final answer: stored and keyed as a turn's reply
             p["last_assistant_message"] = dict_or_empty(own.get("parameters")).get("result")
-            from nmemd.capture.claude_code import stop_observations
+            from nmemd.agents.claude_code.capture import stop_observations
 
             ex.hook_event = "Stop"
             return stop_observations(p, ex, root)

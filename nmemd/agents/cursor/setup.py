@@ -4,7 +4,7 @@
 version 1), after every other tool's; `~/.cursor/mcp.json` gets `mcpServers.nmem` running `nmem-mcp`.
 Every other key, hook and server in both files is kept; both are backed up before a change
 (nmemd.setup.install.write); uninstall removes exactly nmem's handlers and server. What the hooks send
-is in nmemd.capture.cursor.
+is in nmemd.agents.cursor.capture.
 """
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ import shutil
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.errors import SettingsError
+from nmemd.agents.cursor import SPEC
+from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import install
+from nmemd.setup.agent_checks import hooks_check, mcp_check, mcp_server
+from nmemd.setup.agent_setup import AgentSetup, install_hooks_and_mcp, not_found, uninstall_hooks_and_mcp
+from nmemd.setup.checks import Check, fail, home_tilde, ok
 from nmemd.setup.install import HooksAndMcp
 
 AGENT: Final = "cursor"
 MCP_NAME: Final = install.MCP_NAME
 # The events nmem stores. Not beforeReadFile (it runs before every read with the whole file on stdin),
 # nor postToolUse (the shell, edit and MCP hooks below say the same with their documented fields).
-HOOKS: Final = ("sessionStart", "beforeSubmitPrompt", "afterShellExecution", "afterFileEdit", "afterMCPExecution",
-                "postToolUseFailure", "afterAgentResponse", "stop", "preCompact", "sessionEnd")  # fmt: skip
+HOOKS: Final = SPEC.hooks
 TIMEOUT_S: Final = 10
 
 
@@ -127,3 +130,36 @@ def plan_uninstall(mcp: bool = True) -> HooksAndMcp:
     hooks_undo = install.Undo(lambda d: with_hooks(d, hp, command), lambda d: without_hooks(d, hp))
     mcp_undo = install.Undo(lambda d: with_mcp(d, mp, server), lambda d: install.without_mcp(d, mp))
     return HooksAndMcp(hp, data, mp, servers, hooks_undo, mcp_undo)
+
+
+# --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for Cursor -----------------------
+
+
+def check() -> list[Check]:
+    """Cursor's hooks (all of nmem's events, a client that exists) and MCP server; nothing when nmem is
+    not installed for Cursor."""
+    hooks_file, mcp_file = hooks_path(), mcp_path()
+    try:
+        hooks = our_hooks(install.load(hooks_file), hooks_file)
+        servers = install.load(mcp_file)
+    except NmemError as exc:
+        return [fail("cursor", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    mcp = mcp_server(servers, MCP_NAME)
+    if not hooks and not mcp:
+        return []  # not installed for Cursor: nothing to check
+    fix, where = "nmem install --agent cursor", home_tilde(hooks_file)
+    verdict = hooks_check("cursor hooks", where, fix, hooks, HOOKS, hook_command())
+    return [
+        verdict or ok("cursor hooks", f"{len(hooks)} hook events in {where}"),
+        mcp_check("cursor mcp", f"mcpServers.{MCP_NAME}", mcp, home_tilde(mcp_file), fix),
+    ]
+
+
+SETUP: Final = AgentSetup(
+    found=found,
+    looked=lambda: not_found(cursor_dir(), "cursor"),
+    install=lambda o: install_hooks_and_mcp("Cursor", plan_install, o),
+    uninstall=lambda o: uninstall_hooks_and_mcp("Cursor", plan_uninstall, o),
+    checks=(("cursor", lambda settings: check()),),
+    project_refusal="--project is for Claude Code: nmem installs cursor's hooks in your home folder",
+)

@@ -1,5 +1,5 @@
 """Read a Gemini CLI session file (`~/.gemini/tmp/<project>/chats/session-*.jsonl`) as the hook payloads
-the Gemini CLI would have sent, for `nmem import-transcripts` (the format: nmemd.capture.gemini).
+the Gemini CLI would have sent, for `nmem import-transcripts` (the format: nmemd.agents.gemini.capture).
 
 What becomes a payload (each with `nmem_agent: gemini`, so the daemon's own extraction reads it as live
 Gemini hooks are read, under the same natural keys):
@@ -24,8 +24,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nmemd.capture.gemini import AGENT, prompt_id, prompt_text, tool_call_id
+from nmemd.agents.codex.history import decode_line
+from nmemd.agents.gemini.capture import AGENT, prompt_id, prompt_text, tool_call_id
 from nmemd.history import files
+from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
 from nmemd.model import reply_key
 
@@ -114,8 +116,6 @@ class SessionReader:
 
     @staticmethod
     def decode(raw: bytes) -> object:
-        from nmemd.history.codex import decode_line
-
         return decode_line(raw)
 
     def safe_offset(self, end: int) -> int:
@@ -224,3 +224,23 @@ class SessionReader:
         payload.update(prompt_response=text, stop_hook_active=False)
         self.counts.replies += 1
         return [Record(key=key, ts=ts, payload=payload)]
+
+
+def tmp_root() -> str:
+    """Where the Gemini CLI keeps its session files: `~/.gemini/tmp` (`$GEMINI_CLI_HOME/.gemini/tmp`)."""
+    base = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    return os.path.join(base, ".gemini", "tmp")
+
+
+def _in_tmp(folder: str) -> bool:
+    """A folder in the Gemini CLI's `.gemini/tmp`, where only `chats/session-*.jsonl` files are history."""
+    return f"{os.sep}.gemini{os.sep}tmp" in folder
+
+
+SOURCE: Final = HistorySource(
+    roots=lambda: existing(tmp_root()),
+    claims=is_session,
+    reserves=_in_tmp,
+    lines=lambda path: SessionReader(path=path),
+    decode=decode_line,
+)

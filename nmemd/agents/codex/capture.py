@@ -15,7 +15,7 @@ Hooks configuration
     Events: SessionStart, UserPromptSubmit, PreToolUse, PermissionRequest, PostToolUse, PreCompact,
     PostCompact, Stop, SessionEnd (its timeout clamped to 1-3 s, default 1), SubagentStart/Stop.
     nmem installs SessionStart, UserPromptSubmit, PostToolUse, PreCompact, PostCompact, Stop and
-    SessionEnd, all synchronous (nmemd.setup.codex).
+    SessionEnd, all synchronous (nmemd.agents.codex.setup).
     A failed command is a PostToolUse like any other: no PostToolUseFailure fires for it.
     `timeout` defaults to 600 s. The `features.hooks` flag is stable and on.
 
@@ -93,7 +93,6 @@ import re
 import stat
 from typing import Any, Final
 
-from nmemd.capture.claude_code import ToolCall, tool_observation
 from nmemd.capture.fields import (
     CMD_MAX,
     PATH_MAX,
@@ -106,6 +105,7 @@ from nmemd.capture.fields import (
     relative_path,
     str_or_none,
 )
+from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "codex"
@@ -288,7 +288,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     if name == "apply_patch":
         return apply_patch_observations(tool, ex.cwd)
     if name == "Bash":
-        if "nmem_exit_code" in p:  # the rollout import read it already (nmemd.history.codex): no file to read
+        if "nmem_exit_code" in p:  # the rollout import read it already (nmemd.agents.codex.history): no file to read
             code = p["nmem_exit_code"]
             known = code if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
             return shell_observations(tool, known=known)

@@ -2,7 +2,7 @@
 
 `$COPILOT_HOME/settings.json` (default `~/.copilot`) gets nmem's handlers under `hooks`, one per
 event, in the PascalCase ("VS Code compatible") form whose payloads name their event as Claude
-Code's do (nmemd.capture.copilot); `$COPILOT_HOME/mcp-config.json` gets `mcpServers.nmem`. Every
+Code's do (nmemd.agents.copilot.capture); `$COPILOT_HOME/mcp-config.json` gets `mcpServers.nmem`. Every
 other key, hook and server in both files is kept; both are backed up before a change
 (nmemd.setup.install.write); uninstall removes exactly nmem's handlers and server.
 """
@@ -14,17 +14,27 @@ import shutil
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.capture.copilot import copilot_home
-from nmemd.errors import SettingsError
+from nmemd.agents.copilot import SPEC
+from nmemd.agents.copilot.capture import copilot_home, session_state
+from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import install
+from nmemd.setup.agent_checks import hooks_check, mcp_check, mcp_server
+from nmemd.setup.agent_setup import (
+    AgentSetup,
+    Installed,
+    InstallOptions,
+    install_hooks_and_mcp,
+    not_found,
+    uninstall_hooks_and_mcp,
+)
+from nmemd.setup.checks import Check, fail, home_tilde, ok
 from nmemd.setup.install import HooksAndMcp
 
 AGENT: Final = "copilot"
 MCP_NAME: Final = install.MCP_NAME
 # All synchronous (Copilot runs a command hook to its end): `copilot -p` may exit before a
 # background hook has run, and SessionStart's and UserPromptSubmit's stdout is the context.
-HOOKS: Final = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PreCompact", "Stop",
-                "SubagentStop", "SessionEnd")  # fmt: skip
+HOOKS: Final = SPEC.hooks
 TIMEOUT_S: Final = 10
 
 
@@ -120,3 +130,55 @@ def plan_uninstall(mcp: bool = True) -> HooksAndMcp:
     hooks_undo = install.Undo(lambda d: with_hooks(d, sp, command), lambda d: without_hooks(d, sp))
     mcp_undo = install.Undo(lambda d: with_mcp(d, mp, server), lambda d: install.without_mcp(d, mp))
     return HooksAndMcp(sp, data, mp, servers, hooks_undo, mcp_undo)
+
+
+# --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for Copilot ----------------------
+
+
+def _install(o: InstallOptions) -> Installed:
+    done = install_hooks_and_mcp("Copilot", plan_install, o)
+    if not o.print_only and session_state().is_dir():
+        done.lines.append("import your existing Copilot history with: nmem import-transcripts")
+    return done
+
+
+def installed_hooks() -> list[tuple[str, str]]:
+    """(event, command) of nmem's hooks in Copilot's settings.json; [] when unreadable."""
+    try:
+        return our_hooks(install.load(settings_path()), settings_path())
+    except NmemError:
+        return []
+
+
+def check() -> list[Check]:
+    """Copilot's hooks (all of nmem's events, a client that exists, hooks not all disabled) and MCP
+    server; nothing when nmem is not installed for Copilot."""
+    settings_file, mcp_file = settings_path(), mcp_path()
+    try:
+        data, servers = install.load(settings_file), install.load(mcp_file)
+        hooks = our_hooks(data, settings_file)
+    except NmemError as exc:
+        return [fail("copilot", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    mcp = mcp_server(servers, MCP_NAME)
+    if not hooks and not mcp:
+        return []  # not installed for Copilot (on purpose, perhaps): nothing to check
+    fix, where = "nmem install --agent copilot", home_tilde(settings_file)
+    verdict = hooks_check("copilot hooks", where, fix, hooks, HOOKS, hook_command())
+    if (verdict is None or verdict.status == "warn") and data.get("disableAllHooks") is True:
+        verdict = fail("copilot hooks", f"{where} sets disableAllHooks: Copilot runs no hook", "remove it")
+    key = f"mcpServers.{MCP_NAME}"
+    return [
+        verdict or ok("copilot hooks", f"{len(hooks)} hook events in {where}"),
+        mcp_check("copilot mcp", key, mcp, home_tilde(mcp_file), fix),
+    ]
+
+
+SETUP: Final = AgentSetup(
+    found=found,
+    looked=lambda: not_found(copilot_home(), "copilot"),
+    install=_install,
+    uninstall=lambda o: uninstall_hooks_and_mcp("Copilot", plan_uninstall, o),
+    checks=(("copilot", lambda settings: check()),),
+    hooked=lambda: bool(installed_hooks()),
+    project_refusal="--project is for Claude Code: nmem installs Copilot's hooks in $COPILOT_HOME (default ~/.copilot)",
+)

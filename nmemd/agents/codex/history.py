@@ -1,12 +1,12 @@
 """Read a Codex CLI rollout file (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`) as the hook payloads
-Codex would have sent, for `nmem import-transcripts` (the format: nmemd.capture.codex).
+Codex would have sent, for `nmem import-transcripts` (the format: nmemd.agents.codex.capture).
 
 What becomes a payload (each with `nmem_agent: codex`, so the daemon's own extraction reads it as
 live Codex hooks are read):
 
 * a user message of a turn (`response_item` `message`, role `user`; the harness's own context
   blocks such as `<environment_context>` are not prompts) -> UserPromptSubmit, keyed
-  `prompt:<session>:<turn id>` as the live hook is (nmemd.capture.codex);
+  `prompt:<session>:<turn id>` as the live hook is (nmemd.agents.codex.capture);
 * a tool call (`function_call`, `custom_tool_call`, `local_shell_call`) joined with its output
   (`function_call_output`, `custom_tool_call_output`) -> PostToolUse, keyed `tool:<session>:<call id>`
   like the live hook: the shell tools (`exec_command`, `shell`, `local_shell`, ...) as `Bash` with
@@ -32,7 +32,8 @@ from typing import Any, Final
 
 import msgspec
 
-from nmemd.capture.codex import AGENT, exit_code
+from nmemd.agents.codex.capture import AGENT, exit_code
+from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
 from nmemd.model import COMPACT_MAX, compact_key, reply_key
@@ -362,3 +363,17 @@ class RolloutReader:
         else:
             key = f"compact:{self.session}:h{hashlib.blake2b(f'{ts}:{summary}'.encode(), digest_size=12).hexdigest()}"
         return [self._record(key, payload, ts)]
+
+
+def sessions_root() -> str:
+    """Where Codex keeps its rollout files: `$CODEX_HOME/sessions` (default `~/.codex/sessions`)."""
+    base = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    return os.path.join(base, "sessions")
+
+
+SOURCE: Final = HistorySource(
+    roots=lambda: existing(sessions_root()),
+    claims=is_rollout,
+    lines=lambda path: RolloutReader(path=path),
+    decode=decode_line,  # Codex's, the Gemini CLI's and Copilot's lines: plain JSON, any shape
+)

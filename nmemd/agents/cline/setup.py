@@ -1,6 +1,6 @@
 """nmem's hook scripts in Cline's global hooks folder, and out again.
 
-Cline runs an executable named after each hook (nmemd.capture.cline). `nmem install --agent cline`
+Cline runs an executable named after each hook (nmemd.agents.cline.capture). `nmem install --agent cline`
 writes one small script per hook nmem uses into `~/Documents/Cline/Hooks/`, each marked as nmem's in
 its second line and running `send.py --agent cline`. A file of that name that is not nmem's is the
 user's own hook: it is left alone and named in the report (Cline runs one file per hook name).
@@ -17,14 +17,16 @@ from pathlib import Path
 from typing import Final
 
 from nmem_client import paths
+from nmemd.agents.cline import SPEC
 from nmemd.errors import SettingsError
 from nmemd.setup import files, install
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found
+from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 
 AGENT: Final = "cline"
 MARK: Final = "# nmem hook: written by `nmem install --agent cline`, removed by `nmem uninstall --agent cline`"
 # Not PreToolUse: the call is stored once it has run (PostToolUse); a PreToolUse hook that fails blocks the tool.
-HOOKS: Final = ("TaskStart", "TaskResume", "UserPromptSubmit", "PostToolUse", "PreCompact", "TaskComplete",
-                "TaskCancel")  # fmt: skip
+HOOKS: Final = SPEC.hooks
 
 
 def hooks_dir() -> Path:
@@ -128,3 +130,60 @@ def printed() -> str:
 
 
 MCP_HINT: Final = "add nmem's MCP server in Cline's MCP view (Configure MCP Servers): command {command}, no arguments"
+
+
+# --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for Cline ------------------------
+
+
+def _install(o: InstallOptions) -> Installed:
+    if o.print_only:
+        return Installed(printed=printed())
+    result = install_scripts()
+    lines = []
+    if result.written:
+        lines.append(f"Cline hooks: {', '.join(result.written)} written in {result.folder}")
+    if result.current:
+        lines.append(f"Cline hooks: {', '.join(result.current)} already up to date")
+    lines += [f"Cline hook {result.folder / name} is not nmem's: left alone, so nmem does not see {name}"
+              for name in result.foreign]  # fmt: skip
+    if o.mcp:
+        lines.append(MCP_HINT.format(command=install.mcp_command()))
+    return Installed(lines=lines)
+
+
+def _uninstall(o: InstallOptions) -> list[str]:
+    result = uninstall_scripts()
+    if result.removed:
+        return [f"Cline hooks {', '.join(result.removed)} removed from {result.folder}"]
+    return [f"no nmem hooks in {result.folder}"]
+
+
+def check() -> list[Check]:
+    """nmem's Cline hook scripts (every one, executable, a client that exists); nothing when nmem is not
+    installed for Cline."""
+    hooks = our_hooks()
+    if not hooks:
+        return []
+    fix, where = "nmem install --agent cline", home_tilde(hooks_dir())
+    missing = [h for h in HOOKS if h not in {h for h, _ in hooks}]
+    idle = [h for h, _ in hooks if not os.access(hooks_dir() / h, os.X_OK)]
+    broken = sorted({p for _, c in hooks for p in command_paths(c) if not os.path.exists(p)})
+    if missing:
+        return [fail("cline hooks", f"{where} lacks nmem's {', '.join(missing)}", fix)]
+    if idle:
+        return [fail("cline hooks", f"{where}/{idle[0]} is not executable: Cline does not run it", fix)]
+    if broken:
+        return [fail("cline hooks", f"hooks in {where} call {broken[0]}, which does not exist", fix)]
+    if any(c != hook_command() for _, c in hooks):
+        return [warn("cline hooks", f"hooks in {where} call another nmem installation than this one", fix)]
+    return [ok("cline hooks", f"{len(hooks)} hook scripts in {where} (the CLI runs them with hooks-enabled=true)")]
+
+
+SETUP: Final = AgentSetup(
+    found=found,
+    looked=lambda: not_found(hooks_dir().parent, "cline"),
+    install=_install,
+    uninstall=_uninstall,
+    checks=(("cline", lambda settings: check()),),
+    project_refusal="--project is for Claude Code: nmem installs cline's hooks in your home folder",
+)

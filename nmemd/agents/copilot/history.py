@@ -1,5 +1,5 @@
 """Read a GitHub Copilot CLI session file (`$COPILOT_HOME/session-state/<session>/events.jsonl`) as the
-hook payloads Copilot would have sent, for `nmem import-transcripts` (the format: nmemd.capture.copilot).
+hook payloads Copilot would have sent, for `nmem import-transcripts` (the format: nmemd.agents.copilot.capture).
 
 What becomes a payload (each with `nmem_agent: copilot`, read by the daemon as live Copilot hooks are):
 
@@ -25,8 +25,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nmemd.capture.copilot import AGENT, hook_call_id, iso_of, stop_key
-from nmemd.history.codex import decode_line
+from nmemd.agents.codex.history import decode_line
+from nmemd.agents.copilot.capture import AGENT, hook_call_id, iso_of, session_state, stop_key
+from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
 from nmemd.model import reply_key
 
@@ -212,3 +213,11 @@ class EventsReader:
             payload["timestamp"] = iso_of(stop)  # keyed as the live Stop hook was (copilot.stop_key)
         key = stop_key(self.session, stop) if stop is not None else reply_key(self.session, text)
         return [self._record(key, payload, ts)]
+
+
+SOURCE: Final = HistorySource(
+    roots=lambda: existing(str(session_state())),
+    claims=is_events,
+    lines=lambda path: EventsReader(path=path),
+    decode=decode_line,
+)

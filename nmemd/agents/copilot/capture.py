@@ -31,7 +31,7 @@ Hooks configuration
     named in PascalCase, the "VS Code compatible" form (`SessionStart`, `UserPromptSubmit`,
     `PreToolUse`, `PostToolUse`, `PostToolUseFailure`, `Stop`, `SubagentStop`, `PreCompact`,
     `SessionEnd`), gets a snake_case payload that names its event, as Claude Code's do. nmem installs
-    the PascalCase form (nmemd.setup.copilot): `hook_event_name`, `session_id` (a UUID, also the
+    the PascalCase form (nmemd.agents.copilot.setup): `hook_event_name`, `session_id` (a UUID, also the
     session folder's name), `timestamp` (ISO-8601), `cwd` on every event.
     SessionStart: `source` ("new", "resume", "startup"), `initial_prompt` with `-p`.
     UserPromptSubmit: `prompt`. PreToolUse: `tool_name`, `tool_input`. PostToolUse: `tool_name`,
@@ -87,9 +87,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.capture import codex
-from nmemd.capture.claude_code import ToolCall, stop_observations
+from nmemd.agents.claude_code.capture import stop_observations
+from nmemd.agents.codex import capture as codex
 from nmemd.capture.fields import dict_or_empty, str_or_none
+from nmemd.capture.tools import ToolCall
 from nmemd.model import Extracted, Observation
 
 AGENT: Final = "copilot"
@@ -189,7 +190,7 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     event = ex.hook_event
     ms = ms_of(p.get("timestamp")) if ex.session_id != "unknown" else None
     if event == "UserPromptSubmit" and ms is not None:
-        ex.prompt_id = str(ms)  # the prompt's key, as the import finds it in events.jsonl (nmemd.history.copilot)
+        ex.prompt_id = str(ms)  # the prompt's key, as the import finds it in events.jsonl (agents.copilot.history)
     if event == "SessionStart" and p.get("source") == "new":
         p["source"] = "startup"
     if event == "Stop" and ms is not None:

@@ -1,6 +1,6 @@
 """nmem's plugin and MCP server in OpenCode's user configuration, and out again.
 
-OpenCode has no command hooks; it loads JavaScript plugins (nmemd.capture.opencode). `nmem install
+OpenCode has no command hooks; it loads JavaScript plugins (nmemd.agents.opencode.capture). `nmem install
 --agent opencode` writes one, `~/.config/opencode/plugin/nmem.js` (`$XDG_CONFIG_HOME/opencode/...`):
 a small file of nmem's own that pipes OpenCode's events as JSON to nmem's hook client
 (`send.py --agent opencode`), and adds the SessionStart context to the session's system prompt. It
@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Final
 
 from nmem_client import paths
-from nmemd.capture.opencode import config_dir
-from nmemd.errors import SettingsError
+from nmemd.agents.opencode.capture import config_dir, database
+from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import files, install
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
+from nmemd.setup.checks import Check, fail, home_tilde, ok, warn
 from nmemd.setup.install import Written
 
 AGENT: Final = "opencode"
@@ -36,7 +39,7 @@ START_WAIT_MS: Final = 8000  # the most the first model request waits for nmem's
 PLUGIN: Final = """\
 __MARKER__ (written by `nmem install --agent opencode`; `nmem uninstall --agent opencode` removes it).
 // Pipes OpenCode's events as JSON to nmem's hook client, with Claude Code's field names
-// (nmemd.capture.opencode), and adds nmem's context to each session's system prompt.
+// (nmemd.agents.opencode.capture), and adds nmem's context to each session's system prompt.
 const SEND = __SEND_ARGV__
 const START_WAIT_MS = __START_WAIT_MS__
 
@@ -281,3 +284,77 @@ def printed(plan: Plan) -> str:
     if plan.config is not None:
         out += f"# {plan.config_path}\n{install.render(plan.config)}"
     return out
+
+
+# --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for OpenCode ---------------------
+
+
+def _install(o: InstallOptions) -> Installed:
+    plan = plan_install(mcp=o.mcp)
+    if o.print_only:
+        return Installed(printed=printed(plan))
+    plugin_written, config_written = apply(plan)
+    lines = [f"OpenCode plugin: {plan.plugin_path} ({outcome(plugin_written)})"]
+    if config_written is not None:
+        lines.append(f"OpenCode MCP server '{MCP_NAME}': {plan.config_path} ({outcome(config_written)})")
+    if os.path.isfile(database()):
+        lines.append("import your existing OpenCode history with: nmem import-transcripts")
+    return Installed(lines=lines)
+
+
+def _uninstall(o: InstallOptions) -> list[str]:
+    plan = plan_uninstall(mcp=o.mcp)
+    plugin_written, config_written = apply(plan)
+    lines = [f"OpenCode plugin removed: {plan.plugin_path}" if plugin_written.changed
+             else f"no nmem plugin at {plan.plugin_path}"]  # fmt: skip
+    if config_written is not None and config_written.changed:
+        lines.append(f"OpenCode MCP server '{MCP_NAME}' removed from {plan.config_path}")
+    return lines
+
+
+def check() -> list[Check]:
+    """OpenCode's plugin (nmem's nmem.js, current, a client that exists) and MCP server; nothing when
+    nmem is not installed for OpenCode."""
+    plugin_file, config_file = plugin_path(), config_path()
+    try:
+        text, data = read_plugin(plugin_file), install.load(config_file)
+    except NmemError as exc:
+        return [fail("opencode", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
+    mcp = mcp_entry(data)
+    if text is None and mcp is None:
+        return []  # not installed for OpenCode (on purpose, perhaps): nothing to check
+    fix, where = "nmem install --agent opencode", home_tilde(plugin_file)
+    argv = plugin_argv(text) if text is not None else None
+    checks: list[Check] = []
+    if text is None:
+        checks.append(fail("opencode plugin", f"no {where}", fix))
+    elif argv is None:
+        checks.append(fail("opencode plugin", f"{where} is not nmem's plugin", f"move it away, then {fix}"))
+    elif missing := [a for a in argv[:1] + argv[3:4] if not os.path.exists(a)]:
+        checks.append(fail("opencode plugin", f"{where} calls {missing[0]}, which does not exist", fix))
+    elif text != plugin_text():
+        checks.append(warn("opencode plugin", f"{where} is another nmem installation's or version's", fix))
+    else:
+        checks.append(ok("opencode plugin", f"{where} sends OpenCode's events to nmem"))
+    command = mcp.get("command") if mcp is not None else None
+    program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else None
+    if mcp is None:
+        checks.append(warn("opencode mcp", f"no mcp.{MCP_NAME} in {home_tilde(config_file)}", fix))
+    elif program is None or not os.access(program, os.X_OK):
+        checks.append(fail("opencode mcp", f"mcp.{MCP_NAME} runs {program or '(nothing)'}, not an"
+                            " executable", fix))  # fmt: skip
+    elif mcp.get("enabled") is False:
+        checks.append(warn("opencode mcp", f"mcp.{MCP_NAME} is disabled in {home_tilde(config_file)}", fix))
+    else:
+        checks.append(ok("opencode mcp", f"mcp.{MCP_NAME} in {home_tilde(config_file)} runs {program}"))
+    return checks
+
+
+SETUP: Final = AgentSetup(
+    found=found,
+    looked=lambda: not_found(Path(config_dir()), "opencode"),
+    install=_install,
+    uninstall=_uninstall,
+    checks=(("opencode", lambda settings: check()),),
+    project_refusal="--project is for Claude Code: nmem installs OpenCode's plugin in ~/.config/opencode",
+)

@@ -1,5 +1,5 @@
 """Read a Cline CLI task's history (`~/.cline/data/sessions/<id>/<id>.messages.json`, Cline CLI 3.x) as the
-hook payloads the CLI would have sent, for `nmem import-transcripts` (the format: nmemd.capture.cline).
+hook payloads the CLI would have sent, for `nmem import-transcripts` (the format: nmemd.agents.cline.capture).
 
 The file is one JSON document, `{"sessionId", "messages": [{id, role, content: [...], ts}, ...]}`,
 rewritten whole as the task goes on (verified with the real CLI 3.0.65: tests/data/cline/). It is read
@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nmemd.capture.cline import AGENT
+from nmemd.agents.cline.capture import AGENT
 from nmemd.history import files
+from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound
 
 SUFFIX: Final = ".messages.json"
@@ -185,3 +186,11 @@ class MessagesReader:
         p["turn"], p["taskComplete"] = {"outputText": bound(text, STRING_MAX, 0)}, {"taskMetadata": {}}
         self.counts.replies += 1
         return Record(key=f"reply:{self.session}:{ts}", ts=ts, payload=p)
+
+
+SOURCE: Final = HistorySource(
+    roots=lambda: existing(os.path.join(os.path.expanduser("~"), ".cline", "data", "sessions")),
+    claims=is_messages,
+    document=MessagesReader,
+    unreadable=Unreadable,
+)

@@ -1,5 +1,5 @@
 """Read OpenCode's session database (`~/.local/share/opencode/opencode.db`, OpenCode 1.2+) as the events
-nmem's OpenCode plugin would have sent, for `nmem import-transcripts` (the format: nmemd.capture.opencode).
+nmem's OpenCode plugin would have sent, for `nmem import-transcripts` (the format: nmemd.agents.opencode.capture).
 
 The database is opened read-only (`mode=ro`: OpenCode may be writing it; WAL lets it). What becomes a
 payload (each with `nmem_agent: opencode`, read by the daemon as live OpenCode events are):
@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote
 
+from nmemd.agents.opencode.capture import database
+from nmemd.history.sources import HistorySource
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound
 from nmemd.model import reply_key
 
@@ -180,3 +182,11 @@ class DatabaseReader:
         payload.update(stop_hook_active=False, last_assistant_message=bound(text, STRING_MAX, 0))
         self.counts.replies += 1
         return Record(key=reply_key(sid, text), ts=ts, payload=payload)
+
+
+SOURCE: Final = HistorySource(
+    roots=lambda: [database()] if os.path.isfile(database()) else [],
+    claims=is_database,
+    database=lambda path, since: DatabaseReader(path, since=since),
+    unreadable=Unreadable,
+)

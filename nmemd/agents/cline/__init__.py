@@ -1,0 +1,25 @@
+"""Cline, the VS Code extension and its CLI. What nmem knows of it: README.md beside this file."""
+
+from __future__ import annotations
+
+import msgspec
+
+from nmemd.agents.spec import AgentSpec, Lazy
+
+
+def _reply(event: str, text: str) -> bytes:
+    """README.md: Replies."""
+    return msgspec.json.encode({"cancel": False, "contextModification": text})
+
+
+SPEC = AgentSpec(
+    name="cline",
+    label="Cline",
+    hooks=("TaskStart", "TaskResume", "UserPromptSubmit", "PostToolUse", "PreCompact", "TaskComplete", "TaskCancel"),
+    start_events=(("hookName", "TaskStart"), ("hookName", "TaskResume")),
+    reply=_reply,
+    normalized=Lazy("nmemd.agents.cline.capture", "normalized"),
+    observations=Lazy("nmemd.agents.cline.capture", "observations"),
+    setup=Lazy("nmemd.agents.cline.setup", "SETUP"),
+    history=Lazy("nmemd.agents.cline.history", "SOURCE"),
+)

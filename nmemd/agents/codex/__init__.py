@@ -1,0 +1,15 @@
+"""Codex, OpenAI's coding agent (the `codex` CLI). What nmem knows of it: README.md beside this file."""
+
+from __future__ import annotations
+
+from nmemd.agents.spec import AgentSpec, Lazy
+
+SPEC = AgentSpec(
+    name="codex",
+    label="Codex",
+    hooks=("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "PostCompact", "Stop", "SessionEnd"),
+    shows_system_message=True,
+    observations=Lazy("nmemd.agents.codex.capture", "observations"),
+    setup=Lazy("nmemd.agents.codex.setup", "SETUP"),
+    history=Lazy("nmemd.agents.codex.history", "SOURCE"),
+)

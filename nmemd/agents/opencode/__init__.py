@@ -1,0 +1,15 @@
+"""OpenCode, the terminal coding agent: nmem reaches it through a JavaScript plugin, not command hooks.
+
+What nmem knows of it: README.md beside this file."""
+
+from __future__ import annotations
+
+from nmemd.agents.spec import AgentSpec, Lazy
+
+SPEC = AgentSpec(
+    name="opencode",
+    label="OpenCode",
+    observations=Lazy("nmemd.agents.opencode.capture", "observations"),
+    setup=Lazy("nmemd.agents.opencode.setup", "SETUP"),
+    history=Lazy("nmemd.agents.opencode.history", "SOURCE"),
+)

@@ -1,0 +1,70 @@
+"""What nmem knows of one coding agent (`AgentSpec`), and `Lazy`: how a built-in agent's spec names the
+code in its own folder without importing it.
+
+The spec sits low (beside `store`): extraction, replies, the context, doctor and the CLI read it. The
+code it names sits high, in `nmemd/agents/<name>/` (capture.py, history.py, setup.py), above the
+capture, history and setup folders it uses. A built-in spec names that code by `Lazy`, imported when
+first called: the daemon loads an agent's parser with the agent's first event and never an installer;
+no import cycle can form. `tests/test_layout.py` checks that an agent's `__init__` reaches its own
+folder only this way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nmemd.history.sources import HistorySource
+    from nmemd.model import Extracted, Observation
+    from nmemd.setup.agent_setup import AgentSetup
+
+# (payload, session fields read so far, project root) -> the agent's observations; None: read it as
+# Claude Code's (what the agent sends under Claude Code's names and fields).
+Parser = Callable[[dict[str, Any], "Extracted", "str | None"], "list[Observation] | None"]
+# A payload renamed to Claude Code's events and fields before anything else reads it.
+Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
+# (hook event, context text) -> the bytes the hook prints for its agent; b"" for none.
+ReplyShape = Callable[[str, str], bytes]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSpec:
+    """What nmem knows of one coding agent."""
+
+    name: str  # as the hook client sends it (`nmem_agent`) and the `agent` column stores it
+    label: str  # as people call it
+    aliases: tuple[str, ...] = ()
+    # The hook events nmem installs for it, by its own names (its installer's table derives from these).
+    hooks: tuple[str, ...] = ()
+    # The events a session starts with, as (payload key, value): the hook client starts the daemon on them.
+    start_events: tuple[tuple[str, str], ...] = (("hook_event_name", "SessionStart"),)
+    # Its hooks show a reply's `systemMessage` to the user; otherwise a notice goes inside the context.
+    shows_system_message: bool = False
+    reply: ReplyShape | None = None  # None: Claude Code's `hookSpecificOutput` form
+    normalized: Normalizer | None = None
+    observations: Parser | None = None  # None: its payloads are read as Claude Code's
+    # Its install, uninstall and doctor checks (a `setup.agent_setup.AgentSetup`), loaded when a command needs them.
+    setup: Callable[[], AgentSetup] | None = None
+    # Where its history lives and how it is read (a `history.sources.HistorySource`), for `nmem import-transcripts`.
+    history: Callable[[], HistorySource] | None = None
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """`name` in `module` (a built-in agent's own `nmemd.agents.<agent>.<module>`), imported when first
+    called: a function is called with the arguments given, a value (an AgentSetup, a HistorySource) is
+    returned as it is."""
+
+    module: str
+    name: str
+
+    def load(self) -> None:
+        """Import it now (what a first call would)."""
+        importlib.import_module(self.module)
+
+    def __call__(self, *args: Any) -> Any:
+        found = getattr(importlib.import_module(self.module), self.name)
+        return found(*args) if callable(found) else found
