@@ -70,3 +70,17 @@ def test_each_installer_installs_the_hook_events_its_spec_names() -> None:
         setup = importlib.import_module(f"nmemd.agents.{spec.name}.setup")
         events = [getattr(h, "event", h) for h in getattr(setup, "HOOKS", ())]
         assert events == list(spec.hooks), spec.name
+
+
+def test_every_built_in_agent_has_its_reference_notes_beside_its_code_and_linked() -> None:
+    """An agent's notes (hook events, payloads, replies, where its config and history live) are its folder's
+    README.md, not a docstring; docs/agents.md links each one."""
+    from pathlib import Path
+
+    repo = Path(registry.__file__).resolve().parents[2]
+    agents_doc = (repo / "docs" / "agents.md").read_text()
+    for spec in registry.BUILTIN:
+        folder = spec.name.replace("-", "_")
+        notes = repo / "nmemd" / "agents" / folder / "README.md"
+        assert notes.read_text().startswith(f"# {spec.label}"), spec.name
+        assert f"(../nmemd/agents/{folder}/README.md)" in agents_doc, spec.name

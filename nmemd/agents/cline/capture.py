@@ -1,63 +1,8 @@
 """Cline: what its hooks send, as nmem reads them.
 
-Verified against the real Cline CLI 3.0.65 (November 2026), offline: `npm install cline@3.0.65` brings a
-Bun-compiled binary (`@cline/cli-linux-x64`) that runs on this machine's Node 20; `cline auth -p
-openai-compatible -k KEY -m m1 -b http://127.0.0.1:PORT/v1` points it at a local chat-completions API (the
-anthropic provider refuses a base URL); `cline --json -c <workspace> "<prompt>"` runs a task. Its payloads
-are kept in tests/data/cline/hooks-3.0.65.jsonl. What the real CLI showed, against the hook reference:
-- `hookName` is its internal event name, not the hook file's: agent_start (file TaskStart), agent_resume,
-  agent_abort (TaskCancel), agent_end (TaskComplete, one per run, with `turn.outputText`), agent_error
-  (TaskError), tool_call (PreToolUse), tool_result (PostToolUse, with `tool_result` {id, name, input,
-  output}), prompt_submit (UserPromptSubmit), pre_compact, session_shutdown (SessionShutdown): HOOK_FILES.
-- `taskMetadata` is empty (no initialTask); `clineVersion` is "".
-- Its tools are its own: `run_commands` {commands: [...]}, `editor` {path, new_text, old_text,
-  insert_line}, `read_files` {files: [{path}]}, ...; a failed command's `postToolUse.success` is true, the
-  failure is in `tool_result.output[i].success`.
-- It reads hooks from `~/Documents/Cline/Hooks/`, `~/.cline/hooks/`, `<workspace>/.clinerules/hooks/`,
-  `<workspace>/.cline/hooks/` and `--hooks-dir`, with no `hooks-enabled` setting.
-- TaskStart, TaskResume and UserPromptSubmit run detached with stdio ignored (`blockingRunStartHooks`
-  off, and no CLI option or setting turns it on): their `contextModification` never reaches the model
-  (checked: the context was not in the request). Only PreToolUse runs blocking. A one-shot prompt fired no
-  UserPromptSubmit. The VS Code extension (not tried) runs them as the reference says.
-- It keeps task history in `~/.cline/data/sessions/<id>/<id>.messages.json` and `db/sessions.db`, `<id>`
-  being the hooks' `sessionContext.rootSessionId` (their `taskId` is a per-run conversation id): read by
-  nmemd.agents.cline.history.
-
-Hooks configuration
-    An executable file named after the hook, no extension (`TaskStart`, `TaskResume`, `TaskCancel`,
-    `TaskComplete`, `PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `PreCompact`), in
-    `~/Documents/Cline/Hooks/` (every workspace) or `<workspace>/.clinerules/hooks/` (one project;
-    the project's file wins over a global one of the same name). The CLI runs them only with hooks
-    enabled (`cline config set hooks-enabled=true`), on macOS and Linux.
-
-Payloads (stdin, JSON)
-    Every hook: `clineVersion`, `hookName`, `timestamp`, `taskId`, `workspaceRoots`, `userId`, and
-    one object named after the hook in camelCase: `taskStart.taskMetadata` (`taskId`, `ulid`,
-    `initialTask`), `taskResume` (`taskMetadata`, `previousState`: `lastMessageTs`,
-    `messageCount`, `conversationHistoryDeleted`), `taskCancel` / `taskComplete`
-    (`taskMetadata`), `userPromptSubmit` (`prompt`, `attachments`), `preToolUse` (`toolName`,
-    `parameters`), `postToolUse` (`toolName`, `parameters`, `result` (a string), `success`,
-    `executionTimeMs`). The reference does not list PreCompact's fields: nmem stores it as a
-    compaction with what its object holds. Tool names are Cline's own (`execute_command`
-    {command, requires_approval}, `read_file` {path}, `write_to_file` {path, content},
-    `replace_in_file` {path, diff}, `search_files` {path, regex, file_pattern}, `list_files`,
-    `use_mcp_tool` {server_name, tool_name, arguments (a JSON string)}, `attempt_completion`
-    {result}, ...), their paths relative to the workspace root. No payload names a tool call by an
-    id: nmem names one by a hash of its tool, parameters and result.
-
-Replies
-    The last JSON object on stdout: `{"cancel": bool, "contextModification": "...",
-    "errorMessage": "..."}`. `contextModification` (up to 50 KB) is added to the conversation and
-    read by the model's next request. A hook that exits non-zero, prints invalid JSON or times out
-    blocks the action; one that prints no JSON lets it proceed, which is what nmem's client does for
-    every event but TaskStart, TaskResume and (with prompt recall on) UserPromptSubmit: for those
-    nmem's daemon answers `{"cancel": false, "contextModification": <context>}`
-    (nmemd.recall.replies).
-
-MCP
-    Cline keeps MCP servers in its extension storage (`cline_mcp_settings.json`), edited from its MCP
-    view, not in a file nmem can rely on: `nmem install --agent cline` prints how to add `nmem-mcp`
-    instead of writing it.
+Cline's hooks read into observations: its task events renamed to Claude Code's (`normalized`), its own tools
+(the VS Code extension's and the CLI's) read here, the rest as Claude Code's. Its hooks, payloads, replies,
+config and history, as verified: README.md beside this file.
 """
 
 from __future__ import annotations

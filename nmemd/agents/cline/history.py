@@ -1,5 +1,5 @@
 """Read a Cline CLI task's history (`~/.cline/data/sessions/<id>/<id>.messages.json`, Cline CLI 3.x) as the
-hook payloads the CLI would have sent, for `nmem import-transcripts` (the format: nmemd.agents.cline.capture).
+hook payloads the CLI would have sent, for `nmem import-transcripts` (the format: README.md).
 
 The file is one JSON document, `{"sessionId", "messages": [{id, role, content: [...], ts}, ...]}`,
 rewritten whole as the task goes on (verified with the real CLI 3.0.65: tests/data/cline/). It is read

@@ -1,6 +1,6 @@
 """nmem's hook scripts in Cline's global hooks folder, and out again.
 
-Cline runs an executable named after each hook (nmemd.agents.cline.capture). `nmem install --agent cline`
+Cline runs an executable named after each hook (README.md). `nmem install --agent cline`
 writes one small script per hook nmem uses into `~/Documents/Cline/Hooks/`, each marked as nmem's in
 its second line and running `send.py --agent cline`. A file of that name that is not nmem's is the
 user's own hook: it is left alone and named in the report (Cline runs one file per hook name).

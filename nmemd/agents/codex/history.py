@@ -1,12 +1,12 @@
 """Read a Codex CLI rollout file (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`) as the hook payloads
-Codex would have sent, for `nmem import-transcripts` (the format: nmemd.agents.codex.capture).
+Codex would have sent, for `nmem import-transcripts` (the format: README.md).
 
 What becomes a payload (each with `nmem_agent: codex`, so the daemon's own extraction reads it as
 live Codex hooks are read):
 
 * a user message of a turn (`response_item` `message`, role `user`; the harness's own context
   blocks such as `<environment_context>` are not prompts) -> UserPromptSubmit, keyed
-  `prompt:<session>:<turn id>` as the live hook is (nmemd.agents.codex.capture);
+  `prompt:<session>:<turn id>` as the live hook is (README.md);
 * a tool call (`function_call`, `custom_tool_call`, `local_shell_call`) joined with its output
   (`function_call_output`, `custom_tool_call_output`) -> PostToolUse, keyed `tool:<session>:<call id>`
   like the live hook: the shell tools (`exec_command`, `shell`, `local_shell`, ...) as `Bash` with

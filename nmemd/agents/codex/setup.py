@@ -1,16 +1,15 @@
 """nmem's hooks, their trust and its MCP server in the OpenAI Codex CLI's configuration, and out again.
 
-`$CODEX_HOME/hooks.json` gets nmem's handlers (each in a group of its own, after every other
-tool's, so no other hook's position, and hence its trust key, moves); `$CODEX_HOME/config.toml`
-gets `[mcp_servers.nmem]` and, for each of nmem's handlers, the `[hooks.state."<key>"]
-trusted_hash` Codex's `/hooks` would record when the user trusts it (nmemd.agents.codex.capture says
-how Codex computes both): without it Codex skips the hooks silently. Only what nmem wrote is
-trusted, by the hash of exactly what it wrote. Everything else in both files is kept; both are
-backed up before a change; uninstall removes exactly nmem's handlers, tables and trust entries.
+`$CODEX_HOME/hooks.json` gets nmem's handlers (each in a group of its own, after every other tool's, so no
+other hook's position, and hence its trust key, moves); `$CODEX_HOME/config.toml` gets `[mcp_servers.nmem]`
+and, for each of nmem's handlers, the `[hooks.state."<key>"] trusted_hash` Codex's `/hooks` would record when
+the user trusts it (README.md says how Codex computes both): without it Codex skips the hooks silently. Only
+what nmem wrote is trusted, by the hash of exactly what it wrote. Everything else in both files is kept; both
+are backed up before a change; uninstall removes exactly nmem's handlers, tables and trust entries.
 
-config.toml is edited as text (Python reads TOML but has no writer): nmem's tables are removed
-by their header and written again at the end of the file, and the result must parse as TOML
-holding everything the file held before, or nothing is written.
+config.toml is edited as text (Python reads TOML but has no writer): nmem's tables are removed by their header
+and written again at the end of the file, and the result must parse as TOML holding everything the file held
+before, or nothing is written.
 """
 
 from __future__ import annotations

@@ -1,78 +1,8 @@
 """GitHub Copilot CLI: what its hooks send and its session files hold, as nmem reads them.
 
-Verified against the real CLI, GitHub Copilot CLI 1.0.102 (`npm install @github/copilot@1.0.102`: the
-native binary is in the optional package `@github/copilot-linux-x64`, `copilot`; it unpacks its
-runtime into `~/.cache/copilot/pkg/<platform>/<version>/` on first run), run offline against a
-scripted Responses API on 127.0.0.1 (tests/e2e/test_copilot.py), and read from `copilot help
-config`, `copilot help environment`, `copilot help providers` and GitHub's "Copilot CLI hooks
-reference".
-
-The model, offline
-    Documented "bring your own key" mode: `COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:<port>/v1`,
-    `COPILOT_PROVIDER_WIRE_API=responses`, `COPILOT_MODEL=<name>`, `COPILOT_OFFLINE=true` (no GitHub
-    authentication, telemetry or update check; no token needed). Copilot then calls only `POST
-    <base>/responses`, streamed; a turn needs `response.output_item.added` / `.done` per item and
-    `response.completed` carrying the whole `output` (without them: "No response was returned").
-    `copilot -p PROMPT --allow-all-tools` runs one prompt non-interactively. Tools offered to
-    `gpt-5.4`: `bash` (`{"command", "description"}`), `apply_patch` (freeform: the patch text),
-    `view` (`{"path"}`), `rg`, `glob`, `task`, ... `COPILOT_HOME` (default `~/.copilot`) holds
-    everything below.
-
-Hooks configuration
-    Repository hooks: `.github/hooks/*.json`, `{"version": 1, "hooks": {"<event>": [{"type":
-    "command", "bash": "...", "powershell": "...", "cwd": "...", "env": {...}, "timeoutSec": 30}]}}`.
-    User hooks: the same `hooks` object in `$COPILOT_HOME/settings.json` (which also holds the
-    user's other settings, e.g. `"banner"`); `disableAllHooks: true` turns every hook off. Command
-    hooks run through the shell with the payload on stdin. A hook named in camelCase
-    (`sessionStart`, `sessionEnd`, `userPromptSubmitted`, `preToolUse`, `postToolUse`,
-    `postToolUseFailure`, `agentStop`, `subagentStart`, `subagentStop`, `preCompact`,
-    `errorOccurred`, `notification`, ...) gets a camelCase payload without its own event name
-    (`sessionId`, `timestamp` in ms, `cwd`, `toolName`, `toolArgs`, `toolResult`); the same hook
-    named in PascalCase, the "VS Code compatible" form (`SessionStart`, `UserPromptSubmit`,
-    `PreToolUse`, `PostToolUse`, `PostToolUseFailure`, `Stop`, `SubagentStop`, `PreCompact`,
-    `SessionEnd`), gets a snake_case payload that names its event, as Claude Code's do. nmem installs
-    the PascalCase form (nmemd.agents.copilot.setup): `hook_event_name`, `session_id` (a UUID, also the
-    session folder's name), `timestamp` (ISO-8601), `cwd` on every event.
-    SessionStart: `source` ("new", "resume", "startup"), `initial_prompt` with `-p`.
-    UserPromptSubmit: `prompt`. PreToolUse: `tool_name`, `tool_input`. PostToolUse: `tool_name`,
-    `tool_input`, `tool_result` `{"result_type": "success", "text_result_for_llm": "..."}`.
-    PostToolUseFailure (a tool that failed, e.g. a patch that does not apply): `tool_name`,
-    `tool_input`, `error`. Stop: `transcript_path` (the session's events.jsonl), `stop_reason`
-    ("end_turn"), `stop_hook_active`. SessionEnd: `reason` ("complete").
-    Tool names in this form are Claude Code's: `Bash` (the `bash` tool; its result ends
-    `<shellId: N completed with exit code K>`, and a non-zero K is not a failure event), `Read`
-    (`view`, `tool_input.path`), `Edit` (`apply_patch`; `tool_input` is then the patch itself, a
-    string, in Codex's `*** Begin Patch` format). An MCP tool is named `<server>-<tool>`
-    (`nmem-search`), stored as `mcp__<server>__<tool>`. No payload carries the tool call's id, nor
-    Stop the turn's reply, and the session's events.jsonl cannot supply them: Copilot writes it behind
-    its hooks (when nmem's first PostToolUse hook ran, the file held only `session.start`; the
-    e2e test found it). So a call is keyed by its hook's `timestamp` and a digest of `tool_input`
-    (`hook_call_id`), a turn's end by its Stop hook's `timestamp` (`stop_key`): the session file's
-    `hook.start` records keep that time, and the import keys them alike.
-
-Replies
-    SessionStart's and UserPromptSubmit's stdout `{"additionalContext": "..."}` reaches the model as
-    a user message before the prompt (SessionStart) or a `<system_reminder>` after it
-    (UserPromptSubmit), in both naming forms. Claude Code's `{"hookSpecificOutput": {...}}` is
-    ignored: nmem's daemon answers Copilot in the plain form (nmemd.recall.replies).
-
-Session files (`nmem import-transcripts`)
-    `$COPILOT_HOME/session-state/<session id>/events.jsonl`, one `{"type": ..., "data": {...}, "id",
-    "timestamp": ISO-8601 UTC, "parentId"}` per line: `session.start` (`sessionId`,
-    `copilotVersion`, `context.cwd`, `context.gitRoot`, `context.branch`), `user.message`
-    (`content`, `messageId`, `turnId`), `assistant.message` (`content`, `toolRequests`),
-    `tool.execution_start` (`toolCallId`, `toolName`, `arguments`: an object, or the patch string for
-    `apply_patch`), `tool.execution_complete` (`toolCallId`, `success`, `result.content`,
-    `shellExecution.exitCode`, `error`), `hook.start` / `hook.end` (each hook's input and output,
-    verbatim), `assistant.turn_start` / `turn_end`, `session.usage_record`, `session.shutdown`.
-    Live capture and the import key a tool call, a prompt and a turn's end alike (by the time of
-    the hook that saw it, from `hook.start`'s `input.timestamp`), so a session seen by both is
-    stored once; a session no hook saw is keyed by `toolCallId` and its texts.
-
-MCP
-    `$COPILOT_HOME/mcp-config.json`, `{"mcpServers": {"<name>": {"type": "local", "command": "...",
-    "args": [...], "tools": ["*"]}}}` (what `copilot mcp add <name> -- <command>` writes);
-    `nmem install --agent copilot` registers `nmem` running `nmem-mcp`.
+Copilot's hooks read into observations: its shell calls (the exit code from the output), `apply_patch` edits,
+reads and MCP calls read here, the rest as Claude Code's (the PascalCase hooks send its names). Its hooks,
+payloads, replies, config and history, as verified: README.md beside this file.
 """
 
 from __future__ import annotations

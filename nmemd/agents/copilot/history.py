@@ -1,5 +1,5 @@
 """Read a GitHub Copilot CLI session file (`$COPILOT_HOME/session-state/<session>/events.jsonl`) as the
-hook payloads Copilot would have sent, for `nmem import-transcripts` (the format: nmemd.agents.copilot.capture).
+hook payloads Copilot would have sent, for `nmem import-transcripts` (the format: README.md).
 
 What becomes a payload (each with `nmem_agent: copilot`, read by the daemon as live Copilot hooks are):
 

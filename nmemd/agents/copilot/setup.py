@@ -2,7 +2,7 @@
 
 `$COPILOT_HOME/settings.json` (default `~/.copilot`) gets nmem's handlers under `hooks`, one per
 event, in the PascalCase ("VS Code compatible") form whose payloads name their event as Claude
-Code's do (nmemd.agents.copilot.capture); `$COPILOT_HOME/mcp-config.json` gets `mcpServers.nmem`. Every
+Code's do (README.md); `$COPILOT_HOME/mcp-config.json` gets `mcpServers.nmem`. Every
 other key, hook and server in both files is kept; both are backed up before a change
 (nmemd.setup.install.write); uninstall removes exactly nmem's handlers and server.
 """

@@ -1,60 +1,8 @@
 """Cursor: what its agent hooks send, as nmem reads them.
 
-Not verified against a real Cursor: Cursor is a desktop editor, and its `cursor-agent` CLI is
-downloaded from cursor.com by an install script (`npm view @cursor/cli` is a 404: nothing on npm),
-needs a Cursor account and talks only to Cursor's servers, so it cannot run offline here. This module
-follows Cursor's hooks documentation (cursor.com/docs/hooks, "Hooks", the version read in November
-2026, which documents `cursor_version` values such as "1.7.2" and "2.0.77"); the tests build their
-payloads from it (tests/test_agents_cursor.py).
-
-Hooks configuration
-    `~/.cursor/hooks.json` (user) or `<project>/.cursor/hooks.json` (project, trusted workspaces
-    only), `{"version": 1, "hooks": {"<event>": [{"command": "...", "timeout": <seconds>,
-    "matcher": "..."}]}}`; a command runs with the payload on stdin and answers JSON on stdout
-    (exit 0: the output is used; exit 2: deny; anything else: the hook failed and the action
-    proceeds). User hooks run from `~/.cursor/`. Cursor reloads the file when it changes.
-
-Payloads (stdin, JSON)
-    Every agent hook: `conversation_id` (stable across the conversation's turns), `generation_id`
-    (new with every user message), `model`, `hook_event_name` (camelCase), `cursor_version`,
-    `workspace_roots` (absolute paths), `user_email`, `transcript_path` (or null). Then:
-    sessionStart: `session_id` (= conversation_id), `is_background_agent`, `composer_mode`.
-    sessionEnd: `session_id`, `reason` ("completed", "aborted", "error", "window_close",
-    "user_close"), `duration_ms`, `final_status`, `error_message`.
-    beforeSubmitPrompt: `prompt`, `attachments` ([{"type": "file" | "rule", "file_path"}]).
-    afterShellExecution: `command`, `output` (the terminal's whole output; no exit code),
-    `duration` (ms), `sandbox`.
-    afterMCPExecution: `tool_name`, `tool_input` (a JSON string), `mcp_server_name`,
-    `result_json` (a JSON string), `duration`.
-    afterFileEdit: `file_path` (absolute), `edits` ([{"old_string", "new_string"}]).
-    beforeReadFile: `file_path`, `content` (the whole file), `attachments`.
-    postToolUseFailure: `tool_name` ("Shell", "Read", "Write", "Grep", "Delete", "Task",
-    "MCP:<tool>"), `tool_input`, `tool_use_id`, `cwd`, `error_message`, `failure_type` ("error",
-    "timeout", "permission_denied"), `duration`, `is_interrupt`.
-    afterAgentResponse: `text` (the assistant's message). stop: `status` ("completed", "aborted",
-    "error"), `loop_count`. preCompact: `trigger` ("auto", "manual"), `context_usage_percent`,
-    `context_tokens`, `context_window_size`, `message_count`, `messages_to_compact`,
-    `is_first_compaction`.
-    No hook but postToolUse/postToolUseFailure names a tool call by an id: nmem keys a shell
-    command, an edit or an MCP call by the turn (`generation_id`) and a hash of what it did.
-
-Replies
-    sessionStart's `{"additional_context": "..."}` is added to "the conversation's initial system
-    context" (and `env`); the hook is fire-and-forget, so the context reaches only a session whose
-    first request comes after nmem answered. beforeSubmitPrompt accepts only `continue` and
-    `user_message`: no context, so nmem prints nothing for it (the documented default on a hook that
-    prints nothing is to proceed). nmem's daemon answers Cursor's sessionStart in that form
-    (nmemd.recall.replies).
-
-Transcripts
-    `transcript_path` names the conversation's transcript, and Cursor keeps them under
-    `~/.cursor/projects/<project>/agent-transcripts/`, but the hooks documentation does not describe
-    their format (it says only "path to the main conversation transcript file"): nmem does not
-    import them.
-
-MCP
-    `~/.cursor/mcp.json`, `{"mcpServers": {"<name>": {"command": "...", "args": [...]}}}`;
-    `nmem install --agent cursor` registers `nmem` running `nmem-mcp`.
+Cursor's hooks read into observations: its events renamed to Claude Code's (`normalized`), its shell, edit and
+MCP hooks read here, the rest as Claude Code's. Its hooks, payloads, replies, config and history, as verified:
+README.md beside this file.
 """
 
 from __future__ import annotations

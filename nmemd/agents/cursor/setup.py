@@ -4,7 +4,7 @@
 version 1), after every other tool's; `~/.cursor/mcp.json` gets `mcpServers.nmem` running `nmem-mcp`.
 Every other key, hook and server in both files is kept; both are backed up before a change
 (nmemd.setup.install.write); uninstall removes exactly nmem's handlers and server. What the hooks send
-is in nmemd.agents.cursor.capture.
+is in README.md.
 """
 
 from __future__ import annotations

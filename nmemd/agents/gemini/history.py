@@ -1,5 +1,5 @@
 """Read a Gemini CLI session file (`~/.gemini/tmp/<project>/chats/session-*.jsonl`) as the hook payloads
-the Gemini CLI would have sent, for `nmem import-transcripts` (the format: nmemd.agents.gemini.capture).
+the Gemini CLI would have sent, for `nmem import-transcripts` (the format: README.md).
 
 What becomes a payload (each with `nmem_agent: gemini`, so the daemon's own extraction reads it as live
 Gemini hooks are read, under the same natural keys):

@@ -2,7 +2,7 @@
 
 `~/.gemini/settings.json` (`$GEMINI_CLI_HOME/.gemini/settings.json` when that is set) gets nmem's
 handlers, each in a group of its own after every other tool's, named `nmem`, and
-`mcpServers.nmem` running `nmem-mcp`. User hooks run without any trust step (nmemd.agents.gemini.capture).
+`mcpServers.nmem` running `nmem-mcp`. User hooks run without any trust step (README.md).
 Everything else in the file is kept; it is backed up before a change; uninstall removes exactly
 nmem's handlers and server. Gemini reads settings.json with comments allowed: a file with comments
 is not JSON to nmem, which then says so and changes nothing.

@@ -1,5 +1,5 @@
 """Read OpenCode's session database (`~/.local/share/opencode/opencode.db`, OpenCode 1.2+) as the events
-nmem's OpenCode plugin would have sent, for `nmem import-transcripts` (the format: nmemd.agents.opencode.capture).
+nmem's OpenCode plugin would have sent, for `nmem import-transcripts` (the format: README.md).
 
 The database is opened read-only (`mode=ro`: OpenCode may be writing it; WAL lets it). What becomes a
 payload (each with `nmem_agent: opencode`, read by the daemon as live OpenCode events are):

@@ -1,6 +1,6 @@
 """nmem's plugin and MCP server in OpenCode's user configuration, and out again.
 
-OpenCode has no command hooks; it loads JavaScript plugins (nmemd.agents.opencode.capture). `nmem install
+OpenCode has no command hooks; it loads JavaScript plugins (README.md). `nmem install
 --agent opencode` writes one, `~/.config/opencode/plugin/nmem.js` (`$XDG_CONFIG_HOME/opencode/...`):
 a small file of nmem's own that pipes OpenCode's events as JSON to nmem's hook client
 (`send.py --agent opencode`), and adds the SessionStart context to the session's system prompt. It
@@ -39,7 +39,7 @@ START_WAIT_MS: Final = 8000  # the most the first model request waits for nmem's
 PLUGIN: Final = """\
 __MARKER__ (written by `nmem install --agent opencode`; `nmem uninstall --agent opencode` removes it).
 // Pipes OpenCode's events as JSON to nmem's hook client, with Claude Code's field names
-// (nmemd.agents.opencode.capture), and adds nmem's context to each session's system prompt.
+// (README.md), and adds nmem's context to each session's system prompt.
 const SEND = __SEND_ARGV__
 const START_WAIT_MS = __START_WAIT_MS__
 
