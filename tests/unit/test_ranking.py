@@ -1,0 +1,135 @@
+"""How search ranks (nmemd.recall.search, .ranking), in process: a few real-shaped Claude Code events
+through the real extractor and store into a real SQLite file, each test's own, then `search` on a
+read-only connection. The same rules over a larger corpus a real daemon stored: tests/daemon/test_search.py."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.helpers import claude_bash, claude_edit, claude_event, claude_tool
+from support.store import STEP_S, stored
+
+from nmemd.recall.queries import Filters, Hit
+from nmemd.recall.search import search
+
+SID = "sess-rank-0001"
+NOW = time.time()
+DAY = 86400.0
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> str:
+    (tmp_path / "walrus" / ".git").mkdir(parents=True)
+    return str(tmp_path / "walrus")
+
+
+def _read(cwd: str, rel: str, text: str) -> dict[str, Any]:
+    path = f"{cwd}/{rel}"
+    return claude_tool(SID, cwd, "Read", {"file_path": path},
+                       {"type": "text", "file": {"filePath": path, "content": text, "numLines": 1,
+                                                 "startLine": 1, "totalLines": 1}})  # fmt: skip
+
+
+def _prompt(cwd: str, text: str, session: str = SID) -> dict[str, Any]:
+    return claude_event("UserPromptSubmit", session, cwd, prompt=text)
+
+
+def searcher(payloads: list[dict[str, Any]]) -> Callable[..., list[Hit]]:
+    """The test's corpus: `payloads` stored oldest first (STEP_S apart, the last one a minute ago), after a
+    few rows of other words (a word every row holds tells nothing: its idf is nil); then `search` on it."""
+    filler = [_prompt("/tmp/filler", f"unrelated chore {n}", session="sess-filler") for n in range(3)]
+    db = stored(filler + payloads, start=NOW - 60 - STEP_S * (len(filler) + len(payloads)))
+
+    def ranked(text: str, limit: int = 20, **filters: Any) -> list[Hit]:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return search(conn, text, Filters(**filters), limit=limit, now=NOW)
+        finally:
+            conn.close()
+
+    return ranked
+
+
+def titles(hits: list[Hit]) -> Iterator[str]:
+    return (h.title for h in hits)
+
+
+def test_a_row_holding_more_of_the_words_ranks_first_even_when_older(project: str) -> None:
+    ranked = searcher([_prompt(project, "make the walrus parser keep tabs"), _prompt(project, "the walrus is back"),
+                       _prompt(project, "walrus walrus walrus")])  # fmt: skip
+    hits = ranked("walrus parser tabs")
+    assert next(titles(hits)) == "make the walrus parser keep tabs"
+    assert len(hits) == 3  # a row with one of the words is still found
+
+
+def test_an_edit_outranks_a_newer_read_of_the_same_file(project: str) -> None:
+    ranked = searcher([claude_edit(SID, project, "src/walrus.py", "split(' ')", "split()"),
+                       _read(project, "src/walrus.py", "def parse(line): return line.split()")])  # fmt: skip
+    assert [h.type for h in ranked("walrus.py")] == ["edit", "read"]
+
+
+def test_of_two_equal_rows_the_newer_ranks_first(project: str) -> None:
+    hits = searcher([_prompt(project, "fix the walrus parser"), _prompt(project, "fix the walrus lexer")])("walrus")
+    assert list(titles(hits)) == ["fix the walrus lexer", "fix the walrus parser"] and hits[0].ts > hits[1].ts
+
+
+def test_a_fresh_row_outranks_a_stronger_one_from_months_ago(project: str) -> None:
+    stored(
+        [_prompt(project, "the walrus parser: walrus tabs, walrus spaces, walrus parser again")], start=NOW - 90 * DAY
+    )
+    hits = searcher([_prompt(project, "the walrus parser")])("walrus parser")
+    assert list(titles(hits))[0] == "the walrus parser" and len(hits) == 2
+
+
+def test_a_question_about_an_edit_finds_the_edit_before_the_prompt_that_asked_for_it(project: str) -> None:
+    edit = claude_edit(SID, project, "src/invoice.py", "float(x)", "Decimal(x)  # decimal amounts")
+    ranked = searcher([_prompt(project, "use decimal amounts in the invoice"), edit])
+    hits = ranked("which file did we edit to use decimal amounts?")
+    assert hits[0].type == "edit" and hits[0].file_path == f"{project}/src/invoice.py"
+
+
+def test_a_test_run_outranks_a_newer_look_at_the_same_file(project: str) -> None:
+    ranked = searcher([claude_bash(SID, project, "pytest -q tests/test_walrus.py", "3 passed in 0.10s"),
+                       claude_bash(SID, project, "cat tests/test_walrus.py", "def test_tabs(): ...")])  # fmt: skip
+    assert next(titles(ranked("test_walrus"))).startswith("$ pytest -q tests/test_walrus.py")
+
+
+def test_an_identifier_is_found_by_its_words_and_the_words_by_the_identifier(project: str) -> None:
+    ranked = searcher([claude_edit(SID, project, "src/panes.ts", "old()", "createPaneSplit()"),
+                       _prompt(project, "keep the tab split as it was")])  # fmt: skip
+    assert [h.type for h in ranked("pane split")][0] == "edit"
+    assert [h.type for h in ranked("tabSplit")] == ["prompt"]
+
+
+def test_a_phrase_keeps_its_order_and_a_missing_word_empties_nothing(project: str) -> None:
+    ranked = searcher([_prompt(project, "use decimal amounts in the invoice")])
+    assert ranked('"decimal amounts"') and ranked('"amounts decimal"') == []
+    assert list(titles(ranked("decimal nonexistentword"))) == ["use decimal amounts in the invoice"]
+
+
+def test_filters_narrow_to_a_project_a_type_a_session_and_a_time(project: str, tmp_path: Path) -> None:
+    other = str(tmp_path / "other")
+    ranked = searcher([_prompt(project, "the walrus parser"), _prompt(other, "a walrus elsewhere", session="sess-o2"),
+                       claude_bash(SID, project, "pytest -k walrus", "1 passed")])  # fmt: skip
+    assert {h.project for h in ranked("walrus")} == {project, other}
+    assert {h.project for h in ranked("walrus", project=project)} == {project}
+    assert [h.type for h in ranked("walrus", types=["command"])] == ["command"]
+    assert [h.session_id for h in ranked("walrus", session_id="sess-o2")] == ["sess-o2"]
+    assert ranked("walrus", until=NOW - 3600) == [] and len(ranked("walrus", since=NOW - 3600)) == 3
+
+
+def test_the_limit_holds_and_the_best_score_comes_first(project: str) -> None:
+    places = [a + b for a in ("ice", "sea", "fin") for b in ("bank", "cove", "reef", "spit", "floe", "shoal", "berg")]
+    rows = [_prompt(project, f"walrus tusk by the {place}" + " walrus" * (n % 3)) for n, place in enumerate(places)]
+    ranked = searcher(rows)
+    assert len(ranked("walrus tusk", limit=5)) == 5
+    hits = ranked("walrus tusk")
+    assert len(rows) == 21 and len(hits) == 20  # the default limit; no two rows alike: none folded
+    assert [h.similar for h in hits] == [0] * 20
+    scores = [h.score for h in hits]
+    assert all(s is not None for s in scores) and scores == sorted(scores)  # type: ignore[type-var]  # lower is better
