@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 EXIT_OK = 0
 EXIT_STARTUP_FAILURE = 3  # config, paths or database unusable
@@ -51,6 +52,21 @@ def _cannot_start(report: int | None, message: str) -> None:
             os.write(report, f"failed {' '.join(message.split())[:300]}\n".encode("utf-8", "replace"))
         except OSError:
             pass
+
+
+def _startup_failed(report: int | None, exc: Exception) -> NoReturn:
+    """Exit for a daemon that cannot start: its log says why (started by a hook or `nmem daemon
+    start`, stderr is /dev/null), and so do stderr and the client that started it."""
+    import logging
+
+    logging.getLogger("nmemd").error("startup failed: %s", exc)
+    _cannot_start(report, str(exc))
+    sys.exit(EXIT_STARTUP_FAILURE)
+
+
+def _already_running(exc: Exception) -> NoReturn:
+    print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
+    sys.exit(EXIT_ALREADY_RUNNING)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -102,13 +118,9 @@ def main(argv: list[str] | None = None) -> None:
             logging.getLogger("nmemd").warning("config: %s", note)
     except AlreadyRunning as exc:
         lock.release()
-        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
-        sys.exit(EXIT_ALREADY_RUNNING)
+        _already_running(exc)
     except (NmemError, OSError) as exc:
-        # Started by a hook or `nmem daemon start`, stderr is /dev/null: the log is where it is read.
-        logging.getLogger("nmemd").error("startup failed: %s", exc)
-        _cannot_start(report, str(exc))
-        sys.exit(EXIT_STARTUP_FAILURE)
+        _startup_failed(report, exc)
     import anyio
 
     from nmemd.daemon import malloc_tuning
@@ -121,12 +133,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         anyio.run(lambda: serve(settings, started_by=args.started_by, problems=problems), backend="asyncio")
     except AlreadyRunning as exc:
-        print(f"nmemd: {exc}", file=sys.stderr)  # noqa: T201
-        sys.exit(EXIT_ALREADY_RUNNING)
+        _already_running(exc)
     except (NmemError, OSError) as exc:
-        logging.getLogger("nmemd").error("startup failed: %s", exc)
-        _cannot_start(report, str(exc))
-        sys.exit(EXIT_STARTUP_FAILURE)
+        _startup_failed(report, exc)
     except KeyboardInterrupt:
         pass
     finally:

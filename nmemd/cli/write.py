@@ -182,6 +182,16 @@ def _print_rows(c: dict[str, Any], console: "ui.Console") -> None:
         console.print(ui.Text(f"  … and {plural(c['observations'] - len(rows), 'more observation')}"))
 
 
+def _print_done(done: dict[str, Any], said: str, json_out: bool) -> None:
+    """What a purge or forget deleted: its counts as JSON, or `said` with the counts and the rows."""
+    if json_out:
+        sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
+        return
+    console = out()
+    console.print(ui.Text(f"{said} {_counts_line(done)}"))
+    _print_rows(done, console)
+
+
 def purge(
     project: ProjectOpt = None,
     all_projects: Annotated[
@@ -250,12 +260,7 @@ def purge(
         _print_rows(counts, err)
     confirmed("Delete them for good?", yes, "purge")
     done = _write("purge", {"filter": flt, "dry_run": False})
-    if json_out:
-        sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
-    else:
-        console = out()
-        console.print(ui.Text(f"deleted in {where}: {_counts_line(done)}"))
-        _print_rows(done, console)
+    _print_done(done, f"deleted in {where}:", json_out)
     if not done.get("checkpointed", True):
         fail("deleted, but a reader kept the WAL from being truncated: run the purge again to clear it")
 
@@ -281,12 +286,7 @@ def forget(
         _print_rows(counts, err)
     confirmed("Forget them for good?", yes or not sys.stdin.isatty(), "forget")
     done = _write("forget", {"ids": [i for i in id_list if i not in missing]})
-    if json_out:
-        sys.stdout.write(msgspec.json.encode(done).decode() + "\n")
-    else:
-        console = out()
-        console.print(ui.Text(f"forgot {_counts_line(done)}"))
-        _print_rows(done, console)
+    _print_done(done, "forgot", json_out)
     if missing:
         fail(f"no observation with id {', '.join(map(str, missing))}")
     if done["observations"] < len(id_list):  # more ids than the dry run named

@@ -34,8 +34,6 @@ DETAILS_BUDGET: Final = 40_000  # characters of content per get_observations cal
 TEXT_TITLE: Final = 160
 SESSION_CHARS: Final = 1500  # of a session's handoff in the sessions tool (its most useful lines first)
 
-_SESSION_ID_PREFIX_MIN: Final = 4
-
 
 # --- argument handling ------------------------------------------------------------------------
 
@@ -69,21 +67,6 @@ def _iso(ts: float | None) -> str | None:
         return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (ValueError, OverflowError, OSError):  # year 1 or 10000, NaN: stored by an older version
         return None
-
-
-def _resolve_session(conn: sqlite3.Connection, wanted: str) -> str:
-    """A full session id, or a unique prefix of one (the compact lines show 8 characters)."""
-    wanted = wanted.strip()
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (wanted,)).fetchone():
-        return wanted
-    if len(wanted) < _SESSION_ID_PREFIX_MIN:
-        raise ToolInputError(f"no session {wanted!r} (a prefix needs at least {_SESSION_ID_PREFIX_MIN} characters)")
-    rows = conn.execute(
-        "SELECT session_id FROM sessions WHERE substr(session_id, 1, ?) = ? LIMIT 2", (len(wanted), wanted)
-    ).fetchall()
-    if len(rows) == 1:
-        return str(rows[0][0])
-    raise ToolInputError(f"no session {wanted!r}" if not rows else f"session prefix {wanted!r} is ambiguous")
 
 
 def _scope(conn: sqlite3.Connection, project: str | None, default: str | None) -> str:
@@ -148,7 +131,7 @@ def search_tool(
     filters = queries.Filters(
         project=scope,
         types=[type_] if type_ else [],
-        session_id=_resolve_session(conn, session_id) if session_id else None,
+        session_id=queries.resolve_session(conn, session_id) if session_id else None,
         file=file.strip() if file and file.strip() else None,
         since=parse_time(since, now) if since else None,
         until=parse_time(until, now) if until else None,

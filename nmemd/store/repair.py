@@ -39,59 +39,56 @@ async def repair(conn: aiosqlite.Connection) -> None:
 
 
 GRAMS_BACKFILL_CHUNK = 50_000  # ids per transaction: ~0.1-0.3 s of the write lock at start
-
-
-async def _backfill_grams(conn: aiosqlite.Connection) -> None:
-    """Index the unspaced-script pairs of rows stored before migration m007, a chunk per transaction.
-
-    Resumable: `grams_from` records how far it got, so a crash in the middle goes on from there."""
-    rows = await conn.execute_fetchall("SELECT grams_from, grams_below FROM fts_state")
-    start, end = (int(v) for v in list(rows)[0])
-    if start >= end:
-        return
-    LOG.info("indexing unspaced-script text (CJK, Thai) of observations below id %d", end)
-    began = time.monotonic()
-    while start < end:
-        stop = min(start + GRAMS_BACKFILL_CHUNK, end)
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            await conn.execute(grams.INDEX_RANGE, (start, stop))
-            await conn.execute("UPDATE fts_state SET grams_from = ?", (stop,))
-            await conn.execute("COMMIT")
-        except BaseException:
-            await conn.execute("ROLLBACK")
-            raise
-        start = stop
-        LOG.info("indexed unspaced-script text up to id %d of %d (%.1f s)", stop, end, time.monotonic() - began)
-
-
 FTS_REINDEX_CHUNK = 100_000  # ids per transaction when a migration (m008, m010) indexes old rows again
 
 
-async def _reindex_fts(conn: aiosqlite.Connection) -> None:
-    """Index the rows stored before migration m008 or m010 into its new index, a chunk per transaction.
+async def _backfill_grams(conn: aiosqlite.Connection) -> None:
+    """Index the unspaced-script pairs of rows stored before migration m007 (`grams_from` up to
+    `grams_below`)."""
+    await _index_in_chunks(
+        conn, "grams", grams.INDEX_RANGE, GRAMS_BACKFILL_CHUNK, "unspaced-script text",
+        "indexing unspaced-script text (CJK, Thai) of observations below id %d",
+    )  # fmt: skip
 
-    Resumable: `reindex_from` records how far it got, so a crash in the middle goes on from there."""
-    rows = await conn.execute_fetchall("SELECT reindex_from, reindex_below FROM fts_state")
+
+async def _reindex_fts(conn: aiosqlite.Connection) -> None:
+    """Index the rows stored before migration m008 or m010 into its new index (`reindex_from` up to
+    `reindex_below`). The checkpointer does not run yet: each chunk is checkpointed here, or the WAL
+    held the whole new index (650 MB at 1M)."""
+    await _index_in_chunks(
+        conn, "reindex", fts.INDEX_RANGE, FTS_REINDEX_CHUNK, "observations",
+        "indexing observations below id %d again for full-text search (a migration's new index)",
+        checkpoint=True,
+    )  # fmt: skip
+
+
+async def _index_in_chunks(
+    conn: aiosqlite.Connection, column: str, statement: str, chunk: int, what: str, starting: str,
+    *, checkpoint: bool = False,
+) -> None:  # fmt: skip
+    """Run `statement` over ids from fts_state's `<column>_from` to its `<column>_below`, a chunk per
+    transaction. Resumable: `<column>_from` records how far it got, so a crash in the middle goes on
+    from there."""
+    rows = await conn.execute_fetchall(f"SELECT {column}_from, {column}_below FROM fts_state")
     start, end = (int(v) for v in list(rows)[0])
     if start >= end:
         return
-    LOG.info("indexing observations below id %d again for full-text search (a migration's new index)", end)
+    LOG.info(starting, end)
     began = time.monotonic()
     while start < end:
-        stop = min(start + FTS_REINDEX_CHUNK, end)
+        stop = min(start + chunk, end)
         await conn.execute("BEGIN IMMEDIATE")
         try:
-            await conn.execute(fts.INDEX_RANGE, (start, stop))
-            await conn.execute("UPDATE fts_state SET reindex_from = ?", (stop,))
+            await conn.execute(statement, (start, stop))
+            await conn.execute(f"UPDATE fts_state SET {column}_from = ?", (stop,))
             await conn.execute("COMMIT")
         except BaseException:
             await conn.execute("ROLLBACK")
             raise
-        # The checkpointer does not run yet: without this the WAL held the whole new index (650 MB at 1M).
-        await conn.execute_fetchall("PRAGMA wal_checkpoint(RESTART)")
+        if checkpoint:
+            await conn.execute_fetchall("PRAGMA wal_checkpoint(RESTART)")
         start = stop
-        LOG.info("indexed observations up to id %d of %d (%.1f s)", stop, end, time.monotonic() - began)
+        LOG.info("indexed %s up to id %d of %d (%.1f s)", what, stop, end, time.monotonic() - began)
 
 
 async def _ensure_statistics(conn: aiosqlite.Connection) -> None:

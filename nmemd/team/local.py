@@ -207,6 +207,11 @@ def outbox_depth(conn: sqlite3.Connection, roots: Sequence[str] | None = None) -
     )
 
 
+def _by_key(conn: sqlite3.Connection, sql: str, keys: list[Any]) -> dict[Any, Any]:
+    """The rows `sql` reads for `keys` (its one parameter, a JSON list), by their first column."""
+    return {r[0]: r for r in conn.execute(sql, (json.dumps(keys),))}
+
+
 def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0) -> tuple[list[OutRow], list[int]]:
     """The oldest outbox rows of `link`'s projects as they will be pushed, and the outbox ids of rows
     that push nothing (their observation was forgotten since, or a prompt not shared): acked as sent."""
@@ -216,24 +221,18 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
         " ORDER BY id LIMIT ?",
         (after, json.dumps(list(roots)), limit),
     ).fetchall()
-    obs_ids = [int(r[2]) for r in rows if r[1] == "obs"]
-    observations = {
-        r[0]: r
-        for r in conn.execute(
-            "SELECT id, event_id, session_id, type, title, content, file_path, command, ts, agent, author"
-            " FROM observations WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(obs_ids),),
-        )
-    }
-    session_ids = [r[2] for r in rows if r[1] == "session"]
-    sessions = {
-        r[0]: r
-        for r in conn.execute(
-            "SELECT session_id, started_at, ended_at, summary, agent FROM sessions"
-            " WHERE session_id IN (SELECT value FROM json_each(?))",
-            (json.dumps(session_ids),),
-        )
-    }
+    observations = _by_key(
+        conn,
+        "SELECT id, event_id, session_id, type, title, content, file_path, command, ts, agent, author"
+        " FROM observations WHERE id IN (SELECT value FROM json_each(?))",
+        [int(r[2]) for r in rows if r[1] == "obs"],
+    )
+    sessions = _by_key(
+        conn,
+        "SELECT session_id, started_at, ended_at, summary, agent FROM sessions"
+        " WHERE session_id IN (SELECT value FROM json_each(?))",
+        [r[2] for r in rows if r[1] == "session"],
+    )
     out: list[OutRow] = []
     skipped: list[int] = []
     for outbox_id, op, ref, root in rows:

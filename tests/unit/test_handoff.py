@@ -19,7 +19,8 @@ from support.replay import session_event, transcript_payloads
 
 from nmemd import config
 from nmemd.capture.extract import extract
-from nmemd.mcp.tools import sessions_tool
+from nmemd.errors import NmemError
+from nmemd.mcp.tools import search_tool, sessions_tool
 from nmemd.recall.handoff import Handoff, fit, handoff
 from nmemd.recall.summary import SUMMARY_MAX, summarize_session
 from nmemd.store.batches import Incoming
@@ -255,6 +256,19 @@ def test_the_mcp_sessions_tool_shows_each_sessions_handoff(conn_to: Any) -> None
     conn = conn_to([_p("UserPromptSubmit", prompt="make the walrus parser keep tabs"), _edit("src/walrus.py")])
     text = sessions_tool(conn, CWD, None, 10, NOW)
     assert '\nAsked: "make the walrus parser keep tabs" (#1)\nChanged: src/walrus.py (1 edit, +2 -1 lines) (#2)' in text
+
+
+def test_the_mcp_search_tool_takes_a_session_prefix_as_the_cli_does(conn_to: Any) -> None:
+    """The tools resolve a session prefix with the CLI's own `queries.resolve_session`: a unique prefix
+    narrows, a short or ambiguous one is a one-line error the model can act on."""
+    asked = [("walrus-1111", "make the walrus parser keep tabs"), ("walrus-2222", "document the walrus parser")]
+    conn = conn_to([session_event("UserPromptSubmit", sid, CWD, prompt=prompt) for sid, prompt in asked])
+    found = search_tool(conn, CWD, "walrus parser", None, None, "walrus-1", None, None, None, 10, NOW)
+    assert "keep tabs" in found and "document the walrus" not in found
+    with pytest.raises(NmemError, match="a prefix needs at least 4 characters"):
+        search_tool(conn, CWD, "walrus", None, None, "wal", None, None, None, 10, NOW)
+    with pytest.raises(NmemError, match="session prefix 'walrus' is ambiguous"):
+        search_tool(conn, CWD, "walrus", None, None, "walrus", None, None, None, 10, NOW)
 
 
 # --- the pieces the lines are made of ------------------------------------------------------------
