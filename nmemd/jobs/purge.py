@@ -451,7 +451,7 @@ async def pin(store: Store, ids: list[int], pinned: bool = True) -> PinResult:
     if not ids:
         raise QueryError("pin needs at least one id")
     unique = list(dict.fromkeys(ids))
-    marks = ",".join("?" * len(unique))
+    marks = queries.marks(unique)
     async with store.write() as conn:
         rows = await conn.execute_fetchall(f"SELECT id FROM observations WHERE id IN ({marks})", unique)
         found = {int(r[0]) for r in rows}

@@ -207,9 +207,9 @@ def context_tool(conn: sqlite3.Connection, default: str | None, project: str | N
 
 def _session_spans(conn: sqlite3.Connection, session_ids: list[str]) -> dict[str, tuple[int, int]]:
     """Each session's first and last observation id: where timeline(id) starts walking it."""
-    marks = ",".join("?" * len(session_ids))
     rows = conn.execute(
-        f"SELECT session_id, min(id), max(id) FROM observations WHERE session_id IN ({marks}) GROUP BY session_id",
+        f"SELECT session_id, min(id), max(id) FROM observations WHERE session_id IN ({queries.marks(session_ids)})"
+        " GROUP BY session_id",
         session_ids,
     ).fetchall()
     return {sid: (first, last) for sid, first, last in rows}

@@ -26,7 +26,7 @@ from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
 from nmemd.recall.handoff import LABELS, handoff, refs
 from nmemd.recall.outcomes import CHECK_WORD, command_key, concluded, decisions, failures, open_tasks, rows_of
-from nmemd.recall.queries import HandoffLine, agent_column
+from nmemd.recall.queries import HandoffLine, agent_column, marks
 from nmemd.recall.summary import (
     NOT_WORK,
     ago,
@@ -103,10 +103,6 @@ def _item(text: str) -> str:
     return clip(text, LINE_MAX)
 
 
-def _marks(ids: list[str]) -> str:
-    return ",".join("?" * len(ids))
-
-
 # A row of the project or of a folder under it (a session that `cd`ed into a package of its repository).
 _IN: Final = "(+project = ? OR (+project > ? AND +project < ?))"
 
@@ -125,7 +121,7 @@ class _Scope:
 
     @property
     def sql(self) -> str:
-        return f"session_id IN ({_marks(self.ids)}) AND id >= ?"
+        return f"session_id IN ({marks(self.ids)}) AND id >= ?"
 
     @property
     def args(self) -> tuple[str | int, ...]:
@@ -135,7 +131,7 @@ class _Scope:
 def _scope(conn: sqlite3.Connection, ids: list[str]) -> _Scope:
     """The newest MAX_ROWS rows of those sessions, read from the session index alone."""
     row = conn.execute(
-        f"SELECT id FROM observations WHERE session_id IN ({_marks(ids)}) ORDER BY id DESC LIMIT 1 OFFSET ?",
+        f"SELECT id FROM observations WHERE session_id IN ({marks(ids)}) ORDER BY id DESC LIMIT 1 OFFSET ?",
         (*ids, MAX_ROWS - 1),
     ).fetchone()
     return _Scope(ids, row[0] if row else 0)

@@ -301,9 +301,8 @@ def get_observations(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Detai
     if not ids:
         return []
     unique = list(dict.fromkeys(int(i) for i in ids))[:MAX_LIMIT]
-    marks = ",".join("?" * len(unique))
     columns = f"{_DETAIL_COLUMNS}, {agent_column(conn, 'observations')}"
-    rows = conn.execute(f"SELECT {columns} FROM observations WHERE id IN ({marks})", unique).fetchall()
+    rows = conn.execute(f"SELECT {columns} FROM observations WHERE id IN ({marks(unique)})", unique).fetchall()
     by_id = {r[0]: r for r in rows}
     return [_detail(by_id[i]) for i in unique if i in by_id]
 
