@@ -1,25 +1,18 @@
 """Result lines that hold the answer, with highlights no stored text can imitate (nmemd.recall.snippets).
 
 Rows are stored by the real extractor and store into a real SQLite file; search runs in process on a
-read-only connection, and `nmem search` as a subprocess (no daemon: it reads the file itself), in a
-pipe and under a pseudo-terminal.
+read-only connection (`nmem search` as a subprocess, in a pipe and under a pseudo-terminal:
+tests/daemon/test_snippets_cli.py).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pty
-import select
 import sqlite3
-import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.env import BIN
-from support.replay import session_event
+from support.snippet_session import snippet_session
 
 from nmemd import config
 from nmemd.capture.extract import extract
@@ -32,23 +25,8 @@ from nmemd.store.batches import Incoming
 from nmemd.store.database import open_store
 from nmemd.web.pages import highlight
 
-NMEM = str(BIN / "nmem")
 CWD = "/tmp/nmem-snippet-project"
 NOW = 1_800_000_000.0
-PYTEST_OUT = (
-    "============================= test session starts ==============================\n"
-    "collected 3 items\n\n"
-    "tests/test_walrus.py ..F                                                 [100%]\n\n"
-    "=================================== FAILURES ===================================\n"
-    "E       AssertionError: walrus parser dropped the tab in 'a\\tb' ⟦kept⟧\n"
-    "FAILED tests/test_walrus.py::test_tabs - AssertionError: walrus parser dropped the tab\n"
-    "========================= 1 failed, 2 passed in 0.12s ==========================\n"
-)
-
-
-def _failed(command: str, output: str) -> dict[str, Any]:
-    return session_event("PostToolUseFailure", "snip", CWD, tool_name="Bash", tool_input={"command": command},
-                         error=f"Exit code 1\n{output}")  # fmt: skip
 
 
 def _build(payloads: list[dict[str, Any]]) -> str:
@@ -67,20 +45,7 @@ def _build(payloads: list[dict[str, Any]]) -> str:
 
 @pytest.fixture
 def store() -> Iterator[sqlite3.Connection]:
-    ruff = "\n".join(
-        ["Using CPython 3.14.0", "Installed 69 packages in 435ms"]
-        + [f"F401 [*] `mod{n}.Thing` imported but unused\n  --> src/pkg/safety.py:{n}:1" for n in range(12)]
-        + ["N818 Exception name `ConfirmationRequired` should be named with an Error suffix",
-           "  --> src/pkg/safety.py:19:7", "Found 13 errors."]
-    )  # fmt: skip
-    db = _build([
-        session_event("UserPromptSubmit", "snip", CWD, prompt="make the walrus parser keep tabs"),
-        _failed("pytest -q tests/test_walrus.py", PYTEST_OUT),
-        _failed("uv run ruff check src/pkg/safety.py", ruff),
-        session_event("PostToolUse", "snip", CWD, tool_name="Bash", tool_input={"command": "pytest -q"},
-                      tool_response={"stdout": "tests/test_zebra.py ...  [100%] ⟦kept⟧\n3 passed in 0.1s", "stderr": "",
-                                     "interrupted": False}),
-    ])  # fmt: skip
+    db = _build(snippet_session(CWD))
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     yield conn
     conn.close()
@@ -138,49 +103,6 @@ def test_mcp_lines_mark_matches_and_keep_stored_brackets(store: sqlite3.Connecti
     assert line.startswith("#") and "⟦walrus⟧" in line and "[walrus]" not in text
     (zebra,) = search_tool(store, CWD, "zebra", None, None, None, None, None, None, 10, NOW).splitlines()[1:]
     assert "test_⟦zebra⟧.py ... [100%] ⟦⟦kept⟧⟧" in zebra, zebra  # stored brackets and marks, literally
-
-
-def _nmem_search(*args: str, tty: bool = False, env: dict[str, str] | None = None) -> str:
-    env = {**os.environ, "NMEM_AUTOSTART": "0", "COLUMNS": "200", **(env or {})}
-    argv = [NMEM, "search", *args, "--project", CWD]
-    if not tty:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(argv, stdout=follower, stderr=follower, stdin=subprocess.DEVNULL, env=env)
-    os.close(follower)
-    out = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the follower closed: the command is done
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(leader)
-    assert proc.wait(timeout=10) == 0
-    return out.decode("utf-8", "replace")
-
-
-def test_the_cli_marks_for_a_pipe_bolds_on_a_terminal_and_gives_spans_in_json(store: sqlite3.Connection) -> None:
-    piped = _nmem_search("walrus")
-    assert "⟦walrus⟧" in piped and "[walrus]" not in piped and "\x1b[" not in piped
-    zebra = _nmem_search("zebra").splitlines()[1]
-    assert zebra.split()[0].isdigit() and "test_⟦zebra⟧.py ... [100%] ⟦⟦kept⟧⟧" in zebra  # each line starts with its id
-    rows = [json.loads(line) for line in _nmem_search("walrus", "--json").splitlines()]
-    error = next(r for r in rows if r["type"] == "error" and "walrus" in (r["snippet"] or ""))
-    assert "⟦" not in error["snippet"].replace("⟦kept⟧", "") and error["spans"]
-    assert all(error["snippet"][s:e].lower() == "walrus" for s, e in error["spans"])
-    drawn = _nmem_search("walrus", tty=True, env={"NO_COLOR": ""})
-    assert "\x1b[1m" in drawn and "⟦walrus⟧" not in drawn
-    plain = _nmem_search("walrus", tty=True, env={"NO_COLOR": "1"})
-    assert "⟦walrus⟧" in plain
 
 
 def test_a_question_about_a_cause_is_shown_the_line_that_states_one() -> None:

@@ -14,8 +14,8 @@ TESTS = Path(__file__).resolve().parents[1]
 LAYERS = ("unit", "daemon", "e2e")
 # Adding an agent is one test file (issue #29): its history import runs through a real daemon.
 UNIT_WITH_A_DAEMON = {"test_agents_fake.py"}
-# What starts a daemon or runs the hook client as a process.
-PROCESS_HELPERS = {"Daemon", "run_send", "SEND_SCRIPT"}
+# What starts a daemon, or runs our entry points (the hook client, `nmem`) as processes.
+PROCESS_HELPERS = {"Daemon", "run_send", "SEND_SCRIPT", "BIN", "nmem", "nmem_bytes"}
 
 
 def _modules(layer: str) -> Iterator[tuple[Path, ast.Module]]:
@@ -55,7 +55,7 @@ def test_every_test_module_lives_in_a_layer() -> None:
     }
 
 
-def test_a_unit_test_starts_no_daemon_and_no_hook_client() -> None:
+def test_a_unit_test_starts_no_daemon_and_runs_no_entry_point() -> None:
     for path, tree in _modules("unit"):
         if path.name in UNIT_WITH_A_DAEMON:
             continue
