@@ -85,3 +85,9 @@ def test_every_scenario_of_reliability_md_has_a_test_marked_with_it() -> None:
     assert len(scenarios) == 12
     marked = {n for layer in LAYERS for _, tree in _modules(layer) for n in _scenarios(tree)}
     assert scenarios <= marked, sorted(scenarios - marked)
+
+
+def test_the_development_guide_says_what_each_layer_holds_and_how_to_run_it() -> None:
+    guide = (TESTS.parent / "docs" / "development.md").read_text()
+    for layer in LAYERS:
+        assert f"| `tests/{layer}` |" in guide and f"`.venv/bin/pytest -q tests/{layer}`" in guide, layer
