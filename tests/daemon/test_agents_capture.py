@@ -1,7 +1,8 @@
 """The agent of every observation and session (issue #19): named by the hook command, stored on every path.
 
 A real daemon, the real hook client run as hooks run it (`python -I -S send.py --agent codex`),
-the inbox when no daemon runs, and the CLI's and the MCP tool's filters over what was stored.
+the inbox when no daemon runs, and the CLI's and the MCP tool's filters over what was stored (how the
+client names the agent and extraction reads it, in process: tests/unit/test_agents_extract.py).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from support.db import db_rows
 from support.env import SEND_SCRIPT
 from support.helpers import new_id, nmem, wait_until
 
-from nmem_client.hook import agent_arg, with_agent
-from nmemd.capture.extract import extract
 from nmemd.mcp import tools
 from nmemd.recall import queries
 
@@ -48,54 +47,6 @@ def send(payload: dict[str, Any], *args: str, env: dict[str, str] | None = None)
 
 def _session(tag: str, cwd: str = "/tmp/nmem-agents-project") -> dict[str, Any]:
     return {"session_id": f"{tag}-{new_id()[:12]}", "cwd": cwd, "transcript_path": "/tmp/none.jsonl"}
-
-
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [
-        (b'{"a":1}', b'{"nmem_agent":"codex","a":1}'),
-        (b'  \n{ "a": 1 }', b'  \n{"nmem_agent":"codex", "a": 1 }'),
-        (b"{}", b'{"nmem_agent":"codex"}'),
-        (b"{ }", b'{"nmem_agent":"codex" }'),
-        (b"[1, 2]", b"[1, 2]"),  # not an object: the daemon refuses it as it is
-        (b"not json", b"not json"),
-        (b'{"nmem_agent":"other","a":1}', b'{"nmem_agent":"other","a":1}'),  # named already: left alone
-    ],
-)
-def test_the_client_puts_the_agent_first_in_the_payload(body: bytes, expected: bytes) -> None:
-    out = with_agent(body, b"codex")
-    assert out == expected
-    if expected.startswith(b"{") or expected.lstrip().startswith(b"{"):
-        assert json.loads(out)["nmem_agent"] in ("codex", "other")
-
-
-@pytest.mark.parametrize(
-    ("argv", "agent"),
-    [
-        (["--agent", "codex"], b"codex"),
-        (["--agent=codex"], b"codex"),
-        ([], b""),
-        (["--agent"], b""),
-        (["--agent", "Codex"], b""),  # only lowercase names
-        (["--agent", "a" * 33], b""),
-        (["--agent", 'x","y'], b""),  # nothing that could break the JSON it goes into
-    ],
-)
-def test_the_agent_argument_is_a_plain_name_or_nothing(argv: list[str], agent: bytes) -> None:
-    assert agent_arg(argv) == agent
-
-
-def test_extraction_reads_the_agent_and_ignores_anything_else() -> None:
-    base = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "hello", "cwd": "/tmp/p"}
-    assert extract({**base, "nmem_agent": "codex"}).agent == "codex"
-    assert extract({**base, "nmem_agent": "claude-code"}).agent is None  # Claude Code stores no name
-    assert extract({**base, "nmem_agent": "claude"}).agent is None
-    assert extract(base).agent is None
-    for odd in (None, 3, "", "Codex", "x" * 40, ["codex"]):
-        assert extract({**base, "nmem_agent": odd}).agent is None
-    # The name is not part of what is stored about the event.
-    generic = extract({**base, "hook_event_name": "Notification2", "nmem_agent": "codex"})
-    assert "nmem_agent" not in generic.observations[0].content
 
 
 def test_codex_events_are_stored_with_their_agent_and_claude_code_events_without(daemon: Daemon) -> None:

@@ -17,8 +17,8 @@ from support.fixtures import DATA, hook_payloads
 from support.payloads import cline, codex, copilot, cursor, gemini, opencode
 from support.store import stored
 
-from nmem_client.hook import with_agent
-from nmemd.capture.extract import extract_event
+from nmem_client.hook import agent_arg, with_agent
+from nmemd.capture.extract import extract, extract_event
 from nmemd.model import AGENTS, CLAUDE_CODE, CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, stored_agent
 
 
@@ -99,3 +99,54 @@ def test_every_agents_session_is_stored_under_its_name(tmp_path: Path) -> None:
         conn.close()
     assert set(by_agent) == {stored_agent(agent) or "" for agent in AGENTS}
     assert all(by_agent.values())
+
+
+# --- how the hook client names the agent, and extraction reads it ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"a":1}', b'{"nmem_agent":"codex","a":1}'),
+        (b'  \n{ "a": 1 }', b'  \n{"nmem_agent":"codex", "a": 1 }'),
+        (b"{}", b'{"nmem_agent":"codex"}'),
+        (b"{ }", b'{"nmem_agent":"codex" }'),
+        (b"[1, 2]", b"[1, 2]"),  # not an object: the daemon refuses it as it is
+        (b"not json", b"not json"),
+        (b'{"nmem_agent":"other","a":1}', b'{"nmem_agent":"other","a":1}'),  # named already: left alone
+    ],
+)
+def test_the_client_puts_the_agent_first_in_the_payload(body: bytes, expected: bytes) -> None:
+    out = with_agent(body, b"codex")
+    assert out == expected
+    if expected.startswith(b"{") or expected.lstrip().startswith(b"{"):
+        assert json.loads(out)["nmem_agent"] in ("codex", "other")
+
+
+@pytest.mark.parametrize(
+    ("argv", "agent"),
+    [
+        (["--agent", "codex"], b"codex"),
+        (["--agent=codex"], b"codex"),
+        ([], b""),
+        (["--agent"], b""),
+        (["--agent", "Codex"], b""),  # only lowercase names
+        (["--agent", "a" * 33], b""),
+        (["--agent", 'x","y'], b""),  # nothing that could break the JSON it goes into
+    ],
+)
+def test_the_agent_argument_is_a_plain_name_or_nothing(argv: list[str], agent: bytes) -> None:
+    assert agent_arg(argv) == agent
+
+
+def test_extraction_reads_the_agent_and_ignores_anything_else() -> None:
+    base = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "hello", "cwd": "/tmp/p"}
+    assert extract({**base, "nmem_agent": "codex"}).agent == "codex"
+    assert extract({**base, "nmem_agent": "claude-code"}).agent is None  # Claude Code stores no name
+    assert extract({**base, "nmem_agent": "claude"}).agent is None
+    assert extract(base).agent is None
+    for odd in (None, 3, "", "Codex", "x" * 40, ["codex"]):
+        assert extract({**base, "nmem_agent": odd}).agent is None
+    # The name is not part of what is stored about the event.
+    generic = extract({**base, "hook_event_name": "Notification2", "nmem_agent": "codex"})
+    assert "nmem_agent" not in generic.observations[0].content

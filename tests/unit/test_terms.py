@@ -1,0 +1,50 @@
+"""What a query's words match (nmemd.recall.terms, nmemd.store.fts): identifiers and paths as typed between
+word edges, a word as a part of a kebab-case name or a camelCase identifier. Ranking with them:
+tests/unit/test_ranking.py, and over a daemon's corpus: tests/daemon/test_search.py."""
+
+from __future__ import annotations
+
+from nmemd.recall import terms
+from nmemd.store import fts
+
+
+def test_an_identifier_or_path_is_found_as_typed_between_word_edges() -> None:
+    """`fts.literal`: SQLite's LIKE finds the rows, the edges are checked after (not `ctypes/`, not `.tsx`)."""
+    relaxed = fts.relax('"types/index.ts" "50%_off"')
+    assert relaxed is not None
+    path, odd = (fts.literal(p) for p in relaxed.phrases)
+    assert path is not None and odd is not None
+    assert path.like == "%types/index.ts%" and odd.like == "%50\\%\\_off%"  # LIKE's wildcards escaped
+    assert path.holds("see src/types/index.ts:3") and path.holds("src/types/index.ts")
+    assert not path.holds("ctypes/index.ts") and not path.holds("types/index.tsx") and not path.holds(None)
+    assert odd.holds("now 50%_off!") and not odd.holds("50 off") and not odd.holds("50%_offer")
+    prefix = fts.relax('"src/auth"*')
+    assert prefix is not None
+    lit = fts.literal(prefix.phrases[0])
+    assert lit is not None and lit.holds("src/authority.ts") and not lit.holds("xsrc/authority.ts")
+    café = fts.relax('"café_bar"')
+    assert café is not None and fts.literal(café.phrases[0]) is None  # LIKE folds ASCII only: the general check
+
+
+def parse_terms(text: str) -> list[terms.Term]:
+    return terms.parse(text).terms
+
+
+def test_a_word_counts_as_a_part_of_a_kebab_case_name() -> None:
+    """Ranking counts "wombat" joined by a hyphen (at PART_WEIGHT) apart from the word standing alone."""
+    wombat = parse_terms("wombat")[0]
+    found = {
+        text: wombat.kebab_parts(text)
+        for text in (".#wombat-simple", "x-wombat", "wombats-lib", ".#wombat", "xwombat-y")
+    }
+    assert found == {".#wombat-simple": 1, "x-wombat": 1, "wombats-lib": 1, ".#wombat": 0, "xwombat-y": 0}
+
+
+def test_a_word_counts_as_a_part_of_a_camelcase_identifier() -> None:
+    """Ranking counts "client" in createServerClient (at PART_WEIGHT), not in "clientside"."""
+    client = parse_terms("client")[0]
+    found = {text: client.parts_in(text) for text in ("createServerClient()", "ServerClient", "clientId", "myClientID")}
+    assert found == {"createServerClient()": 1, "ServerClient": 1, "clientId": 1, "myClientID": 1}
+    for text in ("client", "Client", "Clients", "clientside"):  # the word itself is `count`'s
+        assert client.parts_in(text) == 0, text
+    assert parse_terms("client*")[0].camel is None and parse_terms("clientId")[0].camel is None  # words only
