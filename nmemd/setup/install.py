@@ -139,6 +139,19 @@ def is_our_handler(handler: Any) -> bool:
     return isinstance(handler, dict) and is_our_command(handler.get("command"))
 
 
+def our_handlers(settings: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(event, group, handler) of each of nmem's handlers in hooks grouped as Claude Code's are,
+    `{"hooks": {"<Event>": [{"matcher": ..., "hooks": [handler]}]}}` (Codex's and the Gemini CLI's too);
+    anything of another shape is passed over."""
+    hooks = settings.get("hooks")
+    found = []
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else []:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            found += [(event, group, h) for h in handlers if is_our_handler(h)] if isinstance(handlers, list) else []
+    return found
+
+
 def handler(spec: HookSpec, command: str) -> dict[str, Any]:
     """One hook handler of nmem's, as settings.json and the plugin's hooks.json hold it."""
     out: dict[str, Any] = {"type": "command", "command": command, "timeout": spec.timeout}
@@ -247,13 +260,19 @@ def uninstall_mcp(path: Path) -> Written:
     return write(path, without_mcp(load(path), path), undo)
 
 
-def with_mcp(state: dict[str, Any], path: Path, command: str, args: list[str] | None = None) -> dict[str, Any]:
-    merged = copy.deepcopy(state)
+def with_server(data: dict[str, Any], path: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `data` with `mcpServers.nmem` set to `entry` (Claude Code's, the Gemini CLI's, Copilot's
+    and Cursor's files share the form)."""
+    merged = copy.deepcopy(data)
     servers = merged.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise SettingsError(f'{path}: "mcpServers" is not an object')
-    servers[MCP_NAME] = {"type": "stdio", "command": command, "args": list(args or []), "env": {}}
+    servers[MCP_NAME] = entry
     return merged
+
+
+def with_mcp(state: dict[str, Any], path: Path, command: str, args: list[str] | None = None) -> dict[str, Any]:
+    return with_server(state, path, {"type": "stdio", "command": command, "args": list(args or []), "env": {}})
 
 
 def without_mcp(state: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -123,19 +123,12 @@ def check_hooks(prompt_recall: bool = False) -> Check:
             data = install.load(path)
         except NmemError as exc:
             return fail("hooks", str(exc), f"repair or restore {path} (nmem install keeps a .nmem-backup-* copy)")
-        hooks = data.get("hooks")
-        if not isinstance(hooks, dict):
-            continue
-        for event, groups in hooks.items():
-            for group in groups if isinstance(groups, list) else []:
-                handlers = group.get("hooks") if isinstance(group, dict) else None
-                for h in handlers if isinstance(handlers, list) else []:
-                    if install.is_our_handler(h):  # the exact command nmem writes, not a mention of its client
-                        found.setdefault(event, str(h["command"]))
-                        waits.setdefault(event, h.get("async") is not True)
-                        if home_tilde(path) not in where:
-                            where.append(home_tilde(path))
-                            fix = command
+        for event, _, h in install.our_handlers(data):  # the exact command nmem writes, not a mention of its client
+            found.setdefault(event, str(h["command"]))
+            waits.setdefault(event, h.get("async") is not True)
+            if home_tilde(path) not in where:
+                where.append(home_tilde(path))
+                fix = command
     user = home_tilde(install.user_settings_path())
     plugin_id = _plugin()
     if plugin_id and found:  # each event would be sent twice, under two ids

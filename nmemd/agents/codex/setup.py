@@ -427,15 +427,7 @@ def installed_hooks() -> list[tuple[str, str, str]]:
         data = install.load(hooks_path())
     except NmemError:
         return []
-    hooks = data.get("hooks")
-    found = []
-    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
-        for group in groups if isinstance(groups, list) else []:
-            handlers = group.get("hooks") if isinstance(group, dict) else None
-            for h in handlers if isinstance(handlers, list) else []:
-                if install.is_our_handler(h):
-                    found.append((event, str(h.get("command", "")), str(group.get("matcher") or "")))
-    return found
+    return [(e, str(h.get("command", "")), str(g.get("matcher") or "")) for e, g, h in install.our_handlers(data)]
 
 
 def check() -> list[Check]:

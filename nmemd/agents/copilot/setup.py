@@ -9,14 +9,13 @@ other key, hook and server in both files is kept; both are backed up before a ch
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 from typing import Any, Final
 
 from nmemd.agents.copilot import SPEC
 from nmemd.agents.copilot.capture import copilot_home, session_state
-from nmemd.errors import NmemError, SettingsError
+from nmemd.errors import NmemError
 from nmemd.setup import install
 from nmemd.setup.agent_checks import hooks_check, mcp_check, mcp_server
 from nmemd.setup.agent_setup import (
@@ -28,6 +27,7 @@ from nmemd.setup.agent_setup import (
     uninstall_hooks_and_mcp,
 )
 from nmemd.setup.checks import Check, fail, home_tilde, ok
+from nmemd.setup.handler_lists import HandlerLists
 from nmemd.setup.install import HooksAndMcp
 
 AGENT: Final = "copilot"
@@ -59,60 +59,18 @@ def handler(command: str) -> dict[str, Any]:
     return {"type": "command", "bash": command, "timeoutSec": TIMEOUT_S}
 
 
-def is_ours(h: object) -> bool:
-    return isinstance(h, dict) and install.is_our_command(h.get("bash"))
-
-
-def _hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    hooks = data.get("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SettingsError(f'{path}: "hooks" is not an object')
-    for event, handlers in hooks.items():
-        if not isinstance(handlers, list):
-            raise SettingsError(f'{path}: "hooks.{event}" is not a list')
-    return hooks
-
-
-def our_hooks(data: dict[str, Any], path: Path) -> list[tuple[str, str]]:
-    """(event, command) of every handler of nmem's in a settings.json."""
-    return [(e, str(h["bash"])) for e, hs in _hooks(data, path).items() for h in hs if is_ours(h)]
-
-
-def without_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    cleaned = copy.deepcopy(data)
-    hooks = _hooks(cleaned, path)
-    for event in list(hooks):
-        kept = [h for h in hooks[event] if not is_ours(h)]
-        if len(kept) != len(hooks[event]):
-            if kept:
-                hooks[event] = kept
-            else:
-                del hooks[event]
-    if data.get("hooks") and not hooks:  # held only nmem's
-        del cleaned["hooks"]
-    return cleaned
+_LISTS: Final = HandlerLists("bash", handler, drop_emptied=True)
+is_ours = _LISTS.is_ours
+our_hooks = _LISTS.ours  # (event, command) of every handler of nmem's in a settings.json
+without_hooks = _LISTS.without
 
 
 def with_hooks(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    """A copy of `data` with nmem's handlers present once, current and last, nothing else changed."""
-    merged = copy.deepcopy(data)
-    hooks = _hooks(merged, path)
-    for event in HOOKS:
-        existing = hooks.get(event, [])
-        if [h for h in existing if is_ours(h)] == [handler(command)] and existing[-1] == handler(command):
-            continue
-        hooks[event] = [h for h in existing if not is_ours(h)] + [handler(command)]
-    merged["hooks"] = hooks
-    return merged
+    return _LISTS.with_(data, path, command, HOOKS)
 
 
 def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    merged = copy.deepcopy(data)
-    servers = merged.setdefault("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise SettingsError(f'{path}: "mcpServers" is not an object')
-    servers[MCP_NAME] = {"type": "local", "command": command, "args": [], "tools": ["*"]}
-    return merged
+    return install.with_server(data, path, {"type": "local", "command": command, "args": [], "tools": ["*"]})
 
 
 def plan_install(mcp: bool = True) -> HooksAndMcp:

@@ -9,7 +9,6 @@ is in README.md.
 
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +20,7 @@ from nmemd.setup import install
 from nmemd.setup.agent_checks import hooks_check, mcp_check, mcp_server
 from nmemd.setup.agent_setup import AgentSetup, install_hooks_and_mcp, not_found, uninstall_hooks_and_mcp
 from nmemd.setup.checks import Check, fail, home_tilde, ok
+from nmemd.setup.handler_lists import HandlerLists
 from nmemd.setup.install import HooksAndMcp
 
 AGENT: Final = "cursor"
@@ -57,62 +57,22 @@ def handler(command: str) -> dict[str, Any]:
     return {"command": command, "timeout": TIMEOUT_S}
 
 
-def is_ours(h: object) -> bool:
-    return isinstance(h, dict) and install.is_our_command(h.get("command"))
-
-
-def _hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    hooks = data.get("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SettingsError(f'{path}: "hooks" is not an object')
-    for event, handlers in hooks.items():
-        if not isinstance(handlers, list):
-            raise SettingsError(f'{path}: "hooks.{event}" is not a list')
-    return hooks
-
-
-def our_hooks(data: dict[str, Any], path: Path) -> list[tuple[str, str]]:
-    """(event, command) of every handler of nmem's in a hooks.json."""
-    return [(e, str(h["command"])) for e, hs in _hooks(data, path).items() for h in hs if is_ours(h)]
-
-
-def without_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    cleaned = copy.deepcopy(data)
-    hooks = _hooks(cleaned, path)
-    for event in list(hooks):
-        kept = [h for h in hooks[event] if not is_ours(h)]
-        if len(kept) != len(hooks[event]):
-            if kept:
-                hooks[event] = kept
-            else:
-                del hooks[event]
-    return cleaned
+_LISTS: Final = HandlerLists("command", handler)
+is_ours = _LISTS.is_ours
+our_hooks = _LISTS.ours  # (event, command) of every handler of nmem's in a hooks.json
+without_hooks = _LISTS.without
 
 
 def with_hooks(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    """A copy of `data` with nmem's handlers present once, current and last, nothing else changed."""
+    """`data` with nmem's handlers (`HandlerLists.with_`), in the version of the file nmem knows."""
     version = data.get("version", 1)
     if version != 1:
         raise SettingsError(f"{path}: version {version!r}, nmem knows Cursor's hooks.json version 1")
-    merged = copy.deepcopy(data)
-    hooks = _hooks(merged, path)
-    for event in HOOKS:
-        existing = hooks.get(event, [])
-        if [h for h in existing if is_ours(h)] == [handler(command)] and existing[-1] == handler(command):
-            continue
-        hooks[event] = [h for h in existing if not is_ours(h)] + [handler(command)]
-    merged["version"] = 1
-    merged["hooks"] = hooks
-    return merged
+    return _LISTS.with_({**data, "version": 1}, path, command, HOOKS)
 
 
 def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    merged = copy.deepcopy(data)
-    servers = merged.setdefault("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise SettingsError(f'{path}: "mcpServers" is not an object')
-    servers[MCP_NAME] = {"command": command, "args": []}
-    return merged
+    return install.with_server(data, path, {"command": command, "args": []})
 
 
 def plan_install(mcp: bool = True) -> HooksAndMcp:

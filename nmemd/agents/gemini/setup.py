@@ -58,15 +58,7 @@ def handler(spec: HookSpec, command: str) -> dict[str, Any]:
 
 def our_hooks(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(event, handler) of each of nmem's handlers in settings.json's content."""
-    hooks = data.get("hooks")
-    found: list[tuple[str, dict[str, Any]]] = []
-    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
-        for group in groups if isinstance(groups, list) else []:
-            handlers = group.get("hooks") if isinstance(group, dict) else None
-            for h in handlers if isinstance(handlers, list) else []:
-                if install.is_our_handler(h):
-                    found.append((event, h))
-    return found
+    return [(event, h) for event, _, h in install.our_handlers(data)]
 
 
 def with_settings(data: dict[str, Any], path: Path, command: str, mcp: str | None) -> dict[str, Any]:
