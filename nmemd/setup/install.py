@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -83,8 +83,9 @@ def install_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def hook_command() -> str:
-    """The fastest way to start the client: the real interpreter, isolated, no site.
+def hook_command(agent: str | None = None) -> str:
+    """The fastest way to start the client: the real interpreter, isolated, no site; naming the agent
+    (`--agent NAME`) for any but Claude Code.
 
     SIGTERM is ignored from before Python starts (an ignored signal stays ignored across
     exec): when Claude Code exits it terminates the hooks still running, and a client
@@ -92,7 +93,8 @@ def hook_command() -> str:
     (nmem_client.send): it stops waiting on the daemon and puts the event in the inbox.
     """
     client = install_root() / "nmem_client" / "send.py"
-    return f"trap '' TERM; exec {shlex.quote(sys.executable)} -I -S {shlex.quote(str(client))}"
+    command = f"trap '' TERM; exec {shlex.quote(sys.executable)} -I -S {shlex.quote(str(client))}"
+    return f"{command} --agent {agent}" if agent else command
 
 
 def mcp_command() -> str:
@@ -216,6 +218,26 @@ def with_hooks(
             group = {"matcher": spec.matcher, "hooks": [wanted]} if spec.matcher is not None else {"hooks": [wanted]}
             hooks[spec.event].append(group)
     merged["hooks"] = hooks
+    return merged
+
+
+def with_groups_of_ours(
+    settings: dict[str, Any], path: Path, specs: Iterable[HookSpec], handler_of: Callable[[HookSpec], dict[str, Any]]
+) -> dict[str, Any]:
+    """A copy of `settings` with nmem's handlers present once, current, each in a group of its own after
+    every other (Codex's and the Gemini CLI's form: no other hook's position moves)."""
+    merged = without_hooks(settings, path)
+    hooks = merged.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError(f'{path}: "hooks" is not an object')
+    for spec in specs:
+        groups = hooks.setdefault(spec.event, [])
+        if not isinstance(groups, list):
+            raise SettingsError(f"{path}: hooks.{spec.event} is not a list")
+        group: dict[str, Any] = {"hooks": [handler_of(spec)]}
+        if spec.matcher is not None:
+            group["matcher"] = spec.matcher
+        groups.append(group)
     return merged
 
 

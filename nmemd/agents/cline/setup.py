@@ -40,7 +40,7 @@ def found() -> bool:
 
 
 def hook_command() -> str:
-    return f"{install.hook_command()} --agent {AGENT}"
+    return install.hook_command(AGENT)
 
 
 def script(command: str) -> str:

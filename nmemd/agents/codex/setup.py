@@ -65,12 +65,7 @@ def found() -> bool:
 
 
 def hook_command() -> str:
-    """Claude Code's hook command (nmemd.setup.install.hook_command), naming the agent."""
-    return f"{install.hook_command()} --agent {AGENT}"
-
-
-def mcp_command() -> str:
-    return install.mcp_command()
+    return install.hook_command(AGENT)
 
 
 # --- trust ---------------------------------------------------------------------------------------
@@ -130,19 +125,7 @@ def our_handlers(data: dict[str, Any], path: Path) -> list[tuple[str, str]]:
 def with_hooks(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
     """hooks.json's content with nmem's handlers present once, current, each in its own group after
     the others', everything else as it was."""
-    merged = install.without_hooks(data, path)
-    hooks = merged.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SettingsError(f'{path}: "hooks" is not an object')
-    for spec in HOOKS:
-        groups = hooks.setdefault(spec.event, [])
-        if not isinstance(groups, list):
-            raise SettingsError(f"{path}: hooks.{spec.event} is not a list")
-        group: dict[str, Any] = {"hooks": [install.handler(spec, command)]}
-        if spec.matcher is not None:
-            group["matcher"] = spec.matcher
-        groups.append(group)
-    return merged
+    return install.with_groups_of_ours(data, path, HOOKS, lambda spec: install.handler(spec, command))
 
 
 def without_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -345,7 +328,7 @@ def plan_install(mcp: bool = True) -> Plan:
     plan.config_old, config = load_config(plan.config)
     previous = our_handlers(old, plan.hooks)
     plan.config_text = with_config(
-        plan.config_old, config, plan.config, plan.handlers, previous, mcp_command() if mcp else None
+        plan.config_old, config, plan.config, plan.handlers, previous, install.mcp_command() if mcp else None
     )
     return plan
 

@@ -50,7 +50,7 @@ def found() -> bool:
 
 
 def hook_command() -> str:
-    return f"{install.hook_command()} --agent {AGENT}"
+    return install.hook_command(AGENT)
 
 
 def handler(command: str) -> dict[str, Any]:

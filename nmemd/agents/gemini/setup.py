@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from nmemd.agents.gemini import SPEC, history
-from nmemd.errors import NmemError, SettingsError
+from nmemd.errors import NmemError
 from nmemd.setup import install
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
@@ -44,12 +44,7 @@ def found() -> bool:
 
 
 def hook_command() -> str:
-    """Claude Code's hook command (nmemd.setup.install.hook_command), naming the agent."""
-    return f"{install.hook_command()} --agent {AGENT}"
-
-
-def mcp_command() -> str:
-    return install.mcp_command()
+    return install.hook_command(AGENT)
 
 
 def handler(spec: HookSpec, command: str) -> dict[str, Any]:
@@ -64,21 +59,8 @@ def our_hooks(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def with_settings(data: dict[str, Any], path: Path, command: str, mcp: str | None) -> dict[str, Any]:
     """settings.json's content with nmem's handlers present once, current, each in its own group after
     the others', and (`mcp` given) `mcpServers.nmem`; everything else as it was."""
-    merged = install.without_hooks(data, path)
-    hooks = merged.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SettingsError(f'{path}: "hooks" is not an object')
-    for spec in HOOKS:
-        groups = hooks.setdefault(spec.event, [])
-        if not isinstance(groups, list):
-            raise SettingsError(f"{path}: hooks.{spec.event} is not a list")
-        groups.append({"hooks": [handler(spec, command)]})
-    if mcp is not None:
-        servers = merged.setdefault("mcpServers", {})
-        if not isinstance(servers, dict):
-            raise SettingsError(f'{path}: "mcpServers" is not an object')
-        servers[MCP_NAME] = {"command": mcp, "args": []}
-    return merged
+    merged = install.with_groups_of_ours(data, path, HOOKS, lambda spec: handler(spec, command))
+    return install.with_server(merged, path, {"command": mcp, "args": []}) if mcp is not None else merged
 
 
 def without_settings(data: dict[str, Any], path: Path, mcp: bool = True) -> dict[str, Any]:
@@ -102,13 +84,13 @@ class Plan:
 def plan_install(mcp: bool = True) -> Plan:
     path = settings_path()
     old = install.load(path)
-    return Plan(with_settings(old, path, hook_command(), mcp_command() if mcp else None), old)
+    return Plan(with_settings(old, path, hook_command(), install.mcp_command() if mcp else None), old)
 
 
 def plan_uninstall(mcp: bool = True) -> Plan:
     path = settings_path()
     old = install.load(path)
-    command, server = hook_command(), mcp_command() if mcp else None
+    command, server = hook_command(), install.mcp_command() if mcp else None
     undo = install.Undo(lambda d: with_settings(d, path, command, server), lambda d: without_settings(d, path, mcp))
     return Plan(without_settings(old, path, mcp), old, undo)
 
