@@ -142,7 +142,8 @@ class Counts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-def _s(v: object) -> str | None:
+def nonempty_str(v: object) -> str | None:
+    """A string field of a history line, None when absent, empty or not a string."""
     return v if isinstance(v, str) and v else None
 
 
@@ -295,16 +296,16 @@ class TranscriptReader:
     # --- records -------------------------------------------------------------------------------
 
     def _base(self, line: dict[str, Any], event: str) -> tuple[dict[str, Any], str, float]:
-        session = _s(line.get("sessionId")) or os.path.basename(self.path).removesuffix(".jsonl")
+        session = nonempty_str(line.get("sessionId")) or os.path.basename(self.path).removesuffix(".jsonl")
         ts = parse_ts(line.get("timestamp"), self._last_ts)
         self._last_ts = ts
         payload: dict[str, Any] = {"session_id": session, "hook_event_name": event}
-        cwd = _s(line.get("cwd"))
+        cwd = nonempty_str(line.get("cwd"))
         if cwd:
             payload["cwd"] = cwd
         if self.agent_id is None:
             payload["transcript_path"] = self.path
-        agent = _s(line.get("agentId")) or self.agent_id
+        agent = nonempty_str(line.get("agentId")) or self.agent_id
         if agent is None and line.get("isSidechain") is True:
             agent = "sidechain"
         if agent:
@@ -315,11 +316,11 @@ class TranscriptReader:
         return bound(value, limit, tail) if self._big else value
 
     def _record(self, line: dict[str, Any], key: str, payload: dict[str, Any], ts: float) -> Record:
-        branch = _s(line.get("gitBranch"))
+        branch = nonempty_str(line.get("gitBranch"))
         return Record(key=key, ts=ts, payload=payload, git_branch=None if branch == "HEAD" else branch)
 
     def _line_id(self, line: dict[str, Any]) -> str:
-        uuid = _s(line.get("uuid"))
+        uuid = nonempty_str(line.get("uuid"))
         if uuid:
             return uuid
         return "h" + hashlib.blake2b(self._content(line), digest_size=12).hexdigest()
@@ -338,7 +339,7 @@ class TranscriptReader:
         if not isinstance(message, dict):
             self.counts.skipped += 1
             return
-        mid = _s(message.get("id")) or self._line_id(line)
+        mid = nonempty_str(message.get("id")) or self._line_id(line)
         if mid in self._messages:
             self._messages.move_to_end(mid)
         else:
@@ -350,14 +351,14 @@ class TranscriptReader:
         for block in content if isinstance(content, list) else ():
             if not isinstance(block, dict) or block.get("type") != "tool_use":
                 continue
-            use_id = _s(block.get("id"))
+            use_id = nonempty_str(block.get("id"))
             if use_id is None or use_id in self._pending:
                 continue  # a repeated line of the same message
             if len(self._pending) >= PENDING_MAX:
                 self._pending.pop(next(iter(self._pending)))
             tool_input = block.get("input")
             self._pending[use_id] = _Use(
-                name=_s(block.get("name")) or "unknown",
+                name=nonempty_str(block.get("name")) or "unknown",
                 input=self._bound(tool_input) if isinstance(tool_input, dict) else {},
                 offset=offset,
             )
@@ -415,7 +416,7 @@ class TranscriptReader:
         records = self._turn_end()
         payload, session, ts = self._base(line, "UserPromptSubmit")
         payload["prompt"] = self._bound(text)
-        prompt_id = _s(line.get("promptId")) or self._line_id(line)
+        prompt_id = nonempty_str(line.get("promptId")) or self._line_id(line)
         self.counts.prompts += 1
         records.append(self._record(line, f"prompt:{session}:{prompt_id}", payload, ts))
         return records
@@ -424,7 +425,7 @@ class TranscriptReader:
         records = []
         structured = line.get("toolUseResult", None) if len(blocks) == 1 else None
         for block in blocks:
-            use_id = _s(block.get("tool_use_id"))
+            use_id = nonempty_str(block.get("tool_use_id"))
             use = self._pending.pop(use_id, None) if use_id else None
             if use is None or use_id is None:
                 self.counts.skipped += 1  # its call is before where this read started, or was never written
@@ -444,7 +445,7 @@ class TranscriptReader:
 
     def _compact_boundary(self, line: dict[str, Any], offset: int) -> list[Record]:
         meta = line.get("compactMetadata")
-        self._trigger = _s(meta.get("trigger")) if isinstance(meta, dict) else None
+        self._trigger = nonempty_str(meta.get("trigger")) if isinstance(meta, dict) else None
         self._pending.clear()
         payload, session, ts = self._base(line, "PreCompact")
         payload["trigger"] = self._trigger or "auto"
@@ -460,7 +461,7 @@ class TranscriptReader:
         if held is None:
             return []
         summary = following is not None and following.get("isCompactSummary") is True
-        prompt_id = _s(following.get("promptId")) if summary and following is not None else None
+        prompt_id = nonempty_str(following.get("promptId")) if summary and following is not None else None
         key = compact_key(held.session, prompt_id, "PreCompact") if prompt_id else held.own_key
         return [self._record(held.line, key, held.payload, held.ts)]
 
@@ -470,7 +471,7 @@ class TranscriptReader:
         payload["trigger"] = self._trigger or "auto"
         payload["compact_summary"] = self._bound(text, COMPACT_MAX)  # stored whole
         self.counts.compactions += 1
-        prompt_id = _s(line.get("promptId"))
+        prompt_id = nonempty_str(line.get("promptId"))
         key = (
             compact_key(session, prompt_id, "PostCompact") if prompt_id else f"compact:{session}:{self._line_id(line)}"
         )

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nmemd.agents.cline.capture import AGENT
+from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
 
 SUFFIX: Final = ".messages.json"
 # A larger messages file is reported, not read. Read whole and decoded at once: its bytes, its
@@ -45,14 +46,6 @@ def is_messages(path: str) -> bool:
     """A task's messages file: `<id>/<id>.messages.json`."""
     name = os.path.basename(path)
     return name.endswith(SUFFIX) and name[: -len(SUFFIX)] == os.path.basename(os.path.dirname(path))
-
-
-def _d(v: object) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _s(v: object) -> str | None:
-    return v if isinstance(v, str) and v else None
 
 
 def _prompt(text: str) -> str:
@@ -98,23 +91,23 @@ class MessagesReader:
             raise Unreadable(f"not a Cline messages file: {exc}") from exc
         if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
             raise Unreadable("not a Cline messages file: no `messages` list")
-        self.session = _s(doc.get("sessionId")) or os.path.basename(os.path.dirname(self.path))
+        self.session = nonempty_str(doc.get("sessionId")) or os.path.basename(os.path.dirname(self.path))
         self._find_cwd()
         out: list[Record] = []
         calls: dict[str, dict[str, Any]] = {}
         reply: tuple[str, float] | None = None
         for message in doc["messages"]:
             self.counts.lines += 1
-            m = _d(message)
+            m = dict_or_empty(message)
             ts = m["ts"] / 1000 if isinstance(m.get("ts"), int | float) and not isinstance(m.get("ts"), bool) else 0.0
-            parts = [_d(c) for c in m.get("content", [])] if isinstance(m.get("content"), list) else []
+            parts = [dict_or_empty(c) for c in m.get("content", [])] if isinstance(m.get("content"), list) else []
             if isinstance(m.get("content"), str):
                 parts = [{"type": "text", "text": m["content"]}]
             if m.get("role") == "assistant":
                 self.counts.messages += 1
-                texts = [p["text"] for p in parts if p.get("type") == "text" and _s(p.get("text"))]
+                texts = [p["text"] for p in parts if p.get("type") == "text" and nonempty_str(p.get("text"))]
                 for p in parts:
-                    if p.get("type") == "tool_use" and _s(p.get("id")):
+                    if p.get("type") == "tool_use" and nonempty_str(p.get("id")):
                         calls[p["id"]] = p
                 if texts and "".join(texts).strip():
                     reply = ("\n".join(texts), ts)
@@ -124,14 +117,14 @@ class MessagesReader:
                 continue
             for p in parts:
                 if p.get("type") == "tool_result":
-                    call = calls.pop(_s(p.get("tool_use_id")) or "", None)
+                    call = calls.pop(nonempty_str(p.get("tool_use_id")) or "", None)
                     if call is not None:
                         out.append(self._tool(call, p, ts))
-                elif p.get("type") == "text" and _s(p.get("text")) and _prompt(p["text"]):
+                elif p.get("type") == "text" and nonempty_str(p.get("text")) and _prompt(p["text"]):
                     if reply is not None:
                         out.append(self._end(*reply))
                         reply = None
-                    out.append(self._prompt_record(_s(m.get("id")), _prompt(p["text"]), ts))
+                    out.append(self._prompt_record(nonempty_str(m.get("id")), _prompt(p["text"]), ts))
         if reply is not None:
             out.append(self._end(*reply))
         return out
@@ -141,7 +134,9 @@ class MessagesReader:
         meta = self.path[: -len(SUFFIX)] + ".json"
         self.cwd = None
         try:
-            self.cwd = _s(_d(json.loads(files.read_file(meta, files.SIDE_MAX, follow=False))).get("cwd"))
+            self.cwd = nonempty_str(
+                dict_or_empty(json.loads(files.read_file(meta, files.SIDE_MAX, follow=False))).get("cwd")
+            )
         except FileNotFoundError:
             pass
         except (OSError, ValueError, RecursionError) as exc:
@@ -164,11 +159,11 @@ class MessagesReader:
         return Record(key=f"prompt:{self.session}:{own}", ts=ts, payload=p)
 
     def _tool(self, call: dict[str, Any], result: dict[str, Any], ts: float) -> Record:
-        name = _s(call.get("name")) or "unknown"
-        inp = _d(call.get("input"))
+        name = nonempty_str(call.get("name")) or "unknown"
+        inp = dict_or_empty(call.get("input"))
         output = _output(result.get("content"))
         outputs = output if isinstance(output, list) else [output]
-        failed = result.get("is_error") is True or any(_d(o).get("success") is False for o in outputs)
+        failed = result.get("is_error") is True or any(dict_or_empty(o).get("success") is False for o in outputs)
         if failed:
             self.counts.errors += 1
         p = self._payload("tool_result")

@@ -33,8 +33,9 @@ from typing import Any, Final
 import msgspec
 
 from nmemd.agents.codex.capture import AGENT, exit_code
+from nmemd.capture.fields import dict_or_empty
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str, parse_ts
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
 from nmemd.model import COMPACT_MAX, compact_key, reply_key
 
@@ -61,14 +62,6 @@ def decode_line(raw: bytes) -> object:
 def is_rollout(path: str) -> bool:
     name = os.path.basename(path)
     return name.startswith("rollout-") and name.endswith(".jsonl")
-
-
-def _s(v: object) -> str | None:
-    return v if isinstance(v, str) and v else None
-
-
-def _d(v: object) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 def _texts(content: object, kind: str) -> list[str]:
@@ -104,7 +97,7 @@ def _output(raw: object) -> str:
         except ValueError:
             return raw
         if isinstance(parsed, dict) and isinstance(parsed.get("output"), str):
-            code = _d(parsed.get("metadata")).get("exit_code")
+            code = dict_or_empty(parsed.get("metadata")).get("exit_code")
             return (f"Process exited with code {code}\n" if isinstance(code, int) else "") + str(parsed["output"])
     return raw
 
@@ -175,16 +168,16 @@ class RolloutReader:
         if not isinstance(line, dict):
             self.counts.skipped += 1
             return []
-        kind, payload = line.get("type"), _d(line.get("payload"))
+        kind, payload = line.get("type"), dict_or_empty(line.get("payload"))
         ts = parse_ts(line.get("timestamp"), self._last_ts)
         self._last_ts = ts
         if kind == "session_meta":
-            self.session = _s(payload.get("id")) or self.session
-            self.cwd = _s(payload.get("cwd")) or self.cwd
-            self.branch = _s(_d(payload.get("git")).get("branch")) or self.branch
+            self.session = nonempty_str(payload.get("id")) or self.session
+            self.cwd = nonempty_str(payload.get("cwd")) or self.cwd
+            self.branch = nonempty_str(dict_or_empty(payload.get("git")).get("branch")) or self.branch
         elif kind == "turn_context":
-            self.cwd = _s(payload.get("cwd")) or self.cwd
-            self.turn = _s(payload.get("turn_id")) or self.turn
+            self.cwd = nonempty_str(payload.get("cwd")) or self.cwd
+            self.turn = nonempty_str(payload.get("turn_id")) or self.turn
         elif kind == "response_item":
             return self._item(payload, offset, ts)
         elif kind == "event_msg":
@@ -212,8 +205,8 @@ class RolloutReader:
         return bound(value, limit, tail) if self._big else value
 
     def _turn_of(self, payload: dict[str, Any]) -> str | None:
-        meta = _d(payload.get("internal_chat_message_metadata_passthrough"))
-        return _s(meta.get("turn_id")) or _s(payload.get("turn_id"))
+        meta = dict_or_empty(payload.get("internal_chat_message_metadata_passthrough"))
+        return nonempty_str(meta.get("turn_id")) or nonempty_str(payload.get("turn_id"))
 
     def _item(self, p: dict[str, Any], offset: int, ts: float) -> list[Record]:
         kind = p.get("type")
@@ -259,17 +252,17 @@ class RolloutReader:
         return records
 
     def _call(self, p: dict[str, Any], offset: int) -> None:
-        call_id = _s(p.get("call_id")) or _s(p.get("id"))
+        call_id = nonempty_str(p.get("call_id")) or nonempty_str(p.get("id"))
         if call_id is None or call_id in self._pending:
             self.counts.skipped += 1
             return
-        name = _s(p.get("name")) or ("local_shell" if p.get("type") == "local_shell_call" else "unknown")
-        namespace = _s(p.get("namespace"))
+        name = nonempty_str(p.get("name")) or ("local_shell" if p.get("type") == "local_shell_call" else "unknown")
+        namespace = nonempty_str(p.get("namespace"))
         if namespace and namespace.startswith("mcp__"):  # an MCP tool, named as its live hook names it
             name = f"{namespace}__{name}"
         args: dict[str, Any] = {}
         if p.get("type") == "local_shell_call":
-            args = {"command": _d(p.get("action")).get("command")}
+            args = {"command": dict_or_empty(p.get("action")).get("command")}
         elif isinstance(p.get("input"), str):  # a custom (freeform) tool: apply_patch's patch
             args = {"input": p["input"]}
         elif isinstance(p.get("arguments"), str):
@@ -291,7 +284,7 @@ class RolloutReader:
         self._pending[call_id] = _Call(tool, self._bound(tool_input), offset, self.turn)
 
     def _result(self, p: dict[str, Any], ts: float) -> list[Record]:
-        call_id = _s(p.get("call_id"))
+        call_id = nonempty_str(p.get("call_id"))
         call = self._pending.pop(call_id, None) if call_id else None
         if call is None or call_id is None:
             self.counts.skipped += 1
@@ -317,15 +310,15 @@ class RolloutReader:
 
     def _event(self, p: dict[str, Any], ts: float) -> list[Record]:
         kind = p.get("type")
-        self.turn = _s(p.get("turn_id")) or self.turn
+        self.turn = nonempty_str(p.get("turn_id")) or self.turn
         if kind == "task_complete":
-            text = _s(p.get("last_agent_message"))
+            text = nonempty_str(p.get("last_agent_message"))
             if text:
                 self._reply, self._reply_ts = text, ts
             return self._turn_end()
         if kind in ("exec_command_end", "item_completed"):
-            item = _d(p.get("item")) if kind == "item_completed" else p
-            call_id = _s(item.get("call_id")) or _s(item.get("id"))
+            item = dict_or_empty(p.get("item")) if kind == "item_completed" else p
+            call_id = nonempty_str(item.get("call_id")) or nonempty_str(item.get("id"))
             code = item.get("exit_code")
             if call_id and isinstance(code, int) and not isinstance(code, bool):
                 out = item.get("aggregated_output")
@@ -353,7 +346,7 @@ class RolloutReader:
         return [self._record(key, payload, ts)]
 
     def _compacted(self, p: dict[str, Any], ts: float) -> list[Record]:
-        summary = _s(p.get("message")) or ""
+        summary = nonempty_str(p.get("message")) or ""
         payload = self._payload("PostCompact")
         payload["trigger"] = "auto"
         payload["compact_summary"] = self._bound(summary, COMPACT_MAX)

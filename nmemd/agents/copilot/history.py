@@ -27,8 +27,9 @@ from typing import Any, Final
 
 from nmemd.agents.codex.history import decode_line
 from nmemd.agents.copilot.capture import AGENT, hook_call_id, iso_of, session_state, stop_key
+from nmemd.capture.fields import dict_or_empty
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str, parse_ts
 from nmemd.model import reply_key
 
 TOOL_NAMES: Final = {"bash": "Bash", "view": "Read", "apply_patch": "Edit"}
@@ -41,14 +42,6 @@ def is_events(path: str) -> bool:
 
 def _ms(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _s(v: object) -> str | None:
-    return v if isinstance(v, str) and v else None
-
-
-def _d(v: object) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 @dataclass
@@ -99,18 +92,18 @@ class EventsReader:
         if not isinstance(line, dict):
             self.counts.skipped += 1
             return []
-        kind, data = line.get("type"), _d(line.get("data"))
+        kind, data = line.get("type"), dict_or_empty(line.get("data"))
         ts = parse_ts(line.get("timestamp"), self._last_ts)
         self._last_ts = ts
         if kind == "session.start":
-            self.session = _s(data.get("sessionId")) or self.session
-            context = _d(data.get("context"))
-            self.cwd = _s(context.get("cwd")) or self.cwd
-            self.branch = _s(context.get("branch")) or self.branch
+            self.session = nonempty_str(data.get("sessionId")) or self.session
+            context = dict_or_empty(data.get("context"))
+            self.cwd = nonempty_str(context.get("cwd")) or self.cwd
+            self.branch = nonempty_str(context.get("branch")) or self.branch
         elif kind == "hook.start" and data.get("hookType") == "userPromptSubmitted":
-            self._prompt_ms = _ms(_d(data.get("input")).get("timestamp"))
+            self._prompt_ms = _ms(dict_or_empty(data.get("input")).get("timestamp"))
         elif kind == "hook.start" and data.get("hookType") in ("postToolUse", "postToolUseFailure"):
-            inp = _d(data.get("input"))
+            inp = dict_or_empty(data.get("input"))
             ms, args = _ms(inp.get("timestamp")), inp.get("toolArgs")
             seen = next((c for c in reversed(self._pending.values()) if c.hook is None and c.input == args), None)
             if seen is not None and ms is not None:
@@ -118,7 +111,7 @@ class EventsReader:
             self.counts.skipped += 1
             return []
         elif kind == "hook.start" and data.get("hookType") == "agentStop":
-            self._stop_ms = _ms(_d(data.get("input")).get("timestamp"))
+            self._stop_ms = _ms(dict_or_empty(data.get("input")).get("timestamp"))
             if self._reply is None:
                 self.counts.skipped += 1
                 return []
@@ -126,20 +119,20 @@ class EventsReader:
         elif kind == "user.message":
             return self._prompt(data, ts)
         elif kind == "assistant.message":
-            text = _s(data.get("content"))
+            text = nonempty_str(data.get("content"))
             if text and text.strip():
                 self._reply, self._reply_ts = text, ts
                 self.counts.messages += 1
                 return []
         elif kind == "tool.execution_start":
-            call = _s(data.get("toolCallId"))
+            call = nonempty_str(data.get("toolCallId"))
             if call:
                 self._pending[call] = _Call(
-                    _s(data.get("toolName")) or "unknown",
+                    nonempty_str(data.get("toolName")) or "unknown",
                     data.get("arguments"),
                     offset,
-                    server=_s(data.get("mcpServerName")),
-                    tool=_s(data.get("mcpToolName")),
+                    server=nonempty_str(data.get("mcpServerName")),
+                    tool=nonempty_str(data.get("mcpToolName")),
                 )
                 return []
         elif kind == "tool.execution_complete":
@@ -160,7 +153,7 @@ class EventsReader:
         return bound(value, STRING_MAX, 0) if self._big else value
 
     def _prompt(self, d: dict[str, Any], ts: float) -> list[Record]:
-        text = _s(d.get("content"))
+        text = nonempty_str(d.get("content"))
         if not text or not text.strip():
             self.counts.skipped += 1
             return []
@@ -170,7 +163,9 @@ class EventsReader:
         if self._prompt_ms is not None:
             key = f"prompt:{self.session}:{self._prompt_ms}"
         else:
-            own = _s(d.get("messageId")) or hashlib.blake2b(f"{ts}:{text}".encode(), digest_size=12).hexdigest()
+            own = (
+                nonempty_str(d.get("messageId")) or hashlib.blake2b(f"{ts}:{text}".encode(), digest_size=12).hexdigest()
+            )
             key = f"prompt:{self.session}:m{own}"
         self._prompt_ms = None
         self.counts.prompts += 1
@@ -178,7 +173,7 @@ class EventsReader:
         return records
 
     def _result(self, d: dict[str, Any], ts: float) -> list[Record]:
-        call_id = _s(d.get("toolCallId"))
+        call_id = nonempty_str(d.get("toolCallId"))
         call = self._pending.pop(call_id, None) if call_id else None
         if call is None or call_id is None:
             self.counts.skipped += 1
@@ -190,12 +185,14 @@ class EventsReader:
         if call.server and call.tool:
             name = f"mcp__{call.server}__{call.tool}"
         payload.update(tool_name=name, tool_input=self._bound(call.input), tool_use_id=key)
-        content = _s(_d(d.get("result")).get("content")) or ""
+        content = nonempty_str(dict_or_empty(d.get("result")).get("content")) or ""
         if ok:
             payload["tool_result"] = {"result_type": "success", "text_result_for_llm": self._bound(content)}
         else:
             error = d.get("error")
-            payload["error"] = self._bound(_s(_d(error).get("message")) or _s(error) or content or "failed")
+            payload["error"] = self._bound(
+                nonempty_str(dict_or_empty(error).get("message")) or nonempty_str(error) or content or "failed"
+            )
             self.counts.errors += 1
         self.counts.tools += 1
         return [self._record(f"tool:{self.session}:{key}", payload, ts)]

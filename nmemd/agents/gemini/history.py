@@ -26,9 +26,10 @@ from typing import Any, Final
 
 from nmemd.agents.codex.history import decode_line
 from nmemd.agents.gemini.capture import AGENT, prompt_id, prompt_text, tool_call_id
+from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, parse_ts
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str, parse_ts
 from nmemd.model import reply_key
 
 SEEN_MAX: Final = 100_000
@@ -41,14 +42,6 @@ def is_session(path: str) -> bool:
     return (
         name.startswith("session-") and name.endswith(".jsonl") and os.path.basename(os.path.dirname(path)) == "chats"
     )
-
-
-def _s(v: object) -> str | None:
-    return v if isinstance(v, str) and v else None
-
-
-def _d(v: object) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 def _texts(content: object) -> list[str]:
@@ -78,14 +71,16 @@ def project_of(path: str, problems: list[str] | None = None) -> str | None:
         raw = files.read_file(index, files.PROJECTS_MAX, follow=False)
         if files.too_many_values(raw):
             raise ValueError(f"over {files.VALUES_MAX:,} JSON values")
-        projects = _d(json.loads(raw)).get("projects")
+        projects = dict_or_empty(json.loads(raw)).get("projects")
     except FileNotFoundError:
         return None
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         _problem(problems, index, exc)
         return None
     name = os.path.basename(folder)
-    found = [p for p, short in _d(projects).items() if short == name and isinstance(p, str) and p.startswith("/")]
+    found = [
+        p for p, short in dict_or_empty(projects).items() if short == name and isinstance(p, str) and p.startswith("/")
+    ]
     return found[0] if len(found) == 1 else None
 
 
@@ -131,7 +126,7 @@ class SessionReader:
             self.counts.skipped += 1
             return []
         if "sessionId" in line and "type" not in line:
-            self.session = _s(line.get("sessionId")) or self.session
+            self.session = nonempty_str(line.get("sessionId")) or self.session
             self.counts.skipped += 1
             return []
         kind = line.get("type")
@@ -165,7 +160,7 @@ class SessionReader:
         return records
 
     def _gemini(self, line: dict[str, Any], ts: float) -> list[Record]:
-        msg_id = _s(line.get("id")) or ""
+        msg_id = nonempty_str(line.get("id")) or ""
         calls = line.get("toolCalls")
         text = "\n".join(t for t in _texts(line.get("content")) if t.strip())
         records: list[Record] = []
@@ -184,7 +179,7 @@ class SessionReader:
 
     def _call(self, call: dict[str, Any], ts: float) -> list[Record]:
         status = call.get("status")
-        call_id, name = _s(call.get("id")), _s(call.get("name"))
+        call_id, name = nonempty_str(call.get("id")), nonempty_str(call.get("name"))
         if status not in ("success", "error") or call_id is None or name is None or call_id in self._calls:
             return []  # still running, cancelled, or sent already (a message is written again as calls finish)
         if len(self._calls) >= SEEN_MAX:
@@ -193,9 +188,9 @@ class SessionReader:
         response: dict[str, Any] = {}
         result = call.get("result")
         for part in result if isinstance(result, list) else []:
-            fr = _d(_d(part).get("functionResponse"))
+            fr = dict_or_empty(dict_or_empty(part).get("functionResponse"))
             if fr:
-                response = _d(fr.get("response"))
+                response = dict_or_empty(fr.get("response"))
                 break
         output = response.get("output", response.get("error", ""))
         args = call.get("args") if isinstance(call.get("args"), dict) else {}

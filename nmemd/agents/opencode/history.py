@@ -29,8 +29,9 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from nmemd.agents.opencode.capture import database
+from nmemd.capture.fields import dict_or_empty
 from nmemd.history.sources import HistorySource
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound
+from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
 from nmemd.model import reply_key
 
 AGENT: Final = "opencode"
@@ -46,19 +47,11 @@ def is_database(path: str) -> bool:
     return os.path.basename(path) == NAME
 
 
-def _d(v: object) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _s(v: object) -> str | None:
-    return v if isinstance(v, str) and v else None
-
-
 def _json(raw: object) -> dict[str, Any]:
     if not isinstance(raw, str | bytes):
         return {}
     try:
-        return _d(json.loads(raw))
+        return dict_or_empty(json.loads(raw))
     except ValueError:
         return {}
 
@@ -134,8 +127,8 @@ class DatabaseReader:
                     reply = None
                 payload = self._payload(sid, cwd, "UserPromptSubmit")
                 payload.update(prompt=bound(text, STRING_MAX, 0), prompt_id=mid)
-                model = _d(info.get("model"))
-                if _s(model.get("providerID")) and _s(model.get("modelID")):
+                model = dict_or_empty(info.get("model"))
+                if nonempty_str(model.get("providerID")) and nonempty_str(model.get("modelID")):
                     payload["model"] = f"{model['providerID']}/{model['modelID']}"
                 self.counts.prompts += 1
                 yield Record(key=f"prompt:{sid}:{mid}", ts=ts, payload=payload)
@@ -146,7 +139,7 @@ class DatabaseReader:
                     if kind == "tool":
                         if (record := self._tool(sid, cwd, part, pts / 1000 or ts)) is not None:
                             yield record
-                    elif kind == "text" and _s(part.get("text")) and not part.get("synthetic"):
+                    elif kind == "text" and nonempty_str(part.get("text")) and not part.get("synthetic"):
                         reply = (part["text"], pts / 1000 or ts)
             else:
                 self.counts.skipped += 1
@@ -160,14 +153,14 @@ class DatabaseReader:
         return p
 
     def _tool(self, sid: str, cwd: str | None, part: dict[str, Any], ts: float) -> Record | None:
-        state, call = _d(part.get("state")), _s(part.get("callID"))
+        state, call = dict_or_empty(part.get("state")), nonempty_str(part.get("callID"))
         status = state.get("status")
         if call is None or status not in ("completed", "error"):
             self.counts.skipped += 1
             return None
         payload = self._payload(sid, cwd, "PostToolUse" if status == "completed" else "PostToolUseFailure")
-        payload.update(tool_name=_s(part.get("tool")) or "unknown", tool_use_id=call,
-                       tool_input=bound(_d(state.get("input")), STRING_MAX, 0))  # fmt: skip
+        payload.update(tool_name=nonempty_str(part.get("tool")) or "unknown", tool_use_id=call,
+                       tool_input=bound(dict_or_empty(state.get("input")), STRING_MAX, 0))  # fmt: skip
         if status == "completed":
             response = {"title": state.get("title"), "output": state.get("output"), "metadata": state.get("metadata")}
             payload["tool_response"] = bound(response, STRING_MAX, 0)
