@@ -28,35 +28,19 @@ import json
 import os
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Final
-
-import msgspec
+from typing import Any, ClassVar, Final
 
 from nmemd.agents.codex.capture import AGENT, exit_code
 from nmemd.capture.fields import dict_or_empty
+from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str, parse_ts
-from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
+from nmemd.history.transcripts import STRING_MAX, Record, nonempty_str, parse_ts
 from nmemd.model import COMPACT_MAX, compact_key, reply_key
 
 PENDING_MAX: Final = 10_000
 SHELL_TOOLS: Final = frozenset({"exec_command", "shell", "local_shell", "shell_command", "container.exec"})
 _HARNESS: Final = ("<environment_context", "<user_instructions", "<turn_aborted", "# AGENTS.md instructions",
                    "<permissions instructions", "<user_shell_command")  # fmt: skip
-_decode = msgspec.json.Decoder().decode
-
-
-def decode_line(raw: bytes) -> object:
-    """One rollout line; raises `msgspec.DecodeError` for a line that is not JSON."""
-    try:
-        return _decode(raw)
-    except msgspec.DecodeError:
-        if not may_hold_surrogate(raw):
-            raise
-        try:
-            return loads_replacing_surrogates(raw)
-        except (ValueError, RecursionError):
-            raise msgspec.DecodeError("invalid JSON") from None
 
 
 def is_rollout(path: str) -> bool:
@@ -128,46 +112,23 @@ class _Call:
 
 
 @dataclass
-class RolloutReader:
-    """Turns the lines of one rollout file, in order, into Records (the interface of TranscriptReader)."""
+class RolloutReader(SessionLines[_Call]):
+    """Turns the lines of one rollout file, in order, into Records."""
 
-    path: str
-    counts: Counts = field(default_factory=Counts)
-    session: str = ""
-    cwd: str | None = None
-    branch: str | None = None
+    AGENT: ClassVar[str] = AGENT
+
     turn: str | None = None
-    _pending: dict[str, _Call] = field(default_factory=dict)
     _exits: dict[str, tuple[int, str]] = field(default_factory=dict)  # call id -> (exit code, output)
     _reply: str | None = None  # the turn's last assistant text so far
     _reply_ts: float = 0.0
     _replied: set[str] = field(default_factory=set)
     _prompted: set[str] = field(default_factory=set)  # turns whose prompt was sent
-    _last_ts: float = 0.0
-    _big: bool = False
 
     def __post_init__(self) -> None:
         name = os.path.basename(self.path).removesuffix(".jsonl")
         self.session = name[-36:] if len(name) >= 36 else name  # rollout-<time>-<uuid>: until session_meta says
 
-    @staticmethod
-    def decode(raw: bytes) -> object:
-        return decode_line(raw)
-
-    def safe_offset(self, end: int) -> int:
-        waiting = [c.offset for c in self._pending.values()]
-        return min(end, *waiting) if waiting else end
-
-    def finish(self) -> list[Record]:
-        return self._turn_end()
-
-    def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
-        """Records for one decoded line. Never raises on odd input."""
-        self.counts.lines += 1
-        self._big = size > STRING_MAX
-        if not isinstance(line, dict):
-            self.counts.skipped += 1
-            return []
+    def _line(self, line: dict[str, Any], offset: int) -> list[Record]:
         kind, payload = line.get("type"), dict_or_empty(line.get("payload"))
         ts = parse_ts(line.get("timestamp"), self._last_ts)
         self._last_ts = ts
@@ -190,19 +151,10 @@ class RolloutReader:
     # --- records -------------------------------------------------------------------------------
 
     def _payload(self, event: str) -> dict[str, Any]:
-        p: dict[str, Any] = {"nmem_agent": AGENT, "session_id": self.session, "hook_event_name": event,
-                             "transcript_path": self.path}  # fmt: skip
-        if self.cwd:
-            p["cwd"] = self.cwd
+        p = super()._payload(event)
         if self.turn:
             p["turn_id"] = self.turn
         return p
-
-    def _record(self, key: str, payload: dict[str, Any], ts: float) -> Record:
-        return Record(key=key, ts=ts, payload=payload, git_branch=self.branch)
-
-    def _bound(self, value: Any, limit: int = STRING_MAX, tail: int = 0) -> Any:
-        return bound(value, limit, tail) if self._big else value
 
     def _turn_of(self, payload: dict[str, Any]) -> str | None:
         meta = dict_or_empty(payload.get("internal_chat_message_metadata_passthrough"))

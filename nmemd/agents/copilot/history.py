@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
 
-from nmemd.agents.codex.history import decode_line
 from nmemd.agents.copilot.capture import AGENT, hook_call_id, iso_of, session_state, stop_key
 from nmemd.capture.fields import dict_or_empty
+from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str, parse_ts
+from nmemd.history.transcripts import Record, nonempty_str, parse_ts
 from nmemd.model import reply_key
 
 TOOL_NAMES: Final = {"bash": "Bash", "view": "Read", "apply_patch": "Edit"}
-__all__ = ["EventsReader", "decode_line", "is_events"]
 
 
 def is_events(path: str) -> bool:
@@ -55,43 +54,21 @@ class _Call:
 
 
 @dataclass
-class EventsReader:
-    """Turns the lines of one events.jsonl, in order, into Records (the interface of TranscriptReader)."""
+class EventsReader(SessionLines[_Call]):
+    """Turns the lines of one events.jsonl, in order, into Records."""
 
-    path: str
-    counts: Counts = field(default_factory=Counts)
-    session: str = ""
-    cwd: str | None = None
-    branch: str | None = None
-    _pending: dict[str, _Call] = field(default_factory=dict)
+    AGENT: ClassVar[str] = AGENT
+    NAMES_FILE: ClassVar[bool] = False
+
     _prompt_ms: int | None = None  # the last userPromptSubmitted hook's time, not yet used
     _reply: str | None = None
     _reply_ts: float = 0.0
     _stop_ms: int | None = None  # the agentStop hook's time for the pending reply
-    _last_ts: float = 0.0
-    _big: bool = False
 
     def __post_init__(self) -> None:
         self.session = os.path.basename(os.path.dirname(self.path))
 
-    @staticmethod
-    def decode(raw: bytes) -> object:
-        return decode_line(raw)
-
-    def safe_offset(self, end: int) -> int:
-        waiting = [c.offset for c in self._pending.values()]
-        return min(end, *waiting) if waiting else end
-
-    def finish(self) -> list[Record]:
-        return self._turn_end()
-
-    def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
-        """Records for one decoded line. Never raises on odd input."""
-        self.counts.lines += 1
-        self._big = size > STRING_MAX
-        if not isinstance(line, dict):
-            self.counts.skipped += 1
-            return []
+    def _line(self, line: dict[str, Any], offset: int) -> list[Record]:
         kind, data = line.get("type"), dict_or_empty(line.get("data"))
         ts = parse_ts(line.get("timestamp"), self._last_ts)
         self._last_ts = ts
@@ -139,18 +116,6 @@ class EventsReader:
             return self._result(data, ts)
         self.counts.skipped += 1
         return []
-
-    def _payload(self, event: str) -> dict[str, Any]:
-        p: dict[str, Any] = {"nmem_agent": AGENT, "session_id": self.session, "hook_event_name": event}
-        if self.cwd:
-            p["cwd"] = self.cwd
-        return p
-
-    def _record(self, key: str, payload: dict[str, Any], ts: float) -> Record:
-        return Record(key=key, ts=ts, payload=payload, git_branch=self.branch)
-
-    def _bound(self, value: Any) -> Any:
-        return bound(value, STRING_MAX, 0) if self._big else value
 
     def _prompt(self, d: dict[str, Any], ts: float) -> list[Record]:
         text = nonempty_str(d.get("content"))

@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from nmemd.agents.codex.history import decode_line
 from nmemd.agents.gemini.capture import AGENT, prompt_id, prompt_text, tool_call_id
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
+from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str, parse_ts
+from nmemd.history.transcripts import STRING_MAX, Record, bound, nonempty_str, parse_ts
 from nmemd.model import reply_key
 
 SEEN_MAX: Final = 100_000
@@ -91,17 +91,14 @@ def _problem(problems: list[str] | None, path: str, exc: Exception) -> None:
 
 
 @dataclass
-class SessionReader:
-    """Turns the lines of one session file, in order, into Records (the interface of TranscriptReader)."""
+class SessionReader(SessionLines[Any]):
+    """Turns the lines of one session file, in order, into Records."""
 
-    path: str
-    counts: Counts = field(default_factory=Counts)
-    session: str = ""
-    cwd: str | None = None
+    AGENT: ClassVar[str] = AGENT
+
     _calls: set[str] = field(default_factory=set)  # tool call ids already sent
     _reply: tuple[str, str, float] | None = None  # (message id, text, ts) of the turn's last text so far
     _replied: set[str] = field(default_factory=set)
-    _last_ts: float = 0.0
     problems: list[str] = field(default_factory=list)  # side files that could not be read
 
     def __post_init__(self) -> None:
@@ -109,22 +106,7 @@ class SessionReader:
         self.session = name.rpartition("-")[2] or name  # session-<time>-<id prefix>: until the first line says
         self.cwd = project_of(self.path, self.problems)
 
-    @staticmethod
-    def decode(raw: bytes) -> object:
-        return decode_line(raw)
-
-    def safe_offset(self, end: int) -> int:
-        return end
-
-    def finish(self) -> list[Record]:
-        return self._turn_end()
-
-    def feed(self, line: object, offset: int, size: int, raw: bytes | None = None) -> list[Record]:
-        """Records for one decoded line. Never raises on odd input."""
-        self.counts.lines += 1
-        if not isinstance(line, dict):
-            self.counts.skipped += 1
-            return []
+    def _line(self, line: dict[str, Any], offset: int) -> list[Record]:
         if "sessionId" in line and "type" not in line:
             self.session = nonempty_str(line.get("sessionId")) or self.session
             self.counts.skipped += 1
@@ -138,13 +120,6 @@ class SessionReader:
             return self._gemini(line, ts)
         self.counts.skipped += 1
         return []
-
-    def _payload(self, event: str) -> dict[str, Any]:
-        p: dict[str, Any] = {"nmem_agent": AGENT, "session_id": self.session, "hook_event_name": event,
-                             "transcript_path": self.path}  # fmt: skip
-        if self.cwd:
-            p["cwd"] = self.cwd
-        return p
 
     def _user(self, line: dict[str, Any], ts: float) -> list[Record]:
         text = "\n".join(_texts(line.get("content")))
