@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
 from support.env import BIN
@@ -20,7 +19,7 @@ from test_faults import build_v6
 
 from nmemd.recall import search
 from nmemd.recall.queries import Filters
-from nmemd.store import grams, readers
+from nmemd.store import readers
 
 RUN = "東京サーバーの設定を変更した"  # "changed the Tokyo server's settings", written without spaces
 THAI = "แก้ไขการตั้งค่าเซิร์ฟเวอร์"
@@ -38,25 +37,6 @@ def _found(db: Path, query: str) -> list[str]:
         return [h.title for h in search.search(conn, query, Filters())]
     finally:
         conn.close()
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("東京", '"東京"'),
-        ("サーバ", '"サー ーバ"'),
-        ("設", '"設"*'),
-        ("API设计", '"设计"'),
-        ("plain", None),
-    ],
-)
-def test_a_word_becomes_the_phrase_of_its_pairs(text: str, expected: str | None) -> None:
-    assert grams.match(text) == expected
-
-
-def test_pairs_of_a_row() -> None:
-    assert grams.pairs("ascii only", None) is None
-    assert grams.pairs("東京 ok", "→ サーバ") == "東京 京 サー ーバ バ"  # a run's last character stands alone too
 
 
 def test_words_inside_an_unspaced_run_are_found(nmem_env: dict[str, str], short_dir: str) -> None:

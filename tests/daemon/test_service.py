@@ -1,4 +1,5 @@
-"""OS service support: real socket activation, the rendered units and plist, and the installer's refusals.
+"""OS service support: real socket activation, the rendered units checked by systemd, and the installer's
+refusals (the units and plist as rendered, in process: tests/unit/test_service_units.py).
 
 The daemon is started the way systemd starts it (listening fd 3, LISTEN_FDS,
 LISTEN_PID, NOTIFY_SOCKET) by this test itself, so it runs everywhere; the
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import plistlib
 import shutil
 import signal
 import socket
@@ -22,10 +22,9 @@ from pathlib import Path
 
 import pytest
 from support.daemon import READY_TIMEOUT_S, run_send
-from support.env import BIN, REPO
+from support.env import BIN
 from support.helpers import connect, count, log_text, new_id, payload, ping, wait_until
 
-from nmemd.daemon import instance
 from nmemd.setup import service
 
 NMEMD = str(BIN / "nmemd")
@@ -173,27 +172,6 @@ def test_daemon_runs_under_systemd_socket_activate(nmem_env: dict[str, str], not
 # --- (b) systemd units -----------------------------------------------------------------------------
 
 
-def test_rendered_units_use_the_absolute_path_and_match_the_templates() -> None:
-    units = service.render_systemd(NMEMD)
-    assert set(units) == {"nmemd.socket", "nmemd.service"}
-    svc, sock = units["nmemd.service"], units["nmemd.socket"]
-    assert f"\nExecStart={NMEMD} --started-by systemd --socket %t/nmem/nmemd.sock\n" in svc
-    assert os.path.isabs(NMEMD)
-    for line in ("Type=notify", "Restart=on-failure", "RestartPreventExitStatus=4", "UMask=0077"):
-        assert f"\n{line}\n" in svc
-    for option in ("ProtectSystem", "ProtectHome", "PrivateTmp"):  # not available in user units
-        assert option not in svc
-    for line in ("ListenStream=%t/nmem/nmemd.sock", "SocketMode=0600", "DirectoryMode=0700"):
-        assert f"\n{line}\n" in sock
-    for name, text in service.render_systemd("@NMEMD@").items():
-        assert (REPO / "systemd" / name).read_text() == text
-
-
-def test_exec_path_with_spaces_and_specifiers_is_quoted() -> None:
-    svc = service.render_systemd("/home/a b/100%/$x/nmemd")["nmemd.service"]
-    assert '\nExecStart="/home/a b/100%%/$$x/nmemd" --started-by systemd' in svc
-
-
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not on PATH")
 def test_systemd_analyze_verify_accepts_the_units(short_dir: str) -> None:
     unit_dir = Path(short_dir) / "units"
@@ -211,34 +189,6 @@ def test_systemd_analyze_verify_accepts_the_units(short_dir: str) -> None:
     assert done.returncode == 0, done.stderr
     # verify exits 0 on parse warnings too: none may mention our files.
     assert not [line for line in done.stderr.splitlines() if "nmemd." in line], done.stderr
-
-
-# --- (c) launchd plist -----------------------------------------------------------------------------
-
-
-def test_launchd_plist_parses_with_the_expected_keys() -> None:
-    text = service.render_launchd("/Users/a/.local/bin/nmemd", "/Users/a/.local/share/nmem/run/nmemd.sock",
-                                  "/Users/a/Library/Logs/nmem")  # fmt: skip
-    plist = plistlib.loads(text.encode())
-    assert plist["Label"] == "dev.nmem.nmemd"
-    assert plist["ProgramArguments"][0] == "/Users/a/.local/bin/nmemd"
-    assert plist["ProgramArguments"][1:] == ["--started-by", "launchd", "--socket",
-                                             "/Users/a/.local/share/nmem/run/nmemd.sock"]  # fmt: skip
-    listener = plist["Sockets"]["Listener"]
-    assert listener == {"SockPathName": "/Users/a/.local/share/nmem/run/nmemd.sock", "SockPathMode": 384,
-                        "SockType": "stream"}  # fmt: skip
-    assert plist["ProcessType"] == "Background"
-    assert plist["Umask"] == 63
-    assert plist["StandardErrorPath"].startswith("/Users/a/Library/Logs/nmem/")
-    assert "KeepAlive" not in plist  # demand starts it; socket activation restarts it after a crash
-    template = (REPO / "launchd" / "dev.nmem.nmemd.plist").read_text()
-    assert template == service.render_launchd("@NMEMD@", "@SOCKET@", "@LOG_DIR@")
-
-
-def test_launchd_listener_fd_is_none_off_macos() -> None:
-    if sys.platform == "darwin":
-        pytest.skip("on macOS outside launchd this returns None too, but through the real call")
-    assert instance.launchd_listener_fd() is None  # moved beside systemd's inherited_socket
 
 
 # --- (d) the installer ----------------------------------------------------------------------------

@@ -1,11 +1,14 @@
-"""What a query's words match (nmemd.recall.terms, nmemd.store.fts): identifiers and paths as typed between
-word edges, a word as a part of a kebab-case name or a camelCase identifier. Ranking with them:
+"""What a query's words match (nmemd.recall.terms, nmemd.store.fts, .grams): identifiers and paths as typed
+between word edges, a word as a part of a kebab-case name or a camelCase identifier, a word of an unspaced
+script as the phrase of its character pairs. Ranking with them:
 tests/unit/test_ranking.py, and over a daemon's corpus: tests/daemon/test_search.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from nmemd.recall import terms
-from nmemd.store import fts
+from nmemd.store import fts, grams
 
 
 def test_an_identifier_or_path_is_found_as_typed_between_word_edges() -> None:
@@ -48,3 +51,22 @@ def test_a_word_counts_as_a_part_of_a_camelcase_identifier() -> None:
     for text in ("client", "Client", "Clients", "clientside"):  # the word itself is `count`'s
         assert client.parts_in(text) == 0, text
     assert parse_terms("client*")[0].camel is None and parse_terms("clientId")[0].camel is None  # words only
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("東京", '"東京"'),
+        ("サーバ", '"サー ーバ"'),
+        ("設", '"設"*'),
+        ("API设计", '"设计"'),
+        ("plain", None),
+    ],
+)
+def test_a_word_becomes_the_phrase_of_its_pairs(text: str, expected: str | None) -> None:
+    assert grams.match(text) == expected
+
+
+def test_pairs_of_a_row() -> None:
+    assert grams.pairs("ascii only", None) is None
+    assert grams.pairs("東京 ok", "→ サーバ") == "東京 京 サー ーバ バ"  # a run's last character stands alone too
