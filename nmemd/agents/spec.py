@@ -5,7 +5,7 @@ The spec sits low (beside `store`): extraction, replies, the context, doctor and
 code it names sits high, in `nmemd/agents/<name>/` (capture.py, history.py, setup.py), above the
 capture, history and setup folders it uses. A built-in spec names that code by `Lazy`, imported when
 first called: the daemon loads an agent's parser with the agent's first event and never an installer;
-no import cycle can form. `tests/test_layout.py` checks that an agent's `__init__` reaches its own
+no import cycle can form. `tests/unit/test_layout.py` checks that an agent's `__init__` reaches its own
 folder only this way.
 """
 

@@ -2,7 +2,7 @@
 
 Recall, jobs, history and the MCP server run in the daemon but sit below it
 in the layout: they type against `Host`, never against the server module, so
-imports point one way (tests/test_layout.py).
+imports point one way (tests/unit/test_layout.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ __all__ = ["app", "main"]
 HELP: Final = "nmem: local memory for coding agents."
 # (command, module in nmemd.cli, attribute, the first paragraph of its help), in the order
 # `nmem --help` lists them. The list is drawn from these summaries without importing a command's
-# module (tests/test_cli.py checks that they are the commands' own).
+# module (tests/unit/test_cli_app.py checks that they are the commands' own).
 COMMANDS: Final = (
     ("status", "read", "status", "Show whether the daemon runs, where the data is and what it holds."),
     ("search", "read", "search", "Find observations by words, identifiers, paths, error text or commands, best first."),

@@ -2,7 +2,7 @@
 
     python -m nmemd.cli.reference > docs/cli.md
 
-Each command's section is its `--help`, as click prints it at a fixed width (tests/test_docs.py checks
+Each command's section is its `--help`, as click prints it at a fixed width (tests/unit/test_docs.py checks
 that docs/cli.md is this module's output).
 """
 

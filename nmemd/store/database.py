@@ -236,7 +236,7 @@ async def on_writer_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *a
 
     aiosqlite sends each statement to its thread and back (a loop wake-up per
     statement); a batch is ~7 statements. This uses its private `_execute` and
-    `_conn` (pinned `aiosqlite<0.23`, covered by tests/test_store.py): the one
+    `_conn` (pinned `aiosqlite<0.23`, covered by tests/unit/test_store.py): the one
     write connection stays aiosqlite's, and nothing else touches it meanwhile
     because every writer holds `Store.lock`.
     """

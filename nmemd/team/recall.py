@@ -29,7 +29,7 @@ MIN_SERVER_S: Final = 0.2
 
 
 class TeamHost(Host, Protocol):
-    """The daemon as team memory sees it (team sits below the daemon: tests/test_layout.py)."""
+    """The daemon as team memory sees it (team sits below the daemon: tests/unit/test_layout.py)."""
 
     team: TeamSync
 
