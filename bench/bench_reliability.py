@@ -248,10 +248,10 @@ def scenario_11(daemon: Daemon, scale: float) -> R.Figures:
 
 
 def scenario_12(make_daemon: Callable[[], Daemon], scale: float) -> R.Figures:
-    import test_faults as F
+    from support.earlier_stores import EARLIER_VERSIONS
 
-    fig = R.Figures(12, f"{len(F.EARLIER_VERSIONS)} earlier database versions open and migrate", scale)
-    for name, build, _ in F.EARLIER_VERSIONS:
+    fig = R.Figures(12, f"{len(EARLIER_VERSIONS)} earlier database versions open and migrate", scale)
+    for name, build, _ in EARLIER_VERSIONS:
         daemon = make_daemon()
         try:
             markers = build(daemon.home)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
+from support.earlier_stores import build_v6
 from support.env import BIN
-from test_faults import build_v6
 
 from nmemd.recall import search
 from nmemd.recall.queries import Filters

@@ -1301,10 +1301,10 @@ def test_scenario_10_planted_secrets_never_reach_the_disk(daemon: Daemon) -> Non
 
 @pytest.mark.reliability(scenario=12)
 def test_scenario_12_every_migration_has_an_earlier_database_case() -> None:
-    """test_faults.EARLIER_VERSIONS must hold a database built at every schema version: one row per
+    """support.earlier_stores.EARLIER_VERSIONS must hold a database built at every schema version: one row per
     prefix of MIGRATIONS (and the client-only inbox). A new migration without its row fails here;
     the row's builder must produce exactly that version (test_faults checks schema_migrations)."""
-    from test_faults import EARLIER_VERSIONS
+    from support.earlier_stores import EARLIER_VERSIONS
 
     from nmemd.store.migrations import MIGRATIONS
 

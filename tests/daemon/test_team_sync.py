@@ -233,7 +233,7 @@ def test_the_server_answers_what_the_local_window_does_not_hold(team: tuple[Data
 
 
 def _mcp_search(m: Member, project: Path, query: str) -> str:
-    from test_mcp import bridge_params, mcp_session, ok
+    from support.mcp_client import bridge_params, mcp_session, ok
 
     async def go() -> str:
         params = bridge_params(m.env, str(project))

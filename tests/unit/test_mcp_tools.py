@@ -5,7 +5,6 @@ same tools through the `nmem-mcp` bridge and a real daemon: tests/daemon/test_mc
 from __future__ import annotations
 
 import inspect
-import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -18,6 +17,7 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 from support.helpers import claude_bash, claude_edit, claude_event, claude_failure
+from support.mcp_client import line_ids, session_ids
 from support.store import filled
 
 from nmemd import config
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.anyio
 
 TOOLS = {"search", "timeline", "get_observations", "recent_context", "sessions", "file_history"}
 S1, S2 = "sess-web-0001-aaaa", "sess-oth-0002-bbbb"
-RESULT_LINE = re.compile(r"(?:→ |  )?#(\d+) [a-z]+ · ")
 STEP_S = 30.0  # bound on any one call
 
 
@@ -82,18 +81,6 @@ class World:
         assert expect.lower() in message.lower(), message
         assert "\n" not in message and "Traceback" not in message and "pydantic" not in message, message
         return message
-
-
-def line_ids(reply: str) -> list[int]:
-    """The ids of a search/timeline/file_history reply: a header, then `#id type · ...` on every line."""
-    head, *lines = reply.split("\n")
-    assert not RESULT_LINE.match(head), head
-    ids = []
-    for line in lines:
-        m = RESULT_LINE.match(line)
-        assert m, f"a result line without its id: {line!r}"
-        ids.append(int(m.group(1)))
-    return ids
 
 
 def git_project(path: Path) -> str:
@@ -185,8 +172,8 @@ async def test_recent_context_sessions_and_file_history(world: World) -> None:
     finally:
         conn.close()
     mine = await w.ok("sessions")
-    assert re.findall(r"^## (\S+) · ", mine, re.M) == [S1]
-    assert set(re.findall(r"^## (\S+) · ", await w.ok("sessions", {"project": "*"}), re.M)) == {S1, S2}
+    assert session_ids(mine) == [S1]
+    assert set(session_ids(await w.ok("sessions", {"project": "*"}))) == {S1, S2}
     edit = w.obs_id("type = 'edit' AND session_id = ?", (S1,))
     assert line_ids(await w.ok("file_history", {"path": "src/parser.py"})) == [edit]
     theirs = await w.ok("file_history", {"path": "src/zebra_migrate.py", "project": w.other})
