@@ -8,24 +8,19 @@ client names the agent and extraction reads it, in process: tests/unit/test_agen
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from support.daemon import Daemon
+from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import SEND_SCRIPT
 from support.helpers import new_id, nmem, wait_until
+from support.payloads.codex import CODEX_DATA
 
 from nmemd.mcp import tools
 from nmemd.recall import queries
-
-CODEX_DATA = Path(__file__).resolve().parents[1] / "data" / "codex"
 
 
 def codex_payloads() -> list[dict[str, Any]]:
@@ -36,13 +31,7 @@ def codex_payloads() -> list[dict[str, Any]]:
 
 def send(payload: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     """The hook client exactly as `nmem install --agent codex` runs it."""
-    return subprocess.run(
-        [sys.executable, "-I", "-S", str(SEND_SCRIPT), *args],
-        input=json.dumps(payload).encode(),
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        timeout=30,
-    )
+    return run_send(json.dumps(payload).encode(), env, timeout=30, args=args)
 
 
 def _session(tag: str, cwd: str = "/tmp/nmem-agents-project") -> dict[str, Any]:

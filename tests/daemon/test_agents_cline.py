@@ -14,13 +14,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from support.daemon import Daemon
+from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import BIN, SEND_SCRIPT
+from support.env import BIN
 from support.helpers import new_id, nmem
 from support.payloads.cline import PROJECT, hook, task_events, tool
 
@@ -28,13 +27,8 @@ from nmemd.agents.cline import setup as cline
 
 
 def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", "cline"],
-        input=json.dumps(payload).encode(),
-        env=dict(os.environ),
-        capture_output=True,
-        timeout=30,
-    )
+    """The hook client exactly as `nmem install --agent cline` runs it."""
+    return run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "cline"))
 
 
 def test_a_documented_cline_task_is_stored_with_its_agent_and_types(daemon: Daemon) -> None:

@@ -6,22 +6,16 @@ session's events.jsonl adds nothing; a session seen by no hook imports once. Dat
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.daemon import Daemon
+from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import BIN, SEND_SCRIPT
-from support.payloads.copilot import hook_ids
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "copilot"
-SESSION = "0b7f87d9-3144-486c-8ad7-7f4747ab62c0"
-EVENTS = DATA / f"events-{SESSION}.jsonl"
+from support.env import BIN
+from support.payloads.copilot import DATA, EVENTS, SESSION, hook_ids
 
 
 @pytest.fixture
@@ -36,10 +30,8 @@ def copilot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
-    argv = [sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", "copilot"]
-    return subprocess.run(
-        argv, input=json.dumps(payload).encode(), capture_output=True, timeout=30, env=dict(os.environ)
-    )
+    """The hook client exactly as `nmem install --agent copilot` runs it."""
+    return run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "copilot"))
 
 
 def imported(*paths: str) -> dict[str, Any]:

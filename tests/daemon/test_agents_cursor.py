@@ -11,15 +11,12 @@ installed hooks run it (`python -I -S send.py --agent cursor`), into a real daem
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from support.daemon import Daemon
+from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import SEND_SCRIPT
 from support.helpers import new_id, nmem
 from support.payloads.cursor import PROJECT, common, session
 
@@ -28,13 +25,7 @@ from nmemd.agents.cursor import setup as cursor
 
 def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
     """The hook client exactly as `nmem install --agent cursor` runs it."""
-    return subprocess.run(
-        [sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", "cursor"],
-        input=json.dumps(payload).encode(),
-        env=dict(os.environ),
-        capture_output=True,
-        timeout=30,
-    )
+    return run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "cursor"))
 
 
 def test_a_documented_cursor_session_is_stored_with_its_agent_and_types(daemon: Daemon) -> None:

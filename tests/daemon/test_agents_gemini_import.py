@@ -4,21 +4,17 @@ once, incremental, bad files reported, never fatal. A real daemon and the real C
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.daemon import Daemon
+from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import BIN, SEND_SCRIPT
+from support.env import BIN
+from support.payloads.gemini import GEMINI_DATA, SESSION, SESSION_FILE
 
-GEMINI_DATA = Path(__file__).resolve().parents[1] / "data" / "gemini"
-SESSION = "a2b0235b-2958-4d25-ab97-3c285de1bc32"
-SESSION_FILE = GEMINI_DATA / "session-2026-11-25T16-14-a2b0235b.jsonl"
 PROJECT = "/tmp/gm/work"
 
 
@@ -85,13 +81,7 @@ def test_a_session_file_imports_as_gemini_observations_once(daemon: Daemon, gemi
 
 
 def send_live(payload: dict[str, Any]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", "gemini"],
-        input=json.dumps(payload).encode(),
-        env=os.environ.copy(),
-        capture_output=True,
-        timeout=30,
-    )
+    done = run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "gemini"))
     assert done.returncode == 0 and done.stderr == b""
 
 

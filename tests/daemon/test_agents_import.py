@@ -15,8 +15,8 @@ import pytest
 from support.daemon import Daemon
 from support.db import db_rows
 from support.env import BIN, SEND_SCRIPT
+from support.payloads.codex import CODEX_DATA
 
-CODEX_DATA = Path(__file__).resolve().parents[1] / "data" / "codex"
 SESSION = "01a2134e-5db3-7631-a0a4-3c81ac8df7e7"
 ROLLOUT = CODEX_DATA / f"rollout-2026-11-25T15-23-52-{SESSION}.jsonl"
 

@@ -10,17 +10,15 @@ them from the hooks (the hooks pass what the rows hold: tests/e2e/test_opencode.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.daemon import Daemon
+from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import BIN, SEND_SCRIPT
+from support.env import BIN
 from support.payloads.opencode import SESSION, build_db, plugin_payloads
 
 
@@ -39,10 +37,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 
 def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
-    argv = [sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", "opencode"]
-    return subprocess.run(
-        argv, input=json.dumps(payload).encode(), capture_output=True, timeout=30, env=dict(os.environ)
-    )
+    """The hook client exactly as `nmem install --agent opencode` runs it."""
+    return run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "opencode"))
 
 
 def imported(*paths: str) -> dict[str, Any]:

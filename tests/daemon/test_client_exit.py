@@ -17,7 +17,6 @@ from collections.abc import Iterator
 
 import pytest
 from support.daemon import Daemon, run_send
-from support.env import SEND_SCRIPT
 from support.helpers import count, daemon_processes, kill_all, new_id, payload, wait_until
 
 from nmemd.setup import install
@@ -176,7 +175,6 @@ def test_another_agents_session_start_with_no_daemon_answers_too(
     assert run_send(payload(marker, cwd=project)).returncode == 0
     assert daemon.stop() == 0
     body = json.dumps(start).replace("{sid}", f"next-{marker}").replace("{cwd}", project)
-    started = subprocess.run([sys.executable, "-I", "-S", str(SEND_SCRIPT), "--agent", agent], input=body.encode(),
-                             capture_output=True, timeout=60)  # fmt: skip
+    started = run_send(body.encode(), timeout=60, args=("--agent", agent))
     assert started.returncode == 0 and started.stderr == b""
     assert marker in started.stdout.decode(), started.stdout

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from support.env import BIN, SEND_SCRIPT
@@ -83,11 +84,12 @@ class Daemon:
 
 
 def run_send(
-    payload: bytes, env: dict[str, str] | None = None, timeout: float = 15.0
+    payload: bytes, env: dict[str, str] | None = None, timeout: float = 15.0, args: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run the hook client exactly as installed hooks do: `python -I -S send.py`."""
+    """Run the hook client exactly as installed hooks do: `python -I -S send.py`, with `args` after it
+    (`("--agent", "codex")`, as `nmem install --agent codex` writes it)."""
     return subprocess.run(
-        [sys.executable, "-I", "-S", str(SEND_SCRIPT)],
+        [sys.executable, "-I", "-S", str(SEND_SCRIPT), *args],
         input=payload,
         env={**os.environ, **(env or {})},
         capture_output=True,
