@@ -19,8 +19,7 @@ from typing import Any
 
 from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import BIN
-from support.helpers import new_id, nmem
+from support.helpers import imported, new_id, nmem
 from support.payloads.cline import PROJECT, hook, task_events, tool
 
 from nmemd.agents.cline import setup as cline
@@ -184,14 +183,6 @@ def test_uninstall_without_nmems_scripts_changes_nothing(nmem_env: dict[str, str
 SESSIONS = Path(__file__).resolve().parents[1] / "data" / "cline" / "sessions"
 
 
-def _imported(*paths: str) -> dict[str, Any]:
-    done = subprocess.run([str(BIN / "nmem"), "import-transcripts", *paths, "--json"], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return report
-
-
 def test_a_real_cline_cli_task_history_imports_once(daemon: Daemon, tmp_path: Path) -> None:
     """The messages file the real Cline CLI 3.0.65 wrote for tests/e2e/test_cline.py's task, imported twice, with
     a bad file beside it: reported, the rest imported."""
@@ -200,7 +191,7 @@ def test_a_real_cline_cli_task_history_imports_once(daemon: Daemon, tmp_path: Pa
     bad = tmp_path / "sessions" / "x" / "x.messages.json"
     bad.parent.mkdir()
     bad.write_text("{not json")
-    first = _imported(str(tmp_path / "sessions"))
+    first = imported(str(tmp_path / "sessions"))
     assert (first["events_new"], first["prompts"], first["tool_calls"], first["replies"]) == (4, 1, 2, 1), first
     assert [b["path"] for b in first["bad_files"]] == [str(bad)], first
     rows = db_rows(daemon.db, "SELECT session_id, type, title, agent FROM observations ORDER BY id")
@@ -210,5 +201,5 @@ def test_a_real_cline_cli_task_history_imports_once(daemon: Daemon, tmp_path: Pa
         ("1795627691279_50kdn", "write", "Write notes.txt (1 lines)", "cline"),
         ("1795627691279_50kdn", "stop", "Stop: Finished the okapi notes.", "cline"),
     ]
-    assert _imported(str(tmp_path / "sessions"))["events_new"] == 0
+    assert imported(str(tmp_path / "sessions"))["events_new"] == 0
     assert len(db_rows(daemon.db, "SELECT id FROM observations")) == 4

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import BIN
+from support.helpers import imported
 from support.payloads.copilot import DATA, EVENTS, SESSION, hook_ids
 
 
@@ -32,15 +32,6 @@ def copilot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def send(payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
     """The hook client exactly as `nmem install --agent copilot` runs it."""
     return run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "copilot"))
-
-
-def imported(*paths: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(BIN / "nmem"), "import-transcripts", *paths, "--json"], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def observations(daemon: Daemon) -> list[tuple[Any, ...]]:

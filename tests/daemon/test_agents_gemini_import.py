@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows
-from support.env import BIN
+from support.helpers import imported
 from support.payloads.gemini import GEMINI_DATA, SESSION, SESSION_FILE
 
 PROJECT = "/tmp/gm/work"
@@ -34,15 +33,6 @@ def session_in(gemini_home: Path) -> Path:
     (chats.parent / ".project_root").write_text(PROJECT)
     (chats.parent / "logs.jsonl").write_text('{"not": "a session"}\n')  # not history: not read
     return Path(shutil.copy(SESSION_FILE, chats / SESSION_FILE.name))
-
-
-def imported(*paths: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(BIN / "nmem"), "import-transcripts", *paths, "--json"], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def observations(daemon: Daemon) -> list[tuple[Any, ...]]:

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from support.daemon import Daemon
 from support.db import db_rows
-from support.env import BIN, SEND_SCRIPT
+from support.env import SEND_SCRIPT
+from support.helpers import imported
 from support.payloads.codex import CODEX_DATA
 
 SESSION = "01a2134e-5db3-7631-a0a4-3c81ac8df7e7"
@@ -33,15 +34,6 @@ def rollout_in(codex_home: Path) -> Path:
     day = codex_home / "sessions" / "2026" / "11" / "25"
     day.mkdir(parents=True, exist_ok=True)
     return Path(shutil.copy(ROLLOUT, day / ROLLOUT.name))
-
-
-def imported(*paths: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(BIN / "nmem"), "import-transcripts", *paths, "--json"], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def observations(daemon: Daemon) -> list[tuple[Any, ...]]:

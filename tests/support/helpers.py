@@ -59,6 +59,15 @@ def nmem_bytes(
     )  # fmt: skip
 
 
+def imported(*paths: str, timeout: float = 120.0) -> dict[str, Any]:
+    """`nmem import-transcripts PATHS --json`: its report (the last line), once it exited 0 without a traceback."""
+    done = nmem("import-transcripts", *paths, "--json", timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return report
+
+
 @contextlib.contextmanager
 def umask_kept() -> Iterator[None]:
     """`inbox.store` sets and restores the process umask; from many threads at once the restores
