@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 from support.replay import session_event
+from support.store import stored
 
-from nmemd import config
-from nmemd.capture.extract import extract
 from nmemd.recall.context import CLOSE, FIRST_PASS, HARD_CAP, MAX_ROWS, OPEN, build_context
 from nmemd.recall.replies import keywords, prompt_context
-from nmemd.store.batches import Incoming
-from nmemd.store.database import open_store
 
 NOW = 1_800_000_000.0
 
@@ -62,18 +59,7 @@ def _todos(sid: str, cwd: str, *items: tuple[str, str]) -> dict[str, Any]:
 
 def _build(payloads: list[dict[str, Any]], start: float = NOW - 86400) -> str:
     """Store payloads one per batch, 10 s apart, through the real extractor and store; return the db path."""
-
-    async def run() -> str:
-        settings = config.load()
-        async with open_store(settings) as store:
-            for n, payload in enumerate(payloads):
-                item = Incoming(event_id=f"e{n}", received_at=start + 10 * n, extracted=extract(payload))
-                await store.commit_batch([item])
-        return settings.db
-
-    import anyio
-
-    return anyio.run(run)
+    return stored(payloads, start)
 
 
 @pytest.fixture

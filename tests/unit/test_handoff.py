@@ -16,15 +16,12 @@ from typing import Any
 import pytest
 from support.fixtures import COMPACT, HEAVY, hook_payloads
 from support.replay import session_event, transcript_payloads
+from support.store import stored
 
-from nmemd import config
-from nmemd.capture.extract import extract
 from nmemd.errors import NmemError
 from nmemd.mcp.tools import search_tool, sessions_tool
 from nmemd.recall.handoff import Handoff, fit, handoff
 from nmemd.recall.summary import SUMMARY_MAX, summarize_session
-from nmemd.store.batches import Incoming
-from nmemd.store.database import open_store
 
 NOW = 1_800_000_000.0
 CWD = "/tmp/nmem-handoff-project"
@@ -32,18 +29,7 @@ CWD = "/tmp/nmem-handoff-project"
 
 def _store(payloads: list[dict[str, Any]]) -> str:
     """Each payload through the real extractor and store, one batch each, 10 s apart; the db's path."""
-
-    async def run() -> str:
-        settings = config.load()
-        async with open_store(settings) as store:
-            for n, payload in enumerate(payloads):
-                item = Incoming(event_id=f"e{n}", received_at=NOW - 86400 + 10 * n, extracted=extract(payload))
-                await store.commit_batch([item])
-        return settings.db
-
-    import anyio
-
-    return anyio.run(run)
+    return stored(payloads, NOW - 86400)
 
 
 @pytest.fixture

@@ -13,16 +13,13 @@ from typing import Any
 
 import pytest
 from support.snippet_session import snippet_session
+from support.store import stored
 
-from nmemd import config
-from nmemd.capture.extract import extract
 from nmemd.mcp.tools import search_tool
 from nmemd.recall import snippets
 from nmemd.recall.queries import Filters
 from nmemd.recall.search import search
 from nmemd.recall.terms import parse
-from nmemd.store.batches import Incoming
-from nmemd.store.database import open_store
 from nmemd.web.pages import highlight
 
 CWD = "/tmp/nmem-snippet-project"
@@ -30,17 +27,7 @@ NOW = 1_800_000_000.0
 
 
 def _build(payloads: list[dict[str, Any]]) -> str:
-    async def run() -> str:
-        settings = config.load()
-        async with open_store(settings) as store:
-            for n, payload in enumerate(payloads):
-                item = Incoming(event_id=f"e{n}", received_at=NOW - 3600 + n, extracted=extract(payload))
-                await store.commit_batch([item])
-        return settings.db
-
-    import anyio
-
-    return anyio.run(run)
+    return stored(payloads, NOW - 3600)
 
 
 @pytest.fixture
