@@ -45,6 +45,16 @@ def mcp_check(label: str, key: str, mcp: object, where: str, fix: str) -> Check:
     return ok(label, f"{key} in {where} runs {command}")
 
 
+def mcp_executable(label: str, key: str, command: str | None, where: str, fix: str) -> Check:
+    """The verdict on nmem's MCP server entry `key` of an agent's config: there (`command` None: not),
+    and running an executable."""
+    if command is None:
+        return warn(label, f"no {key} in {where}", fix)
+    if not os.access(command, os.X_OK):
+        return fail(label, f"{key} runs {command or '(nothing)'}, not an executable", fix)
+    return ok(label, f"{key} in {where} runs {command}")
+
+
 def mcp_server(data: dict[str, Any], name: str) -> object:
     servers = data.get("mcpServers")
     return servers.get(name) if isinstance(servers, dict) else None

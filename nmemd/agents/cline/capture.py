@@ -126,6 +126,24 @@ def _command(name: str, cmd: str, result: str, failed: bool) -> Observation:
     )
 
 
+def _read(name: str, path: str, rel: str) -> Observation:
+    return observation("read", f"Read {rel}", "", file_path=path or None, tool_name=name, dedup_key=f"read:{path}")
+
+
+def _write(name: str, path: str, rel: str, body: str) -> Observation:
+    lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
+    content = join_lines(f"{lines} lines", clean_text(body, 1200, 15))
+    return observation("write", f"Write {rel} ({lines} lines)", content, file_path=path or None, tool_name=name)
+
+
+def _failed_on(name: str, path: str, rel: str, output: dict[str, Any]) -> Observation:
+    """A CLI tool's failed output on a file (`read_files`, `editor`)."""
+    error = str_or_none(output.get("error")) or str_or_none(output.get("result")) or ""
+    title = f"{name} failed: {short_line(clean_text(error, 300), 100) or 'error'} — {rel}"
+    content = join_lines(f"file: {path}", clean_text(error, 4000, 100))
+    return observation("error", title, content, tool_name=name, file_path=path or None)
+
+
 def _outputs(record: dict[str, Any]) -> list[dict[str, Any]]:
     out = record.get("output")
     return [dict_or_empty(o) for o in (out if isinstance(out, list) else [out])]
@@ -150,43 +168,17 @@ def _cli_tool(name: str, record: dict[str, Any], root: str | None, cwd: str | No
             path = _abs(dict_or_empty(f).get("path"), cwd)
             o = outputs[i] if i < len(outputs) else {}
             rel = relative_path(path, root) if path else "(no path)"
-            if o.get("success") is False:
-                error = str_or_none(o.get("error")) or str_or_none(o.get("result")) or ""
-                title = f"read_files failed: {short_line(clean_text(error, 300), 100) or 'error'} — {rel}"
-                obs.append(
-                    observation(
-                        "error",
-                        title,
-                        join_lines(f"file: {path}", clean_text(error, 4000, 100)),
-                        tool_name=name,
-                        file_path=path or None,
-                    )
-                )
-            else:
-                obs.append(observation("read", f"Read {rel}", "", file_path=path or None, tool_name=name,
-                                dedup_key=f"read:{path}"))  # fmt: skip
+            obs.append(_failed_on(name, path, rel, o) if o.get("success") is False else _read(name, path, rel))
         return obs
     path = _abs(inp.get("path"), cwd)
     rel = relative_path(path, root) if path else "(no path)"
     o = outputs[0] if outputs else {}
     body = str_or_none(inp.get("new_text")) or ""
     if o.get("success") is False:
-        error = str_or_none(o.get("error")) or str_or_none(o.get("result")) or ""
-        title = f"editor failed: {short_line(clean_text(error, 300), 100) or 'error'} — {rel}"
-        return [observation("error", title, join_lines(f"file: {path}", clean_text(error, 4000, 100)), tool_name=name,
-                     file_path=path or None)]  # fmt: skip
+        return [_failed_on(name, path, rel, o)]
     if "created" in (str_or_none(o.get("result")) or "").lower() or (inp.get("old_text") is None and
                                                              inp.get("insert_line") is None):  # fmt: skip
-        lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
-        return [
-            observation(
-                "write",
-                f"Write {rel} ({lines} lines)",
-                join_lines(f"{lines} lines", clean_text(body, 1200, 15)),
-                file_path=path or None,
-                tool_name=name,
-            )
-        ]
+        return [_write(name, path, rel, body)]
     old = str_or_none(inp.get("old_text")) or ""
     diff = join_lines("- " + old if old else "", "+ " + body)
     return [observation("edit", f"Edit {rel}", clean_text(diff, 1200, 20), file_path=path or None, tool_name=name)]
@@ -213,21 +205,9 @@ def _tool(p: dict[str, Any], own: dict[str, Any], root: str | None, cwd: str | N
         return [observation("error", title, join_lines(f"file: {path}" if path else "", clean_text(result, 4000, 100)),
                      tool_name=name, file_path=path or None)]  # fmt: skip
     if name == "read_file":
-        return [
-            observation("read", f"Read {rel}", "", file_path=path or None, tool_name=name, dedup_key=f"read:{path}")
-        ]
+        return [_read(name, path, rel)]
     if name == "write_to_file":
-        body = str_or_none(inp.get("content")) or ""
-        lines = body.count("\n") + (0 if body.endswith("\n") or not body else 1)
-        return [
-            observation(
-                "write",
-                f"Write {rel} ({lines} lines)",
-                join_lines(f"{lines} lines", clean_text(body, 1200, 15)),
-                file_path=path or None,
-                tool_name=name,
-            )
-        ]
+        return [_write(name, path, rel, str_or_none(inp.get("content")) or "")]
     if name == "replace_in_file":
         diff = str_or_none(inp.get("diff")) or ""
         blocks = diff.count("<<<<<<< SEARCH") or diff.count("------- SEARCH") or 1

@@ -25,6 +25,7 @@ from typing import Any, Final
 from nmemd.agents.codex import SPEC, history
 from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import files, install
+from nmemd.setup.agent_checks import mcp_executable
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
@@ -453,15 +454,9 @@ def check() -> list[Check]:
         checks.append(warn("codex hooks", f"hooks in {where} call another nmem installation than this one", fix))
     else:
         checks.append(ok("codex hooks", f"{len(handlers)} hook events in {where}, trusted"))
-    command = str(mcp.get("command", ""))
-    if not mcp:
-        checks.append(warn("codex mcp", f"no [mcp_servers.{MCP_NAME}] in {home_tilde(config_file)}", fix))
-    elif not os.access(command, os.X_OK):
-        checks.append(fail("codex mcp", f"[mcp_servers.{MCP_NAME}] runs {command or '(nothing)'}, not an"
-                            " executable", fix))  # fmt: skip
-    else:
-        checks.append(ok("codex mcp", f"[mcp_servers.{MCP_NAME}] in {home_tilde(config_file)} runs {command}"))
-    return checks
+    command = str(mcp.get("command", "")) if mcp else None
+    key, where = f"[mcp_servers.{MCP_NAME}]", home_tilde(config_file)
+    return [*checks, mcp_executable("codex mcp", key, command, where, fix)]
 
 
 SETUP: Final = AgentSetup(

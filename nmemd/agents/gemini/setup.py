@@ -19,6 +19,7 @@ from typing import Any, Final
 from nmemd.agents.gemini import SPEC, history
 from nmemd.errors import NmemError
 from nmemd.setup import install
+from nmemd.setup.agent_checks import mcp_executable
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
@@ -178,15 +179,8 @@ def check() -> list[Check]:
         checks.append(warn("gemini hooks", f"hooks in {where} call another nmem installation than this one", fix))
     else:
         checks.append(ok("gemini hooks", f"{len(events)} hook events in {where}"))
-    command = str(mcp.get("command", "")) if isinstance(mcp, dict) else ""
-    if not mcp:
-        checks.append(warn("gemini mcp", f"no mcpServers.{MCP_NAME} in {where}", fix))
-    elif not os.access(command, os.X_OK):
-        checks.append(fail("gemini mcp", f"mcpServers.{MCP_NAME} runs {command or '(nothing)'}, not an"
-                            " executable", fix))  # fmt: skip
-    else:
-        checks.append(ok("gemini mcp", f"mcpServers.{MCP_NAME} in {where} runs {command}"))
-    return checks
+    command = (str(mcp.get("command", "")) if isinstance(mcp, dict) else "") if mcp else None
+    return [*checks, mcp_executable("gemini mcp", f"mcpServers.{MCP_NAME}", command, where, fix)]
 
 
 SETUP: Final = AgentSetup(

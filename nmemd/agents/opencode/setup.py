@@ -24,6 +24,7 @@ from nmem_client import paths
 from nmemd.agents.opencode.capture import config_dir, database
 from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import files, install
+from nmemd.setup.agent_checks import mcp_executable
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
 from nmemd.setup.checks import Check, fail, home_tilde, ok, warn
 from nmemd.setup.install import Written
@@ -338,16 +339,11 @@ def check() -> list[Check]:
         checks.append(ok("opencode plugin", f"{where} sends OpenCode's events to nmem"))
     command = mcp.get("command") if mcp is not None else None
     program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else None
-    if mcp is None:
-        checks.append(warn("opencode mcp", f"no mcp.{MCP_NAME} in {home_tilde(config_file)}", fix))
-    elif program is None or not os.access(program, os.X_OK):
-        checks.append(fail("opencode mcp", f"mcp.{MCP_NAME} runs {program or '(nothing)'}, not an"
-                            " executable", fix))  # fmt: skip
-    elif mcp.get("enabled") is False:
-        checks.append(warn("opencode mcp", f"mcp.{MCP_NAME} is disabled in {home_tilde(config_file)}", fix))
-    else:
-        checks.append(ok("opencode mcp", f"mcp.{MCP_NAME} in {home_tilde(config_file)} runs {program}"))
-    return checks
+    key, where = f"mcp.{MCP_NAME}", home_tilde(config_file)
+    verdict = mcp_executable("opencode mcp", key, (program or "") if mcp is not None else None, where, fix)
+    if verdict.status == "ok" and mcp is not None and mcp.get("enabled") is False:
+        verdict = warn("opencode mcp", f"{key} is disabled in {where}", fix)
+    return [*checks, verdict]
 
 
 SETUP: Final = AgentSetup(
