@@ -282,13 +282,13 @@ def uninstall_mcp(path: Path) -> Written:
     return write(path, without_mcp(load(path), path), undo)
 
 
-def with_server(data: dict[str, Any], path: Path, entry: dict[str, Any]) -> dict[str, Any]:
+def with_server(data: dict[str, Any], path: Path, entry: dict[str, Any], key: str = "mcpServers") -> dict[str, Any]:
     """A copy of `data` with `mcpServers.nmem` set to `entry` (Claude Code's, the Gemini CLI's, Copilot's
-    and Cursor's files share the form)."""
+    and Cursor's files share the form; OpenCode's names the object `mcp`)."""
     merged = copy.deepcopy(data)
-    servers = merged.setdefault("mcpServers", {})
+    servers = merged.setdefault(key, {})
     if not isinstance(servers, dict):
-        raise SettingsError(f'{path}: "mcpServers" is not an object')
+        raise SettingsError(f'{path}: "{key}" is not an object')
     servers[MCP_NAME] = entry
     return merged
 
@@ -297,13 +297,14 @@ def with_mcp(state: dict[str, Any], path: Path, command: str, args: list[str] | 
     return with_server(state, path, {"type": "stdio", "command": command, "args": list(args or []), "env": {}})
 
 
-def without_mcp(state: dict[str, Any], path: Path) -> dict[str, Any]:
+def without_mcp(state: dict[str, Any], path: Path | None = None, key: str = "mcpServers") -> dict[str, Any]:
+    """A copy of `state` without `mcpServers.nmem` (or `<key>.nmem`), and without the object it emptied."""
     cleaned = copy.deepcopy(state)
-    servers = cleaned.get("mcpServers")
+    servers = cleaned.get(key)
     if isinstance(servers, dict) and MCP_NAME in servers:
         del servers[MCP_NAME]
         if not servers:
-            del cleaned["mcpServers"]
+            del cleaned[key]
     return cleaned
 
 

@@ -12,7 +12,6 @@ a file with comments is not JSON to nmem, which then says so and changes nothing
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -193,22 +192,11 @@ def mcp_entry(data: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    merged = copy.deepcopy(data)
-    servers = merged.setdefault("mcp", {})
-    if not isinstance(servers, dict):
-        raise SettingsError(f'{path}: "mcp" is not an object')
-    servers[MCP_NAME] = {"type": "local", "command": [command], "enabled": True}
-    return merged
+    return install.with_server(data, path, {"type": "local", "command": [command], "enabled": True}, key="mcp")
 
 
 def without_mcp(data: dict[str, Any]) -> dict[str, Any]:
-    cleaned = copy.deepcopy(data)
-    servers = cleaned.get("mcp")
-    if isinstance(servers, dict) and MCP_NAME in servers:
-        del servers[MCP_NAME]
-        if not servers:
-            del cleaned["mcp"]
-    return cleaned
+    return install.without_mcp(data, key="mcp")
 
 
 class Plan:
