@@ -76,9 +76,9 @@ COMMANDS: Final = (
     ),
 )
 GROUPS: Final = (
-    ("daemon", "setup", "daemon_app", "Start, stop or restart the nmemd daemon."),
-    ("service", "setup", "service_app", "Run nmemd under systemd (Linux) or launchd (macOS), socket-activated."),
-    ("config", "setup", "config_app", "Inspect nmem's configuration."),
+    ("daemon", "daemon", "daemon_app", "Start, stop or restart the nmemd daemon."),
+    ("service", "daemon", "service_app", "Run nmemd under systemd (Linux) or launchd (macOS), socket-activated."),
+    ("config", "configuration", "config_app", "Inspect nmem's configuration."),
     ("team", "team", "team_app", "Share a project's memory with your machines and teammates through PostgreSQL."),
 )
 NAMES: Final = frozenset(name for name, *_ in (*COMMANDS, *GROUPS))

@@ -1,29 +1,17 @@
-"""Setup commands: install, uninstall, and the daemon, service and config groups."""
+"""`nmem install` and `nmem uninstall`: for each agent chosen, its setup from the registry (`AgentSpec.setup`)."""
 
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
-import msgspec
 import typer
 
-from nmemd import config
 from nmemd.agents.registry import AGENTS, AgentSpec
-from nmemd.cli import ui
-from nmemd.cli.common import JsonOpt, cell, confirmed, fail, load_settings, out, print_table
-from nmemd.client import control
+from nmemd.cli.common import confirmed, fail, load_settings, out
 from nmemd.errors import NmemError
 
 if TYPE_CHECKING:  # nmemd.setup loads when a command runs
     from nmemd.setup.agent_setup import AgentSetup
-
-daemon_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Start, stop or restart the nmemd daemon.")
-service_app = typer.Typer(
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    help="Run nmemd under systemd (Linux) or launchd (macOS), socket-activated.",
-)
-config_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Inspect nmem's configuration.")
 
 
 ProjectScopeOpt = Annotated[
@@ -42,11 +30,11 @@ def _agents(agent: str, project_scope: bool) -> list[AgentSpec]:
 
     name = registry.canonical(agent.strip())
     if name == "all":
-        chosen = [spec for spec in registry.AGENTS.values() if spec.setup is not None and spec.setup().found()]
+        installable = [spec for spec in registry.AGENTS.values() if spec.setup is not None]
+        chosen = [spec for spec in installable if _setup(spec).found()]
         if not chosen:
-            fail("no coding agent found on this machine (Claude Code: ~/.claude; Codex: $CODEX_HOME or ~/.codex;"
-                 " Gemini CLI: ~/.gemini; Copilot CLI: $COPILOT_HOME or ~/.copilot;"
-                 " OpenCode: ~/.config/opencode)")  # fmt: skip
+            looked = "; ".join(f"{spec.label}: {_setup(spec).looked()}" for spec in installable)
+            fail(f"no coding agent found on this machine ({looked})")
     elif (spec := registry.get(name)) is not None and spec.setup is not None:
         chosen = [spec]
     else:
@@ -173,115 +161,3 @@ def uninstall(
             highlight=False,
         )
     _failed(failed, agents, "uninstall")
-
-
-@config_app.command("show")
-def config_show(json_out: JsonOpt = False) -> None:
-    """Print the effective configuration and where each value came from."""
-    settings, sources, problems = config.load_checked()
-    for problem in problems:  # what is shown is what the daemon runs on: the rest at its default
-        ui.Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {ui.escape(problem)}", highlight=False)
-    for note in config.retired_notes(settings.home):  # ignored: a warning, not a failure
-        ui.Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {ui.escape(note)}", highlight=False)
-    values = msgspec.to_builtins(settings)
-    if json_out:
-        rows = {k: {"value": v, "source": sources.get(k, "default")} for k, v in values.items()}
-        sys.stdout.write(msgspec.json.encode(rows).decode() + "\n")
-        raise typer.Exit(1 if problems else 0)
-    table = ui.Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("setting", "value", "source"):
-        table.add_column(column)
-    for key, value in values.items():
-        table.add_row(key, cell(str(value)), sources.get(key, "default"))
-    print_table(table)
-    if problems:
-        raise typer.Exit(1)
-
-
-@daemon_app.command("start")
-def daemon_start() -> None:
-    """Start nmemd in the background (no-op when it already runs)."""
-    settings = load_settings(lenient=True)
-    try:
-        facts = control.start(settings)
-    except NmemError as exc:
-        fail(str(exc))
-    out().print(f"nmemd running (pid {facts.pid}) on {facts.socket}", highlight=False)
-
-
-@daemon_app.command("stop")
-def daemon_stop() -> None:
-    """Stop nmemd after it commits everything it received."""
-    settings = load_settings(lenient=True)
-    try:
-        pid = control.stop(settings)
-    except NmemError as exc:
-        fail(str(exc))
-    out().print("nmemd was not running" if pid is None else f"nmemd (pid {pid}) stopped", highlight=False)
-
-
-@daemon_app.command("restart")
-def daemon_restart() -> None:
-    """Stop nmemd, then start it again."""
-    settings = load_settings(lenient=True)
-    try:
-        control.stop(settings)
-        facts = control.start(settings)
-    except NmemError as exc:
-        fail(str(exc))
-    out().print(f"nmemd restarted (pid {facts.pid})", highlight=False)
-
-
-@service_app.command("install")
-def service_install() -> None:
-    """Install and enable the user service so the OS starts nmemd on the first connection."""
-    from nmemd.setup import service
-
-    try:
-        done = service.install()
-    except NmemError as exc:
-        fail(str(exc))
-    console = out()
-    if done.stopped_pid is not None:
-        console.print(f"stopped the hand-started nmemd (pid {done.stopped_pid})", highlight=False)
-    for path in done.files:
-        console.print(f"wrote {path}", highlight=False)
-    console.print(f"{done.manager} listens on {done.socket} and starts {done.nmemd} on demand", highlight=False)
-
-
-@service_app.command("uninstall")
-def service_uninstall() -> None:
-    """Stop and disable the user service and remove the files `nmem service install` wrote."""
-    from nmemd.setup import service
-
-    try:
-        done = service.uninstall()
-    except NmemError as exc:
-        fail(str(exc))
-    console = out()
-    for path in done.removed:
-        console.print(f"removed {path}", highlight=False)
-    console.print(f"{done.manager}: nmem service uninstalled", highlight=False)
-
-
-@service_app.command("status")
-def service_status(json_out: JsonOpt = False) -> None:
-    """Show whether the user service is installed, enabled, listening and running."""
-    from nmemd.setup import service
-
-    try:
-        st = service.status()
-    except NmemError as exc:
-        fail(str(exc))
-    if json_out:
-        sys.stdout.write(msgspec.json.encode(st).decode() + "\n")
-        return
-    table = ui.Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
-    table.add_row("manager", st.manager)
-    table.add_row("installed", ", ".join(st.files) if st.installed else "no")
-    table.add_row("enabled", st.enabled)
-    table.add_row("socket", f"{st.socket} ({st.socket_state})")
-    table.add_row("daemon", st.daemon_state)
-    print_table(table)

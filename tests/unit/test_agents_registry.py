@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib
 import json
 import typing
+from pathlib import Path
+
+import pytest
 
 from nmem_client import hook
 from nmemd.agents import registry
@@ -84,3 +87,25 @@ def test_every_built_in_agent_has_its_reference_notes_beside_its_code_and_linked
         notes = repo / "nmemd" / "agents" / folder / "README.md"
         assert notes.read_text().startswith(f"# {spec.label}"), spec.name
         assert f"(../nmemd/agents/{folder}/README.md)" in agents_doc, spec.name
+
+
+def test_install_for_all_with_none_found_says_where_it_looked_for_each_agent(
+    nmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nmem install --agent all` on a machine without any agent names every agent the registry knows,
+    each with where nmem looked (it named five of seven, by hand)."""
+    from typer.testing import CliRunner
+
+    from nmemd.cli import app
+
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    done = CliRunner().invoke(app, ["install", "--agent", "all"])
+    assert done.exit_code == 1, done.output
+    said = " ".join(done.output.split())
+    assert "no coding agent found on this machine" in said
+    for spec in registry.BUILTIN:
+        assert f"{spec.label}: no " in said, (spec.label, said)
