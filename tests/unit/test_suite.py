@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,14 @@ UNIT_WITH_A_DAEMON = {"test_agents_fake.py"}
 PROCESS_HELPERS = {"Daemon", "run_send", "SEND_SCRIPT", "BIN", "nmem", "nmem_bytes"}
 
 
+@cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
 def _modules(layer: str) -> Iterator[tuple[Path, ast.Module]]:
     for path in sorted((TESTS / layer).glob("*.py")):
-        yield path, ast.parse(path.read_text(), str(path))
+        yield path, _tree(path)
 
 
 def _imports(tree: ast.Module) -> Iterator[tuple[str, list[str]]]:
