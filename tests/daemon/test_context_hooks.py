@@ -11,8 +11,8 @@ import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows
 from support.fixtures import HEAVY, hook_payloads
-from support.helpers import send_frame, wait_until
-from support.replay import session_event, transcript_payloads
+from support.helpers import claude_event, send_frame, wait_until
+from support.replay import transcript_payloads
 
 from nmem_client import protocol
 from nmemd.recall.context import CLOSE, HARD_CAP, OPEN
@@ -41,7 +41,7 @@ def _context_of(stdout: bytes, event: str = "SessionStart") -> str:
 
 
 def _start(cwd: str, session_id: str, source: str = "startup") -> bytes:
-    return _send(session_event("SessionStart", session_id, cwd, source=source, model="claude-opus-4-6"))
+    return _send(claude_event("SessionStart", session_id, cwd, source=source, model="claude-opus-4-6"))
 
 
 @pytest.mark.timeout(90)
@@ -74,9 +74,9 @@ def test_session_end_summary_is_shown_to_the_next_session(daemon: Daemon) -> Non
     sid = payloads[0]["session_id"]
     for payload in payloads:
         _send(payload)
-    _send(session_event("Stop", sid, ORCHARD, stop_hook_active=False,
+    _send(claude_event("Stop", sid, ORCHARD, stop_hook_active=False,
                         last_assistant_message="The dev server is up on 5173; the fix is in panel.ts."))  # fmt: skip
-    _send(session_event("SessionEnd", sid, ORCHARD, reason="clear"))
+    _send(claude_event("SessionEnd", sid, ORCHARD, reason="clear"))
     summary = wait_until(
         lambda: (db_rows(daemon.db, "SELECT summary FROM sessions WHERE session_id = ?", (sid,)) or [(None,)])[0][0],
         10, "the session summary to be stored",
@@ -97,7 +97,7 @@ def test_injected_context_sent_back_in_a_prompt_is_not_stored(daemon: Daemon) ->
         _send(payload)
     text = _context_of(_start(ORCHARD, "echo-session"))
     prompt = f"{text}\nplease restart the server"
-    assert _send({**session_event("UserPromptSubmit", "echo-session", ORCHARD), "prompt": prompt}) == b""
+    assert _send({**claude_event("UserPromptSubmit", "echo-session", ORCHARD), "prompt": prompt}) == b""
     stored = wait_until(
         lambda: db_rows(daemon.db, "SELECT title, content FROM observations WHERE session_id = 'echo-session'"
                         " AND type = 'prompt'"), 10, "the prompt to be stored")  # fmt: skip
@@ -123,8 +123,8 @@ def test_context_rpc_and_prompt_recall(daemon: Daemon) -> None:
                                json.dumps({"method": "context", "params": {}}).encode())  # fmt: skip
     assert status == b"ERR" and reply.startswith(b"QueryError "), reply  # the daemon's error, by its kind
 
-    ask = {**session_event("UserPromptSubmit", "later", ORCHARD), "prompt": "is the scrollkit.js scroll fixed yet?"}
+    ask = {**claude_event("UserPromptSubmit", "later", ORCHARD), "prompt": "is the scrollkit.js scroll fixed yet?"}
     recall = _context_of(_send(ask), "UserPromptSubmit")
     assert "scrollkit.js" in recall and len(recall) <= 1500
-    unrelated = {**session_event("UserPromptSubmit", "later", ORCHARD), "prompt": "what is the weather today"}
+    unrelated = {**claude_event("UserPromptSubmit", "later", ORCHARD), "prompt": "what is the weather today"}
     assert _send(unrelated) == b""

@@ -72,9 +72,3 @@ def transcript_payloads(path: str | Path) -> list[dict[str, Any]]:
     """`hook_payloads` of a JSONL transcript file."""
     with open(path, encoding="utf-8") as f:
         return list(hook_payloads(json.loads(raw) for raw in f if raw.strip()))
-
-
-def session_event(event: str, session_id: str, cwd: str, **fields: Any) -> dict[str, Any]:
-    """A lifecycle payload (SessionStart with source=..., SessionEnd with reason=..., Stop, ...)."""
-    line = {"sessionId": session_id, "cwd": cwd}
-    return {**_base(line, event), **fields}

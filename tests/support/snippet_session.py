@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from support.replay import session_event
+from support.helpers import claude_event
 
 SESSION = "snip"
 PYTEST_OUT = (
@@ -21,7 +21,7 @@ PYTEST_OUT = (
 
 
 def failed(cwd: str, command: str, output: str) -> dict[str, Any]:
-    return session_event("PostToolUseFailure", SESSION, cwd, tool_name="Bash", tool_input={"command": command},
+    return claude_event("PostToolUseFailure", SESSION, cwd, tool_name="Bash", tool_input={"command": command},
                          error=f"Exit code 1\n{output}")  # fmt: skip
 
 
@@ -34,10 +34,10 @@ def snippet_session(cwd: str) -> list[dict[str, Any]]:
            "  --> src/pkg/safety.py:19:7", "Found 13 errors."]
     )  # fmt: skip
     return [
-        session_event("UserPromptSubmit", SESSION, cwd, prompt="make the walrus parser keep tabs"),
+        claude_event("UserPromptSubmit", SESSION, cwd, prompt="make the walrus parser keep tabs"),
         failed(cwd, "pytest -q tests/test_walrus.py", PYTEST_OUT),
         failed(cwd, "uv run ruff check src/pkg/safety.py", ruff),
-        session_event("PostToolUse", SESSION, cwd, tool_name="Bash", tool_input={"command": "pytest -q"},
+        claude_event("PostToolUse", SESSION, cwd, tool_name="Bash", tool_input={"command": "pytest -q"},
                       tool_response={"stdout": "tests/test_zebra.py ...  [100%] ⟦kept⟧\n3 passed in 0.1s", "stderr": "",
                                      "interrupted": False}),
     ]  # fmt: skip

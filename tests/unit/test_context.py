@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.replay import session_event
+from support.helpers import claude_event
 from support.store import stored
 
 from nmemd.recall.context import CLOSE, FIRST_PASS, HARD_CAP, MAX_ROWS, OPEN, build_context
@@ -23,7 +23,7 @@ NOW = 1_800_000_000.0
 
 
 def _p(event: str, sid: str, cwd: str, **fields: Any) -> dict[str, Any]:
-    return session_event(event, sid, cwd, **fields)
+    return claude_event(event, sid, cwd, **fields)
 
 
 def _prompt(sid: str, cwd: str, text: str) -> dict[str, Any]:

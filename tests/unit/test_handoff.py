@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from support.fixtures import COMPACT, HEAVY, hook_payloads
-from support.replay import session_event, transcript_payloads
+from support.helpers import claude_event
+from support.replay import transcript_payloads
 from support.store import stored
 
 from nmemd.errors import NmemError
@@ -153,7 +154,7 @@ def test_opencode(conn_to: Any, tmp_path: Path) -> None:
 
 
 def _p(event: str, **fields: Any) -> dict[str, Any]:
-    return session_event(event, "work", CWD, **fields)
+    return claude_event(event, "work", CWD, **fields)
 
 
 def _bash(command: str, out: str = "ok") -> dict[str, Any]:
@@ -248,7 +249,7 @@ def test_the_mcp_search_tool_takes_a_session_prefix_as_the_cli_does(conn_to: Any
     """The tools resolve a session prefix with the CLI's own `queries.resolve_session`: a unique prefix
     narrows, a short or ambiguous one is a one-line error the model can act on."""
     asked = [("walrus-1111", "make the walrus parser keep tabs"), ("walrus-2222", "document the walrus parser")]
-    conn = conn_to([session_event("UserPromptSubmit", sid, CWD, prompt=prompt) for sid, prompt in asked])
+    conn = conn_to([claude_event("UserPromptSubmit", sid, CWD, prompt=prompt) for sid, prompt in asked])
     found = search_tool(conn, CWD, "walrus parser", None, None, "walrus-1", None, None, None, 10, NOW)
     assert "keep tabs" in found and "document the walrus" not in found
     with pytest.raises(NmemError, match="a prefix needs at least 4 characters"):
