@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.checks import check_stored_as_observations
 from support.daemon import Daemon, run_send
-from support.db import db_rows, integrity_ok
+from support.db import db_rows
 from support.fixtures import hook_bodies
-
-from nmemd.capture.extract import extract
 
 PROJECT = "/Users/dev/work/lighthouse"
 _payloads = hook_bodies
@@ -20,36 +19,6 @@ def test_every_hook_fixture_is_stored_as_its_observation(daemon: Daemon) -> None
     payloads = _payloads()
     assert len(payloads) == 40  # 35 + 5 legacy
     check_stored_as_observations(daemon, payloads)
-
-
-def check_stored_as_observations(daemon: Daemon, payloads: list[bytes]) -> None:
-    """Each payload through nmem-send into a new daemon: one ledger row each, pointing at what extract() gives."""
-    daemon.start()
-    for body in payloads:
-        done = run_send(body)
-        assert done.returncode == 0 and done.stderr == b""
-    daemon.stop()
-
-    # One ledger row per event sent, in order; each points at its observation.
-    rows = db_rows(
-        daemon.db,
-        "SELECT e.session_id, e.hook_event, o.type, o.title, o.file_path, o.command, o.project, o.session_id"
-        " FROM events e LEFT JOIN observations o ON o.id = e.observation_id ORDER BY e.received_at",
-    )
-    assert len(rows) == len(payloads)
-    for body, row in zip(payloads, rows, strict=True):
-        expected = extract(json.loads(body))
-        first = expected.observations[0]
-        assert row[:2] == (expected.session_id, expected.hook_event)
-        assert row[2:] == (
-            first.type,
-            first.title,
-            first.file_path,
-            first.command,
-            expected.project,
-            expected.session_id,
-        )
-    integrity_ok(daemon.db)
 
 
 def test_fixture_spot_checks(daemon: Daemon) -> None:

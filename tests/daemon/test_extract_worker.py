@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
+from support.checks import BAD_BODIES, check_worker_agrees
 from support.daemon import Daemon
 from support.db import integrity_ok
 from support.fixtures import hook_payloads
@@ -34,54 +34,11 @@ from support.helpers import (
 )
 
 from nmem_client import protocol
-from nmemd.capture.extract import extract_event
-from nmemd.capture.extract_worker import FAILED, INVALID, OK, REPLY, REQUEST
-from nmemd.errors import InvalidEvent
-
-SKIP = frozenset({"TodoWrite"})
-# Refused, all but the last (stored generically): the worker must agree on both kinds.
-BAD_BODIES = [b"", b"{", b"\xff\xfe", b"[1, 2]", b"[" * 10_000 + b"]" * 10_000, b'{"hook_event_name": 3}']
-
-
-def worker_replies(bodies: list[bytes], skip: frozenset[str]) -> list[tuple[int, int, bytes]]:
-    """Run a worker over `bodies` (all written, then EOF) and parse its replies, hello first."""
-    requests = b"".join(REQUEST.pack(len(b), seq) + b for seq, b in enumerate(bodies, start=1))
-    proc = subprocess.run(
-        [sys.executable, "-P", "-m", "nmemd.capture.extract_worker", *sorted(skip)],
-        input=requests,
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
-    out, pos, replies = proc.stdout, 0, []
-    while pos < len(out):
-        length, seq, status = REPLY.unpack_from(out, pos)
-        pos += REPLY.size
-        replies.append((seq, status, out[pos : pos + length]))
-        pos += length
-    assert proc.stderr == b""
-    return replies
+from nmemd.capture.extract_worker import OK, REPLY, REQUEST
 
 
 def test_the_worker_extracts_every_fixture_exactly_as_the_loop_does() -> None:
     check_worker_agrees([json.dumps(p).encode() for _, p in hook_payloads()])
-
-
-def check_worker_agrees(payloads: list[bytes]) -> None:
-    """The worker's reply to each body (and to BAD_BODIES after them) is byte for byte the loop's."""
-    bodies = payloads + BAD_BODIES
-    replies = worker_replies(bodies, SKIP)
-    assert replies[0] == (0, OK, b"")  # the hello
-    assert [seq for seq, _, _ in replies[1:]] == list(range(1, len(bodies) + 1))  # in order, one each
-    encode = msgspec.msgpack.Encoder().encode
-    for body, (_, status, reply) in zip(bodies, replies[1:], strict=True):
-        try:
-            expected = (OK, encode(extract_event(body, SKIP)))
-        except InvalidEvent as exc:
-            expected = (INVALID, str(exc).encode())
-        assert (status, reply) == expected, body[:80]
-    assert [status for _, status, _ in replies[-len(BAD_BODIES) : -1]] == [INVALID] * (len(BAD_BODIES) - 1)
-    assert all(status != FAILED for _, status, _ in replies)
 
 
 def test_the_worker_reads_requests_split_anywhere() -> None:

@@ -10,7 +10,6 @@ raw reply codes), real SQLite files. Every wait is a bounded poll.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -29,7 +28,7 @@ from hypothesis import strategies as st
 from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
 from support.earlier_stores import EARLIER_VERSIONS
-from support.helpers import connect, count, log_text, new_id, payload, ping, prompt_event, wait_until
+from support.helpers import big_payload, connect, count, log_text, new_id, payload, ping, wait_until
 
 from nmem_client import inbox, protocol
 from nmem_client.hook import deliver
@@ -209,13 +208,6 @@ def test_frozen_daemon_clients_fall_back_in_time_and_nothing_is_lost(daemon: Dae
 def start_limited(daemon: Daemon, limit: int) -> subprocess.Popen[bytes]:
     """`Daemon.start`, but nmemd runs under RLIMIT_FSIZE=limit with SIGXFSZ ignored (EFBIG instead)."""
     return daemon.start(rlimits={"RLIMIT_FSIZE": (limit, limit)})
-
-
-def big_payload(marker: str, rng: random.Random) -> bytes:
-    words = " ".join(f"w{rng.randrange(10**9):09d}" for _ in range(400))  # ~4 KB of distinct FTS terms
-    event = prompt_event(marker)
-    event["prompt"] = f"please remember marker {marker} {words}"
-    return json.dumps(event).encode()
 
 
 @pytest.mark.reliability(scenario=5)

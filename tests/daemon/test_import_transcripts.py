@@ -26,6 +26,7 @@ from support.env import BIN
 from support.fixtures import COMPACT, HEAVY, SHORT, SUBAGENT
 from support.helpers import count, new_id, payload, send_frame, send_hook, wait_until
 from support.replay import transcript_payloads
+from support.transcript_import import nmem_import, observations, session_of
 
 from nmem_client import protocol
 from nmemd import config
@@ -40,10 +41,6 @@ from nmemd.store.keys import key_digest
 PARENT_SID = "7f277e19-066f-49a5-bf54-4aaa084bb6c5"  # the subagent's session (its sessionId)
 
 
-def session_of(path: Path) -> str:
-    return str(json.loads(next(ln for ln in path.read_text().splitlines() if '"sessionId"' in ln))["sessionId"])
-
-
 def claude_projects(root: Path) -> Path:
     """The transcripts of tests/data laid out as Claude Code files them: <project>/<session>.jsonl and subagents/."""
     projects = root / "projects"
@@ -55,23 +52,6 @@ def claude_projects(root: Path) -> Path:
     sub.mkdir(parents=True)
     shutil.copy(SUBAGENT, sub / SUBAGENT.name)
     return projects
-
-
-def nmem_import(*args: str, timeout: float = 60) -> tuple[int, dict[str, Any], str]:
-    done = subprocess.run(
-        [str(BIN / "nmem"), "import-transcripts", "--json", *args], capture_output=True, text=True, timeout=timeout
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    summary = json.loads(done.stdout) if done.stdout.strip() else {}
-    return done.returncode, summary, done.stderr
-
-
-def observations(db: Path) -> list[tuple[Any, ...]]:
-    return db_rows(
-        db,
-        "SELECT type, title, file_path, command, tool_name, agent_id, tool_use_id, session_id, hook_event"
-        " FROM observations ORDER BY id",
-    )
 
 
 # --- 1. the fixtures ---------------------------------------------------------------------------------

@@ -448,7 +448,7 @@ def scenario_5(daemon: Daemon, scale: float = 1.0) -> Figures:
     """The daemon runs under RLIMIT_FSIZE (EFBIG, as a full disk) until it refuses; then the limit
     is lifted on the running process (prlimit): space is back. Same process, no restart: new
     events are acknowledged and everything that fell back meanwhile is drained, once."""
-    from test_faults import big_payload
+    from support.helpers import big_payload
 
     fig = Figures(5, "disk full (RLIMIT_FSIZE), then space returns to the running daemon", scale)
     fig.timeout_s = 5.0

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.checks import check_stored_as_observations, check_worker_agrees
 from support.daemon import Daemon
 from support.db import db_rows, integrity_ok
 from support.fixtures import SHARED, shared_hook_payloads, shared_transcripts
 from support.replay import transcript_payloads
-from test_capture import check_stored_as_observations
-from test_extract_worker import check_worker_agrees
-from test_import_transcripts import nmem_import, observations, session_of
+from support.transcript_import import nmem_import, observations, session_of
 
 from nmemd.capture.extract import extract
 from nmemd.model import CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX

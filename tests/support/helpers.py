@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import sqlite3
@@ -147,6 +148,13 @@ def claude_bash(session: str, cwd: str, command: str, stdout: str, description: 
 def claude_failure(session: str, cwd: str, command: str, error: str) -> dict[str, Any]:
     return claude_event("PostToolUseFailure", session, cwd, tool_name="Bash", tool_input={"command": command},
                         error=error, tool_use_id=f"toolu_{os.urandom(8).hex()}")  # fmt: skip
+
+
+def big_payload(marker: str, rng: random.Random) -> bytes:
+    words = " ".join(f"w{rng.randrange(10**9):09d}" for _ in range(400))  # ~4 KB of distinct FTS terms
+    event = prompt_event(marker)
+    event["prompt"] = f"please remember marker {marker} {words}"
+    return json.dumps(event).encode()
 
 
 def payload(marker: str, **kwargs: Any) -> bytes:
