@@ -19,11 +19,8 @@ import hashlib
 import logging
 import os
 import stat
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -35,14 +32,13 @@ from nmemd.history.backfill import (
     BATCH_BYTES,
     BATCH_EVENTS,
     BATCH_WIRE_BYTES,
-    IN_FLIGHT,
     RPC_TIMEOUT_S,
     SUMMARY_SESSIONS,
     FileState,
     ImportEvent,
     StateReply,
-    encode_batch,
 )
+from nmemd.history.pipeline import Pipeline
 from nmemd.history.sources import DatabaseReader, DocumentReader, HistorySource, LineReader
 from nmemd.history.transcripts import Counts, Record
 
@@ -147,76 +143,6 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
 
 
-class _Pipeline:
-    """Sends batches, up to IN_FLIGHT at once (each on its own thread and connection).
-
-    Replies are taken in sending order. A batch's file states become safe to
-    record once it and every batch before it are committed; they are sent with
-    the next RPC (or a last one of their own), never sooner.
-    """
-
-    def __init__(self, ask: Callable[[str, dict[str, Any], float], Any], summary: Summary):
-        self.ask = ask
-        self.summary = summary
-        self.flight: deque[tuple[Future[Any], list[FileState]]] = deque()
-        self.settled: dict[str, FileState] = {}  # path -> latest safe state, not yet sent
-
-    def send(self, events: list[bytes], files: list[FileState]) -> None:
-        while len(self.flight) >= IN_FLIGHT:
-            self._settle_oldest(RPC_TIMEOUT_S)
-        body = encode_batch(events, self._take_settled())
-        self.flight.append((self._start(body), files))
-
-    def finish(self) -> None:
-        """Wait for every batch; record the last states. Raise what the daemon refused."""
-        while self.flight:
-            self._settle_oldest(RPC_TIMEOUT_S)
-        self._record_settled()
-
-    def abandon(self, timeout: float) -> None:
-        """Ctrl-C or an error: let the batches in flight finish, record the states they make safe, quietly."""
-        try:
-            while self.flight:
-                self._settle_oldest(timeout)
-        except Exception:  # a later batch may be committed, but its states must not run ahead of this one
-            self.flight.clear()
-        try:
-            self._record_settled()
-        except Exception:
-            LOG.debug("could not record the import state", exc_info=True)
-
-    def _start(self, body: str) -> Future[Any]:
-        future: Future[Any] = Future()
-
-        def run() -> None:
-            try:
-                future.set_result(self.ask("import_events", {"batch": body}, RPC_TIMEOUT_S))
-            except BaseException as exc:  # given to the main thread, which raises it
-                future.set_exception(exc)
-
-        threading.Thread(target=run, name="nmem-import-rpc", daemon=True).start()
-        return future
-
-    def _settle_oldest(self, timeout: float) -> None:
-        future, files = self.flight[0]
-        reply = future.result(timeout)
-        self.flight.popleft()
-        self.summary.events_sent += int(reply.get("received", 0))
-        self.summary.events_new += int(reply.get("new", 0))
-        for f in files:
-            self.settled[f.path] = f
-
-    def _take_settled(self) -> list[FileState]:
-        files = list(self.settled.values())
-        self.settled.clear()
-        return files
-
-    def _record_settled(self) -> None:
-        if self.settled:
-            self.ask("import_events", {"batch": encode_batch([], list(self.settled.values()))}, RPC_TIMEOUT_S)
-            self.settled.clear()
-
-
 @dataclass
 class _Open:
     """The file being read: enough to record how far it got at any batch boundary."""
@@ -257,7 +183,7 @@ class Importer:
         self._pending_bytes = 0
         self._done: list[FileState] = []  # files finished since the last batch
         self._open: _Open | None = None
-        self._pipeline: _Pipeline | None = None
+        self._pipeline: Pipeline | None = None
         self._sessions: dict[str, None] = {}  # sessions this run sent events of, in order
 
     def run(self, paths: Sequence[str]) -> Summary:
@@ -270,7 +196,7 @@ class Importer:
                 self._note(p.path, p.reason)
             self.summary.files = len(files)
             plan = self._plan(files, self._load_state(files))
-            self._pipeline = _Pipeline(self.ask, self.summary)
+            self._pipeline = Pipeline(self.ask, self.summary)
             for path, st, saved in plan:
                 try:
                     self._import_file(path, st, saved)
