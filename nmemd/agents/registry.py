@@ -15,7 +15,7 @@ from typing import Final
 
 from nmemd.agents import claude_code, cline, codex, copilot, cursor, gemini, opencode
 from nmemd.agents.spec import AgentSpec as AgentSpec
-from nmemd.agents.spec import Lazy
+from nmemd.agents.spec import Lazy, Normalizer, Parser
 
 BUILTIN: Final[tuple[AgentSpec, ...]] = (
     claude_code.SPEC,
@@ -68,9 +68,14 @@ def start_events() -> frozenset[tuple[str, str]]:
     return frozenset(event for spec in AGENTS.values() for event in spec.start_events)
 
 
-def load_parser(name: str) -> None:
-    """Import an agent's payload parser now rather than with its first event."""
-    spec = get(name)
-    for part in (spec.normalized, spec.observations) if spec is not None else ():
-        if isinstance(part, Lazy):
-            part.load()
+def parser(spec: AgentSpec | None) -> Parser | None:
+    """The agent's payload parser itself (what a `Lazy` names, imported now if need be): the function
+    extraction calls for every event."""
+    found = spec.observations if spec is not None else None
+    return found.load() if isinstance(found, Lazy) else found
+
+
+def normalizer(spec: AgentSpec | None) -> Normalizer | None:
+    """The agent's normalizer itself, as `parser`."""
+    found = spec.normalized if spec is not None else None
+    return found.load() if isinstance(found, Lazy) else found

@@ -52,19 +52,26 @@ class AgentSpec:
     history: Callable[[], HistorySource] | None = None
 
 
-@dataclass(frozen=True)
 class Lazy:
     """`name` in `module` (a built-in agent's own `nmemd.agents.<agent>.<module>`), imported when first
-    called: a function is called with the arguments given, a value (an AgentSetup, a HistorySource) is
-    returned as it is."""
+    used: a function is called with the arguments given, a value (an AgentSetup, a HistorySource) is
+    returned as it is. What it names is looked up once (`load`); extraction calls that directly."""
 
-    module: str
-    name: str
+    __slots__ = ("module", "name", "_found")
 
-    def load(self) -> None:
-        """Import it now (what a first call would)."""
-        importlib.import_module(self.module)
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+        self._found: Any = None
+
+    def __repr__(self) -> str:
+        return f"Lazy({self.module!r}, {self.name!r})"
+
+    def load(self) -> Any:
+        """What it names, imported now if it was not yet."""
+        if self._found is None:
+            self._found = getattr(importlib.import_module(self.module), self.name)
+        return self._found
 
     def __call__(self, *args: Any) -> Any:
-        found = getattr(importlib.import_module(self.module), self.name)
+        found = self.load()
         return found(*args) if callable(found) else found

@@ -64,9 +64,9 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
             observations=[observation("event", title, json_summary(payload, 1000))],
         )
     p: dict[str, Any] = payload
-    spec = registry.get(agent_of(p) or CLAUDE_CODE)
-    if spec is not None and spec.normalized is not None:  # its events under Claude Code's names and fields first
-        p = spec.normalized(p)
+    normalized = registry.normalizer(registry.get(agent_of(p) or CLAUDE_CODE))
+    if normalized is not None:  # its events under Claude Code's names and fields first
+        p = normalized(p)
     raw_cwd = str_or_none(p.get("cwd"))
     cwd = clean_line(raw_cwd, PATH_MAX) or None
     project = project_root(raw_cwd) if raw_cwd and len(raw_cwd) <= PATH_MAX else raw_cwd
@@ -89,11 +89,12 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
     # What the agent sends differently, read by its parser; the rest (None from it) as Claude Code's.
-    for spec in (registry.get(ex.agent or CLAUDE_CODE), registry.get(CLAUDE_CODE)):
-        own = spec.observations(p, ex, root) if spec is not None and spec.observations is not None else None
-        if own is not None:
-            ex.observations = own
-            break
+    parse = registry.parser(registry.get(ex.agent or CLAUDE_CODE))
+    own = parse(p, ex, root) if parse is not None else None
+    if own is None and ex.agent is not None:
+        claude = registry.parser(registry.get(CLAUDE_CODE))
+        own = claude(p, ex, root) if claude is not None else None
+    ex.observations = own or []
     return ex
 
 
@@ -119,7 +120,7 @@ def extract(payload: object, *, skip_tools: frozenset[str] = frozenset()) -> Ext
 
 # Every event ends in Claude Code's parser: it loads with this module (the extraction worker says hello
 # once it is loaded), not with the first event.
-registry.load_parser(CLAUDE_CODE)
+registry.parser(registry.get(CLAUDE_CODE))
 
 
 # --- hook payloads -------------------------------------------------------------------------------
