@@ -65,3 +65,34 @@ class HandlerLists:
             hooks[event] = [h for h in existing if not self.is_ours(h)] + [ours]
         merged["hooks"] = hooks
         return merged
+
+
+Merge = Callable[[dict[str, Any], Path, str], dict[str, Any]]  # (content, its path, a command) -> new content
+
+
+@dataclass(frozen=True)
+class HooksFileAndMcpFile:
+    """An agent that keeps its hooks and its MCP servers in two JSON files of its own (Copilot, Cursor):
+    what an install and an uninstall would write to each, and how an uninstall gives a file back."""
+
+    hooks_path: Callable[[], Path]
+    mcp_path: Callable[[], Path]
+    hook_command: Callable[[], str]
+    with_hooks: Merge
+    without_hooks: Callable[[dict[str, Any], Path], dict[str, Any]]
+    with_mcp: Merge
+
+    def plan_install(self, mcp: bool = True) -> install.HooksAndMcp:
+        hp, mp = self.hooks_path(), self.mcp_path()
+        data = self.with_hooks(install.load(hp), hp, self.hook_command())
+        servers = self.with_mcp(install.load(mp), mp, install.mcp_command()) if mcp else None
+        return install.HooksAndMcp(hp, data, mp, servers)
+
+    def plan_uninstall(self, mcp: bool = True) -> install.HooksAndMcp:
+        hp, mp = self.hooks_path(), self.mcp_path()
+        data = self.without_hooks(install.load(hp), hp) if hp.exists() else {}
+        servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
+        command, server = self.hook_command(), install.mcp_command()
+        hooks_undo = install.Undo(lambda d: self.with_hooks(d, hp, command), lambda d: self.without_hooks(d, hp))
+        mcp_undo = install.Undo(lambda d: self.with_mcp(d, mp, server), lambda d: install.without_mcp(d, mp))
+        return install.HooksAndMcp(hp, data, mp, servers, hooks_undo, mcp_undo)

@@ -27,8 +27,7 @@ from nmemd.setup.agent_setup import (
     uninstall_hooks_and_mcp,
 )
 from nmemd.setup.checks import Check, fail, home_tilde, ok
-from nmemd.setup.handler_lists import HandlerLists
-from nmemd.setup.install import HooksAndMcp
+from nmemd.setup.handler_lists import HandlerLists, HooksFileAndMcpFile
 
 AGENT: Final = "copilot"
 MCP_NAME: Final = install.MCP_NAME
@@ -73,21 +72,9 @@ def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
     return install.with_server(data, path, {"type": "local", "command": command, "args": [], "tools": ["*"]})
 
 
-def plan_install(mcp: bool = True) -> HooksAndMcp:
-    sp, mp = settings_path(), mcp_path()
-    data = with_hooks(install.load(sp), sp, hook_command())
-    servers = with_mcp(install.load(mp), mp, install.mcp_command()) if mcp else None
-    return HooksAndMcp(sp, data, mp, servers)
-
-
-def plan_uninstall(mcp: bool = True) -> HooksAndMcp:
-    sp, mp = settings_path(), mcp_path()
-    data = without_hooks(install.load(sp), sp) if sp.exists() else {}
-    servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
-    command, server = hook_command(), install.mcp_command()
-    hooks_undo = install.Undo(lambda d: with_hooks(d, sp, command), lambda d: without_hooks(d, sp))
-    mcp_undo = install.Undo(lambda d: with_mcp(d, mp, server), lambda d: install.without_mcp(d, mp))
-    return HooksAndMcp(sp, data, mp, servers, hooks_undo, mcp_undo)
+_FILES: Final = HooksFileAndMcpFile(settings_path, mcp_path, hook_command, with_hooks, without_hooks, with_mcp)
+plan_install = _FILES.plan_install
+plan_uninstall = _FILES.plan_uninstall
 
 
 # --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for Copilot ----------------------
