@@ -35,7 +35,6 @@ EVENTS: Final = {
     "TaskComplete": "SessionEnd", "UserPromptSubmit": "UserPromptSubmit", "PostToolUse": "PostToolUse",
     "PreToolUse": "PreToolUse", "PreCompact": "PreCompact",
 }  # fmt: skip
-HOOKS: Final = tuple(EVENTS)
 # The Cline CLI 3.x (@cline/core) runs the file named after the hook but sends its own event name as
 # `hookName` (verified with 3.0.65): the file each one runs.
 HOOK_FILES: Final = {
