@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any, Final
 
+from nmemd.agents.cline import SPEC
 from nmemd.capture.fields import (
     OUTPUT_HEAD,
     OUTPUT_TAIL,
@@ -28,7 +29,7 @@ from nmemd.capture.fields import (
 )
 from nmemd.model import Extracted, Observation
 
-AGENT: Final = "cline"
+AGENT: Final = SPEC.name
 # Cline's hooks under the names nmem (and Claude Code) gives the same moments.
 EVENTS: Final = {
     "TaskStart": "SessionStart", "TaskResume": "SessionStart", "TaskCancel": "SessionEnd",

@@ -23,7 +23,7 @@ from nmemd.setup import files, install
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 
-AGENT: Final = "cline"
+AGENT: Final = SPEC.name
 MARK: Final = "# nmem hook: written by `nmem install --agent cline`, removed by `nmem uninstall --agent cline`"
 # Not PreToolUse: the call is stored once it has run (PostToolUse); a PreToolUse hook that fails blocks the tool.
 HOOKS: Final = SPEC.hooks

@@ -13,6 +13,7 @@ import re
 import stat
 from typing import Any, Final
 
+from nmemd.agents.codex import SPEC
 from nmemd.capture.fields import (
     CMD_MAX,
     PATH_MAX,
@@ -28,7 +29,7 @@ from nmemd.capture.fields import (
 from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
 
-AGENT: Final = "codex"
+AGENT: Final = SPEC.name
 PATCH_MAX: Final = 200_000  # chars of a patch read for its files and counts (the excerpts are far shorter)
 FILES_MAX: Final = 20  # files of one patch that get an observation each
 _FILE_OP: Final = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$")

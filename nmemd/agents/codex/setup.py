@@ -30,7 +30,7 @@ from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_f
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
 
-AGENT: Final = "codex"
+AGENT: Final = SPEC.name
 MCP_NAME: Final = install.MCP_NAME
 # Every hook is synchronous: `codex exec` may end before a background hook has run, and the client
 # costs a few milliseconds over Python's own start. SessionEnd's timeout is clamped to 1-3 s by Codex.

@@ -19,11 +19,12 @@ from typing import Any, Final
 
 from nmemd.agents.claude_code.capture import stop_observations
 from nmemd.agents.codex import capture as codex
+from nmemd.agents.copilot import SPEC
 from nmemd.capture.fields import dict_or_empty, str_or_none
 from nmemd.capture.tools import ToolCall
 from nmemd.model import Extracted, Observation
 
-AGENT: Final = "copilot"
+AGENT: Final = SPEC.name
 _SHELL_EXIT: Final = re.compile(r"<shellId: [^>]*? completed with exit code (-?\d+)>\s*\Z")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -29,7 +29,7 @@ from nmemd.setup.agent_setup import (
 from nmemd.setup.checks import Check, fail, home_tilde, ok
 from nmemd.setup.handler_lists import HandlerLists, HooksFileAndMcpFile
 
-AGENT: Final = "copilot"
+AGENT: Final = SPEC.name
 MCP_NAME: Final = install.MCP_NAME
 # All synchronous (Copilot runs a command hook to its end): `copilot -p` may exit before a
 # background hook has run, and SessionStart's and UserPromptSubmit's stdout is the context.

@@ -11,10 +11,11 @@ import hashlib
 import json
 from typing import Any, Final
 
+from nmemd.agents.cursor import SPEC
 from nmemd.capture.fields import clean_text, join_lines, list_or_empty, observation, short_field, str_or_none
 from nmemd.model import Extracted, Observation
 
-AGENT: Final = "cursor"
+AGENT: Final = SPEC.name
 # Cursor's events under the names nmem (and Claude Code) gives the same moments.
 EVENTS: Final = {
     "sessionStart": "SessionStart", "sessionEnd": "SessionEnd", "beforeSubmitPrompt": "UserPromptSubmit",

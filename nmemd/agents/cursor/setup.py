@@ -22,7 +22,7 @@ from nmemd.setup.agent_setup import AgentSetup, install_hooks_and_mcp, not_found
 from nmemd.setup.checks import Check, fail, home_tilde, ok
 from nmemd.setup.handler_lists import HandlerLists, HooksFileAndMcpFile
 
-AGENT: Final = "cursor"
+AGENT: Final = SPEC.name
 MCP_NAME: Final = install.MCP_NAME
 # The events nmem stores. Not beforeReadFile (it runs before every read with the whole file on stdin),
 # nor postToolUse (the shell, edit and MCP hooks below say the same with their documented fields).

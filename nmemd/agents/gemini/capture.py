@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any, Final
 
+from nmemd.agents.gemini import SPEC
 from nmemd.capture.fields import (
     CMD_MAX,
     PATH_MAX,
@@ -30,7 +31,7 @@ from nmemd.capture.fields import (
 from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
 
-AGENT: Final = "gemini"
+AGENT: Final = SPEC.name
 # Gemini's events under the names nmem (and Claude Code) gives the same moments: stored, keyed and
 # answered (SessionStart's context, a prompt's recall, a turn's summary) as Claude Code's are.
 EVENTS: Final = {

@@ -24,7 +24,7 @@ from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_f
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
 
-AGENT: Final = "gemini"
+AGENT: Final = SPEC.name
 MCP_NAME: Final = install.MCP_NAME
 HOOK_NAME: Final = "nmem"
 # Gemini's timeouts are milliseconds, and it waits for every hook, SessionEnd's too.

@@ -10,11 +10,12 @@ import os
 from typing import Any, Final
 
 from nmemd.agents.codex import capture as codex
+from nmemd.agents.opencode import SPEC
 from nmemd.capture.fields import dict_or_empty, int_or_none, str_or_none
 from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
 
-AGENT: Final = "opencode"
+AGENT: Final = SPEC.name
 # OpenCode's tools under Claude Code's names, with their arguments under Claude Code's keys.
 TOOL_NAMES: Final = {
     "bash": "Bash", "read": "Read", "write": "Write", "edit": "Edit", "grep": "Grep", "glob": "Glob",

@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote
 
+from nmemd.agents.opencode import SPEC
 from nmemd.agents.opencode.capture import database
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history.sources import HistorySource
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
 from nmemd.model import reply_key
 
-AGENT: Final = "opencode"
+AGENT: Final = SPEC.name
 NAME: Final = "opencode.db"
 _TABLES: Final = ("session", "message", "part")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from nmem_client import paths
+from nmemd.agents.opencode import SPEC
 from nmemd.agents.opencode.capture import config_dir, database
 from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import files, install
@@ -28,7 +29,7 @@ from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_f
 from nmemd.setup.checks import Check, fail, home_tilde, ok, warn
 from nmemd.setup.install import Written
 
-AGENT: Final = "opencode"
+AGENT: Final = SPEC.name
 MCP_NAME: Final = install.MCP_NAME
 PLUGIN_NAME: Final = "nmem.js"
 MARKER: Final = "// nmem: the OpenCode plugin of nmem"
