@@ -114,9 +114,7 @@ def _report(summary: "Summary", json_out: bool) -> None:
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
     """Import `paths` (default: every agent's history on this machine, `importer.default_roots`); return
     the exit code."""
-    from nmemd.agents.claude_code.history import projects_root
-    from nmemd.agents.codex.history import sessions_root
-    from nmemd.agents.gemini.history import tmp_root
+    from nmemd.agents import registry
     from nmemd.history.importer import Importer, Progress, Summary, default_roots
 
     settings = load_settings()
@@ -131,10 +129,10 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
             if json_out:
                 _report(Summary(), json_out)
             else:
+                sources = [(s.label, s.history()) for s in registry.AGENTS.values() if s.history is not None]
+                looked = ", ".join(f"{label}'s" + (f" at {h.where()}" if h.where else "") for label, h in sources)
                 ui.Console(stderr=True, highlight=False).print(
-                    f"no Claude Code history at {ui.escape(projects_root())}, Codex history at"
-                    f" {ui.escape(sessions_root())}, Gemini CLI history at {ui.escape(tmp_root())}"
-                    " nor Copilot CLI's, Cline's or OpenCode's: nothing to import"
+                    f"no history found ({ui.escape(looked)}): nothing to import"
                 )
             return 0
     try:

@@ -54,6 +54,7 @@ class HistorySource:
     document: Callable[[str], DocumentReader] | None = None
     database: Callable[[str, int], DatabaseReader] | None = None  # (path, since)
     unreadable: type[Exception] = OSError  # what `document` or `database` raises for a file it cannot read
+    where: Callable[[], str] | None = None  # where it looks, said when no agent's history is found
 
 
 def existing(*folders: str) -> list[str]:

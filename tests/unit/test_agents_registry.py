@@ -109,3 +109,29 @@ def test_install_for_all_with_none_found_says_where_it_looked_for_each_agent(
     assert "no coding agent found on this machine" in said
     for spec in registry.BUILTIN:
         assert f"{spec.label}: no " in said, (spec.label, said)
+
+
+def test_import_with_no_history_anywhere_says_where_it_looked_for_each_agent(
+    nmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nmem import-transcripts` with nothing to import names every agent whose history the registry
+    knows, with where it looked: an agent registered later too (the message named six by hand)."""
+    from typer.testing import CliRunner
+
+    from nmemd.cli import app
+    from nmemd.history.sources import HistorySource
+
+    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    history = HistorySource(roots=list, claims=lambda path: False, where=lambda: "/nowhere/tinybot")
+    registry.register(registry.AgentSpec(name="tinybot", label="Tiny Bot", history=lambda: history))
+    try:
+        done = CliRunner().invoke(app, ["import-transcripts"])
+    finally:
+        registry.unregister("tinybot")
+    said = " ".join(done.output.split())
+    assert done.exit_code == 0 and "nothing to import" in said, done.output
+    assert "Tiny Bot's at /nowhere/tinybot" in said, said
+    for spec in registry.BUILTIN:
+        assert (spec.label in said) == (spec.history is not None), (spec.label, said)

@@ -22,4 +22,5 @@ SOURCE: Final = HistorySource(
     catch_all=True,
     lines=TranscriptReader.for_file,
     decode=decode_line,
+    where=projects_root,
 )

@@ -183,9 +183,15 @@ class MessagesReader:
         return Record(key=f"reply:{self.session}:{ts}", ts=ts, payload=p)
 
 
+def sessions_root() -> str:
+    """Where the Cline CLI keeps its tasks: `~/.cline/data/sessions/<id>/`."""
+    return os.path.join(os.path.expanduser("~"), ".cline", "data", "sessions")
+
+
 SOURCE: Final = HistorySource(
-    roots=lambda: existing(os.path.join(os.path.expanduser("~"), ".cline", "data", "sessions")),
+    roots=lambda: existing(sessions_root()),
     claims=is_messages,
     document=MessagesReader,
     unreadable=Unreadable,
+    where=sessions_root,
 )

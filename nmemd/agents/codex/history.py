@@ -321,4 +321,5 @@ SOURCE: Final = HistorySource(
     claims=is_rollout,
     lines=lambda path: RolloutReader(path=path),
     decode=decode_line,  # Codex's, the Gemini CLI's and Copilot's lines: plain JSON, any shape
+    where=sessions_root,
 )

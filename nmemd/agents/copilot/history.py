@@ -182,4 +182,5 @@ SOURCE: Final = HistorySource(
     claims=is_events,
     lines=lambda path: EventsReader(path=path),
     decode=decode_line,
+    where=lambda: str(session_state()),
 )

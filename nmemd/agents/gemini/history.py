@@ -213,4 +213,5 @@ SOURCE: Final = HistorySource(
     reserves=_in_tmp,
     lines=lambda path: SessionReader(path=path),
     decode=decode_line,
+    where=tmp_root,
 )

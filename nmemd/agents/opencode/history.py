@@ -183,4 +183,5 @@ SOURCE: Final = HistorySource(
     claims=is_database,
     database=lambda path, since: DatabaseReader(path, since=since),
     unreadable=Unreadable,
+    where=database,
 )
