@@ -135,3 +135,17 @@ def test_import_with_no_history_anywhere_says_where_it_looked_for_each_agent(
     assert "Tiny Bot's at /nowhere/tinybot" in said, said
     for spec in registry.BUILTIN:
         assert (spec.label in said) == (spec.history is not None), (spec.label, said)
+
+
+def test_the_daemon_loads_no_installer_and_of_the_agents_code_only_claude_codes_parser() -> None:
+    """Hook latency and the daemon's start: importing the daemon loads the specs, Claude Code's parser
+    (every event ends in it) and no agent's installer, history reader or other parser."""
+    import subprocess
+    import sys
+
+    code = "import sys, nmemd.daemon.server; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    loaded = done.stdout.split()
+    assert not [m for m in loaded if m.startswith("nmemd.setup")], loaded
+    agents_code = [m for m in loaded if m.startswith("nmemd.agents.") and m.count(".") > 2]
+    assert agents_code == ["nmemd.agents.claude_code.capture"], agents_code
