@@ -131,7 +131,10 @@ class Memory:
 
     def __init__(self, home: RecallHome) -> None:
         os.environ.update(NMEM_HOME=home.home, NMEM_SOCKET=home.socket, NMEM_AUTOSTART="0")
-        from nmemd.client import control  # reads NMEM_SOCKET at each call
+        try:
+            from nmemd.client import control  # reads NMEM_SOCKET at each call
+        except ImportError:  # a tree from before the client had its own folder (--tree)
+            from nmemd.daemon import control  # type: ignore[no-redef]
 
         self._ask = control.ask
         self.calls = 0
@@ -528,7 +531,17 @@ def main() -> int:
 def run_tree(args: argparse.Namespace) -> dict[str, Any]:
     """This benchmark over the same corpus with the code of `args.tree` (on PYTHONPATH), as JSON."""
     env = {**os.environ, "PYTHONPATH": os.path.abspath(args.tree)}
-    argv = [sys.executable, __file__, "--json", "--corpus", args.corpus, "--questions", args.questions]
+    # Its own venv when it has one: this venv's editable install would mix the two trees' packages.
+    own = Path(args.tree) / ".venv" / "bin" / "python"
+    argv = [
+        str(own) if own.exists() else sys.executable,
+        __file__,
+        "--json",
+        "--corpus",
+        args.corpus,
+        "--questions",
+        args.questions,
+    ]
     out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
