@@ -11,7 +11,7 @@ registers a fake one the same way).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from nmemd.agents import claude_code, cline, codex, copilot, cursor, gemini, opencode
 from nmemd.agents.spec import AgentSpec as AgentSpec
@@ -30,6 +30,7 @@ BUILTIN: Final[tuple[AgentSpec, ...]] = (
 # Every agent nmem knows, by name, in the order nmem lists them. `register` adds one.
 AGENTS: Final[dict[str, AgentSpec]] = {spec.name: spec for spec in BUILTIN}
 _ALIASES: Final[dict[str, str]] = {alias: spec.name for spec in BUILTIN for alias in spec.aliases}
+_READERS: Final[dict[str, tuple[Normalizer | None, Parser | None]]] = {}  # by name or alias (`readers`)
 
 
 def register(spec: AgentSpec) -> AgentSpec:
@@ -38,6 +39,7 @@ def register(spec: AgentSpec) -> AgentSpec:
         _ALIASES.pop(alias, None)
     AGENTS[spec.name] = spec
     _ALIASES.update(dict.fromkeys(spec.aliases, spec.name))
+    _READERS.clear()
     return spec
 
 
@@ -46,6 +48,7 @@ def unregister(name: str) -> None:
     spec = AGENTS.pop(name, None)
     for alias in spec.aliases if spec else ():
         _ALIASES.pop(alias, None)
+    _READERS.clear()
 
 
 def canonical(name: str) -> str:
@@ -68,14 +71,18 @@ def start_events() -> frozenset[tuple[str, str]]:
     return frozenset(event for spec in AGENTS.values() for event in spec.start_events)
 
 
-def parser(spec: AgentSpec | None) -> Parser | None:
-    """The agent's payload parser itself (what a `Lazy` names, imported now if need be): the function
-    extraction calls for every event."""
-    found = spec.observations if spec is not None else None
-    return found.load() if isinstance(found, Lazy) else found
+def readers(name: str) -> tuple[Normalizer | None, Parser | None]:
+    """A known agent's normalizer and payload parser themselves (what their `Lazy` names, imported when
+    first asked), by name or alias; (None, None) for an agent nmem does not know. Extraction asks on
+    every event, so a known agent's pair is kept once found (`register` and `unregister` forget it)."""
+    found = _READERS.get(name)
+    if found is None:
+        spec = get(name)
+        if spec is None:  # never kept: the name comes from a payload
+            return None, None
+        found = _READERS[name] = (_loaded(spec.normalized), _loaded(spec.observations))
+    return found
 
 
-def normalizer(spec: AgentSpec | None) -> Normalizer | None:
-    """The agent's normalizer itself, as `parser`."""
-    found = spec.normalized if spec is not None else None
-    return found.load() if isinstance(found, Lazy) else found
+def _loaded(function: Lazy | Normalizer | Parser | None) -> Any:
+    return function.load() if isinstance(function, Lazy) else function
