@@ -4,6 +4,7 @@
 - `daemon`: a real `nmemd` process, and the hook client run as installed hooks run it.
 - `db`: reads of a store's file from outside the daemon, and the integrity checks.
 - `store`: a store filled in process, through the real extractor, with no daemon.
+- `host`: what the daemon lends the MCP server and the import methods, for running them in process.
 - `helpers`: the `nmem` CLI as a user runs it, event builders, the wire protocol, waits.
 - `fixtures`, `replay`: the invented payloads and transcripts of tests/data, the real captures beside the
   repository, and transcripts replayed as hook payloads.

@@ -9,7 +9,6 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import anyio.from_thread
 import msgspec
 import pytest
 from support.fixtures import DATA, TRANSCRIPTS
+from support.host import InProcessHost
 from support.payloads import codex, copilot, gemini, opencode
 
 from nmemd import config
@@ -28,18 +28,6 @@ from nmemd.model import AGENTS, CLAUDE_CODE, stored_agent
 from nmemd.store.database import open_store
 
 Ask = Callable[[str, dict[str, Any], float], Any]
-
-
-@dataclass
-class InProcessHost:
-    """What the daemon lends its import methods (nmemd.capture.host.Host), without sockets."""
-
-    settings: config.Settings
-    ingestor: Ingestor
-    stopping: anyio.Event = field(default_factory=anyio.Event)
-    last_activity: float = 0.0
-    skip_tools: frozenset[str] = frozenset({"TodoWrite"})
-    problems: list[str] = field(default_factory=list)
 
 
 @contextmanager

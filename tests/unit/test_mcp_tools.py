@@ -8,7 +8,7 @@ import inspect
 import sqlite3
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,10 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 from support.helpers import claude_bash, claude_edit, claude_event, claude_failure
+from support.host import InProcessHost
 from support.mcp_client import line_ids, session_ids
 from support.store import filled
 
-from nmemd import config
 from nmemd.capture.ingest import Ingestor
 from nmemd.mcp.server import Caller, build_server, caller_var
 from nmemd.recall.context import build_context
@@ -30,19 +30,6 @@ pytestmark = pytest.mark.anyio
 TOOLS = {"search", "timeline", "get_observations", "recent_context", "sessions", "file_history"}
 S1, S2 = "sess-web-0001-aaaa", "sess-oth-0002-bbbb"
 STEP_S = 30.0  # bound on any one call
-
-
-@dataclass
-class InProcessHost:
-    """What the daemon lends the MCP server (nmemd.capture.host.Host), without sockets: its settings and
-    the ingestor over the one write connection."""
-
-    settings: config.Settings
-    ingestor: Ingestor
-    stopping: anyio.Event = field(default_factory=anyio.Event)
-    last_activity: float = 0.0
-    skip_tools: frozenset[str] = frozenset()
-    problems: list[str] = field(default_factory=list)
 
 
 @dataclass
