@@ -13,8 +13,6 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 LAYERS = ("unit", "daemon", "e2e")
-# Adding an agent is one test file (issue #29): its history import runs through a real daemon.
-UNIT_WITH_A_DAEMON = {"test_agents_fake.py"}
 # What starts a daemon, or runs our entry points (the hook client, `nmem`) as processes.
 PROCESS_HELPERS = {"Daemon", "run_send", "SEND_SCRIPT", "BIN", "nmem", "nmem_bytes"}
 
@@ -63,8 +61,6 @@ def test_every_test_module_lives_in_a_layer() -> None:
 
 def test_a_unit_test_starts_no_daemon_and_runs_no_entry_point() -> None:
     for path, tree in _modules("unit"):
-        if path.name in UNIT_WITH_A_DAEMON:
-            continue
         for module, names in _imports(tree):
             assert not (module.startswith("support") and PROCESS_HELPERS & set(names)), (path.name, module, names)
         for node in ast.walk(tree):
