@@ -34,13 +34,10 @@ ObservationType = Literal[
 
 OBSERVATION_TYPES: Final[tuple[str, ...]] = ObservationType.__args__  # type: ignore[attr-defined]
 
-# The coding agents nmem captures (issue #19), as the `agent` column names them; what nmem knows of each
-# is its spec in nmemd.agents.registry (tests/unit/test_agents_registry.py keeps the two in step). Claude
-# Code's rows store no name (NULL: existing rows and Claude Code's cost no byte); every other agent's
-# rows store theirs.
+# The coding agents nmem captures are the registry's (nmemd.agents.registry), as the `agent` column
+# names them. Claude Code's rows store no name (NULL: existing rows and Claude Code's cost no byte);
+# every other agent's rows store theirs.
 CLAUDE_CODE: Final = "claude-code"
-Agent = Literal["claude-code", "codex", "gemini", "copilot", "cursor", "cline", "opencode"]
-AGENTS: Final[tuple[str, ...]] = Agent.__args__  # type: ignore[attr-defined]
 
 
 def stored_agent(name: str | None) -> str | None:

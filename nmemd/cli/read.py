@@ -9,6 +9,7 @@ import msgspec
 import typer
 
 from nmem_client import malformed
+from nmemd.agents import registry
 from nmemd.capture.project import short_name
 from nmemd.cli import ui
 from nmemd.cli.common import (
@@ -37,7 +38,7 @@ from nmemd.cli.common import (
 )
 from nmemd.client import control
 from nmemd.daemon.status import Status, capture_problems
-from nmemd.model import AGENTS, OBSERVATION_TYPES
+from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall import snippets
 from nmemd.recall.handoff import LABELS, Handoff, refs
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, HandoffLine, Hit, SessionRow
@@ -87,7 +88,8 @@ def _print_status(st: Status) -> None:
 
 
 AgentOpt = Annotated[
-    str | None, typer.Option("--agent", help=f"Only this coding agent's: {', '.join(AGENTS)} (claude for short).")
+    str | None,
+    typer.Option("--agent", help=f"Only this coding agent's: {', '.join(registry.names())} (claude for short)."),
 ]
 
 

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import anyio.to_thread
 
@@ -45,7 +45,7 @@ from nmemd.mcp.tools import (
     sessions_tool,
     timeline_tool,
 )
-from nmemd.model import Agent, ObservationType
+from nmemd.model import ObservationType
 from nmemd.recall.context import DEFAULT_BUDGET
 from nmemd.store import readers
 
@@ -149,6 +149,11 @@ def build_server() -> "MCPServer[Any]":
     from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
     from pydantic import BeforeValidator, Field, ValidationError
 
+    from nmemd.agents import registry
+
+    # The registry's agents when the server is built, an agent registered since included: the schema's enum.
+    AgentName: Any = Literal[registry.names()]
+
     class NmemServer(MCPServer[Any]):
         async def call_tool(
             self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -206,7 +211,8 @@ def build_server() -> "MCPServer[Any]":
         ] = None,
         until: Annotated[str | None, Field(description="Not after: same forms as since.")] = None,
         agent: Annotated[
-            Agent | None, Field(description="Only what this coding agent did (claude-code, codex, gemini).")
+            AgentName | None,
+            Field(description="Only what this coding agent did."),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=SEARCH_MAX, description="How many lines.")] = 10,
     ) -> str:

@@ -18,8 +18,9 @@ from support.payloads import cline, codex, copilot, cursor, gemini, opencode
 from support.store import stored
 
 from nmem_client.hook import agent_arg, with_agent
+from nmemd.agents import registry
 from nmemd.capture.extract import extract, extract_event
-from nmemd.model import AGENTS, CLAUDE_CODE, CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, stored_agent
+from nmemd.model import CLAUDE_CODE, CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, stored_agent
 
 
 def _claude_code(tmp: Path) -> list[dict[str, Any]]:
@@ -69,10 +70,10 @@ def extracted(agent: str, tmp: Path) -> list[Extracted]:
 
 
 def test_every_agent_has_a_session_here() -> None:
-    assert set(SESSIONS) == set(KINDS) == set(AGENTS)
+    assert set(SESSIONS) == set(KINDS) == set(registry.names())
 
 
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", registry.names())
 def test_an_agents_session_becomes_bounded_observations_of_its_kinds(agent: str, tmp_path: Path) -> None:
     events = extracted(agent, tmp_path)
     assert events and {e.agent for e in events} == {None if agent == CLAUDE_CODE else agent}
@@ -89,7 +90,7 @@ def test_an_agents_session_becomes_bounded_observations_of_its_kinds(agent: str,
 
 def test_every_agents_session_is_stored_under_its_name(tmp_path: Path) -> None:
     payloads = []
-    for agent in AGENTS:
+    for agent in registry.names():
         for payload in SESSIONS[agent](tmp_path):
             payloads.append(payload if agent == CLAUDE_CODE else {"nmem_agent": agent, **payload})
     conn = sqlite3.connect(f"file:{stored(payloads)}?mode=ro", uri=True)
@@ -97,7 +98,7 @@ def test_every_agents_session_is_stored_under_its_name(tmp_path: Path) -> None:
         by_agent = dict(conn.execute("SELECT coalesce(agent, ''), count(*) FROM observations GROUP BY agent"))
     finally:
         conn.close()
-    assert set(by_agent) == {stored_agent(agent) or "" for agent in AGENTS}
+    assert set(by_agent) == {stored_agent(agent) or "" for agent in registry.names()}
     assert all(by_agent.values())
 
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import importlib
 import json
-import typing
 from pathlib import Path
 
+import anyio
 import pytest
 
 from nmem_client import hook
 from nmemd.agents import registry
-from nmemd.model import AGENTS, CLAUDE_CODE, Agent
+from nmemd.model import CLAUDE_CODE
 
 
-def test_the_registry_names_the_agents_the_store_knows_in_order() -> None:
-    assert registry.names() == AGENTS == typing.get_args(Agent)
+def test_the_registry_names_the_built_in_agents_claude_code_first() -> None:
+    assert registry.names() == ("claude-code", "codex", "gemini", "copilot", "cursor", "cline", "opencode")
     assert registry.names()[0] == CLAUDE_CODE
 
 
@@ -149,3 +149,20 @@ def test_the_daemon_loads_no_installer_and_of_the_agents_code_only_claude_codes_
     assert not [m for m in loaded if m.startswith("nmemd.setup")], loaded
     agents_code = [m for m in loaded if m.startswith("nmemd.agents.") and m.count(".") > 2]
     assert agents_code == ["nmemd.agents.claude_code.capture"], agents_code
+
+
+def test_the_mcp_search_tool_offers_every_registered_agent_a_new_one_too() -> None:
+    from nmemd.mcp.server import build_server
+
+    def offered() -> list[str]:
+        tools = anyio.run(build_server().list_tools)
+        (search,) = [t for t in tools if t.name == "search"]
+        (choice, _none) = search.input_schema["properties"]["agent"]["anyOf"]
+        return list(choice["enum"])
+
+    assert offered() == list(registry.names())
+    registry.register(registry.AgentSpec(name="fake-agent", label="Fake Agent"))
+    try:
+        assert offered()[-1] == "fake-agent"
+    finally:
+        registry.unregister("fake-agent")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from nmemd.agents import registry
 from nmemd.cli import reference
-from nmemd.model import AGENTS
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -32,7 +32,7 @@ def test_the_readme_is_short_and_names_every_agent() -> None:
     """Issue #31: a README a newcomer reads in five minutes; the details are in docs/."""
     assert len(README.splitlines()) <= 120
     agents = (REPO / "docs" / "agents.md").read_text()
-    for agent in AGENTS:
+    for agent in registry.names():
         command = "nmem install" if agent == "claude-code" else f"nmem install --agent {agent}"
         assert f"`{command}`" in README and f"`{agent}`" in agents, agent
 
