@@ -5,38 +5,15 @@ themselves, in process: tests/unit/test_retention.py)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from support.db import integrity_ok
 from support.helpers import nmem
+from support.store import fill_by_age
 
 from nmemd import config
 from nmemd.errors import ConfigError
-from nmemd.model import Extracted, Observation
-from nmemd.store.batches import Incoming
-from nmemd.store.database import open_store
-
-DAY = 86400.0
-NOW = time.time()
-
-
-def _event(n: int, kind: str, age_days: float, session: str = "s1") -> Incoming:
-    obs = Observation(type=kind, title=f"{kind} number{n}", content=f"body{n} of the {kind} lemming{n}")  # type: ignore[arg-type]
-    hook = "UserPromptSubmit" if kind == "prompt" else "PostToolUse"
-    ex = Extracted(hook_event=hook, session_id=session, cwd="/p", project="/p", observations=[obs])
-    return Incoming(event_id=f"ev{kind}{n:06d}", received_at=NOW - age_days * DAY, extracted=ex)
-
-
-async def _fill(settings: config.Settings) -> None:
-    """Per type: 40 old (100 days) and 5 fresh (1 day) observations."""
-    async with open_store(settings) as store:
-        items = []
-        for kind in ("read", "search", "command", "prompt", "edit", "error"):
-            items += [_event(n, kind, 100.0) for n in range(40)]
-            items += [_event(n, kind, 1.0) for n in range(40, 45)]
-        await store.commit_batch(items)
 
 
 def test_retention_env_layers_over_the_file_and_config_show_names_both(
@@ -88,7 +65,7 @@ def test_bad_retention_config_is_one_clear_line(
 @pytest.mark.anyio
 async def test_maintain_job_retention_prints_what_it_removed() -> None:
     settings = config.load()
-    await _fill(settings)
+    await fill_by_age(settings)
     done = nmem("maintain", "--job", "retention", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -14,10 +14,13 @@ import anyio
 
 from nmemd import config
 from nmemd.capture.extract import extract
+from nmemd.model import Extracted, Observation
 from nmemd.store.batches import Incoming
 from nmemd.store.database import Store, open_store
 
 STEP_S = 10.0  # between two payloads' receive times
+DAY = 86400.0
+NOW = time.time()
 
 
 async def commit_all(store: Store, payloads: Sequence[dict[str, Any]], start: float) -> None:
@@ -42,3 +45,21 @@ def stored(payloads: Sequence[dict[str, Any]], start: float | None = None) -> st
             return store.settings.db
 
     return anyio.run(run)
+
+
+def aged_event(n: int, kind: str, age_days: float, session: str = "s1") -> Incoming:
+    """Observation `n` of one kind, received `age_days` ago (retention's tests)."""
+    obs = Observation(type=kind, title=f"{kind} number{n}", content=f"body{n} of the {kind} lemming{n}")  # type: ignore[arg-type]
+    hook = "UserPromptSubmit" if kind == "prompt" else "PostToolUse"
+    ex = Extracted(hook_event=hook, session_id=session, cwd="/p", project="/p", observations=[obs])
+    return Incoming(event_id=f"ev{kind}{n:06d}", received_at=NOW - age_days * DAY, extracted=ex)
+
+
+async def fill_by_age(settings: config.Settings) -> None:
+    """Per type: 40 old (100 days) and 5 fresh (1 day) observations."""
+    async with open_store(settings) as store:
+        items = []
+        for kind in ("read", "search", "command", "prompt", "edit", "error"):
+            items += [aged_event(n, kind, 100.0) for n in range(40)]
+            items += [aged_event(n, kind, 1.0) for n in range(40, 45)]
+        await store.commit_batch(items)

@@ -3,11 +3,11 @@ CLI, as a subprocess: tests/daemon/test_retention_cli.py)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from support.db import db_rows, integrity_ok
+from support.store import DAY, NOW, aged_event, fill_by_age
 
 from nmemd import config
 from nmemd.jobs import retention, scheduler
@@ -15,26 +15,6 @@ from nmemd.model import Extracted, Observation
 from nmemd.store.batches import Incoming
 from nmemd.store.database import open_store
 from nmemd.store.keys import key_digest
-
-DAY = 86400.0
-NOW = time.time()
-
-
-def _event(n: int, kind: str, age_days: float, session: str = "s1") -> Incoming:
-    obs = Observation(type=kind, title=f"{kind} number{n}", content=f"body{n} of the {kind} lemming{n}")  # type: ignore[arg-type]
-    hook = "UserPromptSubmit" if kind == "prompt" else "PostToolUse"
-    ex = Extracted(hook_event=hook, session_id=session, cwd="/p", project="/p", observations=[obs])
-    return Incoming(event_id=f"ev{kind}{n:06d}", received_at=NOW - age_days * DAY, extracted=ex)
-
-
-async def _fill(settings: config.Settings) -> None:
-    """Per type: 40 old (100 days) and 5 fresh (1 day) observations."""
-    async with open_store(settings) as store:
-        items = []
-        for kind in ("read", "search", "command", "prompt", "edit", "error"):
-            items += [_event(n, kind, 100.0) for n in range(40)]
-            items += [_event(n, kind, 1.0) for n in range(40, 45)]
-        await store.commit_batch(items)
 
 
 def _by_type(db: str) -> dict[str, int]:
@@ -54,7 +34,7 @@ async def test_sweep_removes_expired_types_keeps_pinned_fresh_and_forever_types(
 ) -> None:
     monkeypatch.setattr(retention, "RETENTION_BATCH", 7)  # many steps: the loop and resizing are exercised
     settings = config.load()
-    await _fill(settings)
+    await fill_by_age(settings)
     old_read = db_rows(settings.db, "SELECT id FROM observations WHERE type = 'read' ORDER BY ts LIMIT 2")
     pinned = [int(r[0]) for r in old_read]  # type: ignore[call-overload]
     async with open_store(settings) as store:
@@ -111,7 +91,7 @@ async def test_retention_config_changes_only_the_types_it_names(nmem_env: dict[s
     settings = config.load()
     assert settings.retention_days["prompt"] == 50 and settings.retention_days["read"] == 0
     assert settings.retention_days["search"] == config.RETENTION_DEFAULTS["search"]
-    await _fill(settings)
+    await fill_by_age(settings)
     async with open_store(settings) as store:
         swept = await retention.sweep(store)
     assert swept.removed == {"prompt": 40, "search": 40, "command": 40}
@@ -137,7 +117,7 @@ async def test_merges_left_deferred_by_an_interrupted_sweep_are_restored_on_open
 async def _import_old(settings: config.Settings, start: int) -> None:
     """History brought in later (an import): 10 reads 200 days old."""
     async with open_store(settings) as store:
-        await store.commit_batch([_event(n, "read", 200.0, session="imp") for n in range(start, start + 10)])
+        await store.commit_batch([aged_event(n, "read", 200.0, session="imp") for n in range(start, start + 10)])
 
 
 @pytest.mark.anyio
@@ -146,7 +126,7 @@ async def test_the_daemons_sweep_announces_a_day_before_it_removes_and_spares_wh
     day included, with no word before. Now the first sweep removes nothing and says what has expired;
     the first sweep a day later removes exactly that; what was stored after the notice waits for one."""
     settings = config.load()
-    await _fill(settings)
+    await fill_by_age(settings)
     day = retention.NOTICE_S
     async with open_store(settings) as store:
         first = await retention.sweep(store, now=NOW, notice_s=day)
@@ -172,7 +152,7 @@ async def test_a_wall_clock_leap_removes_nothing_that_was_not_announced() -> Non
     what its notice announced under the right clock; the leap's own notice is dropped when the clock
     comes back (it is dated in the clock's future) and nothing recent goes."""
     settings = config.load()
-    await _fill(settings)  # per type: 40 rows 100 days old, 5 rows a day old
+    await fill_by_age(settings)  # per type: 40 rows 100 days old, 5 rows a day old
     day = retention.NOTICE_S
     async with open_store(settings) as store:
         await retention.sweep(store, now=NOW, notice_s=day)
@@ -189,7 +169,7 @@ async def test_a_wall_clock_leap_removes_nothing_that_was_not_announced() -> Non
 @pytest.mark.anyio
 async def test_a_config_that_keeps_a_type_longer_overrides_a_notice() -> None:
     settings = config.load()
-    await _fill(settings)
+    await fill_by_age(settings)
     day = retention.NOTICE_S
     async with open_store(settings) as store:
         await retention.sweep(store, now=NOW, notice_s=day)
