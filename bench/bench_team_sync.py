@@ -35,8 +35,9 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 from common import median, p99, print_machine, send_one  # noqa: E402
+from support.helpers import wait_until  # noqa: E402
 from support.pg_cluster import running_cluster  # noqa: E402
-from support.team_world import Member, Proxy, bash_event, via, wait_for  # noqa: E402
+from support.team_world import Member, Proxy, bash_event, via  # noqa: E402
 
 from nmemd.team import admin  # noqa: E402
 
@@ -283,14 +284,14 @@ def phase_faults(cluster: Any, db: Any, a: Member, b: Member, a_repo: Path, prox
         b.start(fast)
         burst(10)
     try:
-        wait_for(lambda: db.execute("SELECT count(*) FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",))[0][0]
-                 >= sent, 120, "every event on the server")  # fmt: skip
+        query = "SELECT count(*) FROM nmem.observations WHERE body LIKE %s"
+        wait_until(lambda: db.execute(query, (f"%{marker}%",))[0][0] >= sent, 120, "every event on the server")
     except AssertionError:
         if os.environ.get("NMEM_BENCH_HOLD"):
             print("HOLD: events missing on the server; stores kept under", a.root.parent, flush=True)
             time.sleep(float(os.environ["NMEM_BENCH_HOLD"]))  # time to look before the cleanup
         raise
-    wait_for(lambda: rows_like(b.db, marker) >= sent, 300, "every event in B's store")
+    wait_until(lambda: rows_like(b.db, marker) >= sent, 300, "every event in B's store")
     (on_server, distinct) = db.execute(
         "SELECT count(*), count(DISTINCT event_id) FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",)
     )[0]

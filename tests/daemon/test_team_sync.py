@@ -14,8 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from support.helpers import wait_until
 from support.pg_cluster import Database, find_bindir
-from support.team_world import Member, Proxy, bash_event, via, wait_for
+from support.team_world import Member, Proxy, bash_event, via
 
 from nmemd.team import admin
 
@@ -79,7 +80,7 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     assert a.hook(bash_event("sess-a", a_repo / "tests", "pytest -k ws", out)).returncode == 0
     assert a.hook(bash_event("sess-x", a_other, "make secret", "zq91unshared output")).returncode == 0
 
-    hits = wait_for(lambda: _local_rows(b, "zq91marker") and b.search("zq91marker", project=b_repo), SYNC_S,
+    hits = wait_until(lambda: _local_rows(b, "zq91marker") and b.search("zq91marker", project=b_repo), SYNC_S,
                     "A's event in B's store and search")  # fmt: skip
     assert [h["author"] for h in hits] == ["al"]
     assert hits[0]["project"] == str(b_repo)  # shown under B's own checkout
@@ -118,7 +119,7 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     # forget on A: the server and B forget it too
     (hit,) = a.search("zq91marker", project=a_repo)
     assert a.nmem("forget", str(hit["id"])).returncode == 0
-    wait_for(lambda: not _local_rows(b, "zq91marker"), SYNC_S, "the tombstone to reach B")
+    wait_until(lambda: not _local_rows(b, "zq91marker"), SYNC_S, "the tombstone to reach B")
     assert db.execute("SELECT count(*) FROM nmem.observations") == [(0,)]
 
     # B forgets its copy of A's row: gone from B's store; the server refuses B's tombstone (not B's row, B
@@ -128,11 +129,11 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     def local_hit() -> list[dict]:  # in B's store, not a hit the server answered (id 0)
         return [h for h in b.search("zq91second", project=b_repo) if h["id"]]
 
-    (theirs,) = wait_for(local_hit, SYNC_S, "A's second event in B's store")
+    (theirs,) = wait_until(local_hit, SYNC_S, "A's second event in B's store")
     assert b.nmem("forget", str(theirs["id"])).returncode == 0
     assert not _local_rows(b, "zq91second")
     assert a.hook(bash_event("sess-a", a_repo, "make docs", "zq91third output", 2)).returncode == 0
-    wait_for(lambda: _local_rows(b, "zq91third"), SYNC_S, "A's third event in B's store (the link goes on)")
+    wait_until(lambda: _local_rows(b, "zq91third"), SYNC_S, "A's third event in B's store (the link goes on)")
     assert db.execute("SELECT count(*) FROM nmem.observations WHERE body LIKE '%zq91second%'") == [(1,)]
     (link,) = json.loads(b.nmem("team", "status", "--json").stdout)
     assert link["error"] is None
@@ -175,7 +176,7 @@ def test_bad_servers_say_what_is_wrong_in_one_line_and_capture_goes_on(
         done = a.nmem("team", "status")
         return done.stdout if any(words in done.stdout for words in removed) else None
 
-    text = wait_for(says_removed, SYNC_S, "status to report the failure")
+    text = wait_until(says_removed, SYNC_S, "status to report the failure")
     assert len([line for line in text.splitlines() if "ERROR" in line]) == 1
     assert len(_local_rows(a, "zq77removed")) == 3  # captured locally
     doctor = a.nmem("doctor")
@@ -199,7 +200,7 @@ def test_no_schema_and_a_newer_schema_are_one_line_each(team: tuple[Database, Me
         out = a.nmem("team", "status").stdout
         return out if "newer than this nmem" in out else None
 
-    text = wait_for(newer, SYNC_S, "status to name the newer schema")
+    text = wait_until(newer, SYNC_S, "status to name the newer schema")
     assert [line for line in text.splitlines() if "ERROR" in line] == [
         line for line in text.splitlines() if "server schema v99 is newer than this nmem (v1): upgrade nmem" in line
     ]
@@ -214,11 +215,11 @@ def test_the_server_answers_what_the_local_window_does_not_hold(team: tuple[Data
     a.start()
     _join(a, a.dsn, a_repo)
     assert a.hook(bash_event("s-old", a_repo, "make deploy", "rollout of zq33window done")).returncode == 0
-    wait_for(lambda: _count_server(db, "zq33window") == (1, 1), SYNC_S, "A's row on the server")
+    wait_until(lambda: _count_server(db, "zq33window") == (1, 1), SYNC_S, "A's row on the server")
     # B joins after: its window (0.09 s) is shorter than the row's age by then (a start and a join take longer)
     b.start({"NMEM_TEAM_WINDOW_DAYS": "0.000001"})
     _join(b, b.dsn, b_repo)
-    hits = wait_for(lambda: b.search("zq33window", project=b_repo), SYNC_S, "the server's hit in B's search")
+    hits = wait_until(lambda: b.search("zq33window", project=b_repo), SYNC_S, "the server's hit in B's search")
     assert [(h["id"], h["author"]) for h in hits] == [(0, "al")] and hits[0]["seq"]
     assert not _local_rows(b, "zq33window")  # from the server, not the local store
     assert "by al" in _mcp_search(b, b_repo, "zq33window")  # the MCP search tool too
@@ -290,8 +291,8 @@ def test_faults_lose_nothing_and_duplicate_nothing(team: tuple[Database, Member,
             b.stop(signal.SIGKILL)  # mid-pull
             b.start(fast)
             burst(20)
-        wait_for(lambda: _count_server(db, "zq55fault") == (sent, sent), 120, "every event on the server")
-        wait_for(lambda: len(_local_rows(b, "zq55fault")) >= sent, 120, "every event in B's store")
+        wait_until(lambda: _count_server(db, "zq55fault") == (sent, sent), 120, "every event on the server")
+        wait_until(lambda: len(_local_rows(b, "zq55fault")) >= sent, 120, "every event in B's store")
         rows = _local_rows(b, "zq55fault")
         assert len(rows) == sent and len({r[0] for r in rows}) == sent  # once each
         assert _count_server(db, "zq55fault") == (sent, sent)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,14 +206,3 @@ def via(dsn: str, proxy: Proxy) -> str:
     d = conninfo_to_dict(dsn)
     d["host"], d["port"] = "127.0.0.1", str(proxy.port)
     return make_conninfo("", **{k: str(v) for k, v in d.items() if v is not None})
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)  # the poll interval of a bounded wait
