@@ -38,19 +38,23 @@ CHROMIUM_FLAGS = [  # no background traffic: this machine has no network beyond 
 ]
 
 
-def _chromium() -> str | None:
-    return os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+def _chromium_or_skip() -> str:
+    """The Chromium to drive, with playwright to drive it; the test is skipped, with the reason, without them."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -e '.[test]' installs it)")
+    chromium = os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium here (Debian: apt-get install chromium; .ci/run installs it)")
+    return chromium
 
 
 @pytest.fixture
 def browser_page() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed (pip install -e '.[test]' installs it)")
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("no Chromium here (Debian: apt-get install chromium; .ci/run installs it)")
+    chromium = _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         try:
@@ -263,14 +267,10 @@ def test_a_bookmark_of_the_viewer_that_stays_works_after_the_browser_and_the_vie
 ) -> None:
     """Issue #32: `nmem ui --background` keeps an address; the first visit's cookie outlives the
     browser (a real Chromium profile, closed and opened again); `nmem ui` opens the running one."""
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed (pip install -e '.[test]' installs it)")
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("no Chromium here (Debian: apt-get install chromium; .ci/run installs it)")
+    chromium = _chromium_or_skip()
     import re
+
+    from playwright.sync_api import expect, sync_playwright
 
     daemon.start()
     prompt("the okapi exporter keeps a bookmark")
