@@ -52,7 +52,9 @@ def load_lenient() -> tuple[config.Settings, list[str]]:
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr (never wrapped, never read as markup), then exit."""
-    line = " ".join(message.split())
+    from nmemd.printable import printable_line
+
+    line = printable_line(message)
     ui.Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {ui.escape(line)}", highlight=False)
     raise typer.Exit(code)
 
@@ -137,8 +139,11 @@ def ago(ts: float | None, now: float) -> str:
 
 
 def query(method: str, params: dict[str, Any]) -> Any:
-    """`control.read`: the daemon's answer, or the same query run on a read-only connection."""
-    return control.read(load_settings(), method, params)
+    """`control.read`: the daemon's answer, or the same query run on a read-only connection; every
+    string without control characters (a teammate's row never drives the terminal)."""
+    from nmemd.printable import deep
+
+    return deep(control.read(load_settings(), method, params))
 
 
 def read_as(method: str, params: dict[str, Any], result_type: Any) -> Any:

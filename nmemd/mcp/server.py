@@ -46,6 +46,7 @@ from nmemd.mcp.tools import (
     timeline_tool,
 )
 from nmemd.model import ObservationType
+from nmemd.printable import printable
 from nmemd.recall.context import DEFAULT_BUDGET
 from nmemd.store import readers
 
@@ -118,7 +119,8 @@ async def _run_tool(fn: Callable[..., str], *args: object) -> str:
     await caller.daemon.ingestor.store.searchable()
     try:
         daemon = caller.daemon
-        return await readers.query(daemon.settings.db, daemon.ingestor.busy, fn, caller.project, *args)
+        text = await readers.query(daemon.settings.db, daemon.ingestor.busy, fn, caller.project, *args)
+        return printable(text)  # a teammate's row is data: no escape sequence reaches the model's client
     except NmemError as exc:  # QueryError, ToolInputError, StorageError: the model can act on the message
         raise ToolError(str(exc)) from None
     except UnicodeError:  # a lone surrogate in an argument cannot reach SQLite
@@ -232,7 +234,7 @@ def build_server() -> "MCPServer[Any]":
             from nmemd.team import recall  # the server answers what the local store lacks
 
             text = await recall.mcp_lines(caller.daemon, text, query, project or caller.project, limit, now_mono)
-        return text
+        return printable(text)
 
     @tool
     async def timeline(

@@ -24,6 +24,7 @@ from typing import Final
 from nmemd.agents import registry
 from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
+from nmemd.printable import printable
 from nmemd.recall.handoff import LABELS, handoff, refs
 from nmemd.recall.outcomes import CHECK_WORD, command_key, concluded, decisions, failures, open_tasks, rows_of
 from nmemd.recall.queries import HandoffLine, agent_column, marks
@@ -95,7 +96,8 @@ class _Section:
 
 
 def _safe(line: str) -> str:
-    """Stored text can never close (or reopen) our wrapper."""
+    """Stored text can never close (or reopen) our wrapper, nor carry control characters."""
+    line = printable(line)
     return _TAG_RE.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", line) if "<" in line else line
 
 

@@ -8,18 +8,20 @@ from typing import Any
 from nmemd.client import control
 from nmemd.config import Settings
 from nmemd.errors import DaemonUnavailable
+from nmemd.printable import deep
 from nmemd.setup.checks import Check, ok, warn
 
 
 def statuses(settings: Settings) -> list[dict[str, Any]]:
-    """Each (server, team) link's status: the daemon's (live) when it runs, else probed from here."""
+    """Each (server, team) link's status: the daemon's (live) when it runs, else probed from here;
+    without control characters (a server's error text is not to drive the terminal)."""
     try:
         got: list[dict[str, Any]] = control.ask("team_status", {}, timeout=10.0)
-        return got
     except DaemonUnavailable:
         from nmemd.team import membership  # psycopg only now
 
-        return membership.offline_statuses(settings)
+        got = membership.offline_statuses(settings)
+    return [deep(st) for st in got]
 
 
 def health(settings: Settings) -> list[Check]:

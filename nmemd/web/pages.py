@@ -7,12 +7,13 @@ the live feed (server-sent events) and for the confirmation a change asks for.
 from __future__ import annotations
 
 import datetime as dt
+import html
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from html import escape
 from typing import Any, Final
 from urllib.parse import urlencode
 
+from nmemd.printable import printable
 from nmemd.recall import snippets
 
 NAV: Final = (
@@ -60,6 +61,11 @@ text-decoration:none;display:inline-block}
  form.f input{flex:1 1 100%} .facts th{width:auto}
 }
 """
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """HTML-escaped, without control characters: every stored string (a teammate's too) is data."""
+    return html.escape(printable(text), quote=quote)
 
 
 def page(title: str, body: str, root: str) -> str:
