@@ -269,6 +269,34 @@ def turn_texts(projects: Path, session_project: dict[str, str]) -> dict[str, lis
     return dict(texts)
 
 
+def _encoded(path: str) -> str:
+    """Claude Code's folder name for a cwd under ~/.claude/projects."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
+def launch_folder(path: Path) -> str | None:
+    """The folder a transcript's session was started in: the first cwd of its lines whose encoding is the
+    transcript's folder name (Claude Code files a whole session there, wherever the agent `cd`s)."""
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            cwd = re.search(r'"cwd":"((?:[^"\\]|\\.)*)"', line)
+            if cwd:
+                value = json.loads(f'"{cwd.group(1)}"')
+                if _encoded(value) == path.parent.name:
+                    return str(value)
+    return None
+
+
+def launch_texts(projects: Path) -> dict[str, list[str]]:
+    """The same turns filed as a conversation-search tool files them: each session's under its launch folder."""
+    texts: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(projects.rglob("*.jsonl")):
+        folder = launch_folder(path)
+        if folder is not None:
+            texts[folder].extend(turns(path))
+    return dict(texts)
+
+
 class Bm25:
     """One bm25s index per project over `tokens` of its documents."""
 
@@ -332,6 +360,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         turns_by_project = turn_texts(projects_dir, session_project)
         baseline = Bm25(turns_by_project)
+        # Questions that name their project (the folder the session was launched in) are asked there, of
+        # nmem and of a baseline that files each session under that folder.
+        by_launch = Bm25(launch_texts(projects_dir)) if any("project" in q for q in questions) else baseline
         timings["baseline_index_s"] = time.perf_counter() - t0
         observations: dict[str, list[str]] = defaultdict(list)
         for _, obs_project, text in stored:
@@ -341,7 +372,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         rows = []
         for q in questions:
-            project = session_project.get(q["session_id"])
+            stored_in = session_project.get(q["session_id"])
+            project = q.get("project", stored_in) if stored_in is not None else None
+            base = by_launch if "project" in q else baseline
             row: dict[str, Any] = {k: q[k] for k in ("id", "repo", "kind", "source", "expect")}
             row["project"] = project
             for form in FORMS:
@@ -351,14 +384,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 row[f"nmem_{form}_error"] = error
                 row[f"nmem_{form}_top"] = [f"{h['type']}: {h['title'][:100]}" for h in hits[:3]]
                 row[f"nmem_{form}_hits"] = len(hits)
-                row[f"baseline_{form}"] = rank(baseline.search(q[form], project), q["expect"])
+                row[f"baseline_{form}"] = rank(base.search(q[form], project), q["expect"])
                 row[f"bm25obs_{form}"] = rank(bm25_obs.search(q[form], project), q["expect"])
                 row[form] = q[form]
             rows.append(row)
         timings["queries_s"] = time.perf_counter() - t0
         for row, q in zip(rows, questions, strict=True):
             row["stored"] = where_stored(stored, q["session_id"], row["project"], q["expect"])
-            row["project_turns"] = len(turns_by_project.get(row["project"] or "", []))
+            row["project_turns"] = len((by_launch if "project" in q else baseline).texts.get(row["project"] or "", []))
 
         contexts = {}
         for project in sorted({r["project"] for r in rows if r["project"]}):
@@ -391,6 +424,36 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, int]]]:
     return out
 
 
+def question_set(qid: str) -> str:
+    """The set a question belongs to: its id's prefix before a `-` (`t39-07`: t39), else `q` (the first 85)."""
+    return qid.split("-", 1)[0] if "-" in qid else "q"
+
+
+def by_set(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    sets: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        sets[question_set(r["id"])].append(r)
+    return dict(sets)
+
+
+def print_sets(rows: list[dict[str, Any]], systems: tuple[str, ...] = ("nmem", "baseline")) -> None:
+    """Each question set on its own (set: the ids' prefix), found top-1/3/10 for each system and form."""
+    sets = by_set(rows)
+    if len(sets) < 2:
+        return
+    print("\nby question set (found at top-1 / top-3 / top-10):")
+    for name, group in sorted(sets.items()):
+        table = summary(group)
+        n = len(group)
+        for system in systems:
+            found = table[system]
+            cells = "   ".join(
+                f"{form} " + " / ".join(f"{found[form][k]:>2} ({100 * found[form][k] / n:3.0f} %)" for k in RANKS)
+                for form in FORMS
+            )
+            print(f"  {name:5} {n:>3}  {system:9} {cells}")
+
+
 # --- output -------------------------------------------------------------------------------------
 
 
@@ -421,6 +484,7 @@ def print_report(result: dict[str, Any], verbose: bool) -> None:
         f" {few} questions' projects have <= {LIMIT} turns, so top-{LIMIT} is every turn there)"
     )
     print("bm25obs:  bm25s per observation of this store (nmem export), words OR-ed: what ranking alone could reach")
+    print_sets(rows)
 
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -558,6 +622,17 @@ def print_comparison(this: dict[str, Any], other: dict[str, Any], tree: str) -> 
             for form in FORMS:
                 cells = "  ".join(f"{_cell(table[system][form][k], total):>12}" for k in RANKS)
                 print(f"{label + ', ' + what:22} {form:8} {cells}")
+    for name in sorted(by_set(this["questions"])):
+        if len(by_set(this["questions"])) < 2:
+            break
+        print(f"question set {name}:")
+        for label, result in (("this tree", this), ("other tree", other)):
+            group = by_set(result["questions"]).get(name, [])
+            table = summary(group)
+            for what, system in (("found", "nmem"), ("baseline", "baseline")):
+                for form in FORMS:
+                    cells = "  ".join(f"{_cell(table[system][form][k], len(group)):>12}" for k in RANKS)
+                    print(f"{label + ', ' + what:22} {form:8} {cells}")
     for label, result in (("this tree", this), ("other tree", other)):
         held = sum(len(c["held"]) for c in result["contexts"].values())
         chars = [c["chars"] for c in result["contexts"].values()]
