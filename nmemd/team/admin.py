@@ -124,7 +124,7 @@ def init(dsn: str, team: str) -> Initialized:
 def _ready(conn: psycopg.Connection[tuple[object, ...]], team: str) -> None:
     """This role administers the server, which has this nmem's schema and the team."""
     schema.check_operator(conn)
-    schema.refuse_newer(schema.server_version(conn))
+    schema.usable(schema.server_version(conn), needs=schema.SCHEMA_VERSION)
     if conn.execute("SELECT 1 FROM nmem.teams WHERE name = %s", (team,)).fetchone() is None:
         raise TeamError(f"no team {team!r} on this server: run `nmem team init ADMIN_DSN --team {team}` first")
 

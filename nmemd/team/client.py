@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import TeamError
+from nmemd.team import schema
 from nmemd.team.local import InObservation, InSession, InTombstone, OutRow, Page
 
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION: Final = 1  # the newest server schema this nmem knows (nmemd.team.schema.SCHEMA_VERSION)
 CONNECT_TIMEOUT_S: Final = 5
 # libpq's own: a dead peer (a stalled proxy, a laptop that slept) is noticed within ~25 s even
 # when no statement runs; each statement is also bounded by the caller (sync.OP_TIMEOUT_S).
@@ -95,23 +95,24 @@ async def check(conn: psycopg.AsyncConnection[Any], team: str | None = None) -> 
 
     dsn = conn.info.dsn
     try:
-        cur = await conn.execute("SELECT session_user, (SELECT max(version) FROM nmem.schema_version)")
-        row = await cur.fetchone()
+        cur = await conn.execute(f"SELECT session_user, {schema.LEDGER_VISIBLE}")
+        who = await cur.fetchone()
+        assert who is not None
+        cur = await conn.execute(schema.version_sql(bool(who[1])))
+        found = schema.read_version(await cur.fetchone())
     except (pe.UndefinedTable, pe.InvalidSchemaName) as exc:
         raise TeamError(describe(exc, dsn)) from None
     except pe.InsufficientPrivilege as exc:
         raise TeamError(f"{server_label(dsn)}: not a team member here ({describe(exc, dsn)})") from None
-    assert row is not None
-    member, version = str(row[0]), row[1]
-    if version is None:
+    member = str(who[0])
+    if found is None:
         raise TeamError(f"{server_label(dsn)}: the nmem schema has no version row: run `nmem team init` again")
-    if int(version) > SCHEMA_VERSION:
-        raise TeamError(f"server schema v{version} is newer than this nmem (v{SCHEMA_VERSION}): upgrade nmem")
+    version = schema.usable(found).version
     cur = await conn.execute("SELECT team, is_admin FROM nmem.members WHERE member = session_user ORDER BY team")
     rows = await cur.fetchall()
     facts = ServerFacts(
         member=member,
-        schema_version=int(version),
+        schema_version=version,
         teams=[str(r[0]) for r in rows],
         admin_of=[str(r[0]) for r in rows if r[1]],
     )

@@ -19,12 +19,29 @@ writers commit one at a time, in seq order, so a reader's `seq > cursor` never s
 commits later with a lower seq, whatever the client does. An AFTER statement trigger sends
 `pg_notify('nmem_feed', team)` (a wake-up only).
 
-Never edit a migration that has shipped: append one and bump its number.
+Migrations are plain SQL files in `nmemd/team/sql/`, applied in order by `migrate` in one
+transaction and recorded in the ledger `nmem.migrations`. To add one:
+
+1. Write `sql/mNNN_what.sql` (NNN = the last version + 1): plain SQL, every nmem name qualified
+   (`nmem.observations`), role names spelled out (`nmem_member`, `nmem_admin`); it runs once, with
+   `search_path` = the schema of pg_trgm, pg_catalog. Make it safe on a live server: members push
+   while it waits for its locks (`LOCK_TIMEOUT`), and `ADD CONSTRAINT ... NOT VALID` where a check of
+   every row would be long.
+2. Append `Migration(NNN, "mNNN_what", compatible_since, "what it does")` to MIGRATIONS. Keep
+   `compatible_since` at the previous migration's value when a client of that version still works
+   against the new schema (it may not use what is new, but nothing it does fails or loses data);
+   raise it to NNN only when older clients must stop (they then say `server schema vNNN is newer
+   than this nmem (vK): upgrade nmem`). Raise NEEDS_SERVER when this nmem's client needs the new
+   schema (a member's daemon then says the server must be upgraded, and keeps capturing meanwhile).
+3. A test in tests/daemon/test_team_server.py that upgrades a server from the previous version.
+
+Never edit a migration that has shipped, never renumber one: append.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.resources import files
 from typing import TYPE_CHECKING, Final
 
 from nmemd.errors import TeamError, TeamSchemaError
@@ -38,323 +55,101 @@ ADMIN_ROLE: Final = "nmem_admin"
 NOTIFY_CHANNEL: Final = "nmem_feed"
 TSV_MAX_CHARS: Final = 250_000  # to_tsvector fails past a 1 MB tsvector: a huge body must not block a push
 
-_BOOTSTRAP: Final = """
-CREATE SCHEMA IF NOT EXISTS nmem;
-CREATE TABLE IF NOT EXISTS nmem.schema_version (version int NOT NULL);
-"""
-
-# @TRGM@ is the schema that holds pg_trgm (its operator class is qualified with it).
-M001: Final = f"""
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{MEMBER_ROLE}') THEN
-    CREATE ROLE {MEMBER_ROLE} NOLOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ADMIN_ROLE}') THEN
-    CREATE ROLE {ADMIN_ROLE} NOLOGIN;
-  END IF;
-END $$;
-GRANT {ADMIN_ROLE} TO CURRENT_USER;
-
-REVOKE ALL ON SCHEMA nmem FROM PUBLIC;
-GRANT USAGE ON SCHEMA nmem TO {MEMBER_ROLE}, {ADMIN_ROLE};
-
-CREATE TABLE nmem.teams (
-  name text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{{0,62}}$'),
-  created_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE nmem.members (
-  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
-  member name NOT NULL,
-  is_admin bool NOT NULL DEFAULT false,
-  PRIMARY KEY (team, member)
-);
-CREATE INDEX members_member ON nmem.members (member);
-
-CREATE FUNCTION nmem.my_teams() RETURNS text[]
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $f$ SELECT coalesce(array_agg(team), '{{}}') FROM nmem.members WHERE member = session_user $f$;
-CREATE FUNCTION nmem.my_admin_teams() RETURNS text[]
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $f$ SELECT coalesce(array_agg(team), '{{}}') FROM nmem.members WHERE member = session_user AND is_admin $f$;
-REVOKE ALL ON FUNCTION nmem.my_teams(), nmem.my_admin_teams() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION nmem.my_teams(), nmem.my_admin_teams() TO {MEMBER_ROLE}, {ADMIN_ROLE};
-
--- array_to_string is STABLE for anyarray; for text[] it is immutable, as an index needs.
-CREATE FUNCTION nmem.files_text(text[]) RETURNS text
-  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-  AS $f$ SELECT array_to_string($1, ' ') $f$;
-
-CREATE SEQUENCE nmem.feed_seq;
-
--- The per-team lock, then the seq: rows of one team become visible in seq order.
-CREATE FUNCTION nmem.take_seq() RETURNS trigger
-  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-  AS $f$
-BEGIN
-  PERFORM pg_advisory_xact_lock(hashtext('nmem:' || NEW.team));
-  NEW.seq := nextval('nmem.feed_seq');
-  RETURN NEW;
-END $f$;
-CREATE FUNCTION nmem.notify_feed() RETURNS trigger
-  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-  AS $f$
-BEGIN
-  PERFORM pg_notify('{NOTIFY_CHANNEL}', team) FROM (SELECT DISTINCT team FROM new_rows) AS t;
-  RETURN NULL;
-END $f$;
-
-CREATE TABLE nmem.observations (
-  seq bigint PRIMARY KEY DEFAULT nextval('nmem.feed_seq'),
-  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
-  project text NOT NULL,
-  event_id text NOT NULL,
-  ordinal int NOT NULL DEFAULT 0,
-  author name NOT NULL DEFAULT session_user,
-  machine text NOT NULL,
-  agent text NOT NULL,
-  session_id text NOT NULL,
-  kind text NOT NULL,
-  title text NOT NULL,
-  body text NOT NULL,
-  files text[] NOT NULL DEFAULT '{{}}',
-  created_at timestamptz NOT NULL,
-  pushed_at timestamptz NOT NULL DEFAULT now(),
-  tsv tsvector GENERATED ALWAYS AS (
-    setweight(to_tsvector('simple'::regconfig, left(title, 10000)), 'A')
-    || to_tsvector('simple'::regconfig, left(body || ' ' || nmem.files_text(files), {TSV_MAX_CHARS}))
-  ) STORED,
-  UNIQUE (team, event_id, ordinal)
-);
-CREATE INDEX observations_team_seq ON nmem.observations (team, seq);
-CREATE INDEX observations_team_project_seq ON nmem.observations (team, project, seq);
-CREATE INDEX observations_tsv ON nmem.observations USING gin (tsv);
-CREATE INDEX observations_title_trgm ON nmem.observations USING gin (title @TRGM@.gin_trgm_ops);
-CREATE INDEX observations_files_trgm ON nmem.observations USING gin (nmem.files_text(files) @TRGM@.gin_trgm_ops);
-
-CREATE TABLE nmem.sessions (
-  seq bigint PRIMARY KEY DEFAULT nextval('nmem.feed_seq'),
-  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
-  project text NOT NULL,
-  session_id text NOT NULL,
-  author name NOT NULL DEFAULT session_user,
-  machine text NOT NULL,
-  agent text NOT NULL,
-  started_at timestamptz NOT NULL,
-  ended_at timestamptz,
-  summary text NOT NULL,
-  UNIQUE (team, session_id, author)
-);
-CREATE INDEX sessions_team_seq ON nmem.sessions (team, seq);
-
-CREATE TABLE nmem.tombstones (
-  seq bigint PRIMARY KEY DEFAULT nextval('nmem.feed_seq'),
-  team text NOT NULL REFERENCES nmem.teams ON DELETE CASCADE,
-  event_id text NOT NULL,
-  author name NOT NULL DEFAULT session_user,
-  deleted_at timestamptz NOT NULL DEFAULT now(),
-  UNIQUE (team, event_id)
-);
-CREATE INDEX tombstones_team_seq ON nmem.tombstones (team, seq);
-
--- A tombstone deletes its event's observations, as the one who inserted it (RLS applies).
-CREATE FUNCTION nmem.apply_tombstone() RETURNS trigger
-  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-  AS $f$
-BEGIN
-  DELETE FROM nmem.observations WHERE team = NEW.team AND event_id = NEW.event_id;
-  RETURN NULL;
-END $f$;
-
-CREATE TRIGGER observations_seq BEFORE INSERT ON nmem.observations FOR EACH ROW EXECUTE FUNCTION nmem.take_seq();
-CREATE TRIGGER sessions_seq BEFORE INSERT OR UPDATE ON nmem.sessions FOR EACH ROW EXECUTE FUNCTION nmem.take_seq();
-CREATE TRIGGER tombstones_seq BEFORE INSERT ON nmem.tombstones FOR EACH ROW EXECUTE FUNCTION nmem.take_seq();
-CREATE TRIGGER tombstones_apply AFTER INSERT ON nmem.tombstones FOR EACH ROW EXECUTE FUNCTION nmem.apply_tombstone();
-CREATE TRIGGER observations_notify AFTER INSERT ON nmem.observations
-  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
-CREATE TRIGGER sessions_notify_insert AFTER INSERT ON nmem.sessions
-  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
-CREATE TRIGGER sessions_notify_update AFTER UPDATE ON nmem.sessions
-  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
-CREATE TRIGGER tombstones_notify AFTER INSERT ON nmem.tombstones
-  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nmem.notify_feed();
-
--- Search runs as the schema's owner: under RLS a member's own query could not use the GIN
--- indexes (@@ and ILIKE are not LEAKPROOF, so they may not run before the policy's filter).
--- The function checks the team itself, by session_user. Each EXECUTE ... USING is planned with
--- its values. A GIN scan reads every posting of its words, however many rows match: a word in 5 %
--- of 10 million rows costs ~0.3 s. So the newest rows are probed first: when 10 of the newest
--- 3,000 rows of the team (or project) match, the query is common and its candidates are taken
--- from the newest 30,000 rows (the newest first); the index is read only for rarer queries. (The
--- owner is under forced RLS, so pg_stats, which would say how common a word is, shows it nothing.)
--- The substring (trigram) branch runs only when the words found fewer than p_limit rows.
-CREATE FUNCTION nmem.search(p_team text, p_project text, p_query text, p_pattern text, p_author name,
-                            p_candidates int, p_limit int)
-  RETURNS TABLE (seq bigint, event_id text, author name, agent text, machine text, session_id text,
-                 kind text, title text, body text, files text[], created_at timestamptz, project text,
-                 rank real)
-  LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $f$
-DECLARE
-  glance CONSTANT int := 3000;   -- the newest rows a first probe reads
-  common CONSTANT int := 10;     -- matches among them that make a query common
-  recent CONSTANT int := 30000;  -- the newest rows a common query's candidates come from
-  enough CONSTANT int := 100;    -- candidates from the newest rows that make the index needless
-  tq tsquery := websearch_to_tsquery('simple', p_query);
-  cap int := least(greatest(p_candidates, 1), 2000);
-  lim int := least(greatest(p_limit, 1), 200);
-  found bigint[] := '{{}}';
-  more bigint[] := '{{}}';
-  newest CONSTANT text := $q$
-    SELECT coalesce(array_agg(r.seq), '{{}}') FROM (
-      SELECT n.seq FROM (SELECT o.seq, o.tsv, o.title, o.files, o.author FROM nmem.observations o
-                         WHERE o.team = $1 AND ($2::text IS NULL OR o.project = $2)
-                         ORDER BY o.seq DESC LIMIT $6) n
-      WHERE %s AND ($4::name IS NULL OR n.author = $4)
-      LIMIT $5) r
-  $q$;
-  indexed CONSTANT text := $q$
-    SELECT coalesce(array_agg(r.seq), '{{}}') FROM (
-      SELECT o.seq FROM nmem.observations o
-      WHERE o.team = $1 AND ($2::text IS NULL OR o.project = $2) AND ($4::name IS NULL OR o.author = $4)
-        AND %s
-      LIMIT $5) r
-  $q$;
-BEGIN
-  IF p_team IS NULL OR NOT (p_team = ANY (nmem.my_teams())) THEN
-    RETURN;
-  END IF;
-  IF numnode(tq) > 0 THEN
-    EXECUTE format(newest, 'ts_match_vq(n.tsv, $3)') INTO found USING p_team, p_project, tq, p_author, common, glance;
-    IF cardinality(found) >= common THEN
-      EXECUTE format(newest, 'ts_match_vq(n.tsv, $3)') INTO found USING p_team, p_project, tq, p_author, cap, recent;
-    END IF;
-    IF cardinality(found) < enough THEN
-      EXECUTE format(indexed, 'o.tsv @@ $3') INTO found USING p_team, p_project, tq, p_author, cap;
-    END IF;
-  END IF;
-  IF p_pattern IS NOT NULL AND cardinality(found) < lim THEN
-    EXECUTE format(newest, '(n.title ILIKE $3 OR nmem.files_text(n.files) ILIKE $3)')
-      INTO more USING p_team, p_project, p_pattern, p_author, common, glance;
-    IF cardinality(more) >= common THEN
-      EXECUTE format(newest, '(n.title ILIKE $3 OR nmem.files_text(n.files) ILIKE $3)')
-        INTO more USING p_team, p_project, p_pattern, p_author, cap, recent;
-    END IF;
-    IF cardinality(more) < enough THEN
-      EXECUTE format(indexed, '(o.title ILIKE $3 OR nmem.files_text(o.files) ILIKE $3)')
-        INTO more USING p_team, p_project, p_pattern, p_author, cap;
-    END IF;
-    found := found || more;
-  END IF;
-  RETURN QUERY EXECUTE $q$
-    SELECT o.seq, o.event_id, o.author, o.agent, o.machine, o.session_id, o.kind, o.title,
-           left(o.body, 4000), o.files, o.created_at, o.project,
-           (ts_rank_cd(o.tsv, $2, 1)
-            + CASE WHEN $3::text IS NULL THEN 0 WHEN o.title ILIKE $3 THEN 1.0
-                   WHEN nmem.files_text(o.files) ILIKE $3 THEN 0.5 ELSE 0 END)::real
-    FROM nmem.observations o
-    WHERE o.seq = ANY ($1)
-    ORDER BY 13 DESC, 1 DESC
-    LIMIT $4
-  $q$ USING found, tq, p_pattern, lim;
-END $f$;
-REVOKE ALL ON FUNCTION nmem.search(text, text, text, text, name, int, int) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION nmem.search(text, text, text, text, name, int, int) TO {MEMBER_ROLE}, {ADMIN_ROLE};
-
--- Privileges: no column a member may write holds the author or the seq.
-REVOKE ALL ON ALL TABLES IN SCHEMA nmem FROM PUBLIC;
-GRANT SELECT ON nmem.schema_version, nmem.teams, nmem.members TO {MEMBER_ROLE};
-GRANT SELECT, DELETE ON nmem.observations, nmem.sessions TO {MEMBER_ROLE};
-GRANT INSERT (team, project, event_id, ordinal, machine, agent, session_id, kind, title, body, files, created_at)
-  ON nmem.observations TO {MEMBER_ROLE};
-GRANT INSERT (team, project, session_id, machine, agent, started_at, ended_at, summary),
-  UPDATE (project, machine, agent, started_at, ended_at, summary) ON nmem.sessions TO {MEMBER_ROLE};
-GRANT SELECT ON nmem.tombstones TO {MEMBER_ROLE};
-GRANT INSERT (team, event_id) ON nmem.tombstones TO {MEMBER_ROLE};
-GRANT USAGE ON SEQUENCE nmem.feed_seq TO {MEMBER_ROLE};
-GRANT ALL ON ALL TABLES IN SCHEMA nmem TO {ADMIN_ROLE};
-GRANT ALL ON SEQUENCE nmem.feed_seq TO {ADMIN_ROLE};
-
--- Row-level security on every table, the owner included.
-ALTER TABLE nmem.schema_version ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-ALTER TABLE nmem.teams ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-ALTER TABLE nmem.members ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-ALTER TABLE nmem.observations ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-ALTER TABLE nmem.sessions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-ALTER TABLE nmem.tombstones ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-
-CREATE POLICY operator ON nmem.schema_version TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
-CREATE POLICY operator ON nmem.teams TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
-CREATE POLICY operator ON nmem.members TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
-CREATE POLICY operator ON nmem.observations TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
-CREATE POLICY operator ON nmem.sessions TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
-CREATE POLICY operator ON nmem.tombstones TO {ADMIN_ROLE} USING (true) WITH CHECK (true);
-
--- (SELECT nmem.my_teams()) is an InitPlan: the lookup runs once a statement, not once a row.
-CREATE POLICY read ON nmem.schema_version FOR SELECT TO {MEMBER_ROLE} USING (true);
-CREATE POLICY read ON nmem.teams FOR SELECT TO {MEMBER_ROLE} USING (name = ANY ((SELECT nmem.my_teams())::text[]));
-CREATE POLICY read ON nmem.members FOR SELECT TO {MEMBER_ROLE} USING (team = ANY ((SELECT nmem.my_teams())::text[]));
-
-CREATE POLICY read ON nmem.observations FOR SELECT TO {MEMBER_ROLE}
-  USING (team = ANY ((SELECT nmem.my_teams())::text[]));
-CREATE POLICY write ON nmem.observations FOR INSERT TO {MEMBER_ROLE}
-  WITH CHECK (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]));
-CREATE POLICY remove ON nmem.observations FOR DELETE TO {MEMBER_ROLE}
-  USING (team = ANY ((SELECT nmem.my_teams())::text[])
-         AND (author = session_user OR team = ANY ((SELECT nmem.my_admin_teams())::text[])));
-
-CREATE POLICY read ON nmem.sessions FOR SELECT TO {MEMBER_ROLE}
-  USING (team = ANY ((SELECT nmem.my_teams())::text[]));
-CREATE POLICY write ON nmem.sessions FOR INSERT TO {MEMBER_ROLE}
-  WITH CHECK (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]));
-CREATE POLICY change ON nmem.sessions FOR UPDATE TO {MEMBER_ROLE}
-  USING (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]))
-  WITH CHECK (author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[]));
-CREATE POLICY remove ON nmem.sessions FOR DELETE TO {MEMBER_ROLE}
-  USING (team = ANY ((SELECT nmem.my_teams())::text[])
-         AND (author = session_user OR team = ANY ((SELECT nmem.my_admin_teams())::text[])));
-
--- A tombstone for one's own event (or one not pushed yet), or for any event of a team one administers.
-CREATE POLICY read ON nmem.tombstones FOR SELECT TO {MEMBER_ROLE}
-  USING (team = ANY ((SELECT nmem.my_teams())::text[]));
-CREATE POLICY write ON nmem.tombstones FOR INSERT TO {MEMBER_ROLE}
-  WITH CHECK (
-    author = session_user AND team = ANY ((SELECT nmem.my_teams())::text[])
-    AND (team = ANY ((SELECT nmem.my_admin_teams())::text[])
-         OR NOT EXISTS (SELECT 1 FROM nmem.observations o
-                        WHERE o.team = tombstones.team AND o.event_id = tombstones.event_id
-                          AND o.author <> session_user)));
-"""
-
 
 @dataclass(frozen=True)
 class Migration:
+    """One step of the server's schema: `sql/<name>.sql`, applied once, in `version` order.
+
+    `compatible_since` is the oldest client schema version that still works once this migration is
+    applied: a client that knows version N uses a server whose newest migration has
+    `compatible_since <= N`, even when that server is newer than N (it just does not use what is new)."""
+
     version: int
+    name: str
+    compatible_since: int
     what: str
-    sql: str
+
+    @property
+    def sql(self) -> str:
+        return _sql(self.name)
 
 
-MIGRATIONS: Final = (Migration(1, "teams, members, observations, sessions, tombstones; roles, grants, RLS", M001),)
-SCHEMA_VERSION: Final = MIGRATIONS[-1].version
+def _sql(name: str) -> str:
+    return (files("nmemd.team") / "sql" / f"{name}.sql").read_text(encoding="utf-8")
 
 
-def refuse_newer(found: int | None) -> int:
-    """The server's schema version, when this nmem can use it; TeamSchemaError otherwise."""
+MIGRATIONS: Final = (
+    Migration(1, "m001_base", 1, "teams, members, observations, sessions, tombstones; roles, grants, RLS, search"),
+)
+SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
+NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with
+LOCK_TIMEOUT: Final = "60s"  # how long `init` waits for another admin or for running pushes
+
+
+@dataclass(frozen=True)
+class ServerVersion:
+    """What a server says of its schema: its version and the oldest client schema that may use it."""
+
+    version: int
+    compatible_since: int
+
+
+# Whether the server has the ledger (v2 on); then the version, its compatible_since and v1's row.
+LEDGER_VISIBLE: Final = (
+    "CASE WHEN to_regclass('nmem.migrations') IS NULL THEN false"
+    " ELSE has_table_privilege('nmem.migrations', 'SELECT') END"
+)
+LEDGER_SQL: Final = (
+    "SELECT (SELECT max(version) FROM nmem.migrations),"
+    " (SELECT compatible_since FROM nmem.migrations ORDER BY version DESC LIMIT 1),"
+    " (SELECT max(version) FROM nmem.schema_version)"
+)
+V1_SQL: Final = "SELECT NULL::int, NULL::int, max(version) FROM nmem.schema_version"
+
+
+def version_sql(has_ledger: bool) -> str:
+    return LEDGER_SQL if has_ledger else V1_SQL
+
+
+def read_version(row: tuple[object, ...] | None) -> ServerVersion | None:
+    """The answer to `version_sql(...)`: None when the server has no version at all. A ledger wins;
+    v1's single row counts too (as the floor an edit or an older nmem left), never lowering it."""
+    if row is None:
+        return None
+    ledger, since, single = (int(v) if v is not None else None for v in row[:3])  # type: ignore[call-overload]
+    if ledger is None and single is None:
+        return None
+    version = max(v for v in (ledger, single) if v is not None)
+    floor = max(v for v in (since, single) if v is not None)
+    return ServerVersion(version, floor)
+
+
+def usable(found: ServerVersion | None, *, needs: int = NEEDS_SERVER) -> ServerVersion:
+    """The server's schema, when this nmem can use it; TeamSchemaError, in words, otherwise: no
+    schema, a newer one that older clients cannot use, or one older than this nmem needs."""
     if found is None:
         raise TeamSchemaError("the server has no nmem schema: an admin runs `nmem team init ADMIN_DSN --team NAME`")
-    if found > SCHEMA_VERSION:
-        raise TeamSchemaError(f"server schema v{found} is newer than this nmem (v{SCHEMA_VERSION}): upgrade nmem")
+    if found.compatible_since > SCHEMA_VERSION:
+        raise TeamSchemaError(
+            f"server schema v{found.version} is newer than this nmem (v{SCHEMA_VERSION}): upgrade nmem"
+        )
+    if found.version < needs:
+        raise TeamSchemaError(
+            f"server schema v{found.version} is older than this nmem needs (v{needs}):"
+            " an admin upgrades it with `nmem team init ADMIN_DSN --team NAME`"
+        )
     return found
 
 
-def server_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
-    """The schema version on the server, None when it has no nmem schema (or none visible)."""
+def server_version(conn: psycopg.Connection[tuple[object, ...]]) -> ServerVersion | None:
+    """The schema on the server, None when it has no nmem schema (or none visible)."""
     row = conn.execute(
-        "SELECT to_regclass('nmem.schema_version') IS NOT NULL AND has_table_privilege('nmem.schema_version', 'SELECT')"
+        "SELECT CASE WHEN to_regclass('nmem.schema_version') IS NULL THEN false"
+        f" ELSE has_table_privilege('nmem.schema_version', 'SELECT') END, {LEDGER_VISIBLE}"
     ).fetchone()
     if not row or not row[0]:
         return None
-    row = conn.execute("SELECT max(version) FROM nmem.schema_version").fetchone()
-    return int(row[0]) if row and row[0] is not None else None  # type: ignore[call-overload]
+    return read_version(conn.execute(version_sql(bool(row[1]))).fetchone())
 
 
 def _trgm_schema(conn: psycopg.Connection[tuple[object, ...]]) -> str:
@@ -392,26 +187,45 @@ def check_operator(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         )
 
 
-def migrate(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[int, int]:
+def migrate(conn: psycopg.Connection[tuple[object, ...]], upto: int = SCHEMA_VERSION) -> tuple[int, int]:
     """Create or upgrade schema `nmem` in one transaction; returns (version before, after).
-    Idempotent: a server already at this version is left as it is; a newer one is refused."""
-    from psycopg import sql
 
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:schema'))")
-        check_operator(conn)
-        conn.execute(_BOOTSTRAP.encode())
-        row = conn.execute("SELECT max(version) FROM nmem.schema_version").fetchone()
-        before = int(row[0]) if row and row[0] is not None else 0  # type: ignore[call-overload]
-        if before > SCHEMA_VERSION:
-            refuse_newer(before)
-        trgm = _trgm_schema(conn)
-        for migration in MIGRATIONS:
-            if migration.version <= before:
-                continue
-            quoted = sql.Identifier(trgm).as_string(conn)
-            conn.execute(migration.sql.replace("@TRGM@", quoted).encode())
-        if before < SCHEMA_VERSION:
+    Idempotent: a server already at `upto` (or past it) is left as it is. Two admins at once are
+    serialised (a transaction-scoped lock, then the ledger is read); every lock is waited for at most
+    LOCK_TIMEOUT. Each pending migration's SQL runs in order with `search_path` set to the schema of
+    pg_trgm and pg_catalog (every nmem name in the files is qualified), then the ledger records it
+    and `schema_version` takes the newest `compatible_since` (what v1 clients read)."""
+    import psycopg
+
+    try:
+        with conn.transaction():
+            conn.execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:schema'))")
+            check_operator(conn)
+            conn.execute(_sql("bootstrap").encode())
+            found = read_version(conn.execute(LEDGER_SQL).fetchone())
+            before = found.version if found else 0
+            if found is not None and found.compatible_since > SCHEMA_VERSION:
+                usable(found)
+            pending = [m for m in MIGRATIONS if before < m.version <= upto]
+            if not pending:
+                return before, before
+            trgm = _trgm_schema(conn)
+            conn.execute("SELECT set_config('search_path', quote_ident(%s) || ', pg_catalog', true)", (trgm,))
+            for migration in pending:
+                conn.execute(migration.sql.encode())
+            conn.execute(_sql("ledger").encode())
+            for migration in MIGRATIONS:
+                if migration.version <= pending[-1].version:
+                    conn.execute(
+                        "INSERT INTO nmem.migrations (version, name, compatible_since) VALUES (%s, %s, %s)"
+                        " ON CONFLICT (version) DO NOTHING",
+                        (migration.version, migration.name, migration.compatible_since),
+                    )
             conn.execute("DELETE FROM nmem.schema_version")
-            conn.execute("INSERT INTO nmem.schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
-    return before, SCHEMA_VERSION
+            conn.execute("INSERT INTO nmem.schema_version (version) VALUES (%s)", (pending[-1].compatible_since,))
+    except psycopg.errors.LockNotAvailable:
+        raise TeamError(
+            f"the schema stayed locked for {LOCK_TIMEOUT} (another admin's upgrade, or a long transaction): try again"
+        ) from None
+    return before, pending[-1].version

@@ -39,17 +39,19 @@ def test_each_test_gets_a_fresh_database_owned_by_a_createrole_admin(pg_db: Data
 def test_init_creates_the_schema_and_the_team_and_a_second_run_changes_nothing(pg_db: Database) -> None:
     first = nmem("team", "init", pg_db.admin_dsn, "--team", "acme")
     assert first.returncode == 0, first.stderr
-    assert first.stdout.splitlines() == ["schema nmem v1 created", "team acme created"]
+    v = schema.SCHEMA_VERSION
+    assert first.stdout.splitlines() == [f"schema nmem v{v} created", "team acme created"]
     again = nmem("team", "init", pg_db.admin_dsn, "--team", "acme")
-    assert again.stdout.splitlines() == ["schema nmem v1 already there", "team acme already exists"]
-    assert admin.init(pg_db.admin_dsn, "beta") == admin.Initialized(1, 1, True)
+    assert again.stdout.splitlines() == [f"schema nmem v{v} already there", "team acme already exists"]
+    assert admin.init(pg_db.admin_dsn, "beta") == admin.Initialized(v, v, True)
     tables = pg_db.execute(
         "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c"
         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'nmem' AND c.relkind = 'r' ORDER BY 1"
     )
-    names = ["members", "observations", "schema_version", "sessions", "teams", "tombstones"]
+    names = ["members", "migrations", "observations", "schema_version", "sessions", "teams", "tombstones"]
     assert tables == [(name, True, True) for name in names]
-    assert pg_db.execute("SELECT version FROM nmem.schema_version") == [(schema.SCHEMA_VERSION,)]
+    assert pg_db.execute("SELECT version FROM nmem.migrations ORDER BY 1") == [(m.version,) for m in schema.MIGRATIONS]
+    assert pg_db.execute("SELECT version FROM nmem.schema_version") == [(schema.MIGRATIONS[-1].compatible_since,)]
     assert pg_db.execute("SELECT name FROM nmem.teams ORDER BY 1") == [("acme",), ("beta",)]
     # every SECURITY DEFINER function pins its search_path
     loose = pg_db.execute(
@@ -69,6 +71,55 @@ def test_a_server_with_a_newer_schema_is_refused_with_a_clear_message(pg_db: Dat
     with pytest.raises(TeamSchemaError, match="newer than this nmem"):
         admin.remove_member(pg_db.admin_dsn, "acme", "kim")
     assert pg_db.execute("SELECT version FROM nmem.schema_version") == [(99,)]
+
+
+def test_a_newer_server_that_says_this_nmem_is_compatible_keeps_working(pg_db: Database) -> None:
+    """An admin upgrades the server past what a member's nmem knows: the member syncs on, as long as
+    the newest migration's `compatible_since` is at most their version; then it says so plainly."""
+    import anyio
+
+    from nmemd.team import membership
+
+    admin.init(pg_db.admin_dsn, "acme")
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    newer = schema.SCHEMA_VERSION + 1
+    pg_db.execute(
+        "INSERT INTO nmem.migrations (version, name, compatible_since) VALUES (%s, 'm_future', %s)",
+        (newer, schema.SCHEMA_VERSION),
+    )
+    assert anyio.run(membership.probe, kim, "acme").schema_version == newer
+    assert admin.add_member(pg_db.admin_dsn, "acme", "lee").role_created
+    assert admin.init(pg_db.admin_dsn, "acme") == admin.Initialized(newer, newer, False)
+    pg_db.execute(
+        "INSERT INTO nmem.migrations (version, name, compatible_since) VALUES (%s, 'm_breaking', %s)",
+        (newer + 1, newer + 1),
+    )
+    expected = f"server schema v{newer + 1} is newer than this nmem (v{schema.SCHEMA_VERSION}): upgrade nmem"
+    with pytest.raises(TeamError) as refused:
+        anyio.run(membership.probe, kim, "acme")
+    assert str(refused.value) == expected
+    assert one_error_line(nmem("team", "init", pg_db.admin_dsn, "--team", "acme")) == f"error: {expected}"
+
+
+def test_concurrent_admins_migrate_once_each_step_recorded(pg_db: Database) -> None:
+    import threading
+
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            results.append(admin.init(pg_db.admin_dsn, "acme").version_before)
+        except Exception as exc:  # noqa: BLE001 - recorded and asserted below
+            results.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(results, key=str) == [0] + [schema.SCHEMA_VERSION] * 2  # type: ignore[comparison-overlap]
+    ledger = pg_db.execute("SELECT version, name, compatible_since FROM nmem.migrations ORDER BY version")
+    assert ledger == [(m.version, m.name, m.compatible_since) for m in schema.MIGRATIONS]
 
 
 def test_add_member_prints_once_the_dsn_the_member_connects_with(pg_db: Database, tmp_path: Path) -> None:
