@@ -73,6 +73,11 @@ class Observation(msgspec.Struct, kw_only=True):
     dedup_key: str | None = None
 
 
+# A payload's field naming the folder its session started in, when the sender knows it better than the
+# event's `cwd` (history import: the folder Claude Code filed the transcript under). No agent sends it.
+LAUNCH_CWD: Final = "nmem_launch_cwd"
+
+
 class Extracted(msgspec.Struct, kw_only=True):
     """Everything the daemon keeps of one hook event, already redacted."""
 
@@ -81,6 +86,9 @@ class Extracted(msgspec.Struct, kw_only=True):
     agent: str | None = None  # the agent that sent it ("codex"); None: Claude Code
     cwd: str | None = None
     project: str | None = None  # git top-level of cwd, else cwd
+    # The project of the folder the session started in, when the event names it (an imported transcript's
+    # folder): the session's project, whatever folder this event came from.
+    launch_project: str | None = None
     observations: list[Observation] = []
     # Session row updates (only the fields this event knows).
     source: str | None = None  # SessionStart source

@@ -35,7 +35,7 @@ from nmemd.capture.project import project_root
 from nmemd.capture.redact import redact
 from nmemd.errors import InvalidEvent
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
-from nmemd.model import CLAUDE_CODE, Extracted, stored_agent
+from nmemd.model import CLAUDE_CODE, LAUNCH_CWD, Extracted, stored_agent
 
 _AGENT_NAME: Final = re.compile(r"[a-z0-9-]{1,32}")
 
@@ -71,6 +71,8 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     cwd = clean_line(raw_cwd, PATH_MAX) or None
     project = project_root(raw_cwd) if raw_cwd and len(raw_cwd) <= PATH_MAX else raw_cwd
     root = clean_line(project, PATH_MAX) or None
+    launch = str_or_none(p.get(LAUNCH_CWD))
+    launch_root = (clean_line(project_root(launch), PATH_MAX) or None) if launch and len(launch) <= PATH_MAX else None
     event = str_or_none(p.get("hook_event_name")) or "unknown"
     ex = Extracted(
         hook_event=clean_line(event, 100) or "unknown",
@@ -78,6 +80,7 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
         agent=agent_of(p),
         cwd=cwd,
         project=root,
+        launch_project=launch_root,
         transcript_path=short_field(p, "transcript_path", PATH_MAX),
         agent_id=short_field(p, "agent_id"),
         tool_use_id=short_field(p, "tool_use_id"),

@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict
@@ -40,13 +41,14 @@ from typing import Any, Final, TypedDict
 import msgspec
 
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
-from nmemd.model import COMPACT_MAX, compact_key, plausible_ts, reply_key
+from nmemd.model import COMPACT_MAX, LAUNCH_CWD, compact_key, plausible_ts, reply_key
 
 STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of most fields; longer strings are cut before sending
 OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message is never far from its next line)
 PENDING_MAX: Final = 10_000  # tool calls waiting for a result, per file
 _LOCAL_COMMAND: Final = ("<command-name>", "<local-command-", "<command-message>", "<bash-input>", "<bash-std")
 _INTERRUPTED: Final = "[Request interrupted"
+_ENCODED: Final = re.compile(r"[^A-Za-z0-9]")  # Claude Code's folder name for a cwd: each other character a `-`
 
 
 class _Block(TypedDict, total=False):
@@ -242,6 +244,8 @@ class TranscriptReader:
     _reply: list[str] = field(default_factory=list)  # the text blocks of the turn's last message with text
     _reply_mid: str | None = None  # that message's id
     _reply_line: dict[str, Any] | None = None  # its last line with text (session, time, cwd of the Stop)
+    _launch: str | None = None  # the folder the session started in (`_note_launch`)
+    _last_cwd: str | None = None  # the last cwd `_note_launch` looked at
     _big: bool = False  # the current line may hold a string over STRING_MAX (a string is never longer than its line)
     _raw: bytes | None = None  # the current line's bytes, when its decoded form is partial
 
@@ -281,7 +285,17 @@ class TranscriptReader:
             return held + self._line(line, offset) if held else self._line(line, offset)
         return self._line(line, offset)
 
+    def _note_launch(self, cwd: object) -> None:
+        """The session's launch folder: the first cwd whose encoding is the name of the folder Claude Code
+        filed the transcript under (every character outside [A-Za-z0-9] a `-`), wherever the agent `cd`s."""
+        if self._launch is not None or not isinstance(cwd, str) or cwd == self._last_cwd:
+            return
+        self._last_cwd = cwd
+        if _ENCODED.sub("-", cwd) == os.path.basename(os.path.dirname(self.path)):
+            self._launch = cwd
+
     def _line(self, line: dict[str, Any], offset: int) -> list[Record]:
+        self._note_launch(line.get("cwd"))
         kind = line.get("type")
         if kind == "assistant":
             self._assistant(line, offset)
@@ -303,6 +317,8 @@ class TranscriptReader:
         cwd = nonempty_str(line.get("cwd"))
         if cwd:
             payload["cwd"] = cwd
+        if self._launch is not None:
+            payload[LAUNCH_CWD] = self._launch
         if self.agent_id is None:
             payload["transcript_path"] = self.path
         agent = nonempty_str(line.get("agentId")) or self.agent_id

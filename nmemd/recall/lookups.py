@@ -41,7 +41,10 @@ def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tupl
     bottom = conn.execute("SELECT min(rowid) FROM observations_fts").fetchone()[0] or 0
     total = max(top - bottom + 1, 1)
     filtered = bool(_filters_sql(filters)[0])
-    newest_of = _Newest(conn, _project_match(conn, filters), top, total)
+    places = _places(conn, filters)
+    if places:  # sessions started here worked elsewhere too: their rows there are this project's
+        filters = _Scoped(**_as_dict(filters), places=places)
+    newest_of = _Newest(conn, _project_match(conn, filters, places), top, total)
     idf: list[float] = []
     checked: list[bool] = []  # the term's rows are its candidates already (a plain word, no filter)
     for i, term in enumerate(query.terms):
@@ -170,14 +173,14 @@ def _lookup(
         narrowed = relaxed.narrowed(newest_of.narrow)
         if scoped and len(newest_of(narrowed, LITERAL_SCAN)) == LITERAL_SCAN:
             narrowed = f"({narrowed}) AND {newest_of.project}"
-            filters = msgspec.structs.replace(filters, project=None)
+            filters = _unscoped(filters)
         return _literal_lookup(newest_of, narrowed, [x for x in literals if x], filters)
     if scoped:
         every = newest_of.read(match) if relaxed is None else None
         if every is not None:  # the idf's read had all its rows: keep the project's
             return _filtered(newest_of.conn, every, filters)
         match = f"({match}) AND {newest_of.project}"
-        filters = msgspec.structs.replace(filters, project=None)
+        filters = _unscoped(filters)
         relaxed = fts.relax(match)
     if relaxed is not None:
         return _phrase_lookup(newest_of.conn, relaxed, filters)
@@ -303,9 +306,39 @@ def one_project(filters: Filters) -> str | None:
     return filters.project if filters.project and filters.project != ALL_PROJECTS else None
 
 
-def _project_match(conn: sqlite3.Connection, filters: Filters) -> str | None:
-    """The project filter as index terms: the project's and those of the folders under it that have
-    rows (a session that `cd`ed into one), or None without a project or with too many of them."""
+class _Scoped(Filters, kw_only=True):
+    """Filters whose project has sessions that worked elsewhere too (`store.places`): those places' rows of
+    those sessions pass its project filter."""
+
+    places: list[str] = []
+
+
+def _unscoped(filters: Filters) -> Filters:
+    """The filters once the index's project terms select the project's rows: no project filter, unless
+    some of those terms are other places, whose rows pass only when a session of the project stored them."""
+    return filters if isinstance(filters, _Scoped) else msgspec.structs.replace(filters, project=None)
+
+
+_HAS_PLACES: Final = "SELECT 1 FROM schema_migrations WHERE name = 'm013_session_places'"
+
+
+def _places(conn: sqlite3.Connection, filters: Filters) -> list[str]:
+    """Where the sessions started in the filter's project (or a folder under it) also worked, outside it."""
+    project = one_project(filters)
+    if not project or not conn.execute(_HAS_PLACES).fetchone():
+        return []
+    top = project.rstrip("/") or "/"
+    rows = conn.execute(
+        "SELECT DISTINCT project FROM session_places WHERE launch = ? OR (launch > ? AND launch < ?) LIMIT ?",
+        (top, top + "/", top + "0", SUBPROJECTS + 1),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _project_match(conn: sqlite3.Connection, filters: Filters, places: list[str] | None = None) -> str | None:
+    """The project filter as index terms: the project's, those of the folders under it that have rows
+    (a session that `cd`ed into one) and the other places its sessions worked in, or None without a
+    project or with too many of them."""
     project = one_project(filters)
     if not project or not conn.execute(_INDEXED_BY_PROJECT).fetchone():
         return None  # a store the daemon has not migrated yet (a read-only CLI): rows are filtered as read
@@ -322,9 +355,9 @@ def _project_match(conn: sqlite3.Connection, filters: Filters) -> str | None:
             (top + "/", top + "0", SUBPROJECTS + 1),
         )
     ]
-    if len(under) > SUBPROJECTS:
+    if len(under) + len(places or ()) > SUBPROJECTS:
         return None
-    return "(" + " OR ".join(f'"{fts.scope_token(p)}"' for p in [top, *under]) + ")"
+    return "(" + " OR ".join(f'"{fts.scope_token(p)}"' for p in [top, *under, *(places or ())]) + ")"
 
 
 def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:
@@ -333,10 +366,18 @@ def _filters_sql(filters: Filters) -> tuple[list[str], list[Any]]:
     clauses, params = filter_clauses(Filters(**{**_as_dict(filters), "project": None}))
     if project:
         top = project.rstrip("/") or "/"
-        clauses.insert(0, "(o.project = ? OR (o.project > ? AND o.project < ?))")
-        params[0:0] = [top, top + "/", top + "0"]  # '0' sorts right after '/'
+        mine = "o.project = ? OR (o.project > ? AND o.project < ?)"
+        values = [top, top + "/", top + "0"]  # '0' sorts right after '/'
+        if isinstance(filters, _Scoped) and filters.places:  # and the rows its sessions stored elsewhere
+            mine += (
+                f" OR (o.project IN ({marks(filters.places)}) AND o.session_id IN (SELECT session_id FROM"
+                " session_places WHERE launch = ? OR (launch > ? AND launch < ?)))"
+            )
+            values += [*filters.places, *values]
+        clauses.insert(0, f"({mine})")
+        params[0:0] = values
     return clauses, params
 
 
 def _as_dict(filters: Filters) -> dict[str, Any]:
-    return {name: getattr(filters, name) for name in filters.__struct_fields__}
+    return {name: getattr(filters, name) for name in Filters.__struct_fields__}

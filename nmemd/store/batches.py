@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from nmemd.model import Extracted
-from nmemd.store import fts, grams
+from nmemd.store import fts, grams, places
 from nmemd.store.dedup import Deduper
 from nmemd.store.keys import (
     KEY_DIGEST,
@@ -156,7 +156,7 @@ class _Session:
 
     def __init__(self, ex: Extracted, ts: float, git_branch: str | None):
         self.session_id = ex.session_id
-        self.project = ex.project
+        self.project = ex.launch_project or ex.project
         self.cwd = ex.cwd
         self.started_at = self.last_event_at = ts
         self.source = ex.source
@@ -172,7 +172,7 @@ class _Session:
     def add(self, ex: Extracted, ts: float, git_branch: str | None) -> None:
         """Fold a later event as `_SESSIONS` would apply it: first value kept, or last one, min/max."""
         if self.project is None:
-            self.project = ex.project
+            self.project = ex.launch_project or ex.project
         if self.cwd is None:
             self.cwd = ex.cwd
         if self.source is None:
@@ -335,6 +335,8 @@ def write_batch(
             db.executemany(_INSERT_PROMPT, plan.prompts)
         if plan.sessions:
             _SESSIONS.run(db, [s.row() for s in plan.sessions.values()])
+        if plan.observations:  # after the sessions: a new session's project is known now
+            places.note(db, plan.observations[0][0], plan.next_id)
         if plan.events:
             _EVENTS.run(db, plan.events)
         if plan.inbox_done:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from nmem_client.inbox import INBOX_DDL
-from nmemd.store import fts, grams
+from nmemd.store import fts, grams, places
 
 FTS_TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
 
@@ -339,6 +339,24 @@ WHEN new.summary IS NOT NULL AND new.summary IS NOT old.summary
 END;
 """
 
+# A session is one piece of work (issue #39): the places other than its project where it worked (a sibling
+# checkout, a parent folder, another repository it `cd`ed into), so a search of the project it started in
+# finds them. Each row keeps its own project; a folder under the session's project needs no entry (a
+# project's search takes the folders under it). A row per (session, place): a few per session that moved,
+# none for the rest. Filled by each batch (`store.places`) and, here, from the rows stored before.
+M013_SESSION_PLACES: Final = f"""
+CREATE TABLE session_places (
+    launch TEXT NOT NULL,
+    project TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    PRIMARY KEY (launch, project, session_id)
+) WITHOUT ROWID;
+CREATE TRIGGER session_places_ad AFTER DELETE ON sessions BEGIN
+    DELETE FROM session_places WHERE launch = old.project AND session_id = old.session_id;
+END;
+{places.FILL.format(rows="1")};
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -352,6 +370,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m010_project_in_index", M010_PROJECT_IN_INDEX),
     ("m011_agent", M011_AGENT),
     ("m012_team", M012_TEAM),
+    ("m013_session_places", M013_SESSION_PLACES),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
