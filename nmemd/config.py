@@ -21,7 +21,7 @@ NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
 RETENTION_DEFAULTS: dict[ObservationType, float] = {
     "read": 30, "search": 30, "fetch": 30, "notification": 14, "event": 30,
     "command": 90, "tool": 90, "mcp": 90, "agent": 90, "task": 90,
-    "session": 365, "compact": 365, "stop": 365,
+    "session": 365, "compact": 365, "stop": 365, "assistant": 365, "thinking": 90,
     "prompt": 0, "edit": 0, "write": 0, "error": 0,
 }  # fmt: skip
 assert set(RETENTION_DEFAULTS) == set(OBSERVATION_TYPES), "every type needs a default"

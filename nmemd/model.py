@@ -27,6 +27,8 @@ ObservationType = Literal[
     "error",  # PostToolUseFailure, StopFailure: never deduplicated
     "compact",  # PreCompact, PostCompact
     "stop",  # Stop (last assistant message when present)
+    "assistant",  # what the agent said between its tool calls (a transcript's text blocks)
+    "thinking",  # the plain text of its thinking blocks (never their signature)
     "notification",  # Notification
     "tool",  # a tool nmem does not know
     "event",  # an event nmem does not know (or does not model: PreToolUse, ...)
@@ -113,6 +115,13 @@ def compact_key(session_id: str, prompt_id: str, hook_event: str) -> str:
     """A compaction's step, named by its summary line's `promptId`: live (PreCompact and PostCompact carry
     it as `prompt_id` from 2.1.196) and in the transcript (the summary line, and the boundary before it)."""
     return f"compact:{session_id}:{prompt_id}:{COMPACT_STEPS[hook_event]}"
+
+
+def words_key(session_id: str, line_id: str, block: int) -> str:
+    """The natural key of one block of the agent's own words (its text or thinking between tool calls), the
+    same read live by the daemon and by `nmem import-transcripts`: the transcript record's own id (a Claude
+    Code line's uuid, a Codex item's place) and the block's index in it."""
+    return f"said:{session_id}:{line_id}:{block}"
 
 
 def reply_key(session_id: str, text: str) -> str:

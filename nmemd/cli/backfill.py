@@ -102,7 +102,8 @@ def _report(summary: "Summary", json_out: bool) -> None:
         f"{head}{plural(s.events_new, 'new event', grouped=True)} ({s.events_sent:,} sent:"
         f" {plural(s.prompts, 'prompt', grouped=True)}, {plural(s.tool_calls, 'tool call', grouped=True)},"
         f" {plural(s.errors, 'error', grouped=True)}, {plural(s.compactions, 'compaction', grouped=True)},"
-        f" {plural(s.replies, 'reply', 'replies', grouped=True)}) from {s.files_read} of {plural(s.files, 'file')}"
+        f" {plural(s.replies, 'reply', 'replies', grouped=True)}, {plural(s.said, 'passage', grouped=True)} of"
+        f" the agent's own words) from {s.files_read} of {plural(s.files, 'file')}"
         f" ({s.files_unchanged} unchanged), {human_bytes(s.bytes)} in {s.seconds:.1f} s ({rate:.1f} MB/s)"
     )
     for bad in s.bad_files:

@@ -43,6 +43,7 @@ from nmemd.daemon.instance import (
 )
 from nmemd.daemon.status import DaemonFacts
 from nmemd.errors import AlreadyRunning, NmemError, StorageError, rpc_kind
+from nmemd.history.follow import Follower
 from nmemd.jobs import scheduler
 from nmemd.model import Extracted
 from nmemd.recall import replies
@@ -93,10 +94,12 @@ class Daemon:
     inbox_drained: anyio.Event = field(default_factory=anyio.Event)  # the drain at start is done (or failed)
     deadlines: Deadlines = field(init=False)
     team: TeamSync = field(init=False)  # team memory's sync (idle, psycopg unloaded, until a project is shared)
+    follower: Follower = field(init=False)  # reads the agent's own words from the transcripts events name
 
     def __post_init__(self) -> None:
         self.skip_tools = frozenset(self.settings.skip_tools)
         self.team = TeamSync(self)
+        self.follower = Follower(self.ingestor, self.skip_tools, self.spawn)
         self.deadlines = Deadlines(
             resolution=min(0.25, self.settings.read_timeout_s / 5),
             crowded=lambda: self.connections > self.settings.max_connections,
@@ -136,6 +139,8 @@ class Daemon:
         return True
 
     def after_commit(self, extracted: Extracted) -> None:
+        if extracted.transcript_path is not None:
+            self.follower.note(extracted)
         if replies.has_after_commit_work(extracted):  # a task per event would cost every event
             self.post_commit_pending += 1
             self.background.start_soon(_after_commit, self, extracted)

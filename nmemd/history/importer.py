@@ -123,6 +123,7 @@ class Summary(msgspec.Struct, kw_only=True):
     errors: int = 0
     compactions: int = 0
     replies: int = 0  # turns' final assistant messages
+    said: int = 0  # blocks of the agent's own words between its tool calls
     sessions_summarized: int = 0  # sessions given a summary (the same as live Stop writes) at the end
     skipped_lines: int = 0  # progress, snapshots, unknown types, results without their call
     invalid_lines: int = 0
@@ -460,6 +461,7 @@ class Importer:
         s.errors += counts.errors
         s.compactions += counts.compactions
         s.replies += counts.replies
+        s.said += counts.said
         s.skipped_lines += counts.skipped
 
     def _summarize(self) -> None:

@@ -55,6 +55,10 @@ class HistorySource:
     database: Callable[[str, int], DatabaseReader] | None = None  # (path, since)
     unreadable: type[Exception] = OSError  # what `document` or `database` raises for a file it cannot read
     where: Callable[[], str] | None = None  # where it looks, said when no agent's history is found
+    # Live: a reader of only the agent's own words in the transcript its hooks name (`transcript_path`),
+    # fed the lines `words_line` lets through (`nmemd.history.follow`); None: its hooks name none.
+    words: Callable[[str], LineReader] | None = None
+    words_line: Callable[[bytes], bool] | None = None
 
 
 def existing(*folders: str) -> list[str]:

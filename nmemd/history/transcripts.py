@@ -4,7 +4,7 @@ The importer feeds these payloads to the daemon's own `extract`, so history is
 stored exactly as live hooks would have stored it. What becomes a payload:
 
 * a user prompt (string content, or text blocks without a tool result) ->
-  UserPromptSubmit; meta lines, local slash-command echoes and
+  UserPromptSubmit; meta lines, local slash-command echoes without arguments and
   "[Request interrupted ...]" markers fired no hook and are skipped;
 * an assistant `tool_use` joined with the later `tool_result` of its id ->
   PostToolUse (`tool_response` = the line's `toolUseResult` when it has one,
@@ -12,7 +12,12 @@ stored exactly as live hooks would have stored it. What becomes a payload:
 * `system/compact_boundary` -> PreCompact, the `isCompactSummary` line -> PostCompact;
 * the text of a turn's last assistant message with text, at the next real prompt or the end of
   the file -> Stop (SubagentStop in a subagent's file) with it as `last_assistant_message`, as
-  the live hook sends it.
+  the live hook sends it;
+* each text and thinking block (its plain text, never its signature) of a message that calls a
+  tool -> AssistantText / AssistantThinking, keyed `said:<session>:<line uuid>:<block index>`
+  (`nmemd.model.words_key`): the agent's own words between its tool calls, which no hook sends.
+  The daemon reads them live with the same reader (`words_only`, `nmemd.history.follow`);
+* a slash command given arguments (`<command-args>`) -> UserPromptSubmit, `/name args`.
 
 Everything else (`progress`, snapshots, queue operations, titles, unknown
 types) is counted and skipped. Assistant lines carry one content block each and
@@ -41,7 +46,7 @@ from typing import Any, Final, TypedDict
 import msgspec
 
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
-from nmemd.model import COMPACT_MAX, LAUNCH_CWD, compact_key, plausible_ts, reply_key
+from nmemd.model import COMPACT_MAX, LAUNCH_CWD, compact_key, plausible_ts, reply_key, words_key
 
 STRING_MAX: Final = 16_000  # extraction keeps <= 4,000 chars of most fields; longer strings are cut before sending
 OPEN_MESSAGES_MAX: Final = 64  # message ids remembered for grouping (a message is never far from its next line)
@@ -49,16 +54,19 @@ PENDING_MAX: Final = 10_000  # tool calls waiting for a result, per file
 _LOCAL_COMMAND: Final = ("<command-name>", "<local-command-", "<command-message>", "<bash-input>", "<bash-std")
 _INTERRUPTED: Final = "[Request interrupted"
 _ENCODED: Final = re.compile(r"[^A-Za-z0-9]")  # Claude Code's folder name for a cwd: each other character a `-`
+_COMMAND_NAME: Final = re.compile(r"<command-name>\s*(/?[^<\s]{1,100})\s*</command-name>")
+_COMMAND_ARGS: Final = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
 
 
 class _Block(TypedDict, total=False):
-    """A content block: the keys any kind of block is read for (thinking, signatures, images are not)."""
+    """A content block: the keys any kind of block is read for (signatures, images are not)."""
 
     type: Any
     id: Any
     name: Any
     input: Any
     text: Any
+    thinking: Any
     tool_use_id: Any
     content: Any
     is_error: Any
@@ -136,6 +144,7 @@ class Counts:
     errors: int = 0
     compactions: int = 0
     replies: int = 0  # turns' final messages (Stop / SubagentStop records)
+    said: int = 0  # blocks of the agent's own words between its tool calls (text, thinking)
     messages: int = 0  # assistant messages (grouped by message.id), not lines
     skipped: int = 0  # lines that carry nothing nmem keeps (progress, snapshots, unknown types)
 
@@ -199,8 +208,20 @@ def _prompt_text(content: object) -> str | None:
         return None
     head = text.lstrip()
     if not head or head.startswith((*_LOCAL_COMMAND, _INTERRUPTED)):
-        return None
+        return _command(head)
     return text
+
+
+def _command(text: str) -> str | None:
+    """A slash command given arguments (`/compact keep the API notes`), as the prompt it is: its
+    arguments say what the user asked. Without arguments it asked nothing (`/clear`, `/model`)."""
+    if "<command-args>" not in text:
+        return None
+    name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
+    if name is None or args is None or not args.group(1).strip():
+        return None
+    command = name.group(1) if name.group(1).startswith("/") else "/" + name.group(1)
+    return f"{command} {args.group(1).strip()}"
 
 
 @dataclass
@@ -208,6 +229,14 @@ class _Use:
     name: str
     input: dict[str, Any]
     offset: int  # where its line starts: a resumed read must see it again while it waits
+
+
+_WORDS: Final = {"text": ("AssistantText", "text"), "thinking": ("AssistantThinking", "thinking")}
+
+
+def assistant_line(raw: bytes) -> bool:
+    """Whether a transcript line may be an assistant's (the live follower decodes only these)."""
+    return b'"assistant"' in raw
 
 
 @dataclass
@@ -233,6 +262,8 @@ class TranscriptReader:
 
     path: str
     agent_id: str | None = None
+    # Only the agent's own words (`nmemd.history.follow`, live: the hooks send everything else).
+    words_only: bool = False
     counts: Counts = field(default_factory=Counts)
     _pending: dict[str, _Use] = field(default_factory=dict)
     _messages: OrderedDict[str, int] = field(default_factory=OrderedDict)  # message.id -> tool calls seen
@@ -246,18 +277,29 @@ class TranscriptReader:
     _reply_line: dict[str, Any] | None = None  # its last line with text (session, time, cwd of the Stop)
     _launch: str | None = None  # the folder the session started in (`_note_launch`)
     _last_cwd: str | None = None  # the last cwd `_note_launch` looked at
+    # The current message's words, held until a tool call of the same message shows they sit between
+    # tool calls: the words of a message without one end the turn, and are its Stop.
+    _said: list[Record] = field(default_factory=list)
+    _said_mid: str | None = None  # that message's id
+    _said_tool: bool = False  # whether it called a tool
     _big: bool = False  # the current line may hold a string over STRING_MAX (a string is never longer than its line)
     _raw: bytes | None = None  # the current line's bytes, when its decoded form is partial
 
     @classmethod
-    def for_file(cls, path: str) -> TranscriptReader:
+    def for_file(cls, path: str, words_only: bool = False) -> TranscriptReader:
         name = os.path.basename(path)
         agent = name[len("agent-") : -len(".jsonl")] if name.startswith("agent-") and name.endswith(".jsonl") else None
-        return cls(path=path, agent_id=agent)
+        return cls(path=path, agent_id=agent, words_only=words_only)
+
+    @classmethod
+    def words_of(cls, path: str) -> TranscriptReader:
+        """A reader of only the agent's words, for the live follower."""
+        return cls.for_file(path, words_only=True)
 
     def finish(self) -> list[Record]:
         """At the end of the file: a boundary still held, the last turn's final message (the turns
-        before ended at a prompt)."""
+        before ended at a prompt). Words still held are that message's: its Stop."""
+        self._said = []
         return self._held_boundary(None) + self._turn_end()
 
     def safe_offset(self, end: int) -> int:
@@ -298,7 +340,9 @@ class TranscriptReader:
         self._note_launch(line.get("cwd"))
         kind = line.get("type")
         if kind == "assistant":
-            self._assistant(line, offset)
+            return self._assistant(line, offset)
+        if self.words_only:
+            self.counts.skipped += 1
             return []
         if kind == "user":
             return self._user(line)
@@ -350,11 +394,11 @@ class TranscriptReader:
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # a line only `decode_line` accepts
             return self._raw.strip()
 
-    def _assistant(self, line: dict[str, Any], offset: int) -> None:
+    def _assistant(self, line: dict[str, Any], offset: int) -> list[Record]:
         message = line.get("message")
         if not isinstance(message, dict):
             self.counts.skipped += 1
-            return
+            return []
         mid = nonempty_str(message.get("id")) or self._line_id(line)
         if mid in self._messages:
             self._messages.move_to_end(mid)
@@ -363,24 +407,51 @@ class TranscriptReader:
             self.counts.messages += 1
             if len(self._messages) > OPEN_MESSAGES_MAX:
                 self._messages.popitem(last=False)
+        if mid != self._said_mid:  # a new message: the last one's words still held were its turn's end
+            self._said, self._said_mid, self._said_tool = [], mid, False
         content = message.get("content")
-        for block in content if isinstance(content, list) else ():
-            if not isinstance(block, dict) or block.get("type") != "tool_use":
+        for index, block in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(block, dict):
                 continue
-            use_id = nonempty_str(block.get("id"))
-            if use_id is None or use_id in self._pending:
-                continue  # a repeated line of the same message
-            if len(self._pending) >= PENDING_MAX:
-                self._pending.pop(next(iter(self._pending)))
-            tool_input = block.get("input")
-            self._pending[use_id] = _Use(
-                name=nonempty_str(block.get("name")) or "unknown",
-                input=self._bound(tool_input) if isinstance(tool_input, dict) else {},
-                offset=offset,
-            )
-            self._messages[mid] += 1
-        if self.agent_id is not None or line.get("isSidechain") is not True:  # inline sidechains: their Task has it
-            self._note_text(line, mid, content)
+            kind = block.get("type")
+            if kind == "tool_use":
+                self._said_tool = True
+                if not self.words_only:
+                    self._tool_use(block, mid, offset)
+            elif isinstance(kind, str) and kind in _WORDS:
+                self._hold_words(line, index, kind, block.get(_WORDS[kind][1]))
+        said = self._said if self._said_tool and self._said else []
+        if said:
+            self._said = []
+            self.counts.said += len(said)
+        if not self.words_only and (self.agent_id is not None or line.get("isSidechain") is not True):
+            self._note_text(line, mid, content)  # inline sidechains: their Task has it
+        return said
+
+    def _tool_use(self, block: dict[str, Any], mid: str, offset: int) -> None:
+        use_id = nonempty_str(block.get("id"))
+        if use_id is None or use_id in self._pending:
+            return  # a repeated line of the same message
+        if len(self._pending) >= PENDING_MAX:
+            self._pending.pop(next(iter(self._pending)))
+        tool_input = block.get("input")
+        self._pending[use_id] = _Use(
+            name=nonempty_str(block.get("name")) or "unknown",
+            input=self._bound(tool_input) if isinstance(tool_input, dict) else {},
+            offset=offset,
+        )
+        self._messages[mid] += 1
+
+    def _hold_words(self, line: dict[str, Any], index: int, kind: str, text: object) -> None:
+        """One text or thinking block (its plain text: never a signature), as the Record it becomes once its
+        message calls a tool. Keyed by its line's uuid and its place in the line, live and imported alike."""
+        if not isinstance(text, str) or not text.strip():
+            return
+        last_ts = self._last_ts
+        payload, session, ts = self._base(line, _WORDS[kind][0])
+        self._last_ts = max(last_ts, ts)
+        payload[_WORDS[kind][1]] = bound(text)
+        self._said.append(self._record(line, words_key(session, self._line_id(line), index), payload, ts))
 
     def _note_text(self, line: dict[str, Any], mid: str, content: object) -> None:
         """Remember the text of the turn's latest assistant message that has some: the turn's reply so far."""

@@ -32,6 +32,8 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
     "command": 1.15,
     "compact": 1.1,
     "stop": 1.1,
+    "assistant": 1.1,
+    "thinking": 0.9,
     "agent": 1.0,
     "mcp": 0.9,
     "search": 0.85,

@@ -72,7 +72,9 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
     assert (summary["prompts"], summary["tool_calls"], summary["errors"], summary["compactions"]) == (4, 17, 2, 2)
     # 3 final messages: each file's last text, the end of its (excerpted) last turn (the subagent's: SubagentStop).
     assert summary["replies"] == 3
-    assert summary["events_sent"] == summary["events_new"] == 28
+    # 6 passages of the agent's own words between tool calls: 4 texts (2 of them the subagent's), 2 thoughts.
+    assert summary["said"] == 6
+    assert summary["events_sent"] == summary["events_new"] == 34
     assert summary["sessions_summarized"] == 4
 
     rows = observations(daemon.db)
@@ -81,8 +83,9 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
         by_type.setdefault(row[0], []).append(row)
     assert {t: len(v) for t, v in by_type.items()} == {
         "prompt": 4, "error": 2, "command": 2, "search": 9, "read": 1, "fetch": 1, "agent": 2, "write": 1,
-        "edit": 1, "tool": 1, "compact": 2, "stop": 2,
+        "edit": 1, "tool": 1, "compact": 2, "stop": 2, "assistant": 4, "thinking": 2,
     }  # fmt: skip
+    assert "Let me run the server and look at the Makefile to see what fails." in [r[1] for r in by_type["assistant"]]
     titles = [r[1] for r in rows]
     assert "make serve fails right away" in titles
     # The rejected Bash and Glob calls of the short transcript are errors, with their tool.
@@ -100,7 +103,8 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
     assert [r[1] for r in by_type["compact"]] == ["Compacting (auto)", "Compacted (auto)"]
     assert [r[8] for r in by_type["compact"]] == ["PreCompact", "PostCompact"]
     # The subagent's six web searches: in its parent session, marked with its agent id.
-    sub = [r for r in rows if r[5] == "c93e1a4"]
+    sub = [r for r in rows if r[5] == "c93e1a4" and r[0] != "assistant"]
+    assert len([r for r in rows if r[5] == "c93e1a4" and r[0] == "assistant"]) == 2
     assert len(sub) == 7 and all(r[0] == "search" and r[7] == PARENT_SID for r in sub[:6])
     assert sub[6][0] == "agent" and sub[6][8] == "SubagentStop"  # its last text
     assert sub[0][1].startswith("Web search 'npm scrollkit latest version")
@@ -122,7 +126,7 @@ def test_fixture_transcripts_give_the_expected_observations_and_a_second_run_add
     assert code == 0 and again["events_new"] == 0
     assert again["files_unchanged"] >= 3  # the subagent's unanswered WebFetch keeps its tail to re-read
     assert observations(daemon.db) == rows
-    assert count(daemon.db, "events") == 28
+    assert count(daemon.db, "events") == 34
     daemon.stop()
     integrity_ok(daemon.db)
 
@@ -151,10 +155,11 @@ def test_a_tool_call_seen_live_and_imported_is_stored_once(daemon: Daemon, tmp_p
 
     if order == "live-then-import":
         live()
-        # only the two prompts (the hook payload has no prompt id to match) and the last turn's reply (no live Stop)
-        assert imported() == 3
+        # only the two prompts (the hook payload has no prompt id to match), the last turn's reply (no live Stop)
+        # and the agent's two passages between tool calls (these payloads name no transcript to read them from)
+        assert imported() == 5
     else:
-        assert imported() == 9
+        assert imported() == 11
         live()
     assert count(daemon.db, "inbox") == 0  # every live event was acked by the daemon, not left to the fallback
     sid = session_of(HEAVY)
@@ -248,8 +253,8 @@ def test_the_daemon_skip_list_governs_extraction_in_the_importer(daemon: Daemon,
         capture_output=True, text=True, timeout=60, env={**daemon.env, "NMEM_SKIP_TOOLS": ""},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    # skipped calls are still events, with no observation (2 prompts, 6 calls, the first turn's reply)
-    assert json.loads(done.stdout)["events_new"] == 9
+    # skipped calls are still events, with no observation (2 prompts, 6 calls, the first turn's reply, 2 passages)
+    assert json.loads(done.stdout)["events_new"] == 11
     assert count(daemon.db, "observations", "tool_name IN ('Bash', 'WebSearch')") == 0
     assert count(daemon.db, "observations", "tool_name IN ('Glob', 'Read', 'WebFetch')") == 3
 
@@ -340,9 +345,10 @@ def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon:
         assert "Permission denied" in bad["denied.jsonl"]
     assert summary["invalid_lines"] == 1
     heavy_sid = session_of(HEAVY)
-    # Lines 0-30 hold 2 prompts, the results of 2 Bash calls and the first turn's final text (a Stop at the
-    # second prompt); line 31 (a result) is cut: a file being written, so no reply is taken at its end.
-    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 5
+    # Lines 0-30 hold 2 prompts, the results of 2 Bash calls, the first turn's final text (a Stop at the
+    # second prompt) and 2 passages between tool calls; line 31 (a result) is cut: a file being written, so
+    # no reply is taken at its end.
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 7
     assert count(daemon.db, "observations", "type = 'read'") == 0
 
     with good.open("a") as f:  # the session goes on: the cut line is finished, more lines follow
@@ -351,7 +357,7 @@ def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon:
     assert code == 0
     assert summary["events_new"] == 4  # the Glob, WebSearch, Read and WebFetch results
     assert "good.jsonl" not in {Path(b["path"]).name for b in summary["bad_files"]}
-    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 9
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 11
 
     # Replaced (new inode, other content) and shrunk files are read again from the start, safely.
     replaced = root / "good.jsonl.new"
@@ -365,7 +371,7 @@ def test_bad_files_are_reported_per_file_and_new_lines_are_imported_once(daemon:
         f.truncate(5000)
     code, summary, _ = nmem_import(str(good))
     assert code == 0 and summary["bad_files"][0]["reason"].startswith("truncated last line")
-    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 9
+    assert count(daemon.db, "observations", "session_id = ?", (heavy_sid,)) == 11
     daemon.stop()
     integrity_ok(daemon.db)
 
@@ -485,7 +491,7 @@ def test_install_with_import_imports_and_never_prompts_without_a_terminal(
     done = subprocess.run([str(BIN / "nmem"), "install", "--no-mcp", "--import"], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert count(daemon.db, "events") == 28
+    assert count(daemon.db, "events") == 34
 
 
 # --- 6. what answers questions (issue #14): a turn's final message, summaries --------------------------
@@ -536,9 +542,10 @@ def test_a_turns_final_message_is_searchable_and_stored_once_live_and_imported(
 
     if order == "live-then-import":
         live()
-        assert imported()["events_new"] == 2  # the prompt and the Bash call: the Stop is known by its key
+        # the prompt and the Bash call: the Stop is known by its key, and "Look." was read live by the daemon
+        assert imported()["events_new"] == 2
     else:
-        assert imported()["events_new"] == 3
+        assert imported()["events_new"] == 4  # the prompt, the Bash call, "Look." and the Stop
         live()
     assert count(daemon.db, "inbox") == 0
     stops = db_rows(daemon.db, "SELECT title, content, hook_event FROM observations WHERE type = 'stop'")

@@ -102,9 +102,10 @@ def test_real_transcripts_import_whole_and_once(daemon: Daemon, tmp_path: Path) 
     # each file's last text as its final message.
     assert (summary["prompts"], summary["tool_calls"], summary["errors"], summary["compactions"]) == (4, 17, 2, 2)
     assert summary["replies"] == 3 and summary["sessions_summarized"] == 4
-    assert summary["events_sent"] == summary["events_new"] == 28
+    assert summary["said"] == 6  # the agent's words between its tool calls (issue #39)
+    assert summary["events_sent"] == summary["events_new"] == 34
     rows = observations(daemon.db)
-    assert len(rows) == 28 and all(r[6] for r in rows if r[8].startswith("PostToolUse"))  # calls keep their ids
+    assert len(rows) == 34 and all(r[6] for r in rows if r[8].startswith("PostToolUse"))  # calls keep their ids
     assert all("extraction failed" not in r[1] for r in rows)
     assert {r[0] for r in db_rows(daemon.db, "SELECT git_branch FROM sessions")} != {None}
 

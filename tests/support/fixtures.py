@@ -21,6 +21,7 @@ SHORT = TRANSCRIPTS / "short.jsonl"  # a prompt, two rejected calls, a local sla
 HEAVY = TRANSCRIPTS / "tool-heavy.jsonl"  # a background command, /mcp, search, read, fetch
 COMPACT = TRANSCRIPTS / "compaction.jsonl"  # Task, Write, Edit, Grep, TaskOutput, then a compaction
 SUBAGENT = TRANSCRIPTS / "agent-c93e1a4.jsonl"  # a subagent's sidechain: six searches, a fetch never answered
+WORDS = TRANSCRIPTS / "words.jsonl"  # the agent's text and thinking between tool calls, `/compact <args>`
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures"  # real captures, beside the repository
 

@@ -21,6 +21,7 @@ from nmemd.capture.fields import (
     join_lines,
     json_summary,
     observation,
+    one_line,
     short_field,
     short_line,
     str_or_none,
@@ -86,6 +87,16 @@ def stop_observations(p: dict[str, Any], ex: Extracted, root: str | None) -> lis
     msg = _reply(p, ex)
     hook = " (stop hook active)" if p.get("stop_hook_active") is True else ""
     return [observation("stop", f"Stop{hook}" + (f": {short_line(msg, 150)}" if msg else ""), msg, limit=REPLY_MAX)]
+
+
+def _words(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
+    """A block of the agent's own words between its tool calls, read from its transcript (never a hook
+    of its own): its text ("it fails because ...") or the plain text of its thinking."""
+    thinking = p.get("hook_event_name") == "AssistantThinking"
+    text = clean_text(p.get("thinking" if thinking else "text"), CONTENT_MAX)
+    if not text:
+        return []
+    return [observation("thinking" if thinking else "assistant", one_line(text, TITLE_MAX), text)]
 
 
 def _subagent(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
@@ -169,7 +180,8 @@ _EVENTS: Final[dict[str, Callable[[dict[str, Any], Extracted, str | None], list[
     "SessionStart": _session_start, "SessionEnd": _session_end, "UserPromptSubmit": _prompt,
     "PostToolUse": _post_tool, "PostToolUseFailure": _tool_failure, "PreCompact": _pre_compact,
     "PostCompact": _post_compact, "Stop": stop_observations, "SubagentStop": _subagent, "SubagentStart": _subagent,
-    "Notification": _notification, "StopFailure": _stop_failure,
+    "Notification": _notification, "StopFailure": _stop_failure, "AssistantText": _words,
+    "AssistantThinking": _words,
 }  # fmt: skip
 
 

@@ -7,7 +7,7 @@ import os
 from typing import Final
 
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import TranscriptReader, decode_line
+from nmemd.history.transcripts import TranscriptReader, assistant_line, decode_line
 
 
 def projects_root() -> str:
@@ -23,4 +23,6 @@ SOURCE: Final = HistorySource(
     lines=TranscriptReader.for_file,
     decode=decode_line,
     where=projects_root,
+    words=TranscriptReader.words_of,
+    words_line=assistant_line,
 )

@@ -1,0 +1,125 @@
+"""The agent's own words with a real daemon and the real hook client (issue #39): what Claude Code says
+between its tool calls is read by the daemon from the transcript the hooks name, as the file grows, and
+stored once whether it is seen live, imported, or both in either order; the hook client sends only what
+it always sent. A file cut short, rewritten or missing is read from its start or left alone."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.daemon import Daemon, run_send
+from support.db import db_rows, integrity_ok
+from support.fixtures import WORDS
+from support.helpers import count, wait_until
+from support.transcript_import import nmem_import
+
+SID = "5b1e0c7a-2f44-4d8e-9a61-0c3d7e9f4a12"
+CWD = "/home/dev/projects/ledger"
+SAID = "type IN ('assistant', 'thinking')"
+
+
+def _lines() -> list[bytes]:
+    return WORDS.read_bytes().splitlines(keepends=True)
+
+
+def _hook(transcript: Path, event: str, **fields: Any) -> None:
+    payload = {"session_id": SID, "transcript_path": str(transcript), "cwd": CWD, "hook_event_name": event, **fields}
+    done = run_send(json.dumps(payload).encode())
+    assert done.returncode == 0 and done.stderr == b""
+
+
+def _live(transcript: Path) -> None:
+    """The turn as Claude Code runs it: lines written, then the hook of what they finished; a line's first half
+    is on disk when a hook fires (the daemon must wait for the rest)."""
+    lines = _lines()
+    edit = json.loads(lines[6])["message"]["content"][0]
+
+    def write(*parts: bytes) -> None:
+        with transcript.open("ab") as f:
+            f.write(b"".join(parts))
+
+    write(lines[0])
+    _hook(transcript, "UserPromptSubmit", prompt=json.loads(lines[0])["message"]["content"], prompt_id="p-export-1")
+    half = len(lines[5]) // 2
+    write(*lines[1:5], lines[5][:half])
+    _hook(transcript, "PostToolUseFailure", tool_name="Bash", tool_use_id="toolu_w1",
+          tool_input={"command": "mix test test/orders/export_test.exs"}, error="1 test, 1 failure")  # fmt: skip
+    write(lines[5][half:], *lines[6:8])
+    _hook(transcript, "PostToolUse", tool_name="Edit", tool_use_id="toolu_w2", tool_input=edit["input"],
+          tool_response={"filePath": edit["input"]["file_path"]})  # fmt: skip
+    write(lines[8])
+    final = json.loads(lines[8])["message"]["content"][0]["text"]
+    _hook(transcript, "Stop", stop_hook_active=False, last_assistant_message=final)
+    write(*lines[9:])
+
+
+def _said(db: Path) -> list[tuple[Any, ...]]:
+    return db_rows(db, f"SELECT type, title, session_id, hook_event FROM observations WHERE {SAID} ORDER BY ts")
+
+
+@pytest.mark.parametrize("order", ["live", "live-then-import", "import-then-live"])
+def test_the_agents_words_between_tool_calls_are_stored_once(daemon: Daemon, tmp_path: Path, order: str) -> None:
+    transcript = tmp_path / f"{SID}.jsonl"
+    daemon.start()
+    if order == "import-then-live":
+        shutil.copy(WORDS, transcript)
+        code, summary, _ = nmem_import(str(transcript))
+        assert code == 0 and summary["said"] == 3 and summary["events_new"] == 8
+        transcript.unlink()
+    _live(transcript)
+    if order == "import-then-live":
+        _hook(transcript, "SessionEnd", reason="other")  # one more read, past every line
+    wait_until(lambda: count(daemon.db, "observations", SAID) >= 3, message="the agent's words were not read")
+    if order == "live-then-import":
+        code, summary, _ = nmem_import(str(transcript))
+        assert code == 0 and summary["said"] == 3
+        assert summary["events_new"] == 1  # only `/compact <args>`: no hook sends it
+    assert count(daemon.db, "inbox") == 0
+    said = _said(daemon.db)
+    assert [(t, s, e) for t, _, s, e in said] == [
+        ("thinking", SID, "AssistantThinking"),
+        ("assistant", SID, "AssistantText"),
+        ("assistant", SID, "AssistantText"),
+    ]
+    assert said[1][1].startswith("It fails because `export/2` returns the bare list")
+    assert count(daemon.db, "events", "natural_key LIKE ?", (f"said:{SID}:%",)) == 3
+    # At their lines' own times, so among the tool calls they sit between (live calls: at their hook's time).
+    times = [dt.datetime.fromisoformat(json.loads(_lines()[n])["timestamp"]).timestamp() for n in (1, 2, 5)]
+    assert [r[0] for r in db_rows(daemon.db, f"SELECT ts FROM observations WHERE {SAID} ORDER BY ts")] == times
+    if order == "import-then-live":
+        assert [r[0] for r in db_rows(daemon.db, "SELECT type FROM observations WHERE session_id = ?"
+                                                 " AND type != 'session' ORDER BY ts, id", (SID,))] == [
+            "prompt", "thinking", "assistant", "error", "assistant", "edit", "stop", "prompt",
+        ]  # fmt: skip
+    assert count(daemon.db, "observations", "type = 'stop'") == 1
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+def test_a_transcript_cut_short_or_rewritten_is_read_from_its_start_and_a_missing_one_is_left(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    transcript = tmp_path / f"{SID}.jsonl"
+    daemon.start()
+    _hook(tmp_path / "missing.jsonl", "PostToolUse", tool_name="Bash", tool_use_id="toolu_m",
+          tool_input={"command": "true"}, tool_response={"stdout": ""})  # fmt: skip
+    _live(transcript)
+    wait_until(lambda: count(daemon.db, "observations", SAID) == 3)
+    # Rewritten shorter, with one new passage: read again from its start, each passage still once.
+    lines = _lines()
+    moved = json.loads(lines[5])
+    moved["uuid"], moved["message"]["content"][0]["text"] = "9c0d9999-aaaa", "The default port is 1100, not 1010."
+    transcript.write_bytes(b"".join(lines[:5]) + json.dumps(moved).encode() + b"\n" + lines[6])
+    _hook(transcript, "PostToolUse", tool_name="Bash", tool_use_id="toolu_r", tool_input={"command": "true"},
+          tool_response={"stdout": ""})  # fmt: skip
+    wait_until(lambda: count(daemon.db, "observations", SAID) == 4)
+    assert count(daemon.db, "observations", "title = ?", ("The default port is 1100, not 1010.",)) == 1
+    assert count(daemon.db, "events", "natural_key LIKE ?", (f"said:{SID}:%",)) == 4
+    assert daemon.proc is not None and daemon.proc.poll() is None
+    daemon.stop()
+    integrity_ok(daemon.db)
