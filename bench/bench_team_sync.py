@@ -61,7 +61,7 @@ def rows_like(db: Path, marker: str) -> int:
 
 
 def join(m: Member, dsn: str, project: Path) -> None:
-    done = m.nmem("team", "join", dsn, "--project", str(project))
+    done = m.nmem("team", "join", "--project", str(project), stdin=dsn)
     if done.returncode != 0:
         raise SystemExit(f"join failed: {done.stderr}")
 

@@ -28,15 +28,22 @@ AdminDsn = Annotated[
 ]
 TeamOpt = Annotated[str, typer.Option("--team", "-t", help="The team's name.")]
 Member = Annotated[str, typer.Argument(metavar="MEMBER", help="The member's PostgreSQL role name.")]
+Insecure = Annotated[
+    bool,
+    typer.Option(
+        "--insecure",
+        help="Allow a server on another machine without verified TLS (sslmode=verify-full, channel_binding=require).",
+    ),
+]
 
 
 @team_app.command("init")
-def init(dsn: AdminDsn, team: TeamOpt) -> None:
+def init(dsn: AdminDsn, team: TeamOpt, insecure: Insecure = False) -> None:
     """Create or upgrade nmem's schema on a PostgreSQL server and create a team (idempotent)."""
     from nmemd.team import admin
 
     try:
-        done = admin.init(dsn, team)
+        done = admin.init(dsn, team, insecure=insecure)
     except NmemError as exc:
         fail(str(exc))
     if done.version_before == 0:
@@ -63,6 +70,7 @@ def add_member(
     host: Annotated[
         str | None, typer.Option("--host", help="The server's address as members reach it (default: ADMIN_DSN's).")
     ] = None,
+    insecure: Insecure = False,
 ) -> None:
     """Create a member's PostgreSQL login and add it to a team; print, once, the DSN they join with."""
     from nmemd.team import admin
@@ -74,7 +82,7 @@ def add_member(
         except (OSError, UnicodeDecodeError) as exc:
             fail(f"cannot read the password file {password_file}: {exc.strerror if isinstance(exc, OSError) else exc}")
     try:
-        added = admin.add_member(dsn, team, member, is_admin=is_admin, password=password, host=host)
+        added = admin.add_member(dsn, team, member, is_admin=is_admin, password=password, host=host, insecure=insecure)
     except NmemError as exc:
         fail(str(exc))
     role = "created" if added.role_created else "already existed"
@@ -87,12 +95,12 @@ def add_member(
 
 
 @team_app.command("remove-member")
-def remove_member(dsn: AdminDsn, team: TeamOpt, member: Member) -> None:
+def remove_member(dsn: AdminDsn, team: TeamOpt, member: Member, insecure: Insecure = False) -> None:
     """Remove a member from a team (access ends at once); drop their login when in no other team."""
     from nmemd.team import admin
 
     try:
-        removed = admin.remove_member(dsn, team, member)
+        removed = admin.remove_member(dsn, team, member, insecure=insecure)
     except NmemError as exc:
         fail(str(exc))
     if not removed.was_member:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 import typer
 
 from nmemd.cli.common import JsonOpt, ago, fail, load_settings, out
-from nmemd.errors import DaemonUnavailable, NmemError
+from nmemd.errors import DaemonUnavailable, NmemError, TeamError
 
 JOIN_TIMEOUT_S = 30.0
 
@@ -30,8 +31,48 @@ def _ask(method: str, params: dict[str, Any]) -> Any:
         return control.ask(method, params, timeout=JOIN_TIMEOUT_S)
 
 
+def _dsn_given(dsn: str | None, dsn_file: Path | None) -> str:
+    """The DSN from --dsn-file, stdin or the prompt (a password never on the command line)."""
+    from nmemd.team import membership
+
+    if dsn is not None and dsn != "-":
+        membership.refuse_password_in_argv(dsn)
+        return dsn
+    if dsn_file is not None:
+        try:
+            return membership.read_dsn(dsn_file.read_text(encoding="utf-8", errors="replace"), str(dsn_file))
+        except OSError as exc:
+            raise TeamError(f"cannot read {dsn_file}: {exc.strerror}") from None
+    if dsn is None and sys.stdin.isatty():
+        import getpass
+
+        try:
+            return membership.read_dsn(getpass.getpass("DSN from `nmem team add-member` (not shown): "), "the prompt")
+        except (EOFError, KeyboardInterrupt):
+            raise TeamError("no DSN given") from None
+    return membership.read_dsn(sys.stdin.read(membership.DSN_MAX_BYTES), "stdin")
+
+
 def join(
-    dsn: Annotated[str, typer.Argument(metavar="DSN", help="The DSN `nmem team add-member` printed.")],
+    dsn: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[DSN]",
+            help="Only a DSN without a password (libpq finds it in ~/.pgpass); one with a password comes with"
+            " --dsn-file, on stdin, or at the prompt.",
+        ),
+    ] = None,
+    dsn_file: Annotated[
+        Path | None, typer.Option("--dsn-file", help="Read the DSN `nmem team add-member` printed from this file.")
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Allow a server on another machine without verified TLS"
+            " (sslmode=verify-full, channel_binding=require).",
+        ),
+    ] = False,
     project: Annotated[
         str | None, typer.Option("--project", help="The project to share (default: this directory's).")
     ] = None,
@@ -50,8 +91,12 @@ def join(
 
     settings = load_settings()
     try:
-        plan = membership.plan_join(settings.home, dsn, path=project, name=name, team=team, share_prompts=share_prompts)
-        done = _ask("team_join", {k: v for k, v in msgspec.to_builtins(plan).items() if k != "schema_version"})
+        given = _dsn_given(dsn, dsn_file)
+        plan = membership.plan_join(
+            settings.home, given, path=project, name=name, team=team, share_prompts=share_prompts, insecure=insecure
+        )
+        recorded = {k: v for k, v in msgspec.to_builtins(plan).items() if k not in ("schema_version", "transport")}
+        done = _ask("team_join", recorded)
     except NmemError as exc:
         fail(str(exc))
     if json_out:
@@ -60,8 +105,10 @@ def join(
     prompts = "prompts too" if plan.share_prompts else "prompts not shared"
     out().print(
         f"sharing {plan.root} as {plan.project_id} with team {plan.team} as {plan.member}"
-        f" ({prompts}; {done.get('queued', 0)} observations of the last {settings.team_window_days:g} days queued)"
+        f" ({prompts}; {done.get('queued', 0)} observations of the last {settings.team_window_days:g} days queued)",
+        highlight=False,
     )
+    out().print(f"transport: {plan.transport}", highlight=False)
 
 
 def leave(
@@ -105,6 +152,8 @@ def status(json_out: JsonOpt = False) -> None:
         head = f"{st['team']} on {st['server']} as {st['member']}: "
         head += f"ERROR: {st['error']}" if st.get("error") else str(st.get("state"))
         out().print(head, highlight=False)
+        if st.get("transport"):
+            out().print(f"  transport: {st['transport']}", highlight=False)
         out().print(f"  projects: {', '.join(f'{p} ({r})' for p, r in zip(st['projects'], st['roots'], strict=False))}")
         lag = st.get("lag")
         out().print(

@@ -7,7 +7,7 @@ from typing import Any
 
 from nmemd.client import control
 from nmemd.config import Settings
-from nmemd.errors import DaemonUnavailable
+from nmemd.errors import DaemonUnavailable, NmemError
 from nmemd.printable import deep
 from nmemd.setup.checks import Check, ok, warn
 
@@ -21,7 +21,33 @@ def statuses(settings: Settings) -> list[dict[str, Any]]:
         from nmemd.team import membership  # psycopg only now
 
         got = membership.offline_statuses(settings)
+    if any("transport" not in st for st in got):
+        known = _transports(settings)
+        for st in got:
+            st.setdefault("transport", known.get((str(st.get("team")), str(st.get("server")))))
     return [deep(st) for st in got]
+
+
+def _transports(settings: Settings) -> dict[tuple[str, str], str]:
+    """(team, server label) -> how its DSN reaches the server, from the store's shared projects."""
+    import sqlite3
+
+    from nmemd.store import readers
+    from nmemd.team import client, local, transport
+
+    try:
+        conn = readers.open_readonly(settings.db)
+    except (OSError, sqlite3.Error, NmemError):
+        return {}
+    try:
+        return {
+            (link.team, client.server_label(link.dsn)): transport.describe(link.dsn)
+            for link in local.links(local.shared_projects(conn))
+        }
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
 
 
 def health(settings: Settings) -> list[Check]:
@@ -32,5 +58,9 @@ def health(settings: Settings) -> list[Check]:
         if st.get("error"):
             out.append(warn("team", f"{where}: {st['error']}", "nmem team status"))
         else:
-            out.append(ok("team", f"{where}: {st.get('state')}, outbox {st.get('outbox', 0)}"))
+            via = f", {st['transport']}" if st.get("transport") else ""
+            if "--insecure" in via:
+                out.append(warn("team", f"{where}: {st.get('state')}{via}", "join again over TLS: docs/team.md"))
+                continue
+            out.append(ok("team", f"{where}: {st.get('state')}{via}, outbox {st.get('outbox', 0)}"))
     return out

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import quote, urlencode
 
 from nmemd.errors import TeamError
-from nmemd.team import schema
+from nmemd.team import needs_psycopg, schema, transport
 
 if TYPE_CHECKING:
     import psycopg
@@ -25,7 +25,9 @@ TEAM_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 MEMBER_NAME: Final = re.compile(r"[a-z_][a-z0-9_.-]{0,62}")
 RESERVED_PREFIXES: Final = ("pg_", "nmem_")
 # libpq options that say where and how to connect, carried from the admin's DSN into a member's.
-CARRIED: Final = ("host", "hostaddr", "port", "dbname", "sslmode", "sslrootcert", "sslcrl", "target_session_attrs")
+CARRIED: Final = (
+    "host", "hostaddr", "port", "dbname", "sslmode", "sslrootcert", "sslcrl", "channel_binding", "target_session_attrs",
+)  # fmt: skip
 
 
 def one_line(text: str) -> str:
@@ -63,16 +65,18 @@ def _server_error(exc: Exception) -> TeamError:
 
 
 @contextmanager
-def connect(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-    """A connection to the server, every psycopg failure turned into a one-line TeamError."""
+def connect(dsn: str, insecure: bool = False) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A connection to the server (over verified TLS unless it is on this machine or `insecure`:
+    team.transport), every psycopg failure turned into a one-line TeamError."""
     try:
         import psycopg
     except ImportError as exc:
-        raise TeamError("team memory needs psycopg: pip install 'nmem-agent-memory[team]'") from exc
+        raise TeamError(needs_psycopg()) from exc
     try:
         given = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
         raise TeamError(f"invalid DSN: {one_line(str(exc))}") from None
+    dsn = transport.secured(dsn, insecure)
     try:
         if "connect_timeout" in given:
             conn = psycopg.connect(dsn)
@@ -109,10 +113,10 @@ class Removed:
     role_dropped: bool
 
 
-def init(dsn: str, team: str) -> Initialized:
+def init(dsn: str, team: str, *, insecure: bool = False) -> Initialized:
     """Create or upgrade the schema, then create `team` (idempotent)."""
     check_team(team)
-    with connect(dsn) as conn:
+    with connect(dsn, insecure) as conn:
         before, after = schema.migrate(conn)
         with conn.transaction():
             row = conn.execute(
@@ -131,13 +135,15 @@ def _ready(conn: psycopg.Connection[tuple[object, ...]], team: str) -> None:
 
 def member_dsn(admin_dsn: str, member: str, password: str | None, host: str | None = None) -> str:
     """The DSN a member joins with: where the admin connects (or `host`), as the member."""
-    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     given = conninfo_to_dict(admin_dsn)
     params = {k: str(given[k]) for k in CARRIED if given.get(k) not in (None, "")}
     if host:
         params["host"] = host
         params.pop("hostaddr", None)
+    if not transport.is_local(make_conninfo(**params)):  # the network is hostile: verified TLS, whatever the admin's
+        params.update(transport.VERIFIED)
     where = params.pop("host", "")
     port = params.pop("port", "")
     dbname = params.pop("dbname", "")
@@ -157,7 +163,14 @@ def member_dsn(admin_dsn: str, member: str, password: str | None, host: str | No
 
 
 def add_member(
-    dsn: str, team: str, member: str, *, is_admin: bool = False, password: str | None = None, host: str | None = None
+    dsn: str,
+    team: str,
+    member: str,
+    *,
+    is_admin: bool = False,
+    password: str | None = None,
+    host: str | None = None,
+    insecure: bool = False,
 ) -> Added:
     """Create `member`'s LOGIN role (a generated password unless given) when it does not exist, put
     it in `nmem_member` and in `team`. An existing role keeps its password unless one is given."""
@@ -167,7 +180,7 @@ def add_member(
     check_member(member)
     if password is not None and (not password or "\n" in password or "\0" in password):
         raise TeamError("the password is empty or holds a newline or NUL")
-    with connect(dsn) as conn, conn.transaction():
+    with connect(dsn, insecure) as conn, conn.transaction():
         _ready(conn, team)
         role = conn.execute(
             "SELECT r.rolsuper OR r.rolcreaterole OR r.rolbypassrls,"
@@ -193,7 +206,7 @@ def add_member(
     return Added(member, member_dsn(dsn, member, secret, host), created, secret is not None)
 
 
-def remove_member(dsn: str, team: str, member: str) -> Removed:
+def remove_member(dsn: str, team: str, member: str, *, insecure: bool = False) -> Removed:
     """Take `member` out of `team` (their access ends with their next statement); drop their role
     when they are in no other team. Their rows stay (an admin purges them with tombstones)."""
     import psycopg
@@ -201,7 +214,7 @@ def remove_member(dsn: str, team: str, member: str) -> Removed:
 
     check_team(team)
     check_member(member)
-    with connect(dsn) as conn:
+    with connect(dsn, insecure) as conn:
         with conn.transaction():
             _ready(conn, team)
             gone = conn.execute(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import TeamError
-from nmemd.team import schema
+from nmemd.team import needs_psycopg, schema
 from nmemd.team.local import InObservation, InSession, InTombstone, OutRow, Page
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def describe(exc: BaseException, dsn: str = "") -> str:
     if isinstance(exc, TeamError):
         return str(exc)
     if isinstance(exc, ModuleNotFoundError) and "psycopg" in str(exc):
-        return "team memory needs psycopg: pip install 'nmem-agent-memory[team]'"
+        return needs_psycopg()
     if isinstance(exc, TimeoutError):
         return f"{server_label(dsn)}: the server did not answer in time (stalled network?)"
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -19,7 +19,7 @@ from nmem_client import paths
 from nmemd.capture.project import project_root
 from nmemd.config import Settings
 from nmemd.errors import NmemError, StorageError, TeamError
-from nmemd.team import client, identity
+from nmemd.team import client, identity, needs_psycopg, transport
 from nmemd.team.client import ServerFacts
 
 PASSFILE: Final = "team.pgpass"
@@ -35,13 +35,37 @@ class JoinPlan(msgspec.Struct, kw_only=True):
     member: str
     share_prompts: bool
     schema_version: int
+    transport: str  # how the DSN reaches the server (team.transport.describe)
+
+
+DSN_MAX_BYTES: Final = 16 * 1024  # a DSN is a line; more is not one
+
+
+def read_dsn(text: str, where: str) -> str:
+    """The DSN in `text` (a file's or stdin's): its first non-empty line."""
+    line = next((ln.strip() for ln in text[:DSN_MAX_BYTES].splitlines() if ln.strip()), "")
+    if not line:
+        raise TeamError(f"no DSN in {where}")
+    return line
+
+
+def refuse_password_in_argv(dsn: str) -> None:
+    """A password on the command line is readable by every local user (`ps`, /proc) and stays in
+    shell history: the DSN that holds one comes from a file, stdin or the prompt."""
+    _parts, password = split_password(dsn)
+    if password:
+        raise TeamError(
+            "refused: the DSN holds a password, and a command line is readable by every local user and"
+            " kept in shell history: give it with --dsn-file FILE, on stdin (nmem team join < FILE),"
+            " or at the prompt (run nmem team join without it)"
+        )
 
 
 def _conninfo() -> Any:
     try:
         from psycopg import conninfo
     except ImportError:
-        raise TeamError("team memory needs psycopg: pip install 'nmem-agent-memory[team]'") from None
+        raise TeamError(needs_psycopg()) from None
     return conninfo
 
 
@@ -111,10 +135,19 @@ def resolve_root(path: str | None) -> str:
 
 
 def plan_join(
-    home: str, dsn: str, *, path: str | None, name: str | None, team: str | None, share_prompts: bool
+    home: str,
+    dsn: str,
+    *,
+    path: str | None,
+    name: str | None,
+    team: str | None,
+    share_prompts: bool,
+    insecure: bool = False,
 ) -> JoinPlan:
     """Check the server and the project, move the password into the password file, and return what
-    the daemon records. Nothing is recorded when anything is wrong."""
+    the daemon records. Nothing is recorded when anything is wrong; a server on another machine
+    is reached over verified TLS only, unless `insecure` (team.transport)."""
+    dsn = transport.secured(dsn, insecure)
     root = resolve_root(path)
     project_id = identity.project_id(root)
     if name is not None:
@@ -143,6 +176,7 @@ def plan_join(
         member=facts.member,
         share_prompts=share_prompts,
         schema_version=facts.schema_version,
+        transport=transport.describe(kept),
     )
 
 
@@ -166,7 +200,7 @@ def offline_statuses(settings: Settings) -> list[dict[str, Any]]:
                 "projects": [p.project_id for p in link.projects], "roots": roots,
                 "outbox": local.outbox_depth(conn, roots), "last_push_at": row[0] if row else None,
                 "last_pull_at": row[1] if row else None, "state": "daemon not running", "error": None,
-                "schema_version": None, "lag": None,
+                "schema_version": None, "lag": None, "transport": transport.describe(link.dsn),
             }  # fmt: skip
             try:
                 facts = anyio.run(probe, link.dsn, link.team, 5.0)

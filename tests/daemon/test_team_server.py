@@ -161,9 +161,10 @@ def test_member_dsn_keeps_where_and_how_to_connect() -> None:
     dsn = "host=db.example.com port=6432 dbname=team user=ops password=x sslmode=verify-full sslrootcert=/etc/ca.pem"
     assert admin.member_dsn(dsn, "kim", "p/w") == (
         "postgresql://kim:p%2Fw@db.example.com:6432/team?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem"
+        "&channel_binding=require"
     )
     assert admin.member_dsn("postgresql:///team?host=/run/pg", "kim", None, host="pg.lan") == (
-        "postgresql://kim@pg.lan/team"
+        "postgresql://kim@pg.lan/team?sslmode=verify-full&channel_binding=require"  # another machine: verified TLS
     )
     assert admin.member_dsn("dbname=team host=/run/pg", "kim", None) == "postgresql://kim@/team?host=%2Frun%2Fpg"
 

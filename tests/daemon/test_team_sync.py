@@ -39,7 +39,7 @@ def team(pg_db: Database, tmp_path: Path) -> Iterator[tuple[Database, Member, Me
 
 
 def _join(m: Member, dsn: str, project: Path, *extra: str) -> dict:
-    done = m.nmem("team", "join", dsn, "--project", str(project), "--json", *extra)
+    done = m.nmem("team", "join", "--project", str(project), "--json", *extra, stdin=dsn)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -158,7 +158,7 @@ def test_bad_servers_say_what_is_wrong_in_one_line_and_capture_goes_on(
     a.start()
     wrong = make_conninfo(a.dsn, password="not-the-password")
     for dsn, says in ((wrong, "wrong password"), ("postgresql:x//al:s3cr3tzz@h/db", "not a PostgreSQL DSN")):
-        done = a.nmem("team", "join", dsn, "--project", str(repo))
+        done = a.nmem("team", "join", "--project", str(repo), stdin=dsn)
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr, done.stderr
         assert "not-the-password" not in done.stderr and "s3cr3tzz" not in done.stderr
@@ -189,7 +189,7 @@ def test_no_schema_and_a_newer_schema_are_one_line_each(team: tuple[Database, Me
     repo = a.checkout("api", "git@github.com:acme/api.git")
     a.start()
     elsewhere = make_conninfo(a.dsn, dbname="postgres")  # the cluster's own database: no nmem schema there
-    done = a.nmem("team", "join", elsewhere, "--project", str(repo))
+    done = a.nmem("team", "join", "--project", str(repo), stdin=elsewhere)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "no nmem schema" in done.stderr and "Traceback" not in done.stderr
     _join(a, a.dsn, repo)

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from support.db import db_rows
 from support.helpers import wait_until
 from support.mcp_client import bridge_params, call, mcp_session
 from support.pg_cluster import Database
 from support.team_hostile import CONTROL, HOSTILE, on_terminal, raw_sql, stored_text
-from support.team_world import Member
+from support.team_world import Member, Proxy
 
+from nmemd.errors import TeamError
 from nmemd.team import admin
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -40,7 +43,7 @@ def team(pg_db: Database, tmp_path: Path) -> Iterator[tuple[Database, Member, Me
 
 
 def join(m: Member, project: Path, *extra: str) -> dict:
-    done = m.nmem("team", "join", m.dsn, "--project", str(project), "--json", *extra)
+    done = m.nmem("team", "join", "--project", str(project), "--json", *extra, stdin=m.dsn)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -115,3 +118,94 @@ def test_a_teammates_escape_sequences_reach_no_output(team: tuple[Database, Memb
     for text in anyio.run(tools):
         assert "zqesc" in text, text
         clean(text)
+
+
+# --- finding 14: the DSN (its password) never only on the command line
+
+
+def test_join_takes_the_dsn_from_a_file_stdin_or_the_prompt_never_a_password_in_argv(
+    team: tuple[Database, Member, Member],
+) -> None:
+    db, al, bo = team
+    repos = [bo.checkout(name, f"git@github.com:acme/{name}.git") for name in ("api", "web", "cli", "docs")]
+    bo.start()
+    password = conninfo_to_dict(bo.dsn)["password"]
+    assert isinstance(password, str)
+
+    refused = bo.nmem("team", "join", bo.dsn, "--project", str(repos[0]))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "--dsn-file" in refused.stderr, refused.stderr
+    assert password not in refused.stderr + refused.stdout
+    assert "no project is shared" in bo.nmem("team", "status").stdout  # nothing recorded
+
+    dsn_file = bo.root / "bo.dsn"
+    dsn_file.write_text(f"\n{bo.dsn}\n")
+    dsn_file.chmod(0o600)
+    by_file = bo.nmem("team", "join", "--dsn-file", str(dsn_file), "--project", str(repos[0]))
+    assert by_file.returncode == 0, by_file.stderr
+    assert "transport: this machine (loopback)" in by_file.stdout
+    by_stdin = bo.nmem("team", "join", "--project", str(repos[1]), stdin=bo.dsn + "\n")
+    assert by_stdin.returncode == 0, by_stdin.stderr
+    by_dash = bo.nmem("team", "join", "-", "--project", str(repos[2]), stdin=bo.dsn)
+    assert by_dash.returncode == 0, by_dash.stderr
+    code, seen = on_terminal(["team", "join", "--project", str(repos[3])], bo.env, answer=bo.dsn, asked=b"(not shown)")
+    assert code == 0 and "sharing" in seen, seen
+    assert password not in seen  # the prompt does not echo it
+    # a DSN without a password may stay on the command line: libpq finds the password elsewhere
+    without = make_conninfo(bo.dsn, password="")
+    assert "password" not in conninfo_to_dict(without) or not conninfo_to_dict(without)["password"]
+    shared = db_rows(bo.db, "SELECT project_id FROM team_projects ORDER BY 1")
+    assert shared == [(f"github.com/acme/{n}",) for n in ("api", "cli", "docs", "web")]
+    for st in json.loads(bo.nmem("team", "status", "--json").stdout):
+        assert st["transport"] == "this machine (loopback)"
+    for path in bo.home.glob("nmem.db*"):
+        assert password.encode() not in path.read_bytes()
+
+
+# --- finding 15: a server on another machine only over verified TLS, unless the user says --insecure
+
+
+def test_a_non_local_server_needs_verified_tls_or_the_word_insecure(
+    team: tuple[Database, Member, Member], tmp_path: Path
+) -> None:
+    db, al, bo = team
+    repo = bo.checkout("api", "git@github.com:acme/api.git")
+    bo.start()
+    proxy = Proxy((db.cluster.host, db.cluster.port))  # a relay on the path: it would see plaintext
+    try:
+        # the server by a name that is not this machine's; libpq reaches it through the relay
+        remote = make_conninfo(bo.dsn, host="db.example.test", hostaddr="127.0.0.1", port=str(proxy.port))
+        weaker = [make_conninfo(remote, **{k: v}) for k, v in (("sslmode", "prefer"), ("sslmode", "require"),
+                  ("sslmode", "disable"), ("channel_binding", "prefer"))]  # fmt: skip
+        for dsn in (remote, *weaker):
+            done = bo.nmem("team", "join", "--project", str(repo), stdin=dsn)
+            assert done.returncode == 1 and "Traceback" not in done.stderr, done
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert "--insecure" in done.stderr or "SSL" in done.stderr, done.stderr
+            assert conninfo_to_dict(bo.dsn)["password"] not in done.stderr
+        assert proxy.accepted == 1  # only the first one (verify-full, added) connected: the server has no TLS
+        assert "no project is shared" in bo.nmem("team", "status").stdout
+
+        # the user says it in words: plaintext through the relay, and every report says so
+        plain = make_conninfo(remote, sslmode="disable")
+        done = bo.nmem("team", "join", "--insecure", "--project", str(repo), stdin=plain)
+        assert done.returncode == 0, done.stderr
+        assert "transport: plaintext allowed (--insecure)" in done.stdout
+        (st,) = json.loads(bo.nmem("team", "status", "--json").stdout)
+        assert st["transport"] == "plaintext allowed (--insecure)"
+        assert "transport: plaintext allowed (--insecure)" in bo.nmem("team", "status").stdout
+        doctor = bo.nmem("doctor")
+        assert "plaintext allowed (--insecure)" in doctor.stdout, doctor.stdout
+    finally:
+        proxy.close()
+
+    # the admin's side: the DSN add-member prints for another host asks for verified TLS whatever the admin's said
+    added = admin.add_member(make_conninfo(db.admin_dsn, sslmode="disable"), "acme", "cy", host="db.example.test")
+    params = conninfo_to_dict(added.dsn)
+    assert (params["host"], params["sslmode"], params["channel_binding"]) == (
+        "db.example.test",
+        "verify-full",
+        "require",
+    )
+    with pytest.raises(TeamError, match="--insecure"):
+        admin.init(make_conninfo(db.admin_dsn, host="db.example.test", hostaddr="127.0.0.1", sslmode="disable"), "acme")

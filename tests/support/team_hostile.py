@@ -29,17 +29,17 @@ def raw_sql(dsn: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
-def on_terminal(argv: list[str], env: dict[str, str], stdin_text: str | None = None) -> tuple[int, str]:
+def on_terminal(
+    argv: list[str], env: dict[str, str], answer: str | None = None, asked: bytes = b": "
+) -> tuple[int, str]:
     """Run `nmem ARGV` with stdin, stdout and stderr on a pseudo-terminal (what a user's shell gives
-    it); type `stdin_text` when given. Its exit code and every byte it printed, undecoded escapes kept."""
+    it); type `answer` once it printed `asked`. Its exit code and every byte it printed, escapes kept."""
     master, slave = os.openpty()
     proc = subprocess.Popen(
         [str(BIN / "nmem"), *argv], stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
         env={**env, "COLUMNS": "200", "TERM": "xterm-256color"},
     )  # fmt: skip
     os.close(slave)
-    if stdin_text is not None:
-        os.write(master, stdin_text.encode())
     seen = b""
     deadline = time.monotonic() + TERMINAL_S
     try:
@@ -53,6 +53,9 @@ def on_terminal(argv: list[str], env: dict[str, str], stdin_text: str | None = N
             if not chunk:
                 break
             seen += chunk
+            if answer is not None and asked in seen:
+                os.write(master, answer.encode() + b"\n")
+                answer = None
         code = proc.wait(timeout=TERMINAL_S)
     finally:
         os.close(master)

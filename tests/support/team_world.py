@@ -83,8 +83,11 @@ class Member:
         self.proc = None
         return code
 
-    def nmem(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(BIN / "nmem"), *args], capture_output=True, text=True, timeout=timeout, env=self.env)
+    def nmem(self, *args: str, timeout: float = 60, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        """`nmem ARGS` as this member; `stdin` is what it reads there (a DSN for `team join`)."""
+        return subprocess.run(
+            [str(BIN / "nmem"), *args], input=stdin, capture_output=True, text=True, timeout=timeout, env=self.env
+        )
 
     def hook(self, payload: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
         """The real hook client, as installed hooks run it."""
@@ -137,6 +140,7 @@ class Proxy:
         self.lock = threading.Lock()
         self.conns: list[socket.socket] = []
         self.closed = False
+        self.accepted = 0  # connections made through it
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -152,6 +156,7 @@ class Proxy:
                 continue
             upstream.settimeout(None)
             with self.lock:
+                self.accepted += 1
                 self.conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
