@@ -167,6 +167,12 @@ def _counts_line(c: dict[str, Any]) -> str:
         line += ", " + plural(c["sessions"], "session") + " left empty"
     if c["inbox"]:
         line += ", " + plural(c["inbox"], "event") + " waiting to be stored"
+    if c.get("hidden_here_only"):
+        n = c["hidden_here_only"]
+        line += (
+            "; " + plural(n, "teammate's observation", "teammates' observations") + " hidden on this machine only,"
+            " the team keeps it (only the author or a team admin can delete it for the whole team)"
+        )
     return line
 
 

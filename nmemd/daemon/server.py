@@ -98,7 +98,7 @@ class Daemon:
 
     def __post_init__(self) -> None:
         self.skip_tools = frozenset(self.settings.skip_tools)
-        self.team = TeamSync(self)
+        self.team = TeamSync(self, self._delete_pulled)
         self.follower = Follower(self.ingestor, self.skip_tools, self.spawn)
         self.deadlines = Deadlines(
             resolution=min(0.25, self.settings.read_timeout_s / 5),
@@ -125,6 +125,12 @@ class Daemon:
             worker=self.extractor.facts() if self.extractor is not None else None,
             config_problems=self.problems,
         )
+
+    async def _delete_pulled(self, ids: list[int]) -> None:
+        """A pulled tombstone's delete: purge's own (full text, prompts, every copy), nothing queued back."""
+        from nmemd.jobs import purge
+
+        await purge.purge(self.ingestor.store, purge.PurgeFilter(ids=ids), share=False)
 
     def ping_reply(self) -> bytes:
         return protocol.encode_ok(msgspec.json.encode(self.facts()))
@@ -344,7 +350,7 @@ async def serve(
             async with open_store(settings, redact=redact) as store:
                 ingestor = Ingestor(store)
                 checkpointer = Checkpointer(store)
-                store.on_commit = checkpointer.committed
+                store.add_commit_listener(checkpointer.committed)
                 daemon = Daemon(
                     settings=settings,
                     ingestor=ingestor,

@@ -39,12 +39,12 @@ async def call(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
             root=p.root, project_id=p.project_id, team=p.team, dsn=p.dsn, member=p.member,
             share_prompts=p.share_prompts, joined_at=time.time(),
         )  # fmt: skip
-        queued = await sync.writer(local.in_transaction, local.join, project, daemon.settings.team_window_days)
+        queued = await daemon.ingestor.store.transaction(local.join, project, daemon.settings.team_window_days)
         sync.reload()
         return {"root": p.root, "project_id": p.project_id, "team": p.team, "queued": queued}
     if method == "team_leave":
         p_leave = convert_params(method, params, LeaveParams)
-        left = await sync.writer(local.in_transaction, local.leave, p_leave.root)
+        left = await daemon.ingestor.store.transaction(local.leave, p_leave.root)
         sync.reload()
         return {"root": p_leave.root, "left": left}
     if method == "team_status":

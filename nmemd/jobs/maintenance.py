@@ -27,7 +27,7 @@ from nmemd.errors import StorageError
 from nmemd.jobs import retention
 from nmemd.store import fts, readers
 from nmemd.store.checkpointer import WAL_TRUNCATE_BYTES, keep_wal_short, side_checkpoint
-from nmemd.store.database import Store, on_writer_thread, translate
+from nmemd.store.database import Store, translate
 from nmemd.store.repair import plan_fts_data_as_large
 
 LOG = logging.getLogger("nmemd.maintenance")
@@ -366,15 +366,7 @@ async def team_window(store: Store, *, forced: bool = False) -> str:
 
     days, total = store.settings.team_window_days, 0
     for _ in range(MAX_STEPS):
-        async with store.lock:
-            with anyio.CancelScope(shield=True):
-                try:
-                    gone = await on_writer_thread(
-                        store.conn, local.prune_step, days, time.time(), retention.RETENTION_BATCH
-                    )
-                except sqlite3.Error as exc:
-                    raise translate(exc) from exc
-                store.committed()
+        gone = await store.transaction(local.prune_step, days, time.time(), retention.RETENTION_BATCH)
         total += gone
         if gone < retention.RETENTION_BATCH:
             break

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import sqlite3
+import time
 from typing import Annotated, Any
 
 import aiosqlite
@@ -38,7 +39,7 @@ from nmemd.recall.summary import summarize_session
 from nmemd.store import fts
 from nmemd.store.database import Store
 from nmemd.store.keys import KEY_DIGEST_FUNCTION, TOOL_CALL_ROW, TOOL_CALL_ROW_KEY
-from nmemd.team.local import ENQUEUE_TOMBSTONES
+from nmemd.team.local import ENQUEUE_TOMBSTONES, HIDDEN_HERE_ONLY, HIDE_TEAMMATES_ROWS
 
 LOG = logging.getLogger("nmemd.purge")
 
@@ -88,6 +89,9 @@ class PurgeCounts(msgspec.Struct, kw_only=True):
     inbox: int = 0  # raw events waiting in the inbox table or spool directory, removed
     dry_run: bool = False
     checkpointed: bool = True  # False: a reader kept the WAL from being truncated; run again
+    # Of `observations`, teammates' rows this member may not delete for the team (not their author,
+    # not a team admin): removed from this machine only, and never pulled or shown here again.
+    hidden_here_only: int = 0
     rows: list[PurgeRow] = []  # the first LISTED_ROWS of `observations`, oldest first
     projects: list[str | None] = []  # every project it touches (the viewer's confirmation names them)
 
@@ -229,6 +233,7 @@ async def _plan(conn: aiosqlite.Connection, store: Store, f: PurgeFilter, match:
     counts = PurgeCounts(observations=len(ids))
     in_ids = "IN (SELECT id FROM temp.purge_ids)"
     counts.pinned = await _one(conn, f"SELECT count(*) FROM observations WHERE pinned AND id {in_ids}")
+    counts.hidden_here_only = await _one(conn, HIDDEN_HERE_ONLY)
     counts.events = await _one(conn, f"SELECT count(*) FROM events WHERE observation_id {in_ids}")
     listed = await conn.execute_fetchall(
         f"SELECT id, project, type, title FROM observations WHERE id {in_ids} ORDER BY id LIMIT {LISTED_ROWS}"
@@ -332,8 +337,10 @@ async def count(store: Store, f: PurgeFilter) -> PurgeCounts:
     return plan.counts
 
 
-async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
-    """Remove what `f` matches and every copy of its text; see the module docstring."""
+async def purge(store: Store, f: PurgeFilter, *, share: bool = True) -> PurgeCounts:
+    """Remove what `f` matches and every copy of its text; see the module docstring. In a shared
+    project the team forgets it too (tombstones through the outbox) where this member may delete it;
+    `share=False` is a pulled tombstone's own delete (nothing goes back to the server)."""
     match = validate(f)
     terms = _terms(match)
     store.purges += 1
@@ -348,7 +355,9 @@ async def purge(store: Store, f: PurgeFilter) -> PurgeCounts:
                 f"SELECT DISTINCT session_id FROM observations WHERE hook_event = 'Stop' AND id {LISTED}"
             )
         }
-        await conn.execute(ENQUEUE_TOMBSTONES)  # team memory: the server and teammates forget them too
+        if share:
+            await conn.execute(ENQUEUE_TOMBSTONES)  # team memory: the server and teammates forget them too
+        await conn.execute(HIDE_TEAMMATES_ROWS, (time.time(),))  # and a pull never brings one back
         await delete_listed(conn)
         await conn.executemany("DELETE FROM sessions WHERE session_id = ?", [(s,) for s in plan.emptied])
         resummarize = await _scrub_sessions(conn, set(plan.affected) - set(plan.emptied), stop_sessions, terms)

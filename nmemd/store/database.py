@@ -84,7 +84,9 @@ class Store:
     next_observation_id: int = 1
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     last_commit_at: float = 0.0
-    on_commit: Callable[[], None] = lambda: None  # nudges the checkpointer after every commit
+    # Called after every commit on the write connection (the checkpointer, team sync's pushers):
+    # `add_commit_listener`, never a replaced attribute, so each listener keeps the others.
+    commit_listeners: list[Callable[[], None]] = field(default_factory=list)
     # The redactor (nmemd.capture.redact, given by whoever opens the store: capture sits above the
     # store) for what is stored as it comes: a session's branch, an event's natural key.
     redact: Callable[[str], str] = as_is
@@ -121,7 +123,43 @@ class Store:
     def committed(self) -> None:
         """Every transaction on the write connection ends here (jobs that run their own SQL too)."""
         self.last_commit_at = time.time()
-        self.on_commit()
+        for listener in self.commit_listeners:
+            listener()
+
+    def add_commit_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener()` after every commit from now on; returns what removes it again."""
+        self.commit_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self.commit_listeners:
+                self.commit_listeners.remove(listener)
+
+        return remove
+
+    async def transaction(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`fn(sqlite3_connection, *args)` on the writer thread between BEGIN IMMEDIATE and COMMIT
+        (ROLLBACK on any error), under the store's lock, shielded as a batch commit is; sqlite3
+        errors become StorageError. `fn` may call `index_on_thread`."""
+        async with self.lock:
+            with anyio.CancelScope(shield=True):
+                self._indexed_at_commit = 0
+                try:
+                    result: _T = await on_writer_thread(self.conn, _in_transaction, fn, args)
+                except sqlite3.Error as exc:
+                    raise translate(exc) from exc
+                self.indexed_below = max(self.indexed_below, self._indexed_at_commit)
+                self.committed()
+        return result
+
+    def index_on_thread(self, db: sqlite3.Connection, end: int) -> None:
+        """Inside a `transaction` function: index every observation below `end` not indexed yet
+        (the watermark moves once the transaction commits)."""
+        start = max(self.indexed_below, self._indexed_at_commit)
+        if end > start:
+            db.execute(fts.INDEX_RANGE, (start, end))
+            db.execute(grams.INDEX_RANGE, (start, end))
+            db.execute(SET_INDEXED, (end,))
+            self._indexed_at_commit = end
 
     async def _rollback(self) -> None:
         try:
@@ -229,6 +267,21 @@ class Store:
         for row in rows:
             return row[0]
         return None
+
+
+def _in_transaction(db: sqlite3.Connection, fn: Callable[..., _T], args: Sequence[Any]) -> _T:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(db, *args)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                LOG.exception("rollback failed")
+        raise
+    return result
 
 
 async def on_writer_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: Any) -> _T:

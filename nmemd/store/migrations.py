@@ -357,6 +357,34 @@ END;
 {places.FILL.format(rows="1")};
 """
 
+# Team memory kept apart (issue #36): a teammate's rows live in their own session space
+# (`team/<author>/<session id>`, nmemd.team.local.team_session_id), so none joins a session of this
+# user whatever session id it carries; `team_hidden` holds the event ids this user forgot (or a
+# tombstone removed), never stored again by a pull; `team_links.admin` whether this member
+# administers the team (a forget of a teammate's row then deletes it for the team); a summary
+# removed or a session purged in a shared project is queued too (an empty summary replaces it on
+# the server and at every teammate's).
+M014_TEAM_APART: Final = """
+UPDATE observations SET session_id = 'team/' || author || '/' || session_id
+ WHERE author IS NOT NULL AND session_id NOT LIKE 'team/%';
+UPDATE OR REPLACE team_sessions SET session_id = 'team/' || author || '/' || session_id
+ WHERE session_id NOT LIKE 'team/%';
+CREATE TABLE team_hidden (
+    event_id TEXT PRIMARY KEY,
+    hidden_at REAL NOT NULL
+) WITHOUT ROWID;
+ALTER TABLE team_links ADD COLUMN admin INTEGER NOT NULL DEFAULT 0;
+DROP TRIGGER team_outbox_summary;
+CREATE TRIGGER team_outbox_summary AFTER UPDATE OF summary ON sessions
+WHEN new.summary IS NOT old.summary AND new.project IN (SELECT root FROM team_projects) BEGIN
+    INSERT INTO team_outbox(op, ref, project) VALUES ('session', new.session_id, new.project);
+END;
+CREATE TRIGGER team_outbox_session_gone AFTER DELETE ON sessions
+WHEN old.summary IS NOT NULL AND old.project IN (SELECT root FROM team_projects) BEGIN
+    INSERT INTO team_outbox(op, ref, project) VALUES ('session', old.session_id, old.project);
+END;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -371,6 +399,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m011_agent", M011_AGENT),
     ("m012_team", M012_TEAM),
     ("m013_session_places", M013_SESSION_PLACES),
+    ("m014_team_apart", M014_TEAM_APART),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

@@ -16,7 +16,7 @@ import msgspec
 
 from nmemd.errors import TeamError
 from nmemd.team import needs_psycopg, schema
-from nmemd.team.local import InObservation, InSession, InTombstone, OutRow, Page
+from nmemd.team.local import InObservation, InSession, InTombstone, OutRow, Page, Skipped
 
 if TYPE_CHECKING:
     import psycopg
@@ -79,6 +79,22 @@ async def connect(dsn: str) -> psycopg.AsyncConnection[Any]:
     import psycopg
 
     return await psycopg.AsyncConnection.connect(with_keepalives(dsn), autocommit=True)
+
+
+SEARCH_POOL_MAX: Final = 4  # team searches at once per server; one more waits for a free connection
+
+
+async def search_pool(dsn: str) -> Any:
+    """An open pool of search connections (autocommit): opened lazily, each checked before use,
+    broken ones discarded and closed by the pool; the caller closes it (stop, relink)."""
+    from psycopg_pool import AsyncConnectionPool
+
+    pool: Any = AsyncConnectionPool(
+        with_keepalives(dsn), min_size=0, max_size=SEARCH_POOL_MAX, kwargs={"autocommit": True},
+        check=AsyncConnectionPool.check_connection, open=False, name="nmem-search",
+    )  # fmt: skip
+    await pool.open(wait=False)
+    return pool
 
 
 class ServerFacts(msgspec.Struct, kw_only=True):
@@ -198,21 +214,75 @@ async def push(conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows
 # --- pull ------------------------------------------------------------------------------------------
 
 FEEDS: Final = ("observations", "sessions", "tombstones")
-_PULL: Final = {
-    "observations": """
-        SELECT seq, project, event_id, ordinal, author::text, machine, agent, session_id, kind, title, body, files,
-               extract(epoch FROM created_at)::float8
-        FROM nmem.observations WHERE team = %(team)s AND project = ANY(%(projects)s) AND seq > %(after)s
-        AND NOT (author = session_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
-    "sessions": """
-        SELECT seq, project, session_id, author::text, machine, agent, extract(epoch FROM started_at)::float8,
-               extract(epoch FROM ended_at)::float8, summary
-        FROM nmem.sessions WHERE team = %(team)s AND project = ANY(%(projects)s) AND seq > %(after)s
-        AND NOT (author = session_user AND machine = %(machine)s) ORDER BY seq LIMIT %(limit)s""",
+PAGE_ROWS: Final = 1000  # a pull page's rows at most ...
+PAGE_BYTES: Final = 1 << 20  # ... and its text at most (the first row always: a page moves the cursor)
+ROW_MAX_BYTES: Final = 1 << 20  # a row larger than this (no nmem push makes one) is skipped, with a word
+# Each project's rows in seq order through the (team, project, seq) index, merged: a pull reads the
+# rows of the shared projects only, never the team's other projects' (whose rows it would discard).
+_PROJECT_ROWS: Final = """
+    FROM unnest(%(projects)s::text[]) AS p(project) CROSS JOIN LATERAL (
+        SELECT {columns} FROM nmem.{table} o WHERE o.team = %(team)s AND o.project = p.project AND o.seq > %(after)s
+        AND NOT (o.author = session_user AND o.machine = %(machine)s) ORDER BY o.seq LIMIT %(limit)s) o"""
+_FEED_ROWS: Final = {
+    "observations": _PROJECT_ROWS.format(
+        table="observations",
+        columns="o.seq, o.project, o.event_id, o.ordinal, o.author, o.machine, o.agent, o.session_id, o.kind,"
+        " o.title, o.body, o.files, o.created_at, octet_length(o.title) + octet_length(o.body)"
+        " + octet_length(o.event_id) + octet_length(o.session_id) + octet_length(o.agent)"
+        " + coalesce(octet_length(nmem.files_text(o.files)), 0) AS size",
+    ),
+    "sessions": _PROJECT_ROWS.format(
+        table="sessions",
+        columns="o.seq, o.project, o.session_id, o.author, o.machine, o.agent, o.started_at, o.ended_at, o.summary,"
+        " octet_length(o.summary) + octet_length(o.session_id) + octet_length(o.agent) AS size",
+    ),
     "tombstones": """
-        SELECT seq, event_id, author::text FROM nmem.tombstones
-        WHERE team = %(team)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s""",
+    FROM (SELECT o.seq, o.event_id, o.author, octet_length(o.event_id) AS size FROM nmem.tombstones o
+          WHERE o.team = %(team)s AND o.seq > %(after)s ORDER BY o.seq LIMIT %(limit)s) o""",
 }
+_FEED_COLUMNS: Final = {
+    "observations": "seq, project, {fit}event_id{end}, ordinal, author::text, machine, {fit}agent{end},"
+    " {fit}session_id{end}, kind, {fit}title{end}, {fit}body{end}, CASE WHEN size <= %(row_max)s THEN files END,"
+    " extract(epoch FROM created_at)::float8",
+    "sessions": "seq, project, {fit}session_id{end}, author::text, machine, {fit}agent{end},"
+    " extract(epoch FROM started_at)::float8, extract(epoch FROM ended_at)::float8, {fit}summary{end}",
+    "tombstones": "seq, {fit}event_id{end}, author::text",
+}
+# Sized by bytes: the rows whose running total of text stays under the page's budget (measured from
+# the stored sizes, without reading a large value), and a row past ROW_MAX_BYTES without its text.
+_PULL: Final = {
+    feed: "SELECT "
+    + _FEED_COLUMNS[feed].format(fit="CASE WHEN size <= %(row_max)s THEN ", end=" END")
+    + ", size, fetched FROM (SELECT c.*, sum(c.size) OVER (ORDER BY c.seq) AS running, count(*) OVER () AS fetched"
+    + " FROM (SELECT o.*"
+    + rows
+    + " ORDER BY o.seq LIMIT %(limit)s) c) w WHERE running - size < %(budget)s ORDER BY seq"
+    for feed, rows in _FEED_ROWS.items()
+}
+# The first row of the window a member keeps (team_window_days): a join starts there instead of
+# reading the project's whole history to keep its last weeks (indexed by (team, project, created_at)).
+_WINDOW_START: Final = """
+SELECT coalesce(min(w.first) - 1, max(w.newest), 0) FROM unnest(%(projects)s::text[]) AS p(project) CROSS JOIN LATERAL (
+    SELECT (SELECT min(o.seq) FROM nmem.observations o WHERE o.team = %(team)s AND o.project = p.project
+            AND o.created_at >= to_timestamp(%(since)s)) AS first,
+           (SELECT max(o.seq) FROM nmem.observations o WHERE o.team = %(team)s AND o.project = p.project) AS newest
+) w"""
+
+
+_AUTHOR_AT: Final = {"observations": 4, "sessions": 3, "tombstones": 2}  # the author's column in a pulled row
+
+
+async def window_start(conn: psycopg.AsyncConnection[Any], team: str, projects: Sequence[str], since: float) -> int:
+    """The observations cursor a member without one starts from: just before the window it keeps."""
+    cur = await conn.execute(_WINDOW_START, {"team": team, "projects": list(projects), "since": since})
+    row = await cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+async def admins(conn: psycopg.AsyncConnection[Any], team: str) -> list[str]:
+    """The team's admins (whose tombstones may remove any member's rows)."""
+    cur = await conn.execute("SELECT member::text FROM nmem.members WHERE team = %s AND is_admin", (team,))
+    return [str(r[0]) for r in await cur.fetchall()]
 
 
 async def pull(
@@ -221,22 +291,32 @@ async def pull(
     projects: Sequence[str],
     machine: str,
     after: dict[str, int],
-    limit: int,
+    limit: int = PAGE_ROWS,
+    budget: int = PAGE_BYTES,
 ) -> tuple[Page, bool]:
-    """The next page of each feed after its cursor; and whether any feed may hold more."""
+    """The next page of each feed after its cursor, at most `limit` rows and about `budget` bytes of
+    text each; and whether any feed may hold more. A row too large to pull is in `Page.skipped`."""
     got: dict[str, list[Any]] = {}
     more = False
     cursors: dict[str, int] = {}
+    skipped: list[Skipped] = []
     for feed in FEEDS:
         params = {
             "team": team, "projects": list(projects), "machine": machine, "after": after.get(feed, 0), "limit": limit,
+            "budget": budget, "row_max": ROW_MAX_BYTES,
         }  # fmt: skip
         cur = await conn.execute(_PULL[feed], params)
         rows = await cur.fetchall()
-        got[feed] = rows
         if rows:
             cursors[feed] = int(rows[-1][0])
-        more = more or len(rows) >= limit
+            more = more or int(rows[0][-1]) >= limit or len(rows) < int(rows[0][-1])
+        kept = []
+        for r in rows:
+            if int(r[-2]) > ROW_MAX_BYTES:
+                skipped.append(Skipped(int(r[0]), str(r[_AUTHOR_AT[feed]]), int(r[-2])))
+            else:
+                kept.append(r)
+        got[feed] = kept
     page = Page(
         observations=[
             InObservation(
@@ -247,6 +327,7 @@ async def pull(
         sessions=[InSession(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]) for r in got["sessions"]],
         tombstones=[InTombstone(int(r[0]), r[1], r[2]) for r in got["tombstones"]],
         cursors=cursors,
+        skipped=skipped,
     )
     return page, more
 

@@ -14,9 +14,9 @@ import re
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import msgspec
 
@@ -25,14 +25,29 @@ from nmemd.model import OBSERVATION_TYPES, stored_agent
 from nmemd.team.identity import to_local, to_relative
 
 DAY_S: Final = 86400.0
-T = TypeVar("T")
 TEXT_MAX: Final = 64 * 1024  # a row's body on the server at most (a search needs its start, not 1 MB of log)
 
-# purge.purge, inside its transaction: a tombstone for every purged row of a shared project (one's own
-# or, for an admin, a teammate's: the server's row-level security decides, see sync.push).
+# purge.purge, inside its transaction: a tombstone for every purged row of a shared project that this
+# member may delete for the whole team: their own, one they pushed from another machine (same author),
+# or, in a team they administer (team_links.admin, from the server), a teammate's.
 ENQUEUE_TOMBSTONES: Final = (
-    "INSERT INTO team_outbox(op, ref, project) SELECT 'tomb', o.event_id, o.project FROM observations o"
-    " WHERE o.id IN (SELECT id FROM temp.purge_ids) AND o.project IN (SELECT root FROM team_projects)"
+    "INSERT INTO team_outbox(op, ref, project) SELECT 'tomb', o.event_id, o.project"
+    " FROM observations o JOIN team_projects p ON p.root = o.project"
+    " WHERE o.id IN (SELECT id FROM temp.purge_ids) AND (o.author IS NULL OR o.author = p.member"
+    " OR EXISTS (SELECT 1 FROM team_links l WHERE l.link = p.team || char(9) || p.dsn AND l.admin))"
+)
+# ... and every purged teammate's row is hidden here for good: a later pull (a rejoin pulls the history
+# again) or a search of the server never brings it back, whether or not the team's copy went too.
+HIDE_TEAMMATES_ROWS: Final = (
+    "INSERT OR IGNORE INTO team_hidden(event_id, hidden_at) SELECT event_id, ? FROM observations"
+    " WHERE id IN (SELECT id FROM temp.purge_ids) AND author IS NOT NULL"
+)
+# How many of those stay on the server and with teammates (this member may not delete them there).
+HIDDEN_HERE_ONLY: Final = (
+    "SELECT count(*) FROM observations o LEFT JOIN team_projects p ON p.root = o.project"
+    " WHERE o.id IN (SELECT id FROM temp.purge_ids) AND o.author IS NOT NULL AND (p.root IS NULL OR"
+    " (o.author != p.member AND NOT EXISTS (SELECT 1 FROM team_links l WHERE l.link = p.team || char(9) || p.dsn"
+    " AND l.admin)))"
 )
 
 
@@ -99,20 +114,7 @@ def links(projects: Sequence[SharedProject]) -> list[Link]:
     return [Link(dsn=d, team=t, member=ps[0].member, projects=tuple(ps)) for (d, t), ps in sorted(grouped.items())]
 
 
-# --- joining and leaving (writer thread) ------------------------------------------------------------
-
-
-def in_transaction(db: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
-    """`fn(db, *args)` between BEGIN IMMEDIATE and COMMIT (ROLLBACK on any error)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn(db, *args)
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    return result
+# --- joining and leaving (writer thread, inside Store.transaction) --------------------------------
 
 
 def join(db: sqlite3.Connection, project: SharedProject, window_days: float) -> int:
@@ -255,8 +257,9 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
             )  # fmt: skip
         elif op == "session":
             s = sessions.get(ref)
-            if s is None or not s[3]:
-                skipped.append(outbox_id)
+            if s is None or not s[3]:  # purged, or its summary removed: an empty summary replaces it everywhere
+                out.append(OutRow(outbox_id=outbox_id, op=op, project_id=project.project_id, session_id=ref,
+                                  agent=(s[4] if s else None) or "claude-code"))  # fmt: skip
                 continue
             out.append(
                 OutRow(
@@ -271,24 +274,26 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
 
 
 def ack(db: sqlite3.Connection, link_key: str, outbox_ids: Sequence[int], pushed: int, now: float) -> None:
-    """After the server's COMMIT: the pushed rows leave the outbox (writer thread, one transaction)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        db.execute("DELETE FROM team_outbox WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(outbox_ids),))
-        if pushed:
-            db.execute(
-                "INSERT INTO team_links(link, last_push_at, pushed) VALUES (?, ?, ?) ON CONFLICT(link) DO UPDATE"
-                " SET last_push_at = excluded.last_push_at, pushed = pushed + excluded.pushed",
-                (link_key, now, pushed),
-            )
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+    """After the server's COMMIT: the pushed rows leave the outbox (inside Store.transaction)."""
+    db.execute("DELETE FROM team_outbox WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(outbox_ids),))
+    if pushed:
+        db.execute(
+            "INSERT INTO team_links(link, last_push_at, pushed) VALUES (?, ?, ?) ON CONFLICT(link) DO UPDATE"
+            " SET last_push_at = excluded.last_push_at, pushed = pushed + excluded.pushed",
+            (link_key, now, pushed),
+        )
 
 
-# --- pull: teammates' rows in (writer thread) ------------------------------------------------------
+def note_admin(db: sqlite3.Connection, link_key: str, admin: bool) -> None:
+    """Whether this member administers the link's team (the server says so at each connect): a
+    forget of a teammate's row then deletes it for the whole team, else it hides it here only."""
+    db.execute(
+        "INSERT INTO team_links(link, admin) VALUES (?, ?) ON CONFLICT(link) DO UPDATE SET admin = excluded.admin",
+        (link_key, int(admin)),
+    )
+
+
+# --- pull: teammates' rows in (inside Store.transaction, a few rows at a time) ----------------------
 
 
 class InObservation(msgspec.Struct, array_like=True):
@@ -323,6 +328,15 @@ class InTombstone(msgspec.Struct, array_like=True):
     seq: int
     event_id: str
     author: str
+    project: str | None = None  # the shared project it names (servers from schema v2 say it)
+
+
+class Skipped(msgspec.Struct, array_like=True):
+    """A row the server holds that is too large to pull: its cursor passes it, a log line names it."""
+
+    seq: int
+    author: str
+    size: int
 
 
 @dataclass
@@ -331,11 +345,18 @@ class Page:
     sessions: list[InSession]
     tombstones: list[InTombstone]
     cursors: dict[str, int]  # feed -> the highest seq read (stored with the rows)
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 def cursors(conn: sqlite3.Connection, link_key: str) -> dict[str, int]:
     rows = conn.execute("SELECT feed, seq FROM team_cursors WHERE link = ?", (link_key,)).fetchall()
     return {str(feed): int(seq) for feed, seq in rows}
+
+
+def team_session_id(author: str, session_id: str) -> str:
+    """A teammate's session as this store keeps it: its own id space, apart from every session of this
+    user, so a teammate's row never joins one of mine whatever session id it carries (m014)."""
+    return f"team/{author}/{session_id}"
 
 
 _INSERT_OBS: Final = (
@@ -356,80 +377,128 @@ def local_event_id(event_id: str, ordinal: int) -> str:
     return event_id if not ordinal else f"{event_id}:{ordinal}"
 
 
-def apply_page(db: sqlite3.Connection, link: Link, page: Page, next_id: int, window_days: float, now: float) -> int:
-    """Store one pulled page and its cursors in ONE transaction (BEGIN IMMEDIATE to COMMIT); return
-    the next free observation id. Rows older than the window are skipped (the cursor passes them),
-    one's own rows (same event id) are already here, tombstones delete the local copies."""
+def hidden_among(conn: sqlite3.Connection, event_ids: Sequence[str]) -> set[str]:
+    """Which of these event ids this user forgot or a tombstone removed here (never stored again)."""
+    if not event_ids or not has_team_tables(conn):
+        return set()
+    rows = conn.execute(
+        "SELECT event_id FROM team_hidden WHERE event_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(event_ids)),),
+    )
+    return {str(r[0]) for r in rows}
+
+
+def store_observations(
+    db: sqlite3.Connection,
+    link: Link,
+    observations: Sequence[InObservation],
+    next_id: int,
+    window_days: float,
+    now: float,
+) -> int:
+    """Store pulled observations (one's own are not pulled; a repeat is ignored by its event id);
+    return the next free observation id. Rows older than the window are skipped, and rows this user
+    forgot (`team_hidden`). Each keeps its author and lives in its author's session space."""
     by_id = link.by_id
     since = now - window_days * DAY_S if window_days > 0 else 0.0
+    hidden = hidden_among(db, [local_event_id(o.event_id, o.ordinal) for o in observations])
     rows: list[tuple[Any, ...]] = []
-    for o in page.observations:
+    for o in observations:
         project = by_id.get(o.project)
-        if project is None or o.created_at < since:
+        event_id = local_event_id(o.event_id, o.ordinal)
+        if project is None or o.created_at < since or event_id in hidden:
             continue
         kind = o.kind if o.kind in OBSERVATION_TYPES else "event"
         command = _command_of(o) if kind in ("command", "error") else None
         rows.append(
             (
-                next_id, local_event_id(o.event_id, o.ordinal), o.session_id, project.root, o.created_at, o.created_at,
-                kind, o.title, o.body, to_local(o.files[0] if o.files else None, project.root), command,
+                next_id, event_id, team_session_id(o.author, o.session_id), project.root, o.created_at,
+                o.created_at, kind, o.title, o.body, to_local(o.files[0] if o.files else None, project.root), command,
                 stored_agent(o.agent), o.author, o.machine, o.seq,
             )
         )  # fmt: skip
         next_id += 1
-    sessions = [
-        (link.team, s.session_id, s.author, s.machine, stored_agent(s.agent), by_id[s.project].root, s.started_at,
-         s.ended_at, s.summary, s.seq)
-        for s in page.sessions
-        if s.project in by_id and (s.ended_at or s.started_at or now) >= since
-    ]  # fmt: skip
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if rows:
-            db.executemany(_INSERT_OBS, rows)
-        if sessions:
-            db.executemany(
-                "INSERT INTO team_sessions(team, session_id, author, machine, agent, project, started_at, ended_at,"
-                " summary, team_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(team, session_id, author)"
-                " DO UPDATE SET summary = excluded.summary, ended_at = excluded.ended_at, team_seq = excluded.team_seq",
-                sessions,
-            )
-        if page.tombstones:
-            _delete_events(db, [t.event_id for t in page.tombstones])
-        pulled = len(rows) + len(sessions) + len(page.tombstones)
-        for feed, seq in page.cursors.items():
-            db.execute(
-                "INSERT INTO team_cursors(link, feed, seq) VALUES (?, ?, ?)"
-                " ON CONFLICT(link, feed) DO UPDATE SET seq = max(seq, excluded.seq)",
-                (link.key, feed, seq),
-            )
-        db.execute(
-            "INSERT INTO team_links(link, last_pull_at, pulled) VALUES (?, ?, ?) ON CONFLICT(link) DO UPDATE"
-            " SET last_pull_at = excluded.last_pull_at, pulled = pulled + excluded.pulled",
-            (link.key, now, pulled),
-        )
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+    if rows:
+        db.executemany(_INSERT_OBS, rows)
     return next_id
 
 
-def _delete_events(db: sqlite3.Connection, event_ids: list[str]) -> None:
-    """Delete the observations these tombstones name, as purge deletes (FTS entries and prompts too)."""
-    db.execute("CREATE TEMP TABLE IF NOT EXISTS purge_ids (id INTEGER PRIMARY KEY)")
-    db.execute("DELETE FROM temp.purge_ids")
+def store_sessions(
+    db: sqlite3.Connection, link: Link, sessions: Sequence[InSession], window_days: float, now: float
+) -> None:
+    """Store pulled session summaries; an empty one is a summary removed (a purge on its machine)."""
+    by_id = link.by_id
+    since = now - window_days * DAY_S if window_days > 0 else 0.0
+    keep, gone = [], []
+    for s in sessions:
+        if s.project not in by_id:
+            continue
+        local_id = team_session_id(s.author, s.session_id)
+        if not s.summary:
+            gone.append((link.team, local_id, s.author))
+        elif (s.ended_at or s.started_at or now) >= since:
+            keep.append(
+                (link.team, local_id, s.author, s.machine, stored_agent(s.agent), by_id[s.project].root, s.started_at,
+                 s.ended_at, s.summary, s.seq)
+            )  # fmt: skip
+    if keep:
+        db.executemany(
+            "INSERT INTO team_sessions(team, session_id, author, machine, agent, project, started_at, ended_at,"
+            " summary, team_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(team, session_id, author)"
+            " DO UPDATE SET summary = excluded.summary, ended_at = excluded.ended_at, team_seq = excluded.team_seq",
+            keep,
+        )
+    if gone:
+        db.executemany("DELETE FROM team_sessions WHERE team = ? AND session_id = ? AND author = ?", gone)
+
+
+def tombstoned(
+    conn: sqlite3.Connection, link: Link, tombstones: Sequence[InTombstone], admins: Sequence[str]
+) -> list[int]:
+    """The local observations these pulled tombstones may delete: a teammate's row (never one of this
+    user's own) of the project the tombstone came from, whose author or a team admin wrote it."""
+    if not tombstones:
+        return []
+    roots = link.roots
+    by_id = link.by_id
+    ids: list[int] = []
+    for t in tombstones:
+        rows = conn.execute(
+            "SELECT id, author, project FROM observations WHERE event_id = ? AND author IS NOT NULL", (t.event_id,)
+        ).fetchall()
+        for oid, author, root in rows:
+            if root not in roots:
+                continue  # not a project shared through this link
+            if t.project is not None and (t.project not in by_id or by_id[t.project].root != root):
+                continue  # another project's
+            if t.author == author or t.author in admins:
+                ids.append(int(oid))
+    return ids
+
+
+def move_cursors(db: sqlite3.Connection, link_key: str, moved: dict[str, int], pulled: int, now: float) -> None:
+    """The feeds' cursors after what was stored, in the same transaction as it."""
+    for feed, seq in moved.items():
+        db.execute(
+            "INSERT INTO team_cursors(link, feed, seq) VALUES (?, ?, ?)"
+            " ON CONFLICT(link, feed) DO UPDATE SET seq = max(seq, excluded.seq)",
+            (link_key, feed, seq),
+        )
     db.execute(
-        "INSERT OR IGNORE INTO temp.purge_ids(id) SELECT id FROM observations"
-        " WHERE event_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(event_ids),),
+        "INSERT INTO team_links(link, last_pull_at, pulled) VALUES (?, ?, ?) ON CONFLICT(link) DO UPDATE"
+        " SET last_pull_at = excluded.last_pull_at, pulled = pulled + excluded.pulled",
+        (link_key, now, pulled),
     )
-    db.execute("UPDATE events SET observation_id = NULL WHERE observation_id IN (SELECT id FROM temp.purge_ids)")
-    db.execute("DELETE FROM prompts WHERE observation_id IN (SELECT id FROM temp.purge_ids)")
-    db.execute("DELETE FROM team_outbox WHERE op = 'obs' AND CAST(ref AS INTEGER) IN (SELECT id FROM temp.purge_ids)")
-    db.execute("DELETE FROM observations WHERE id IN (SELECT id FROM temp.purge_ids)")
-    db.execute("DELETE FROM temp.purge_ids")
+
+
+def apply_page(db: sqlite3.Connection, link: Link, page: Page, next_id: int, window_days: float, now: float) -> int:
+    """A whole pulled page at once (tests and tools; the daemon stores it in small steps, sync.py):
+    its observations, sessions and cursors; return the next free observation id. Tombstones are the
+    caller's (they delete through purge)."""
+    next_id = store_observations(db, link, page.observations, next_id, window_days, now)
+    store_sessions(db, link, page.sessions, window_days, now)
+    move_cursors(db, link.key, page.cursors, len(page.observations) + len(page.sessions), now)
+    return next_id
 
 
 # --- the window: teammates' rows older than team_window_days go (maintenance) ----------------------
@@ -437,30 +506,23 @@ def _delete_events(db: sqlite3.Connection, event_ids: list[str]) -> None:
 
 def prune_step(db: sqlite3.Connection, window_days: float, now: float, batch: int) -> int:
     """Delete up to `batch` teammates' observations older than the window (and their sessions);
-    one short transaction. Returns how many observations went."""
+    inside one short Store.transaction. Returns how many observations went."""
     if window_days <= 0:
         return 0
     before = now - window_days * DAY_S
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        db.execute("CREATE TEMP TABLE IF NOT EXISTS purge_ids (id INTEGER PRIMARY KEY)")
-        db.execute("DELETE FROM temp.purge_ids")
-        db.execute(
-            "INSERT INTO temp.purge_ids(id) SELECT id FROM observations WHERE author IS NOT NULL AND ts < ?"
-            " ORDER BY author, ts LIMIT ?",
-            (before, batch),
-        )
-        gone = int(db.execute("SELECT count(*) FROM temp.purge_ids").fetchone()[0])
-        db.execute("DELETE FROM prompts WHERE observation_id IN (SELECT id FROM temp.purge_ids)")
-        db.execute("DELETE FROM observations WHERE id IN (SELECT id FROM temp.purge_ids)")
-        db.execute("DELETE FROM temp.purge_ids")
-        if gone < batch:
-            db.execute("DELETE FROM team_sessions WHERE coalesce(ended_at, started_at, 0) < ?", (before,))
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS purge_ids (id INTEGER PRIMARY KEY)")
+    db.execute("DELETE FROM temp.purge_ids")
+    db.execute(
+        "INSERT INTO temp.purge_ids(id) SELECT id FROM observations WHERE author IS NOT NULL AND ts < ?"
+        " ORDER BY author, ts LIMIT ?",
+        (before, batch),
+    )
+    gone = int(db.execute("SELECT count(*) FROM temp.purge_ids").fetchone()[0])
+    db.execute("DELETE FROM prompts WHERE observation_id IN (SELECT id FROM temp.purge_ids)")
+    db.execute("DELETE FROM observations WHERE id IN (SELECT id FROM temp.purge_ids)")
+    db.execute("DELETE FROM temp.purge_ids")
+    if gone < batch:
+        db.execute("DELETE FROM team_sessions WHERE coalesce(ended_at, started_at, 0) < ?", (before,))
     return gone
 
 

@@ -14,7 +14,7 @@ import logging
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -26,7 +26,7 @@ import msgspec
 from nmemd.config import tunable
 from nmemd.errors import StorageError, TeamError
 from nmemd.store import readers
-from nmemd.store.database import on_writer_thread, translate
+from nmemd.store.database import Store
 from nmemd.team import client, local
 from nmemd.team.local import Link
 
@@ -41,7 +41,10 @@ BACKOFF_MIN_S: Final = 0.5
 BACKOFF_MAX_S: Final = 30.0
 PUSH_POLL_S: Final = 5.0  # the outbox is looked at this often even without a commit (a missed wake-up)
 LISTEN_CHECK_S: Final = 10.0  # the listening connection is checked alive this often
-PULL_PAGE: Final = 1000
+# Pulled rows are stored (and indexed) this many at a time, each a transaction of a few ms: a hook's
+# commit waits for one at most (bench_team_sync.py: hooks during a pull).
+APPLY_ROWS: Final = 25
+APPLY_BYTES: Final = 32 * 1024
 PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one push transaction carries
 # After a wake-up, wait this long before reading the outbox (or the feed): the commits and notifications
 # of a busy moment are taken in one batch instead of one round trip each, and the hooks' commits share
@@ -88,14 +91,16 @@ class _Wake:
 class TeamSync:
     """The daemon's sync service: one task (`run`), started with the daemon's services."""
 
-    def __init__(self, daemon: Host) -> None:
+    def __init__(self, daemon: Host, delete_rows: Callable[[list[int]], Awaitable[object]]) -> None:
         self.daemon = daemon
+        # What a pulled tombstone's delete runs: purge's, without queueing tombstones (the daemon's).
+        self.delete_rows = delete_rows
         self.changed = anyio.Event()
         self.status: dict[str, LinkStatus] = {}
         self.links: dict[str, Link] = {}
         self._wake: dict[str, _Wake] = {}
-        self._hooked = False
-        self._search_conns: dict[str, Any] = {}
+        self._stop_listening: Callable[[], None] | None = None
+        self._search_pools: dict[str, Any] = {}  # link key -> psycopg_pool.AsyncConnectionPool
         self._search_lock = anyio.Lock()
         self.machine = local.machine_name()
 
@@ -106,37 +111,29 @@ class TeamSync:
         for wake in self._wake.values():
             wake.push.set()
 
-    def _hook_commits(self) -> None:
-        if self._hooked:
-            return
-        store = self.daemon.ingestor.store
-        before = store.on_commit
+    @property
+    def store(self) -> Store:
+        return self.daemon.ingestor.store
 
-        def on_commit() -> None:
-            before()
-            self.committed()
-
-        store.on_commit = on_commit
-        self._hooked = True
+    def _listen_to_commits(self) -> None:
+        if self._stop_listening is None:
+            self._stop_listening = self.store.add_commit_listener(self.committed)
 
     def reload(self) -> None:
         """The shared projects changed (join, leave): links are rebuilt."""
         self.changed.set()
 
-    async def writer(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(sqlite3_connection, *args)` on the daemon's write connection, as a batch commit runs."""
-        store = self.daemon.ingestor.store
-        async with store.lock:
-            with anyio.CancelScope(shield=True):
-                try:
-                    result = await on_writer_thread(store.conn, fn, *args)
-                except sqlite3.Error as exc:
-                    raise translate(exc) from exc
-                store.committed()
-        return result
-
     async def run(self) -> None:
         """Until the daemon stops: the links of the shared projects, rebuilt when they change."""
+        try:
+            await self._run()
+        finally:
+            if self._stop_listening is not None:
+                self._stop_listening()
+                self._stop_listening = None
+            await self._close_search_pools()
+
+    async def _run(self) -> None:
         db = self.daemon.settings.db
         while True:
             self.changed = anyio.Event()
@@ -147,10 +144,11 @@ class TeamSync:
                 projects = []
             self.links = {link.key: link for link in local.links(projects)}
             self.status = {k: v for k, v in self.status.items() if k in self.links}
+            await self._close_search_pools(keep=set(self.links))
             if not self.links:
                 await self.changed.wait()
                 continue
-            self._hook_commits()
+            self._listen_to_commits()
             async with anyio.create_task_group() as tg:
                 for link in self.links.values():
                     tg.start_soon(self._link_forever, link)
@@ -207,6 +205,7 @@ class TeamSync:
                     await listen_conn.execute(f"LISTEN {client.CHANNEL}")
                 try:
                     st.schema_version = facts.schema_version
+                    await self.store.transaction(local.note_admin, link.key, link.team in facts.admin_of)
                     st.state, st.error, st.retry_in_s = "ok", None, None
                     LOG.info("team %s: connected to %s as %s", link.team, st.server, facts.member)
                     async with anyio.create_task_group() as tg:
@@ -280,7 +279,7 @@ class TeamSync:
             LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
 
     async def _ack(self, link: Link, outbox_ids: list[int], count: int) -> None:
-        await self.writer(local.ack, link.key, outbox_ids, count, time.time())
+        await self.store.transaction(local.ack, link.key, outbox_ids, count, time.time())
         LOG.debug(
             "team %s: acked %d outbox rows (%d..%d)", link.team, len(outbox_ids), min(outbox_ids), max(outbox_ids)
         )
@@ -295,10 +294,15 @@ class TeamSync:
             wake.pull = anyio.Event()
             while True:
                 after = await readers.run(db, local.cursors, link.key)
+                if "observations" not in after:  # a join: only the window it keeps, not the project's history
+                    with anyio.fail_after(OP_TIMEOUT_S):
+                        start = await client.window_start(conn, link.team, projects, self._window_since())
+                    await self.store.transaction(local.move_cursors, link.key, {"observations": start}, 0, time.time())
+                    continue
                 with anyio.fail_after(OP_TIMEOUT_S):
-                    page, more = await client.pull(conn, link.team, projects, self.machine, after, PULL_PAGE)
+                    page, more = await client.pull(conn, link.team, projects, self.machine, after)
                 if page.cursors:
-                    st.pulled += await self.writer(self._apply, link, page)
+                    st.pulled += await self._store_page(conn, link, page)
                 st.last_pull_at = time.time()
                 if not more:
                     break
@@ -310,12 +314,45 @@ class TeamSync:
             with anyio.move_on_after(settings.team_pull_interval_s):
                 await wake.pull.wait()
 
-    def _apply(self, db: sqlite3.Connection, link: Link, page: local.Page) -> int:
-        """On the writer thread, under the store lock: one pulled page and its cursors, one transaction."""
-        store = self.daemon.ingestor.store
+    def _window_since(self) -> float:
+        days = self.daemon.settings.team_window_days
+        return time.time() - days * local.DAY_S if days > 0 else 0.0
+
+    async def _store_page(self, conn: psycopg.AsyncConnection[Any], link: Link, page: local.Page) -> int:
+        """One pulled page into the store in short transactions, each with its rows' full-text
+        entries and its cursor: a hook's commit waits for one of them at most, never for the page
+        (nor indexes the pulled rows itself). A crash between them pulls the rest again."""
+        for skipped in page.skipped:
+            LOG.warning(
+                "team %s: skipped row seq %d by %s: %d bytes, over the %d a row may have",
+                link.team, skipped.seq, skipped.author, skipped.size, client.ROW_MAX_BYTES,
+            )  # fmt: skip
+        now = time.time()
+        for chunk in _chunks(page.observations):
+            await self.store.transaction(self._store_rows, link, chunk, now)
+        if page.tombstones:
+            with anyio.fail_after(OP_TIMEOUT_S):
+                admins = await client.admins(conn, link.team)
+            ids = await readers.run(self.daemon.settings.db, local.tombstoned, link, page.tombstones, admins)
+            if ids:  # deleted as a purge deletes: full-text entries, prompts, every copy of their text
+                await self.delete_rows(ids)
         window = self.daemon.settings.team_window_days
-        store.next_observation_id = local.apply_page(db, link, page, store.next_observation_id, window, time.time())
+        await self.store.transaction(self._store_rest, link, page, window, now)
         return len(page.observations) + len(page.sessions) + len(page.tombstones)
+
+    def _store_rows(self, db: sqlite3.Connection, link: Link, rows: list[local.InObservation], now: float) -> None:
+        """On the writer thread, inside a transaction: a few pulled rows, indexed, and their cursor."""
+        store = self.store
+        window = self.daemon.settings.team_window_days
+        end = local.store_observations(db, link, rows, store.next_observation_id, window, now)
+        local.move_cursors(db, link.key, {"observations": rows[-1].seq}, len(rows), now)
+        if end > store.next_observation_id:
+            store.next_observation_id = end  # an id taken by a rolled-back transaction is a harmless gap
+            store.index_on_thread(db, end)
+
+    def _store_rest(self, db: sqlite3.Connection, link: Link, page: local.Page, window: float, now: float) -> None:
+        local.store_sessions(db, link, page.sessions, window, now)
+        local.move_cursors(db, link.key, page.cursors, len(page.sessions) + len(page.tombstones), now)
 
     async def _listener(self, conn: psycopg.AsyncConnection[Any], link: Link, wake: _Wake, own_pid: int) -> None:
         while True:
@@ -336,7 +373,8 @@ class TeamSync:
 
     async def search(self, root: str | None, query: str, limit: int, author: str | None, timeout_s: float) -> Any:
         """Hits from the server's full text (team-server's `search_team`), or a one-line note of why
-        none: bounded by `timeout_s` whatever the network does."""
+        none: bounded by `timeout_s` whatever the network does. Searches at once each take their own
+        connection of the link's pool; a connection a search gave up on mid-query is closed by it."""
         from nmemd.team import server_search
 
         targets = [(link, p) for link in self.links.values() for p in link.projects if root is None or p.root == root]
@@ -349,34 +387,58 @@ class TeamSync:
                     notes.append(f"team server not asked: {st.error or st.state}")
                     continue
                 try:
-                    conn = await self._search_conn(link)
-                    found = await server_search.search_team(
-                        conn,
-                        team=link.team,
-                        project=project.project_id,
-                        query=query,
-                        limit=limit,
-                        author=author,
-                        timeout_ms=max(1, int(timeout_s * 1000)),
-                    )
+                    pool = await self._search_pool(link)
+                    async with pool.connection(timeout=timeout_s) as conn:
+                        found = await server_search.search_team(
+                            conn,
+                            team=link.team,
+                            project=project.project_id,
+                            query=query,
+                            limit=limit,
+                            author=author,
+                            timeout_ms=max(1, int(timeout_s * 1000)),
+                        )
                 except Exception as exc:
-                    self._search_conns.pop(link.key, None)
                     notes.append(f"team server not asked: {client.describe(_first_leaf(exc), link.dsn)}")
                     continue
                 hits.extend((project, h) for h in found)
         if scope.cancelled_caught:
             notes.append("team server not asked: it did not answer within the search's time")
-            for key in list(self._search_conns):
-                conn = self._search_conns.pop(key)
-                await _close(conn)
+        if hits:  # what this user forgot stays forgotten, whatever the server still holds
+            hidden = await readers.run(self.daemon.settings.db, local.hidden_among, [h.event_id for _, h in hits])
+            hits = [(p, h) for p, h in hits if h.event_id not in hidden]
         return hits, notes
 
-    async def _search_conn(self, link: Link) -> Any:
+    async def _search_pool(self, link: Link) -> Any:
         async with self._search_lock:
-            conn = self._search_conns.get(link.key)
-            if conn is None or conn.closed:
-                conn = self._search_conns[link.key] = await client.connect(link.dsn)
-            return conn
+            pool = self._search_pools.get(link.key)
+            if pool is None:
+                pool = self._search_pools[link.key] = await client.search_pool(link.dsn)
+            return pool
+
+    async def _close_search_pools(self, keep: set[str] | None = None) -> None:
+        """Close the pools of links that went (all of them at stop): their connections end."""
+        for key in [k for k in self._search_pools if keep is None or k not in keep]:
+            pool = self._search_pools.pop(key)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+                try:
+                    await pool.close(timeout=2.0)
+                except Exception:
+                    LOG.debug("closing a team search pool failed", exc_info=True)
+
+
+def _chunks(rows: list[local.InObservation]) -> Iterator[list[local.InObservation]]:
+    """Pulled rows in the few a short transaction stores (APPLY_ROWS, or APPLY_BYTES of text)."""
+    chunk: list[local.InObservation] = []
+    size = 0
+    for row in rows:
+        chunk.append(row)
+        size += len(row.title) + len(row.body)
+        if len(chunk) >= APPLY_ROWS or size >= APPLY_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

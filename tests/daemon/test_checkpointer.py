@@ -45,7 +45,7 @@ async def test_sustained_writes_restart_the_wal_instead_of_growing_it() -> None:
     settings = config.load()
     async with open_store(settings) as store:
         checkpointer = Checkpointer(store, interval=0.0, restart_frames=64)
-        store.on_commit = checkpointer.committed
+        store.add_commit_listener(checkpointer.committed)
         frames_seen: list[int] = []
         batches = 0
         async with anyio.create_task_group() as tg:

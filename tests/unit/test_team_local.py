@@ -106,7 +106,7 @@ def test_outbox_holds_shared_projects_only_and_tombstones_from_purge(tmp_path: P
     anyio.run(_store_do, settings, lambda store: None)  # migrate
     db = sqlite3.connect(settings.db, isolation_level=None)
     shared = local.SharedProject(root="/w/api", project_id="github.com/acme/api", team="t", dsn="host=x", member="al")
-    local.in_transaction(db, local.join, shared, 30.0)
+    local.join(db, shared, 30.0)
     _insert(db, 1, "/w/api", "e1", "edit shared")
     _insert(db, 2, "/w/other", "e2", "edit private project")
     _insert(db, 3, "/w/api", "e3", "prompt typed", "prompt")
@@ -124,7 +124,7 @@ def test_pulled_page_lands_once_with_its_cursor_and_tombstones_delete(tmp_path: 
     anyio.run(_store_do, settings, lambda store: None)
     db = sqlite3.connect(settings.db, isolation_level=None)
     shared = local.SharedProject(root="/w/api", project_id="github.com/acme/api", team="t", dsn="host=x", member="al")
-    local.in_transaction(db, local.join, shared, 30.0)
+    local.join(db, shared, 30.0)
     link = local.links(local.shared_projects(db))[0]
     now = time.time()
     obs = [
@@ -153,9 +153,11 @@ def test_pulled_page_lands_once_with_its_cursor_and_tombstones_delete(tmp_path: 
     assert [h.author for h in found["hits"]] == ["kim"]
     assert methods.run_query(db, "search", {"query": "websocket", "project": "/w/api", "mine": True}) == []
     assert {h.author for h in methods.run_query(db, "recent", {"project": "/w/api"})} == {"kim"}  # the viewer's feed
-    local.apply_page(db, link, local.Page([], [], [local.InTombstone(10, "k2", "kim")], {"tombstones": 10}), again,
-                     30.0, now)  # fmt: skip
-    assert [r[0] for r in db.execute("SELECT event_id FROM observations")] == ["k1"]
+    # a tombstone names the rows it may delete: its author's (or, by a team admin, anyone's), never by another
+    assert local.tombstoned(db, link, [local.InTombstone(10, "k2", "lee")], admins=[]) == []
+    (k2,) = local.tombstoned(db, link, [local.InTombstone(10, "k2", "kim")], admins=[])
+    assert local.tombstoned(db, link, [local.InTombstone(10, "k2", "lee")], admins=["lee"]) == [k2]
+    db.execute("DELETE FROM observations WHERE id = ?", (k2,))
     assert local.prune_step(db, 30.0, now + 31 * 86400, 100) == 1  # the window: teammates' rows age out
     assert db.execute("SELECT count(*) FROM observations").fetchone()[0] == 0
     db.close()
