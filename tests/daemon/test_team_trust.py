@@ -42,7 +42,7 @@ def team(pg_db: Database, tmp_path: Path) -> Iterator[tuple[Database, Member, Me
 
 
 def _join(m: Member, project: Path, *extra: str) -> None:
-    done = m.nmem("team", "join", m.dsn, "--project", str(project), "--json", *extra)
+    done = m.nmem("team", "join", "--project", str(project), "--json", *extra, stdin=m.dsn)
     assert done.returncode == 0, done.stderr
 
 
