@@ -108,7 +108,9 @@ def remove_member(dsn: AdminDsn, team: TeamOpt, member: Member, insecure: Insecu
     else:
         typer.echo(f"{member} removed from team {team}")
     if removed.role_dropped:
-        typer.echo(f"role {member} dropped (in no other team)")
+        typer.echo(f"role {member} dropped (in no other team): its login and open connections are gone")
+    elif removed.kept_for:
+        typer.echo(f"role {member} kept: nmem database {', '.join(removed.kept_for)} of this cluster uses it")
 
 
 # The member's commands: join, leave, status (nmemd/cli/team_member.py).

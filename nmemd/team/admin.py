@@ -11,12 +11,12 @@ import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 from urllib.parse import quote, urlencode
 
 from nmemd.errors import TeamError
-from nmemd.team import needs_psycopg, schema, transport
+from nmemd.team import needs_psycopg, roles, schema, transport
 
 if TYPE_CHECKING:
     import psycopg
@@ -111,6 +111,7 @@ class Removed:
     member: str
     was_member: bool
     role_dropped: bool
+    kept_for: list[str] = field(default_factory=list)  # other nmem databases of the cluster that use the role
 
 
 def init(dsn: str, team: str, *, insecure: bool = False) -> Initialized:
@@ -119,6 +120,7 @@ def init(dsn: str, team: str, *, insecure: bool = False) -> Initialized:
     with connect(dsn, insecure) as conn:
         before, after = schema.migrate(conn)
         with conn.transaction():
+            roles.ensure_marker(conn)  # the members already here, from before markers
             row = conn.execute(
                 "INSERT INTO nmem.teams (name) VALUES (%s) ON CONFLICT DO NOTHING RETURNING name", (team,)
             ).fetchone()
@@ -198,6 +200,9 @@ def add_member(
             conn.execute(sql.SQL(verb).format(ident, sql.Literal(hashed)))
         if created:
             conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(schema.MEMBER_ROLE), ident))
+        else:
+            conn.execute(sql.SQL("ALTER ROLE {} LOGIN").format(ident))  # a member removed half-way comes back
+        roles.ensure_marker(conn, [member])
         conn.execute(
             "INSERT INTO nmem.members (team, member, is_admin) VALUES (%s, %s, %s)"
             " ON CONFLICT (team, member) DO UPDATE SET is_admin = excluded.is_admin",
@@ -207,9 +212,10 @@ def add_member(
 
 
 def remove_member(dsn: str, team: str, member: str, *, insecure: bool = False) -> Removed:
-    """Take `member` out of `team` (their access ends with their next statement); drop their role
-    when they are in no other team. Their rows stay (an admin purges them with tombstones)."""
-    import psycopg
+    """Take `member` out of `team` (their access ends with their next statement). When they are in
+    no other team here and no other nmem database of the cluster uses the role, end the role:
+    NOLOGIN, their connections terminated, what they own dropped, DROP ROLE (team.roles). Running
+    it again finishes what a refused step left. Their rows stay (an admin purges them with tombstones)."""
     from psycopg import sql
 
     check_team(team)
@@ -225,13 +231,14 @@ def remove_member(dsn: str, team: str, member: str, *, insecure: bool = False) -
                 "SELECT pg_has_role(oid, %s, 'MEMBER') AND NOT rolsuper FROM pg_roles WHERE rolname = %s",
                 (schema.MEMBER_ROLE, member),
             ).fetchone()
-            drop = bool(is_nmem and is_nmem[0] and left is not None and left[0] == 0)
-        if drop:
-            try:  # their open sessions end too, where this admin may signal them (RLS shuts them out anyway)
-                with conn.transaction():
-                    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (member,))
-            except psycopg.Error:
-                pass
-            with conn.transaction():
-                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(member)))
-    return Removed(member, gone is not None, drop)
+            in_no_team = bool(left is not None and left[0] == 0)
+            if in_no_team and is_nmem:
+                here = roles.ensure_marker(conn, [])
+                conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(here), sql.Identifier(member)))
+            elsewhere = roles.used_elsewhere(conn, member) if is_nmem else []
+        if not (is_nmem and is_nmem[0] and in_no_team) or elsewhere:
+            return Removed(member, gone is not None, False, elsewhere)
+        ended = roles.end_role(conn, dsn, member)
+    if ended.blocked:
+        raise roles.describe_blocked(member, ended.blocked)
+    return Removed(member, gone is not None, ended.dropped)

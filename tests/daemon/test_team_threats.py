@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from support.db import db_rows
-from support.helpers import wait_until
+from support.helpers import nmem, wait_until
 from support.mcp_client import bridge_params, call, mcp_session
-from support.pg_cluster import Database
+from support.pg_cluster import Cluster, Database
 from support.team_hostile import CONTROL, HOSTILE, on_terminal, raw_sql, stored_text
 from support.team_world import Member, Proxy
 
@@ -209,3 +210,48 @@ def test_a_non_local_server_needs_verified_tls_or_the_word_insecure(
     )
     with pytest.raises(TeamError, match="--insecure"):
         admin.init(make_conninfo(db.admin_dsn, host="db.example.test", hostaddr="127.0.0.1", sslmode="disable"), "acme")
+
+
+# --- findings 12 and 13: a removed member has nothing; a removal never reaches another database's team
+
+
+def test_remove_member_ends_a_hostile_members_access_for_good(pg_db: Database) -> None:
+    admin.init(pg_db.admin_dsn, "acme")
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    # kim prepares: large objects (any role may create them) here and in the cluster's own database,
+    # which would make DROP ROLE fail, and a connection held open
+    raw_sql(kim, "SELECT lo_create(0)")
+    raw_sql(make_conninfo(kim, dbname="postgres"), "SELECT lo_create(0)")
+    held = psycopg.connect(kim, autocommit=True)
+    try:
+        done = nmem("team", "remove-member", pg_db.admin_dsn, "--team", "acme", "kim")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1].startswith("role kim dropped"), done.stdout
+        assert pg_db.execute("SELECT count(*) FROM pg_roles WHERE rolname = 'kim'") == [(0,)]
+        assert pg_db.execute("SELECT count(*) FROM pg_largeobject_metadata") == [(0,)]
+        assert pg_db.cluster.execute("SELECT count(*) FROM pg_largeobject_metadata") == [(0,)]
+        with pytest.raises(psycopg.Error):
+            held.execute("SELECT count(*) FROM nmem.observations")
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(kim)
+    finally:
+        held.close()
+    again = nmem("team", "remove-member", pg_db.admin_dsn, "--team", "acme", "kim")
+    assert (again.returncode, again.stdout) == (0, "kim was not a member of team acme\n"), again
+
+
+def test_a_removal_in_one_database_keeps_the_role_another_nmem_database_uses(
+    pg_db: Database, pg_cluster: Cluster
+) -> None:
+    admin.init(pg_db.admin_dsn, "acme")
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    with pg_cluster.database() as other:  # another nmem database on the same cluster, its own admin
+        admin.init(other.admin_dsn, "beta")
+        assert admin.add_member(other.admin_dsn, "beta", "kim").role_created is False
+        removed = admin.remove_member(pg_db.admin_dsn, "acme", "kim")
+        assert removed == admin.Removed("kim", True, False, [other.name])
+        there = make_conninfo(kim, dbname=other.name)
+        assert raw_sql(there, "SELECT team FROM nmem.members WHERE member = session_user") == [("beta",)]
+        assert raw_sql(kim, "SELECT count(*) FROM nmem.members") == [(0,)]  # nothing of acme any more
+        assert admin.remove_member(other.admin_dsn, "beta", "kim").role_dropped
+        assert pg_db.execute("SELECT count(*) FROM pg_roles WHERE rolname = 'kim'") == [(0,)]
