@@ -275,13 +275,13 @@ def _score(
     recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
     weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
     if r[1] == "command" and r[9]:
-        weight *= _command_weight(r[9])
+        weight *= command_weight(r[9])
     # coverage counts most: all the words before some of them
     return -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
 
 
 @lru_cache(maxsize=4096)
-def _command_weight(command: str) -> float:
+def command_weight(command: str) -> float:
     """Build and test commands above trivial ones; a commit's message restates the work it records,
     and the rows that did the work answer better. Cached: hits repeat commands."""
     return COMMAND_KIND_WEIGHT[0 if _COMMIT.match(command) else command_kind(command)]

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Final
 
 from nmemd.errors import QueryError
-from nmemd.recall import lookups, ranking, snippets
+from nmemd.recall import lookups, ranking, snippets, turns
 from nmemd.recall.queries import Filters, Hit, checked_limit, marks, teammates_of
 from nmemd.recall.terms import Query, parse
 
@@ -55,9 +55,10 @@ def search(
         raise QueryError("a filter is not valid Unicode text") from None
     finally:
         conn.set_progress_handler(None, 0)
-    best = _fold(hits)[:limit]
+    why = bool(snippets.ASKS_WHY.search(text))
+    best = turns.surface(conn, query, _fold(hits)[: limit + turns.TURN_TOP], idf, why)[:limit]
     teammates_of(conn, best)
-    _snippets(conn, query, best, contents, bool(snippets.ASKS_WHY.search(text)))
+    _snippets(conn, query, best, contents, why)
     return best
 
 

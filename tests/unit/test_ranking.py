@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import claude_bash, claude_edit, claude_event, claude_tool
+from support.helpers import claude_bash, claude_edit, claude_event, claude_failure, claude_tool
 from support.store import STEP_S, stored
 
 from nmemd.recall.queries import Filters, Hit
@@ -133,3 +133,20 @@ def test_the_limit_holds_and_the_best_score_comes_first(project: str) -> None:
     assert [h.similar for h in hits] == [0] * 20
     scores = [h.score for h in hits]
     assert all(s is not None for s in scores) and scores == sorted(scores)  # type: ignore[type-var]  # lower is better
+
+
+def test_an_event_is_found_with_the_words_of_its_turn_before_the_prompt(project: str) -> None:
+    """Asked in the prompt's words, the answer is an event of its turn that holds none of them (issue #39)."""
+    ranked = searcher([
+        _prompt(project, "lets deploy to update my github pages"),
+        claude_bash(SID, project, "gh workflow list", "deploy  active  1234"),
+        claude_failure(SID, project, "gh run watch", "run ID required when not running interactively"),
+        _prompt(project, "now tidy the walrus readme"),
+        claude_bash(SID, project, "gh run list", "completed success deploy"),
+    ])  # fmt: skip
+    hits = ranked("what went wrong when we deployed to update my github pages?")
+    first = [h.title for h in hits[:3]]
+    assert any("gh run watch" in t for t in first[:2]), first  # the turn's failure, first
+    assert first.index("lets deploy to update my github pages") > next(
+        i for i, t in enumerate(first) if "gh run watch" in t
+    )  # the prompt after what came of it

@@ -1,0 +1,108 @@
+"""A turn's best events in place of the prompt search found (issue #39, "events ranked with their turn").
+
+A question put in the words of a prompt ("what went wrong when we deployed to update my github pages?")
+finds that prompt: its words are the question's. What answers it is an event of the same turn (a turn:
+a session's rows from one prompt up to the next), which seldom repeats those words: the failed
+`gh run watch` says "run ID required", nothing about deploying or pages. So each prompt among the first
+hits is preceded by its turn's best events: the event holding most of the query's words (weighted by
+their idf) of the kind the question asks about, its errors, commands and edits before the rest (never
+its reads), and the turn's first error (before the others when the question asks why or what went
+wrong). The printed line is the event's own; the prompt follows it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Final
+
+from nmemd.recall.queries import HIT_COLUMNS, Hit
+from nmemd.recall.ranking import SCORED_CHARS, TYPE_WEIGHT, command_weight
+from nmemd.recall.terms import Query
+
+TURN_TOP: Final = 3  # prompts among this many first hits get their turn's best event beside them
+FIRST_EVENTS: Final = 2  # events surfaced for the first such prompt (one for the others)
+TURN_ROWS: Final = 400  # rows of a turn looked at, at most (a turn of a long autonomous run is longer)
+WHY_ERROR: Final = 1.6  # "why" / "what went wrong": an error of the turn before its other events
+OWN_WORDS: Final = 1.0  # an event's own words (idf-weighted) against its kind's weight
+# What never answers for its turn: the prompt itself, todo snapshots, bookkeeping, and reads (what was looked at).
+_NOT_ANSWERS: Final = ("prompt", "task", "session", "event", "notification", "read")
+
+
+def surface(conn: sqlite3.Connection, query: Query, hits: list[Hit], idf: list[float], why: bool) -> list[Hit]:
+    """`hits` with each of the first TURN_TOP prompts preceded by its turn's best events (not shown already)."""
+    shown = {h.id for h in hits[: TURN_TOP + FIRST_EVENTS]}
+    out: list[Hit] = []
+    added: set[int] = set()
+    first = True
+    for rank, hit in enumerate(hits):
+        if hit.id in added:
+            continue  # surfaced earlier, beside its prompt
+        if rank >= TURN_TOP or hit.type != "prompt":
+            out.append(hit)
+            continue
+        for event in best_events(conn, query, hit, idf, why, FIRST_EVENTS if first else 1):
+            if event.id not in shown and event.id not in added:
+                event.score = hit.score
+                out.append(event)
+                added.add(event.id)
+        out.append(hit)  # after what came of it: the prompt is the question's own words
+        first = False
+    return out
+
+
+def best_events(conn: sqlite3.Connection, query: Query, prompt: Hit, idf: list[float], why: bool, n: int) -> list[Hit]:
+    """The turn's `n` best events (`surface`), best first; of equally good ones, its first and its last;
+    then its first error (the failure the rest of the turn worked around)."""
+    rows = _turn_rows(conn, prompt)
+    if not rows:
+        return []
+    scored = [(_worth(query, r, idf, why), r) for r in rows]
+    top = max(s for s, _ in scored)
+    tied = [r for s, r in scored if s == top]
+    picked = [tied[0]] + ([tied[-1]] if len(tied) > 1 else [])
+    errors = [r for _, r in scored if r[1] == "error"]
+    if errors and errors[0] not in picked:  # what went wrong first: the turn's first failure
+        picked.insert(0 if why else 1, errors[0])
+    if len(picked) < n:
+        rest = sorted(((s, r) for s, r in scored if s < top), key=lambda sr: -sr[0])
+        picked += [r for _, r in rest[: n - len(picked)]]
+    return [
+        Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7])
+        for r in picked[:n]
+    ]
+
+
+def _turn_rows(conn: sqlite3.Connection, prompt: Hit) -> list[tuple[Any, ...]]:
+    """The rows of the prompt's turn that may answer for it (ids after it, before the session's next prompt)."""
+    # Along the session's (session_id, ts) index: a turn's rows, however many other sessions stored meanwhile.
+    return conn.execute(
+        f"""SELECT {HIT_COLUMNS}, o.command, substr(o.content, 1, ?) FROM observations o
+            WHERE o.session_id = ? AND o.ts >= ? AND o.id > ? AND o.ts <= coalesce(
+                (SELECT min(p.ts) FROM prompts p WHERE p.session_id = ? AND p.observation_id > ?), 1e300)
+              AND o.id < coalesce(
+                (SELECT min(p.observation_id) FROM prompts p WHERE p.session_id = ? AND p.observation_id > ?),
+                9223372036854775807)
+              AND o.type NOT IN ({",".join("?" * len(_NOT_ANSWERS))})
+            ORDER BY o.ts, o.id LIMIT ?""",
+        (
+            SCORED_CHARS,
+            prompt.session_id,
+            prompt.ts,
+            prompt.id,
+            *(prompt.session_id, prompt.id) * 2,
+            *_NOT_ANSWERS,
+            TURN_ROWS,
+        ),
+    ).fetchall()
+
+
+def _worth(query: Query, r: tuple[Any, ...], idf: list[float], why: bool) -> float:
+    """How well an event answers for its turn: its own words (idf-weighted), times its kind's weight."""
+    text = " ".join(x for x in (r[5], r[6], r[8], r[9]) if x).lower()
+    own = sum(w for term, w in zip(query.terms, idf, strict=True) if not term.hint and term.count(text))
+    weight = TYPE_WEIGHT.get(r[1], 1.0)
+    if r[1] == "command" and r[8]:
+        weight *= command_weight(r[8])
+    if r[1] in query.type_hints or (why and r[1] == "error"):
+        weight *= WHY_ERROR
+    return round((1.0 + OWN_WORDS * own) * weight, 6)
