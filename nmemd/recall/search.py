@@ -56,7 +56,7 @@ def search(
     finally:
         conn.set_progress_handler(None, 0)
     why = bool(snippets.ASKS_WHY.search(text))
-    best = turns.surface(conn, query, _fold(hits)[: limit + turns.TURN_TOP], idf, why)[:limit]
+    best = turns.surface(conn, query, _fold(hits)[: limit + turns.TURN_TOP], idf, why, turns.asks(text))[:limit]
     teammates_of(conn, best)
     _snippets(conn, query, best, contents, why)
     return best

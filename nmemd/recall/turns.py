@@ -1,17 +1,18 @@
-"""A turn's best events in place of the prompt search found (issue #39, "events ranked with their turn").
+"""A turn's best events beside the prompt search found (issue #39, "events ranked with their turn").
 
 A question put in the words of a prompt ("what went wrong when we deployed to update my github pages?")
 finds that prompt: its words are the question's. What answers it is an event of the same turn (a turn:
 a session's rows from one prompt up to the next), which seldom repeats those words: the failed
 `gh run watch` says "run ID required", nothing about deploying or pages. So each prompt among the first
-hits is preceded by its turn's best events: the event holding most of the query's words (weighted by
-their idf) of the kind the question asks about, its errors, commands and edits before the rest (never
-its reads), and the turn's first error (before the others when the question asks why or what went
-wrong). The printed line is the event's own; the prompt follows it.
+hits is preceded by its turn's best events (followed, for search words rather than a question): the
+event holding most of the query's words (weighted by their idf) of the kind the question asks about,
+its errors, commands and edits before the rest (never its reads), and the turn's first error (before
+the others when the question asks why or what went wrong). The printed line is the event's own.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import Any, Final
 
@@ -26,10 +27,21 @@ WHY_ERROR: Final = 1.6  # "why" / "what went wrong": an error of the turn before
 OWN_WORDS: Final = 1.0  # an event's own words (idf-weighted) against its kind's weight
 # What never answers for its turn: the prompt itself, todo snapshots, bookkeeping, and reads (what was looked at).
 _NOT_ANSWERS: Final = ("prompt", "task", "session", "event", "notification", "read")
+_QUESTION: Final = re.compile(
+    r"\?\s*$|^\s*(?:what|why|how|which|when|where|who|did|does|do|was|were|is|are|can|could)\b", re.IGNORECASE
+)
 
 
-def surface(conn: sqlite3.Connection, query: Query, hits: list[Hit], idf: list[float], why: bool) -> list[Hit]:
-    """`hits` with each of the first TURN_TOP prompts preceded by its turn's best events (not shown already)."""
+def asks(text: str) -> bool:
+    """Whether `text` is a question (what came of something), not search words (a prompt looked up by its words)."""
+    return bool(_QUESTION.search(text))
+
+
+def surface(
+    conn: sqlite3.Connection, query: Query, hits: list[Hit], idf: list[float], why: bool, question: bool = True
+) -> list[Hit]:
+    """`hits` with each of the first TURN_TOP prompts beside its turn's best events (not shown already): after
+    them for a question (`asks`), before them for search words."""
     shown = {h.id for h in hits[: TURN_TOP + FIRST_EVENTS]}
     out: list[Hit] = []
     added: set[int] = set()
@@ -40,12 +52,15 @@ def surface(conn: sqlite3.Connection, query: Query, hits: list[Hit], idf: list[f
         if rank >= TURN_TOP or hit.type != "prompt":
             out.append(hit)
             continue
+        if not question:
+            out.append(hit)
         for event in best_events(conn, query, hit, idf, why, FIRST_EVENTS if first else 1):
             if event.id not in shown and event.id not in added:
                 event.score = hit.score
                 out.append(event)
                 added.add(event.id)
-        out.append(hit)  # after what came of it: the prompt is the question's own words
+        if question:
+            out.append(hit)  # after what came of it: the prompt is the question's own words
         first = False
     return out
 
