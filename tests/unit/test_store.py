@@ -12,7 +12,7 @@ from support.db import db_rows, integrity_ok
 from nmemd import config
 from nmemd.model import Extracted, Observation
 from nmemd.recall import lookups, search
-from nmemd.store import fts, readers, repair
+from nmemd.store import batches, fts, readers, repair
 from nmemd.store.batches import Incoming
 from nmemd.store.database import open_store
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
@@ -120,6 +120,28 @@ async def test_statistics_taken_on_a_young_store_are_taken_again_once_it_grew() 
         pass
     recorded = db_rows(settings.db, "SELECT stat FROM sqlite_stat1 WHERE tbl = 'observations' LIMIT 1")
     assert recorded and int(str(recorded[0][0]).split()[0]) >= 2500
+
+
+async def test_the_already_stored_check_reads_the_session_index_after_a_bulk_session_without_tool_ids() -> None:
+    """A session of thousands of rows without tool-call ids, then statistics: every (session_id, tool_use_id)
+    looks shared by thousands of rows, and the check of a batch's tool calls planned a scan of the table."""
+    settings = config.load()
+    async with open_store(settings) as store:
+        bulk = [_event(f"b{i}", Observation(type="edit", title=f"e{i}"), session="bulk") for i in range(2000)]
+        await store.commit_batch(bulk)
+    conn = sqlite3.connect(settings.db)
+    try:
+        conn.execute("ANALYZE")
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + batches._KNOWN, ("[]", "[]", '[["s1", "t1"]]'))]
+    finally:
+        conn.close()
+    assert any("USING INDEX observations_session_tool (session_id=? AND tool_use_id=?)" in p for p in plan), plan
+    assert not any(p.startswith("SCAN observations") for p in plan), plan
+    done = Observation(type="command", title="Bash: ls", command="ls")
+    async with open_store(settings) as store:  # and a finished tool call is still stored once
+        call = {"hook": "PostToolUse", "tool_use_id": "toolu_1"}
+        assert await store.commit_batch([_event("c1", done, **call)]) == 1
+        assert await store.commit_batch([_event("c2", done, **call)]) == 0
 
 
 # --- the FTS watermark (migration m004): indexing trails the commit, never loses a row -------------
