@@ -115,7 +115,15 @@ def database_facts(db_path: str, spool_dir: str) -> DatabaseFacts:
             facts.inbox_backlog = q("SELECT count(*) FROM inbox").fetchone()[0]
         if _table_exists(conn, "schema_migrations"):
             facts.schema = [r[0] for r in q("SELECT name FROM schema_migrations ORDER BY name")]
-        if _table_exists(conn, "observations"):
+        if _table_exists(conn, "counts"):  # kept as rows are written (migration m015)
+            counts = {name: (n, latest) for name, n, latest in q("SELECT name, n, latest FROM counts")}
+            by_type = sorted(((k[5:], n) for k, (n, _) in counts.items() if k.startswith("type:") and n > 0),
+                             key=lambda kv: (-kv[1], kv[0]))  # fmt: skip
+            facts.by_type = dict(by_type)
+            facts.observations = sum(facts.by_type.values())
+            facts.events, facts.last_event_at = counts.get("events", (0, None))
+            facts.sessions = q("SELECT count(*) FROM sessions").fetchone()[0]  # a row per session: few
+        elif _table_exists(conn, "observations"):  # a store the daemon has not migrated yet
             facts.observations = q("SELECT count(*) FROM observations").fetchone()[0]
             facts.events = q("SELECT count(*) FROM events").fetchone()[0]
             facts.sessions = q("SELECT count(*) FROM sessions").fetchone()[0]

@@ -133,6 +133,22 @@ def build_v11(home: Path) -> set[str]:
     return _build_at(home, "v11", 11)
 
 
+def build_v12(home: Path) -> set[str]:
+    """Version 12 (m001-m012_team): no places a session worked in besides its project (issue #39)."""
+    return _build_at(home, "v12", 12)
+
+
+def build_v13(home: Path) -> set[str]:
+    """Version 13 (m001-m013_session_places): teammates' rows in the sessions of their own ids (issue #36)."""
+    return _build_at(home, "v13", 13)
+
+
+def build_v14(home: Path) -> set[str]:
+    """Version 14 (m001-m014_team_apart): `nmem status` counted every row, no counts kept as rows are
+    written."""
+    return _build_at(home, "v14", 14)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -170,4 +186,7 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
     ("v9-m009_retention_notice", build_v9, tuple(name for name, _ in MIGRATIONS[:9])),
     ("v10-m010_project_in_index", build_v10, tuple(name for name, _ in MIGRATIONS[:10])),
     ("v11-m011_agent", build_v11, tuple(name for name, _ in MIGRATIONS[:11])),
+    ("v12-m012_team", build_v12, tuple(name for name, _ in MIGRATIONS[:12])),
+    ("v13-m013_session_places", build_v13, tuple(name for name, _ in MIGRATIONS[:13])),
+    ("v14-m014_team_apart", build_v14, tuple(name for name, _ in MIGRATIONS[:14])),
 ]

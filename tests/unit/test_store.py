@@ -401,3 +401,40 @@ def test_a_store_not_migrated_yet_is_searched_by_project_as_before() -> None:
         assert [h.id for h in search.search(conn, "renamed", search.Filters(project="/p"))] == [1]
     finally:
         conn.close()
+
+
+# --- what `nmem status` counts, kept as rows are written (migration m015) ---------------------------
+
+
+def _counted(db: str) -> tuple[int, int, dict[str, int], float | None]:
+    """What `nmem status` reports of the store's rows: observations, ledger rows, types, newest event."""
+    from nmemd.daemon.status import database_facts
+
+    f = database_facts(db, "/nonexistent")
+    return f.observations, f.events, f.by_type, f.last_event_at
+
+
+def _scanned(db: str) -> tuple[int, int, dict[str, int], float | None]:
+    """The same, by reading every row."""
+    (observations,), (events, last) = (
+        db_rows(db, "SELECT count(*) FROM observations")[0],
+        db_rows(db, "SELECT count(*), max(received_at) FROM events")[0],
+    )
+    by_type = db_rows(db, "SELECT type, count(*) FROM observations GROUP BY type ORDER BY 2 DESC, 1")
+    return observations, events, dict(by_type), last
+
+
+async def test_status_counts_kept_as_rows_are_written_match_a_count_of_the_rows() -> None:
+    """Counted once when an older store is migrated, then by triggers: written, merged, purged rows."""
+    from nmemd.jobs.purge import PurgeFilter, purge
+
+    settings = config.load()
+    _store_at_m007(Path(settings.db), [("Edit a.py", "x", "/p/a.py"), ("Edit b.py", "y", "/p/b.py")], version=14)
+    async with open_store(settings) as store:
+        assert _counted(settings.db) == _scanned(settings.db) == (2, 0, {"edit": 2}, None)
+        secret = Observation(type="command", title="echo wombat-7731", content="x", command="echo wombat-7731")
+        await store.commit_batch([_event("r1", _read("/p/a.py"), ts=2000), _event("r2", _read("/p/a.py"), ts=2001)])
+        await store.commit_batch([_event("c1", secret, ts=2002), _event("r1", _read("/p/a.py"), ts=2003)])
+        assert _counted(settings.db) == _scanned(settings.db) == (4, 3, {"edit": 2, "command": 1, "read": 1}, 2002.0)
+        await purge(store, PurgeFilter(query="wombat-7731"))
+        assert _counted(settings.db) == _scanned(settings.db) == (3, 3, {"edit": 2, "read": 1}, 2002.0)
