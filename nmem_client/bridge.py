@@ -123,7 +123,9 @@ def open_session(sock: _socket.socket, project: str | None) -> bytes:
     """Send the `mcp` request and read the daemon's OK; return bytes that came after it."""
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     try:
-        sock.sendall(protocol.encode_request(protocol.KIND_MCP, protocol.NO_EVENT_ID, request_body(project)))
+        sock.sendall(
+            protocol.encode_request(protocol.KIND_MCP, protocol.NO_EVENT_ID, request_body(project), paths.store_id())
+        )
         status, reply, rest = read_reply(sock, time.monotonic() + HANDSHAKE_TIMEOUT_S)
     except TimeoutError:
         raise BridgeError(f"nmemd did not answer the MCP request within {HANDSHAKE_TIMEOUT_S:.0f} s") from None

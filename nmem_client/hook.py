@@ -111,9 +111,12 @@ def read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes, b
     return b"OK", rest[:size], rest[size:]
 
 
-def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[bytes, bytes]:
-    """Send one frame and wait for its reply. Raises OSError when the daemon is unreachable
-    (Terminated when SIGTERM ends the wait)."""
+def deliver(
+    kind: bytes, event_id: bytes, body: bytes, timeout: float, store: bytes | None = None
+) -> tuple[bytes, bytes]:
+    """Send one frame, naming the store it is for (`paths.store_id` unless `store`; b"": none), and
+    wait for its reply. Raises OSError when the daemon is unreachable (Terminated when SIGTERM ends
+    the wait)."""
     global _waiting
     deadline = time.monotonic() + timeout
     _waiting = True
@@ -121,7 +124,7 @@ def deliver(kind: bytes, event_id: bytes, body: bytes, timeout: float) -> tuple[
     try:
         sock = _connected(timeout)
         try:
-            sock.sendall(protocol.encode_request(kind, event_id, body))
+            sock.sendall(protocol.encode_request(kind, event_id, body, paths.store_id() if store is None else store))
         except OSError as exc:
             if exc.errno not in (32, 104):  # EPIPE, ECONNRESET: the daemon refused early; read why
                 raise
@@ -291,7 +294,7 @@ def run(argv: list[str] | None = None) -> int:
     if not body.strip():
         from nmem_client import malformed  # counted for `nmem status`; Claude Code always sends a payload
 
-        malformed.note("empty hook input")
+        malformed.note(f"empty hook input from {malformed.sender()}")
         return 0
     agent = agent_arg(sys.argv[1:] if argv is None else argv)
     body = with_agent(body, agent)
@@ -305,8 +308,12 @@ def run(argv: list[str] | None = None) -> int:
     if status == b"OK":
         _print(reply)
         return 0
-    if status == b"ERR" and reply.split(b" ", 1)[0] not in protocol.RETRYABLE:
-        return 0  # the daemon saw the event and refused it for good (and logged why)
+    if status == b"ERR":
+        code = reply.split(b" ", 1)[0]
+        if code not in protocol.RETRYABLE and not reply.startswith(protocol.OLD_DAEMON_REPLY):
+            return 0  # the daemon saw the event and refused it for good (and logged why)
+        # A daemon of another store (a shared NMEM_SOCKET, a stale store.lock): ours is not running.
+        daemon_absent = code == protocol.ERR_WRONG_STORE
     # Another user's NMEM_HOME gets nothing of ours (issue #16, finding 8), nor does a file or a path
     # that cannot be made: the event goes to a private spool outside it (issue #31, item 2).
     problem = paths.home_problem()
@@ -320,7 +327,7 @@ def run(argv: list[str] | None = None) -> int:
                 if session:  # its reply is the context the session starts with
                     _print(answer_after_start(event_id, body, report, agent))
             return 0
-        problem = f"{paths.home()} cannot be created or written"
+        problem = inbox.failure or f"{paths.home()} cannot be created or written"
     from nmem_client import fallback
 
     kept = fallback.keep(event_id.decode(), body, problem)

@@ -37,8 +37,31 @@ def connect(db_path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Con
     return conn
 
 
+DISK_FULL_ERRNOS = (28, 122)  # ENOSPC, EDQUOT (Linux; macOS's EDQUOT is 69)
+failure: str | None = None  # why the last `store` lost its event, when it knows (a full disk)
+
+
+def full_disk_reason(home: str) -> str:
+    """What a full disk means for nmem, and what to free (the hook's notice, status and doctor say it)."""
+    return (
+        f"disk full: no space left on the disk holding {home}; free some there (`df -h {home}` shows it,"
+        f" `du -sh {home}/*` what nmem holds)"
+    )
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in (*DISK_FULL_ERRNOS, 69):
+        return True
+    return isinstance(exc, sqlite3.Error) and (
+        getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" or "database or disk is full" in str(exc)
+    )
+
+
 def store(event_id: str, payload: bytes) -> str:
-    """Store one raw event for the daemon; return where it went ("inbox", "spool" or "lost")."""
+    """Store one raw event for the daemon; return where it went ("inbox", "spool" or "lost"; then
+    `failure` says why when the disk is full)."""
+    global failure
+    full = False
     old_umask = os.umask(0o077)
     try:
         try:
@@ -53,12 +76,13 @@ def store(event_id: str, payload: bytes) -> str:
             finally:
                 conn.close()
             return "inbox"
-        except (sqlite3.Error, OSError):
-            pass
+        except (sqlite3.Error, OSError) as exc:
+            full = _disk_full(exc)
         try:
             spool(event_id, payload)
             return "spool"
-        except OSError:
+        except OSError as exc:
+            failure = full_disk_reason(paths.home()) if full or _disk_full(exc) else None
             return "lost"
     finally:
         os.umask(old_umask)
@@ -112,6 +136,10 @@ def start_daemon(args: tuple[str, ...] = ON_FIRST_USE, *, report: bool = False) 
                 os.environ[REPORT_ENV] = str(REPORT_FD)
                 first_free = REPORT_FD + 1
             os.closerange(first_free, 1024)
+            for name in ("NMEM_HOME", "NMEM_SOCKET"):  # the daemon works from /: a relative path would move
+                value = os.environ.get(name)
+                if value and not value.startswith("/"):
+                    os.environ[name] = os.path.abspath(value)
             os.chdir("/")
             os.execv(argv[0], argv)
         finally:

@@ -39,6 +39,16 @@ def note(what: str, home: str | None = None) -> None:
         pass
 
 
+def sender() -> str:
+    """The command that ran the hook client (the agent's hook runner, a shell): what sent the input."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            argv = f.read(300).split(b"\0")
+        return "`" + " ".join(a.decode("utf-8", "replace") for a in argv if a)[:120] + f"` (pid {os.getppid()})"
+    except OSError:
+        return f"pid {os.getppid()}"
+
+
 def counted(home: str) -> tuple[int, str]:
     """(how many inputs were recorded, the last line's text); (0, "") when none."""
     total, last = 0, ""

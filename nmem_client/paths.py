@@ -36,6 +36,11 @@ def home() -> str:
     configured = env("NMEM_HOME")
     if configured:
         return configured
+    return default_home()
+
+
+def default_home() -> str:
+    """`${XDG_DATA_HOME:-~/.local/share}/nmem`: the home without NMEM_HOME."""
     data = env("XDG_DATA_HOME")
     if not data:
         user_home = env("HOME")
@@ -71,13 +76,51 @@ def socket_path() -> str:
         return configured
     runtime = runtime_dir()
     if runtime:
-        return join(runtime, "nmem", "nmemd.sock")
+        return join(runtime, "nmem", socket_name())
     return join(home(), "run", "nmemd.sock")
 
 
+def socket_name() -> str:
+    """`nmemd.sock` for the default home, `nmemd-<digest of the home>.sock` for any other: two
+    NMEM_HOMEs of one user never share `$XDG_RUNTIME_DIR/nmem/`'s socket, and so never a daemon
+    (issue #37, 1). Under NMEM_HOME/run the socket follows the home by its place already."""
+    configured = env("NMEM_HOME")
+    if not configured or configured.rstrip("/") == default_home().rstrip("/"):
+        return "nmemd.sock"
+    digest = fnv1a(absolute(configured).rstrip("/").encode("utf-8", "surrogateescape"))
+    return f"nmemd-{digest:016x}.sock"
+
+
+def absolute(path: str) -> str:
+    return path if path.startswith("/") else join(posix.getcwd(), path)
+
+
+def fnv1a(data: bytes) -> int:
+    """FNV-1a, 64 bits: a stable digest at no import (`hashlib` costs ~2 ms; `hash()` is salted)."""
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def lock_path(sock: str) -> str:
-    """The single-instance lock lives beside the socket it guards."""
+    """The single-instance lock lives beside the socket it guards: `nmemd.lock`, or for a home's own
+    socket (`socket_name`) `nmemd-<digest>.lock`, so that each of a folder's sockets has its own."""
+    name = sock.rpartition("/")[2]
+    if name.startswith("nmemd-") and name.endswith(".sock"):
+        return join(dirname(sock), name[:-5] + ".lock")
     return join(dirname(sock), "nmemd.lock")
+
+
+def store_id(folder: str | None = None) -> bytes:
+    """The store a client means, as the daemon can check it: NMEM_HOME's device and inode in hex
+    (`-` when it does not exist). Whatever spelling, symlink or relative path names it, one folder
+    gives one id; a daemon serving another store refuses the frame (issue #37, 1)."""
+    try:
+        st = posix.stat(folder if folder is not None else home())
+    except (OSError, ValueError):
+        return b"-"
+    return b"%x.%x" % (st.st_dev, st.st_ino)
 
 
 def trusted_socket(path: str) -> bool:

@@ -1,7 +1,11 @@
 """The wire format between clients and nmemd: one header line, then a sized body.
 
-Request:  b"NMEM1 <kind> <event_id> <length>\\n" + body
+Request:  b"NMEM1 <kind> <event_id> <length> <store>\\n" + body
 Reply:    b"OK <length>\\n" + body      or      b"ERR <code> <message>\\n"
+
+`<store>` names the store the client means (`paths.store_id`: NMEM_HOME's device and inode); a
+daemon serving another store answers `wrong_store` and the client keeps the event in its own
+store's inbox (issue #37, 1). A header without it (an older client's) is served as before.
 
 A header line costs the hook client no import (bytes formatting is builtin)
 and lets the daemon refuse an oversized frame before reading it. After an
@@ -33,10 +37,16 @@ ERR_STORAGE_FULL = b"storage_full"
 ERR_SHUTTING_DOWN = b"shutting_down"
 ERR_INTERNAL = b"internal"
 ERR_TIMEOUT = b"timeout"
-RETRYABLE = (ERR_BUSY, ERR_STORAGE_FULL, ERR_SHUTTING_DOWN, ERR_INTERNAL, ERR_TIMEOUT)
+ERR_WRONG_STORE = b"wrong_store"  # the daemon serves another NMEM_HOME than the client's
+RETRYABLE = (ERR_BUSY, ERR_STORAGE_FULL, ERR_SHUTTING_DOWN, ERR_INTERNAL, ERR_TIMEOUT, ERR_WRONG_STORE)
+# What a daemon from before the store token says of a header that carries one: the client keeps
+# the event in its inbox (the daemon drains it) rather than take it as refused for good.
+OLD_DAEMON_REPLY = b"invalid malformed frame header"
 
 
-def encode_request(kind: bytes, event_id: bytes, body: bytes) -> bytes:
+def encode_request(kind: bytes, event_id: bytes, body: bytes, store: bytes = b"") -> bytes:
+    if store:
+        return b"%s %s %s %d %s\n" % (MAGIC, kind, event_id, len(body), store) + body
     return b"%s %s %s %d\n" % (MAGIC, kind, event_id, len(body)) + body
 
 

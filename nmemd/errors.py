@@ -9,6 +9,8 @@
     - AlreadyRunning     another nmemd holds the instance lock
     - UnsafePathError    a state directory or socket has unsafe ownership or mode
     - DaemonUnavailable  no daemon answered
+      · WrongStore       the daemon that answered serves another NMEM_HOME
+      · NotAnswering     a daemon holds the socket but does not answer (stopped, frozen)
   + InvalidEvent         a hook payload is not a JSON object we can store
   + QueryError           a search or lookup asked something it cannot answer
   + ToolInputError       an MCP tool argument it cannot use
@@ -61,6 +63,14 @@ class UnsafePathError(DaemonError):
 
 class DaemonUnavailable(DaemonError):
     """No daemon answered on the socket."""
+
+
+class WrongStore(DaemonUnavailable):
+    """The daemon on the socket serves another NMEM_HOME: it refused, and this store has none."""
+
+
+class NotAnswering(DaemonUnavailable):
+    """A daemon accepts connections on the socket but answers nothing in time (SIGSTOP, frozen)."""
 
 
 class InvalidEvent(NmemError):

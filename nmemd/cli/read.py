@@ -51,6 +51,8 @@ def _print_status(st: Status) -> None:
     grid.add_column(style="bold")
     grid.add_column()
     state = Cell([("not running", "red")], one_line=False)
+    if not d.running and d.note:  # not answering (frozen), or another store's daemon on the socket
+        state = Cell([(d.note, "red")], one_line=False)
     if d.running:
         state = Cell([("running", "green"), (f" (pid {d.pid}, started by {d.started_by})", "")], one_line=False)
     grid.add_row("daemon", state)

@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from typing import Any
 
 import msgspec
 
-from nmem_client import inbox, protocol
+from nmem_client import inbox, paths, protocol
 from nmem_client.hook import deliver
 from nmemd.config import Settings
 from nmemd.daemon.instance import holder, lock_holder, startup_problem
 from nmemd.daemon.status import DaemonFacts, Status, database_facts
-from nmemd.errors import RPC_KINDS, DaemonError, DaemonUnavailable, NmemError, StorageError
+from nmemd.errors import (
+    RPC_KINDS,
+    DaemonError,
+    DaemonUnavailable,
+    NmemError,
+    NotAnswering,
+    StorageError,
+    WrongStore,
+)
 
 RPC_TIMEOUT_S = 10.0
 BUSY_RETRY_S = 0.01
@@ -28,18 +37,30 @@ def _request(kind: bytes, body: bytes, timeout: float) -> bytes:
     """One request; a full listen backlog (EAGAIN on connect: the daemon is up, flooded) is retried
     until `timeout`, so `nmem status` does not call a busy daemon absent. Hooks never wait so."""
     deadline = time.monotonic() + timeout
+    store: bytes | None = None  # this store's id (deliver's default); b"" for a daemon older than it
     while True:
         try:
-            status, reply = deliver(kind, protocol.NO_EVENT_ID, body, max(deadline - time.monotonic(), 0.001))
-            break
+            status, reply = deliver(kind, protocol.NO_EVENT_ID, body, max(deadline - time.monotonic(), 0.001), store)
         except BlockingIOError as exc:
             if time.monotonic() + BUSY_RETRY_S >= deadline:
                 raise DaemonUnavailable(f"the daemon accepts no connection (its queue is full): {exc}") from exc
             time.sleep(BUSY_RETRY_S)
+            continue
+        except TimeoutError as exc:
+            raise NotAnswering(
+                f"not answering: the daemon on {paths.socket_path()} accepts connections but said nothing"
+                f" within {timeout:.3g} s (stopped or frozen?)"
+            ) from exc
         except OSError as exc:  # `deliver` also tried the socket the store's daemon serves
             raise DaemonUnavailable(f"no daemon answered: {exc}") from exc
+        if status == b"ERR" and reply.startswith(protocol.OLD_DAEMON_REPLY) and store is None:
+            store = b""  # a daemon from before the store token: asked again without it
+            continue
+        break
     if status != b"OK":
         code, _, message = reply.decode(errors="replace").partition(" ")
+        if code == protocol.ERR_WRONG_STORE.decode():
+            raise WrongStore(f"the daemon on {paths.socket_path()} serves another store: {message}")
         raised = RPC_KINDS.get(code)  # the daemon's own error (server.rpc_reply), raised here as there
         if raised is not None and message:
             raise raised(message)
@@ -60,6 +81,8 @@ def ask_or_starting(settings: Settings, method: str, params: dict[str, Any]) -> 
     while True:
         try:
             return ask(method, params)
+        except (NotAnswering, WrongStore):
+            raise  # it holds the lock, and waiting would not help
         except DaemonUnavailable:
             starting = lock_holder(settings.lock) is not None or _fresh_inbox(settings.db)
             if time.monotonic() >= deadline or not starting:
@@ -76,6 +99,8 @@ def read(settings: Settings, method: str, params: dict[str, Any]) -> Any:
     simply answers locally)."""
     try:
         return ask_or_starting(settings, method, params)
+    except (NotAnswering, WrongStore) as exc:  # answered from the file; the user learns why not from it
+        sys.stderr.write(f"nmem: {exc}; read {settings.db} directly\n")
     except (NmemError, msgspec.DecodeError):  # DaemonUnavailable, and the daemon's own error, included
         pass
     if not os.path.exists(settings.db):
@@ -116,26 +141,45 @@ def _fresh_inbox(db: str) -> bool:
     return bool(row and row[0] and time.time() - float(row[0]) < FRESH_INBOX_S)
 
 
+ANSWER_S = 1.0  # a running daemon answers a ping in milliseconds, whatever else it is doing
+
+
 def ask(method: str, params: dict[str, Any] | None = None, timeout: float = RPC_TIMEOUT_S) -> Any:
-    """Call one RPC method on the daemon; raise DaemonUnavailable when none answers."""
+    """Call one RPC method on the daemon; raise DaemonUnavailable when none answers (NotAnswering
+    within ANSWER_S when one holds the socket but is stopped or frozen, WrongStore when it serves
+    another NMEM_HOME), rather than wait out `timeout` on a method that may take long."""
+    ping(ANSWER_S, strict=True)
     body = msgspec.json.encode({"method": method, "params": params or {}})
     return msgspec.json.decode(_request(protocol.KIND_RPC, body, timeout))
 
 
-def ping(timeout: float = 1.0) -> DaemonFacts | None:
+def ping(timeout: float = 1.0, *, strict: bool = False, any_store: bool = False) -> DaemonFacts | None:
+    """The facts of this store's daemon; None when none answers (`strict`: raise why). A daemon of
+    another NMEM_HOME on the socket (it answers pings) is not this store's (`any_store`: it is
+    returned all the same, for doctor to name it)."""
     try:
-        return msgspec.json.decode(_request(protocol.KIND_PING, b"", timeout), type=DaemonFacts)
-    except DaemonError:
+        facts = msgspec.json.decode(_request(protocol.KIND_PING, b"", timeout), type=DaemonFacts)
+    except (DaemonError, msgspec.DecodeError):
+        if strict:
+            raise
         return None
+    if any_store or facts.store is None or facts.store == paths.store_id().decode():
+        return facts
+    if strict:
+        raise WrongStore(f"the daemon on {facts.socket} (pid {facts.pid}) serves another store, {facts.home}")
+    return None
 
 
 def status(settings: Settings) -> Status:
     """Ask the daemon; read the database read-only when none runs."""
     try:
         return msgspec.convert(ask("status"), Status)
-    except DaemonUnavailable:
-        holder = lock_holder(settings.lock)
-        facts = DaemonFacts(running=False, socket=settings.socket, pid=holder if holder and holder > 0 else None)
+    except DaemonUnavailable as exc:
+        holder = None if isinstance(exc, WrongStore) else lock_holder(settings.lock)
+        note = str(exc) if isinstance(exc, (NotAnswering, WrongStore)) else None
+        facts = DaemonFacts(
+            running=False, socket=settings.socket, pid=holder if holder and holder > 0 else None, note=note
+        )
         return Status(daemon=facts, database=database_facts(settings.db, settings.spool))
 
 
@@ -147,6 +191,13 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
     facts = ping()
     if facts is not None:
         return facts
+    other = ping(any_store=True)
+    if other is not None and other.socket == settings.socket:  # not one reached through a stale store.lock
+        raise DaemonError(
+            f"the daemon on {settings.socket} (pid {other.pid}) serves another store, {other.home}; this store"
+            f" ({settings.home}) needs a socket of its own: unset NMEM_SOCKET (each home gets its own), or stop"
+            " that daemon"
+        )
     elsewhere = serving_elsewhere(settings)
     if elsewhere:  # the daemon would exit at once: one store, one daemon (issue #16, finding 1)
         raise DaemonError(elsewhere)

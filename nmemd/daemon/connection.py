@@ -48,16 +48,20 @@ OVERLOADED_HEADER_S = 0.05
 READ_PAUSE_BYTES = 256 * 1024  # while a frame is handled, buffer this much of the next ones at most
 
 
-def parse_header(line: bytes) -> tuple[bytes, bytes, int]:
+def parse_header(line: bytes) -> tuple[bytes, bytes, int, bytes]:
+    """kind, event id, body length and the store the client means (b"": an older client named none)."""
     parts = line.split(b" ")
-    if len(parts) != 4 or parts[0] != protocol.MAGIC or parts[1] not in protocol.KINDS:
+    if len(parts) not in (4, 5) or parts[0] != protocol.MAGIC or parts[1] not in protocol.KINDS:
         raise InvalidEvent("malformed frame header")
     kind, event_id, raw_len = parts[1], parts[2], parts[3]
     if not (event_id == protocol.NO_EVENT_ID or (8 <= len(event_id) <= 64 and event_id.isalnum())):
         raise InvalidEvent("malformed event id")
     if not raw_len.isdigit():
         raise InvalidEvent("malformed frame length")
-    return kind, event_id, int(raw_len)
+    store = parts[4] if len(parts) == 5 else b""
+    if len(store) > 40:
+        raise InvalidEvent("malformed store id")
+    return kind, event_id, int(raw_len), store
 
 
 def storage_error_reply(exc: StorageError) -> bytes:
@@ -177,10 +181,19 @@ class FrameConnection(asyncio.Protocol):
     def _start_frame(self, line: bytes) -> bool:
         settings = self.daemon.settings
         try:
-            kind, event_id, length = parse_header(line)
+            kind, event_id, length, store = parse_header(line)
         except InvalidEvent as exc:
             LOG.warning("a client sent garbage: %s", exc)
             self._refuse(protocol.ERR_INVALID, str(exc))
+            return False
+        if store and kind != protocol.KIND_PING and not self.daemon.serves(store):
+            # A client of another NMEM_HOME (a shared NMEM_SOCKET, a stale store.lock): its events
+            # belong in its own store's inbox, never in ours (issue #37, 1). A ping is answered: it
+            # says which store this is (`home`, `store`), and doctor compares.
+            LOG.warning(
+                "refused a %s frame meant for another store (%s)", kind.decode(), store.decode(errors="replace")
+            )
+            self._refuse(protocol.ERR_WRONG_STORE, f"this daemon serves {self.daemon.settings.home}")
             return False
         if self.overloaded and kind != protocol.KIND_PING:  # a health check is answered even now
             self._refuse(protocol.ERR_BUSY, "too many connections")
@@ -234,7 +247,8 @@ class FrameConnection(asyncio.Protocol):
 
     def _invalid(self, event_id: bytes, exc: InvalidEvent) -> None:
         LOG.warning("refused event %s: %s", event_id.decode(), exc)
-        malformed.note(f"refused: {exc}", self.daemon.settings.home)  # counted by nmem status and doctor
+        # counted by nmem status and doctor, which point at this line (and the log's, by event id)
+        malformed.note(f"refused event {event_id.decode()}: {exc}", self.daemon.settings.home)
         self._write(protocol.encode_error(protocol.ERR_INVALID, str(exc)))
 
     def _submit(self, event_id: bytes, extracted: Extracted) -> bool:

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 import msgspec
 
-from nmem_client import protocol
+from nmem_client import paths, protocol
 from nmemd import __version__
 from nmemd.capture.drain import drain_once
 from nmemd.capture.extractor import Extractor
@@ -93,11 +93,13 @@ class Daemon:
     mcp_building: bool = False  # being built
     inbox_drained: anyio.Event = field(default_factory=anyio.Event)  # the drain at start is done (or failed)
     deadlines: Deadlines = field(init=False)
+    store_id: bytes = field(init=False)  # its NMEM_HOME as clients name it (nmem_client.paths.store_id)
     team: TeamSync = field(init=False)  # team memory's sync (idle, psycopg unloaded, until a project is shared)
     follower: Follower = field(init=False)  # reads the agent's own words from the transcripts events name
 
     def __post_init__(self) -> None:
         self.skip_tools = frozenset(self.settings.skip_tools)
+        self.store_id = paths.store_id(self.settings.home)
         self.team = TeamSync(self, self._delete_pulled)
         self.follower = Follower(self.ingestor, self.skip_tools, self.spawn)
         self.deadlines = Deadlines(
@@ -124,6 +126,8 @@ class Daemon:
             mcp_building=self.mcp_building,
             worker=self.extractor.facts() if self.extractor is not None else None,
             config_problems=self.problems,
+            home=self.settings.home,
+            store=self.store_id.decode(),
         )
 
     async def _delete_pulled(self, ids: list[int]) -> None:
@@ -131,6 +135,14 @@ class Daemon:
         from nmemd.jobs import purge
 
         await purge.purge(self.ingestor.store, purge.PurgeFilter(ids=ids), share=False)
+
+    def serves(self, store: bytes) -> bool:
+        """Whether `store` (a client's `paths.store_id`) names this daemon's NMEM_HOME. Checked again
+        on a mismatch: a home removed and made again has a new inode."""
+        if store == self.store_id:
+            return True
+        self.store_id = paths.store_id(self.settings.home)
+        return store == self.store_id
 
     def ping_reply(self) -> bytes:
         return protocol.encode_ok(msgspec.json.encode(self.facts()))

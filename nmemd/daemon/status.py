@@ -55,6 +55,9 @@ class DaemonFacts(msgspec.Struct, kw_only=True):
     mcp_building: bool = False  # the MCP server is being built (~1 s of imports after the first SessionStart)
     worker: WorkerFacts | None = None  # None: the extraction worker is off (the loop extracts)
     config_problems: list[str] = []  # settings it left out at start (nmemd.config.load_checked)
+    home: str | None = None  # the store it serves, and its id (nmem_client.paths.store_id): a client
+    store: str | None = None  # of another NMEM_HOME is refused (issue #37, 1); None: an older daemon
+    note: str | None = None  # not running: why not what it seems (not answering, another store's daemon)
 
 
 class Status(msgspec.Struct, kw_only=True):

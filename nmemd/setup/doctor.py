@@ -155,7 +155,15 @@ def _restart_command(started_by: str | None) -> str:
 
 
 def check_daemon(settings: Settings) -> Check:
-    facts = control.ping(timeout=2.0)
+    facts = control.ping(timeout=2.0, any_store=True)
+    if facts is not None and facts.store is not None and facts.store != paths.store_id(settings.home).decode():
+        # A daemon of another NMEM_HOME answers on this socket (a shared NMEM_SOCKET, a stale store.lock):
+        # it refuses this store's events, which wait in this store's inbox (issue #37, 1).
+        shared = facts.socket == settings.socket  # else reached through this store's stale store.lock
+        return fail("daemon", f"the daemon on {facts.socket} (pid {facts.pid}) serves another store, {facts.home},"
+                    f" not {settings.home}: it refuses this store's events, which wait in its inbox",
+                    "unset NMEM_SOCKET (each NMEM_HOME gets its own socket), then: nmem daemon start" if shared
+                    else "nmem daemon start")  # fmt: skip
     if facts is not None:
         detail = f"running, pid {facts.pid}, started by {facts.started_by}, version {facts.version}"
         here = str(install.install_root())
@@ -165,6 +173,9 @@ def check_daemon(settings: Settings) -> Check:
                         f" ({__version__} in {home_tilde(here)})", _restart_command(facts.started_by))  # fmt: skip
         if facts.version != __version__:
             return warn("daemon", f"{detail}; this nmem is {__version__}", _restart_command(facts.started_by))
+        if facts.last_error and "disk is full" in facts.last_error:
+            return fail("daemon", f"{detail}; last error: disk full ({facts.last_error})",
+                        f"free space on the disk holding it: df -h {shlex.quote(settings.home)}")  # fmt: skip
         if facts.last_error:
             return warn("daemon", f"{detail}; last error: {facts.last_error}", f"see {settings.log_dir}/nmemd.log")
         return ok("daemon", detail)
@@ -355,13 +366,37 @@ def check_capture(settings: Settings) -> Check:
     kept = fallback.waiting(settings.home)
     if kept:
         folder, count, reason = kept
-        return fail("capture", f"{count} event{'s' * (count != 1)} waiting in {folder}: {reason}",
-                    "make NMEM_HOME a folder of yours (or unset it), then: nmem daemon start")  # fmt: skip
+        fix = "make NMEM_HOME a folder of yours (or unset it), then: nmem daemon start"
+        if reason.startswith("disk full"):  # nmem_client.inbox.full_disk_reason: the reason says what to free
+            fix = f"free space on the disk holding {settings.home}, then: nmem daemon start"
+        return fail("capture", f"{count} event{'s' * (count != 1)} waiting in {folder}: {reason}", fix)
     count, last = malformed.counted(settings.home)
     if count:
+        record = os.path.join(settings.home, malformed.NAME)  # one line each: when, what, and from where
         return warn("capture", f"{count} hook input{'s' * (count != 1)} not usable (empty or not JSON), last {last}",
-                    f"see {settings.log_dir}/nmemd.log and the agent's hook command")  # fmt: skip
+                    f"each is a line of {record} (when, what, which hook sent it)")  # fmt: skip
     return ok("capture", "no events waiting outside the store, no unusable hook input")
+
+
+DISK_LOW_BYTES = 16 * 1024 * 1024  # less than this free where the store lives: events may be lost
+
+
+def check_disk(settings: Settings) -> Check:
+    """Free space on the disk holding NMEM_HOME: a full one loses what neither the store nor its inbox
+    nor its spool can take (issue #37, 3)."""
+    folder = settings.home if os.path.isdir(settings.home) else os.path.dirname(settings.home.rstrip("/")) or "/"
+    try:
+        st = os.statvfs(folder)
+    except OSError as exc:
+        return warn("disk", f"free space of {folder} unknown: {exc.strerror}")
+    free = st.f_bavail * st.f_frsize
+    if free < DISK_LOW_BYTES:
+        from nmem_client.inbox import full_disk_reason
+
+        state = "disk full" if free < 1024 * 1024 else f"disk almost full ({free // 1024} KB free)"
+        return fail("disk", f"{state}: {full_disk_reason(settings.home).partition(': ')[2]}",
+                    f"df -h {shlex.quote(folder)}; du -sh {shlex.quote(settings.home)}/*")  # fmt: skip
+    return ok("disk", f"{free / 1073741824:.1f} GB free on the disk holding {settings.home}")
 
 
 def run() -> Report:
@@ -377,6 +412,7 @@ def run() -> Report:
     checks += _guarded("daemon", lambda: check_daemon(settings))
     checks += _guarded("database", lambda: check_database(settings))
     checks += _guarded("capture", lambda: check_capture(settings))
+    checks += _guarded("disk", lambda: check_disk(settings))
     checks += _guarded("service", check_service)
     checks += _guarded("team", _team_health)
     return Report(ok=all(c.status != "fail" for c in checks), checks=checks)

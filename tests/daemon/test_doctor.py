@@ -68,7 +68,7 @@ def test_a_good_install_passes(env: dict[str, str], daemon: Daemon, tmp_path: Pa
     assert code == 0, checks
     assert {name: c["status"] for name, c in checks.items()} == dict.fromkeys(
         ["config", "entry points", "path", "hooks", "mcp", "socket", "daemon", "database", "wal", "backlog", "capture"]
-        + ["service"],
+        + ["disk", "service"],
         "ok",
     )
     text = run([NMEM, "doctor"], env, tmp_path)

@@ -33,7 +33,7 @@ class Daemon:
         self.notify_path = os.path.join(short_dir, "notify")
         self.proc: subprocess.Popen[bytes] | None = None
         self.home = Path(env["NMEM_HOME"])
-        self.socket = env["NMEM_SOCKET"]
+        self.socket = env.get("NMEM_SOCKET", "")  # "": the default place (nmem_client.paths.socket_path)
 
     @property
     def db(self) -> Path:
