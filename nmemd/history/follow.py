@@ -66,20 +66,29 @@ class Follower:
     stored: int = 0  # passages newly stored
 
     def note(self, ex: Extracted) -> None:
-        """An event was committed: read its transcript's new lines, if its agent's transcript has words."""
+        """An event was committed: read its transcript's new lines, if its agent's transcript has words.
+
+        A `stat` here, on the loop, spares the thread a file that did not grow (or is not there)."""
         path = ex.transcript_path
         if not path or ex.hook_event in _SKIP_EVENTS or ex.session_id == "unknown":
             return
         followed = self.files.get(path)
+        if followed is not None and followed.running:
+            followed.again = True
+            return
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return
         if followed is None:
             followed = self._follow(path, ex.agent)
             if followed is None:
                 return
         else:
             self.files.move_to_end(path)
-        if followed.running:
-            followed.again = True
-        elif self.spawn(self._run, followed):
+            if st.st_size == followed.offset and (st.st_dev, st.st_ino) == followed.ident:
+                return
+        if self.spawn(self._run, followed):
             followed.running = True
 
     def _follow(self, path: str, agent: str | None) -> _Followed | None:

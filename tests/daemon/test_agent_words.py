@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
-from support.fixtures import WORDS
+from support.fixtures import DATA, WORDS
 from support.helpers import count, wait_until
 from support.transcript_import import nmem_import
 
@@ -121,5 +121,61 @@ def test_a_transcript_cut_short_or_rewritten_is_read_from_its_start_and_a_missin
     assert count(daemon.db, "observations", "title = ?", ("The default port is 1100, not 1010.",)) == 1
     assert count(daemon.db, "events", "natural_key LIKE ?", (f"said:{SID}:%",)) == 4
     assert daemon.proc is not None and daemon.proc.poll() is None
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+# --- Codex: its rollout file, named by its hooks --------------------------------------------------------------
+
+CODEX_ROLLOUT = next((DATA / "codex").glob("rollout-2026-11-26T09-00-00-*.jsonl"))
+
+
+def _codex_live(rollout: Path) -> None:
+    """The Codex turn of tests/data/codex/rollout-2026-11-26*: its lines written as Codex writes them, each
+    hook sent by the real hook client as `nmem install --agent codex` runs it."""
+    lines = CODEX_ROLLOUT.read_bytes().splitlines(keepends=True)
+    items = [json.loads(raw) for raw in lines]
+    sid, turn = items[0]["payload"]["id"], items[1]["payload"]["turn_id"]
+    base = {"session_id": sid, "transcript_path": str(rollout), "cwd": items[0]["payload"]["cwd"], "turn_id": turn}
+
+    written = [0]
+
+    def hook(upto: int, event: str, **fields: Any) -> None:
+        with rollout.open("ab") as f:
+            f.write(b"".join(lines[written[0] : upto]))
+        written[0] = upto
+        done = run_send(json.dumps({**base, "hook_event_name": event, **fields}).encode(), args=("--agent", "codex"))
+        assert done.returncode == 0 and done.stderr == b""
+
+    hook(3, "UserPromptSubmit", prompt=items[2]["payload"]["content"][0]["text"])
+    hook(7, "PostToolUse", tool_name="apply_patch", tool_use_id="call_p1",
+         tool_input={"command": items[5]["payload"]["input"]}, tool_response=items[6]["payload"]["output"])  # fmt: skip
+    hook(10, "PostToolUse", tool_name="exec", tool_use_id="call_e1", tool_input={"input": items[8]["payload"]["input"]},
+         tool_response=items[9]["payload"]["output"])  # fmt: skip
+    hook(12, "Stop", stop_hook_active=False, last_assistant_message=items[11]["payload"]["last_agent_message"])
+
+
+@pytest.mark.parametrize("order", ["live-then-import", "import-then-live"])
+def test_codex_words_and_faults_are_stored_once_live_and_imported(daemon: Daemon, tmp_path: Path, order: str) -> None:
+    rollout = tmp_path / CODEX_ROLLOUT.name
+    daemon.start()
+    if order == "import-then-live":
+        shutil.copy(CODEX_ROLLOUT, rollout)
+        code, summary, _ = nmem_import(str(rollout))
+        assert code == 0 and summary["said"] == 3 and summary["events_new"] == 7, summary
+        rollout.unlink()
+    _codex_live(rollout)
+    wait_until(lambda: count(daemon.db, "observations", SAID) >= 3, message="Codex's words were not read")
+    if order == "live-then-import":
+        code, summary, _ = nmem_import(str(rollout))
+        assert code == 0 and summary["said"] == 3 and summary["events_new"] == 0, summary
+    assert [t for t, *_ in _said(daemon.db)] == ["thinking", "assistant", "assistant"]
+    assert count(daemon.db, "events", "natural_key LIKE 'said:%'") == 3
+    failed = db_rows(daemon.db, "SELECT type, title FROM observations WHERE tool_name = 'apply_patch'")
+    assert len(failed) == 1 and failed[0][0] == "error"
+    assert str(failed[0][1]).startswith("apply_patch failed: verification failed: Failed to find expected lines")
+    (command,) = db_rows(daemon.db, "SELECT command FROM observations WHERE tool_name = 'exec'")
+    assert str(command[0]).endswith("two rows per refund id")
+    assert count(daemon.db, "observations", "type = 'stop'") == 1 and count(daemon.db, "inbox") == 0
     daemon.stop()
     integrity_ok(daemon.db)

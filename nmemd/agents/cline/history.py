@@ -11,7 +11,10 @@ a payload (each with `nmem_agent: cline` and the CLI's hook names, read by the d
 * an assistant `tool_use` joined with the next user message's `tool_result` of the same id ->
   `tool_result` with the CLI's call id, keyed by `cline.tool_key` as the live hook is;
 * a run's last assistant text -> `agent_end` with `turn.outputText`, keyed by `reply_key` as the live
-  hook is.
+  hook is;
+* the text of an assistant message that calls a tool (the agent's own words between its tool calls) ->
+  AssistantText, and its `thinking` / `reasoning` blocks' plain text (never a signature) ->
+  AssistantThinking, keyed by `words_key` with the message's id (or place) and the block's.
 
 The session is the file's `sessionId`: the hooks' `sessionContext.rootSessionId`.
 """
@@ -30,6 +33,7 @@ from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
 from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
+from nmemd.model import words_key
 
 SUFFIX: Final = ".messages.json"
 # A larger messages file is reported, not read. Read whole and decoded at once: its bytes, its
@@ -96,7 +100,7 @@ class MessagesReader:
         out: list[Record] = []
         calls: dict[str, dict[str, Any]] = {}
         reply: tuple[str, float] | None = None
-        for message in doc["messages"]:
+        for number, message in enumerate(doc["messages"]):
             self.counts.lines += 1
             m = dict_or_empty(message)
             ts = m["ts"] / 1000 if isinstance(m.get("ts"), int | float) and not isinstance(m.get("ts"), bool) else 0.0
@@ -105,6 +109,7 @@ class MessagesReader:
                 parts = [{"type": "text", "text": m["content"]}]
             if m.get("role") == "assistant":
                 self.counts.messages += 1
+                out += self._words(nonempty_str(m.get("id")) or f"m{number}", parts, ts)
                 texts = [p["text"] for p in parts if p.get("type") == "text" and nonempty_str(p.get("text"))]
                 for p in parts:
                     if p.get("type") == "tool_use" and nonempty_str(p.get("id")):
@@ -142,6 +147,28 @@ class MessagesReader:
         except (OSError, ValueError, RecursionError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self.problems.append(f"{meta} skipped ({why}): working folder unknown")
+
+    def _words(self, own: str, parts: list[dict[str, Any]], ts: float) -> list[Record]:
+        """A message's thinking, and its text when it calls a tool: said between its tool calls."""
+        calls = any(p.get("type") == "tool_use" for p in parts)
+        out = []
+        for index, p in enumerate(parts):
+            kind = p.get("type")
+            text = p.get("thinking") if kind == "thinking" else p.get("text")
+            if (
+                (kind in ("thinking", "reasoning") or (kind == "text" and calls))
+                and isinstance(text, str)
+                and text.strip()
+            ):
+                thinking = kind != "text"
+                payload: dict[str, Any] = {"nmem_agent": AGENT, "hook_event_name": "AssistantThinking" if thinking
+                                           else "AssistantText", "session_id": self.session,
+                                           "thinking" if thinking else "text": bound(text, STRING_MAX, 0)}  # fmt: skip
+                if self.cwd:
+                    payload["cwd"] = self.cwd
+                self.counts.said += 1
+                out.append(Record(key=words_key(self.session, own, index), ts=ts, payload=payload))
+        return out
 
     def _payload(self, hook: str) -> dict[str, Any]:
         p: dict[str, Any] = {"nmem_agent": AGENT, "hookName": hook, "taskId": self.session,

@@ -23,9 +23,11 @@ from nmemd.capture.fields import (
     dict_or_empty,
     join_lines,
     observation,
+    one_line,
     relative_path,
     str_or_none,
 )
+from nmemd.capture.redact import redact
 from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
 
@@ -35,6 +37,14 @@ FILES_MAX: Final = 20  # files of one patch that get an observation each
 _FILE_OP: Final = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$")
 _MOVE: Final = re.compile(r"^\*\*\* Move to: (.+?)\s*$")
 _EXIT: Final = re.compile(r"\A(?:Exit code|Process exited with code):? (-?\d+)")
+# What Codex answers a patch it did not apply (codex-rs apply_patch: verification, a rejected or empty
+# patch, a refused approval), with no exit code; a patch it applied says "Success. Updated ...".
+_PATCH_FAILED: Final = re.compile(
+    r"verification failed|patch rejected|invalid (?:patch|hunk)|failed to (?:find|apply|read|write)"
+    r"|rejected by (?:the )?user|no such file|permission denied",
+    re.IGNORECASE,
+)
+_NESTED_COMMAND: Final = re.compile(r"""exec_command\(\s*(?:\{[^}]*?\bcmd\s*:\s*)?(["'`])((?:\\.|(?!\1).)*)\1""", re.S)
 
 
 class PatchFile:
@@ -83,18 +93,47 @@ def exit_code(text: object) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _text_of(resp: object) -> str:
+    """A tool response's text: a string, or the `output` of a structured one."""
+    if isinstance(resp, dict):
+        resp = resp.get("output", resp.get("content", ""))
+    return resp if isinstance(resp, str) else ""
+
+
+def patch_failure(resp: object) -> str | None:
+    """Why Codex did not apply a patch (its answer's first line), None when it did: a non-zero exit code, or
+    no exit code and a message such as `apply_patch verification failed: Failed to find expected lines`."""
+    text = _text_of(resp)
+    code = exit_code(text)
+    if code not in (None, 0):
+        return f"exit {code}"
+    head = text[:2000]
+    if code is None and "Success." not in head and _PATCH_FAILED.search(head):
+        return one_line(next((ln for ln in head.splitlines() if ln.strip()), head), 150)
+    return None
+
+
 def apply_patch_observations(t: ToolCall, cwd: str | None) -> list[Observation]:
     raw = t.inp.get("command") or t.inp.get("input") or t.inp.get("patch")
     patch = raw if isinstance(raw, str) else ""
     files = parse_patch(patch)
-    code = exit_code(t.resp)
-    if code not in (None, 0) or not files:
-        output = clean_text(t.resp if isinstance(t.resp, str) else "", 1500, 30)
+    failure = patch_failure(t.resp)
+    if failure is not None or not files:
+        output = clean_head_tail(_text_of(t.resp))
         names = ", ".join(relative_path(clean_line(f.path, PATH_MAX), t.root) for f in files[:5])
-        title = f"apply_patch failed (exit {code})" if code not in (None, 0) else "apply_patch (no file in the patch)"
+        if failure is None:
+            title = "apply_patch (no file in the patch)" + (f": {names}" if names else "")
+        elif failure.startswith("exit "):
+            title = f"apply_patch failed ({failure})" + (f": {names}" if names else "")
+        else:
+            title = f"apply_patch failed: {redact(failure.removeprefix('apply_patch '))}" + (
+                f" — {names}" if names else ""
+            )
+        content = join_lines(output, clean_text(patch, 1200, 20))
+        path = _absolute(clean_line(files[0].path, PATH_MAX), cwd) if files else None
         return [
-            observation("error" if code not in (None, 0) else "tool", title + (f": {names}" if names else ""),
-                 join_lines(output, clean_text(patch, 1200, 20)), tool_name="apply_patch")
+            observation("error" if failure is not None else "tool", title, content, limit=len(content),
+                        tool_name="apply_patch", file_path=path)
         ]  # fmt: skip
     out = []
     for f in files[:FILES_MAX]:
@@ -196,6 +235,22 @@ def shell_observations(
     ]
 
 
+def exec_observations(t: ToolCall) -> list[Observation]:
+    """A code-mode `exec` call: JavaScript whose nested `tools.exec_command(...)` runs the shell. Its source
+    is the command, kept whole within CMD_MAX (the title names the first shell command it runs)."""
+    raw = next((v for k in ("input", "code", "source", "command") if isinstance(v := t.inp.get(k), str)), "")
+    source = clean_text(raw, CMD_MAX)
+    nested = [m.group(2) for m in _NESTED_COMMAND.finditer(raw[: CMD_MAX * 4])]
+    about = one_line(nested[0], 150) if nested else one_line(source, 150)
+    output = _text_of(t.resp)
+    code = exit_code(output)
+    failed = code not in (None, 0)
+    title = (f"exec failed (exit {code})" if failed else "exec") + (f": {redact(about)}" if about else "")
+    content = join_lines(f"source: {source}" if source else "", clean_head_tail(output))
+    return [observation("error" if failed else "command", title, content, limit=len(content), tool_name="exec",
+                        command=source or None)]  # fmt: skip
+
+
 def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation] | None:
     """What nmem keeps of a Codex event, where it differs from Claude Code's; None: as Claude Code's."""
     event = ex.hook_event
@@ -208,6 +263,8 @@ def observations(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Obs
     tool = ToolCall(name, dict_or_empty(p.get("tool_input")), p.get("tool_response"), root)
     if name == "apply_patch":
         return apply_patch_observations(tool, ex.cwd)
+    if name == "exec":
+        return exec_observations(tool)
     if name == "Bash":
         if "nmem_exit_code" in p:  # the rollout import read it already (nmemd.agents.codex.history): no file to read
             code = p["nmem_exit_code"]

@@ -15,10 +15,16 @@ live Codex hooks are read):
   PostToolUseFailure (live capture reads the same exit code from this file);
 * a turn's last assistant text (`task_complete`'s `last_agent_message`, else the last assistant
   message at the next prompt or the end of the file) -> Stop, keyed by `reply_key` like a live Stop;
-* `compacted` -> PostCompact with its summary.
+* `compacted` -> PostCompact with its summary;
+* an assistant message followed by a tool call or another message of its turn (the agent's own words
+  between its tool calls: the turn's last is its Stop) -> AssistantText, and each plain-text summary
+  of a `reasoning` item (never its `encrypted_content`) -> AssistantThinking, keyed by `words_key` with
+  the item's id (or a hash of its time and text); the daemon reads the same live (`words_only`);
+* a code-mode `exec` call (JavaScript whose nested `tools.exec_command(...)` runs the shell) -> its
+  source whole, as its `input`.
 
-Everything else (`session_meta`, `turn_context`, reasoning, token counts, world state) only feeds
-the session's id, working directory, branch and turn, or is counted as skipped.
+Everything else (`session_meta`, `turn_context`, token counts, world state) only feeds the session's
+id, working directory, branch and turn, or is counted as skipped.
 """
 
 from __future__ import annotations
@@ -35,12 +41,20 @@ from nmemd.capture.fields import dict_or_empty
 from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import STRING_MAX, Record, nonempty_str, parse_ts
-from nmemd.model import COMPACT_MAX, compact_key, reply_key
+from nmemd.model import COMPACT_MAX, compact_key, reply_key, words_key
 
 PENDING_MAX: Final = 10_000
 SHELL_TOOLS: Final = frozenset({"exec_command", "shell", "local_shell", "shell_command", "container.exec"})
 _HARNESS: Final = ("<environment_context", "<user_instructions", "<turn_aborted", "# AGENTS.md instructions",
                    "<permissions instructions", "<user_shell_command")  # fmt: skip
+
+
+def words_line(raw: bytes) -> bool:
+    """A rollout line that may hold the agent's words or say where they sit (the live follower decodes only
+    these): a response item other than a tool's output, the turn's context and end, the session's facts."""
+    if b'"response_item"' in raw:
+        return b'_call_output"' not in raw[:400]
+    return b'"turn_context"' in raw or b'"task_complete"' in raw or b'"session_meta"' in raw[:200]
 
 
 def is_rollout(path: str) -> bool:
@@ -118,6 +132,8 @@ class RolloutReader(SessionLines[_Call]):
     AGENT: ClassVar[str] = AGENT
 
     turn: str | None = None
+    words_only: bool = False  # only the agent's own words (`nmemd.history.follow`: the hooks send the rest)
+    _held: Record | None = None  # the last assistant message, until what follows shows it was not the turn's end
     _exits: dict[str, tuple[int, str]] = field(default_factory=dict)  # call id -> (exit code, output)
     _reply: str | None = None  # the turn's last assistant text so far
     _reply_ts: float = 0.0
@@ -170,18 +186,44 @@ class RolloutReader(SessionLines[_Call]):
             if role == "assistant":
                 text = "\n".join(t for t in _texts(p.get("content"), "output_text") if t.strip())
                 if text:
+                    said = self._said()  # a message that another follows was said between tool calls
                     self._reply, self._reply_ts = text, ts
+                    self._held = self._words("AssistantText", "text", text, nonempty_str(p.get("id")), 0, ts)
                     self.counts.messages += 1
-                    return []
+                    return said
+        elif kind == "reasoning":
+            summary = p.get("summary") if isinstance(p.get("summary"), list) else []
+            self.counts.said += sum(1 for text in _texts(summary, "summary_text") if text.strip())
+            return [self._words("AssistantThinking", "thinking", text, nonempty_str(p.get("id")), i, ts)
+                    for i, text in enumerate(_texts(summary, "summary_text")) if text.strip()]  # fmt: skip
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
-            self._call(p, offset)
-            return []
-        elif kind in ("function_call_output", "custom_tool_call_output"):
+            said = self._said()
+            if not self.words_only:
+                self._call(p, offset)
+            return said
+        elif kind in ("function_call_output", "custom_tool_call_output") and not self.words_only:
             return self._result(p, ts)
         self.counts.skipped += 1
         return []
 
+    def _words(self, event: str, field_name: str, text: str, item: str | None, index: int, ts: float) -> Record:
+        """One passage of the agent's own words, keyed by its item (a rollout line has no other id)."""
+        own = item or "h" + hashlib.blake2b(f"{ts}:{text}".encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+        payload = self._payload(event)
+        payload[field_name] = self._bound(text)
+        return self._record(words_key(self.session, own, index), payload, ts)
+
+    def _said(self) -> list[Record]:
+        held, self._held = self._held, None
+        if held is None:
+            return []
+        self.counts.said += 1
+        return [held]
+
     def _prompt(self, p: dict[str, Any], ts: float) -> list[Record]:
+        self._held = None
+        if self.words_only:
+            return []
         text = "\n".join(_texts(p.get("content"), "input_text"))
         if not text.strip() or text.lstrip().startswith(_HARNESS):
             self.counts.skipped += 1
@@ -264,6 +306,9 @@ class RolloutReader(SessionLines[_Call]):
         kind = p.get("type")
         self.turn = nonempty_str(p.get("turn_id")) or self.turn
         if kind == "task_complete":
+            self._held = None
+            if self.words_only:
+                return []
             text = nonempty_str(p.get("last_agent_message"))
             if text:
                 self._reply, self._reply_ts = text, ts
@@ -284,8 +329,8 @@ class RolloutReader(SessionLines[_Call]):
 
     def _turn_end(self) -> list[Record]:
         text, ts = self._reply, self._reply_ts
-        self._reply = None
-        if not text or not text.strip():
+        self._reply, self._held = None, None
+        if not text or not text.strip() or self.words_only:
             return []
         key = reply_key(self.session, text)
         if key in self._replied:
@@ -298,6 +343,8 @@ class RolloutReader(SessionLines[_Call]):
         return [self._record(key, payload, ts)]
 
     def _compacted(self, p: dict[str, Any], ts: float) -> list[Record]:
+        if self.words_only:
+            return []
         summary = nonempty_str(p.get("message")) or ""
         payload = self._payload("PostCompact")
         payload["trigger"] = "auto"
@@ -322,4 +369,6 @@ SOURCE: Final = HistorySource(
     lines=lambda path: RolloutReader(path=path),
     decode=decode_line,  # Codex's, the Gemini CLI's and Copilot's lines: plain JSON, any shape
     where=sessions_root,
+    words=lambda path: RolloutReader(path=path, words_only=True),
+    words_line=words_line,
 )

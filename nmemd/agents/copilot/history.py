@@ -11,6 +11,9 @@ What becomes a payload (each with `nmem_agent: copilot`, read by the daemon as l
   and its arguments (`copilot.hook_call_id`), as the live hook's is; a call no hook saw, by its
   `toolCallId`; with Claude Code's tool names as Copilot's PascalCase hooks give them (`bash` -> Bash,
   `view` -> Read, `apply_patch` -> Edit; an MCP tool `<server>-<tool>` as `mcp__<server>__<tool>`);
+* the text of an `assistant.message` that requests tools (the agent's own words between its tool calls)
+  -> AssistantText, and its plain `reasoningText` (never `reasoningOpaque`) -> AssistantThinking, keyed by
+  `words_key` with the message's id;
 * a turn's last assistant text -> Stop, keyed by the time its `agentStop` hook recorded (the live Stop
   carries no text and is keyed so: a turn seen live is not added again), else by `reply_key`.
 
@@ -30,7 +33,7 @@ from nmemd.capture.fields import dict_or_empty
 from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import Record, nonempty_str, parse_ts
-from nmemd.model import reply_key
+from nmemd.model import reply_key, words_key
 
 TOOL_NAMES: Final = {"bash": "Bash", "view": "Read", "apply_patch": "Edit"}
 
@@ -97,10 +100,13 @@ class EventsReader(SessionLines[_Call]):
             return self._prompt(data, ts)
         elif kind == "assistant.message":
             text = nonempty_str(data.get("content"))
-            if text and text.strip():
+            said = self._words(data, line, ts)
+            if text and text.strip() and not data.get("toolRequests"):
                 self._reply, self._reply_ts = text, ts
                 self.counts.messages += 1
-                return []
+                return said
+            if said:
+                return said
         elif kind == "tool.execution_start":
             call = nonempty_str(data.get("toolCallId"))
             if call:
@@ -116,6 +122,21 @@ class EventsReader(SessionLines[_Call]):
             return self._result(data, ts)
         self.counts.skipped += 1
         return []
+
+    def _words(self, d: dict[str, Any], line: dict[str, Any], ts: float) -> list[Record]:
+        """A message's reasoning, and its text when it requests tools: said between its tool calls."""
+        own = nonempty_str(d.get("messageId")) or nonempty_str(line.get("id"))
+        records = []
+        for index, (event, name, text) in enumerate(
+            (("AssistantText", "text", d.get("content") if d.get("toolRequests") else None),
+             ("AssistantThinking", "thinking", d.get("reasoningText")))
+        ):  # fmt: skip
+            if own and isinstance(text, str) and text.strip():
+                payload = self._payload(event)
+                payload[name] = self._bound(text)
+                self.counts.said += 1
+                records.append(self._record(words_key(self.session, own, index), payload, ts))
+        return records
 
     def _prompt(self, d: dict[str, Any], ts: float) -> list[Record]:
         text = nonempty_str(d.get("content"))

@@ -10,10 +10,14 @@ Gemini hooks are read, under the same natural keys):
   AfterTool with `tool_use_id` the hash of its tool, arguments and output (`tool_call_id`), as the live
   hook is keyed; a call whose `status` is "error" carries its error;
 * a turn's last `gemini` text (at the next prompt or the end of the file) -> AfterAgent, keyed by
-  `reply_key` like a live one.
+  `reply_key` like a live one;
+* the text of a `gemini` message that calls tools (the agent's own words between its tool calls) ->
+  AssistantText, and each of its `thoughts` (subject and description: the CLI keeps their plain text
+  only) -> AssistantThinking, keyed by `words_key` with the message's id; the daemon reads the same live
+  (`words_only`), from the file the hooks name.
 
 The session's working directory is the project folder's `.project_root` (or `projects.json`).
-Everything else (`$set` updates, `info` messages, thoughts, token counts) is counted as skipped. The
+Everything else (`$set` updates, `info` messages, token counts) is counted as skipped. The
 single-object `session-*.json` files of older versions are not read.
 """
 
@@ -30,7 +34,7 @@ from nmemd.history import files
 from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
 from nmemd.history.transcripts import STRING_MAX, Record, bound, nonempty_str, parse_ts
-from nmemd.model import reply_key
+from nmemd.model import reply_key, words_key
 
 SEEN_MAX: Final = 100_000
 _PREAMBLE: Final = ("<session_context>",)
@@ -99,7 +103,9 @@ class SessionReader(SessionLines[Any]):
     _calls: set[str] = field(default_factory=set)  # tool call ids already sent
     _reply: tuple[str, str, float] | None = None  # (message id, text, ts) of the turn's last text so far
     _replied: set[str] = field(default_factory=set)
+    _said: set[str] = field(default_factory=set)  # keys of the words sent (a message is written several times)
     problems: list[str] = field(default_factory=list)  # side files that could not be read
+    words_only: bool = False  # only the agent's own words (`nmemd.history.follow`: the hooks send the rest)
 
     def __post_init__(self) -> None:
         name = os.path.basename(self.path).removesuffix(".jsonl")
@@ -122,6 +128,8 @@ class SessionReader(SessionLines[Any]):
         return []
 
     def _user(self, line: dict[str, Any], ts: float) -> list[Record]:
+        if self.words_only:
+            return []
         text = "\n".join(_texts(line.get("content")))
         if not text.strip() or text.lstrip().startswith(_PREAMBLE):
             self.counts.skipped += 1  # tool results, the CLI's own context
@@ -138,11 +146,13 @@ class SessionReader(SessionLines[Any]):
         msg_id = nonempty_str(line.get("id")) or ""
         calls = line.get("toolCalls")
         text = "\n".join(t for t in _texts(line.get("content")) if t.strip())
-        records: list[Record] = []
+        records = self._thoughts(msg_id, line.get("thoughts"), ts)
         if isinstance(calls, list) and calls:
             if self._reply is not None and self._reply[0] == msg_id:
                 self._reply = None  # a text before tool calls: not the turn's last
-            for call in calls:
+            if text and msg_id:
+                records += self._words(msg_id, 0, "AssistantText", "text", text, ts)
+            for call in calls if not self.words_only else ():
                 if isinstance(call, dict):
                     records += self._call(call, ts)
         elif text:
@@ -151,6 +161,31 @@ class SessionReader(SessionLines[Any]):
         if not records and not text:
             self.counts.skipped += 1
         return records
+
+    def _thoughts(self, msg_id: str, thoughts: object, ts: float) -> list[Record]:
+        records: list[Record] = []
+        for i, thought in enumerate(thoughts if isinstance(thoughts, list) and msg_id else ()):
+            t = dict_or_empty(thought)
+            text = ": ".join(
+                v.strip() for k in ("subject", "description") if isinstance(v := t.get(k), str) and v.strip()
+            )
+            if text:
+                records += self._words(
+                    msg_id, i + 1, "AssistantThinking", "thinking", text, parse_ts(t.get("timestamp"), ts)
+                )
+        return records
+
+    def _words(self, msg_id: str, index: int, event: str, name: str, text: str, ts: float) -> list[Record]:
+        key = words_key(self.session, msg_id, index)
+        if key in self._said:
+            return []
+        if len(self._said) >= SEEN_MAX:
+            self._said.clear()
+        self._said.add(key)
+        payload = self._payload(event)
+        payload[name] = bound(text)
+        self.counts.said += 1
+        return [Record(key=key, ts=ts, payload=payload)]
 
     def _call(self, call: dict[str, Any], ts: float) -> list[Record]:
         status = call.get("status")
@@ -183,7 +218,7 @@ class SessionReader(SessionLines[Any]):
 
     def _turn_end(self) -> list[Record]:
         reply, self._reply = self._reply, None
-        if reply is None:
+        if reply is None or self.words_only:
             return []
         _, text, ts = reply
         key = reply_key(self.session, text)
@@ -214,4 +249,6 @@ SOURCE: Final = HistorySource(
     lines=lambda path: SessionReader(path=path),
     decode=decode_line,
     where=tmp_root,
+    words=lambda path: SessionReader(path=path, words_only=True),
+    words_line=lambda raw: b'"gemini"' in raw or b'"sessionId"' in raw[:40],  # the header names the session
 )

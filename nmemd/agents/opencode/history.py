@@ -9,7 +9,10 @@ payload (each with `nmem_agent: opencode`, read by the daemon as live OpenCode e
 * a tool part, `completed` -> PostToolUse, `error` -> PostToolUseFailure, with its `callID` as
   `tool_use_id`, as the plugin's `tool.execute.after` and its error parts send them;
 * a turn's last assistant text -> Stop with `last_assistant_message`, keyed by `reply_key` (the plugin's
-  `session.idle` sends the same text).
+  `session.idle` sends the same text);
+* the text parts of an assistant message that calls a tool (the agent's own words between its tool
+  calls) -> AssistantText, and its `reasoning` parts' plain text -> AssistantThinking, keyed by
+  `words_key` with the part's id.
 
 So a session seen by both is stored once. Incremental: a run reads only sessions changed after the newest
 change the last one read (`session.time_updated`, or a part's, in ms), and records that time as the
@@ -33,7 +36,7 @@ from nmemd.agents.opencode.capture import database
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history.sources import HistorySource
 from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
-from nmemd.model import reply_key
+from nmemd.model import reply_key, words_key
 
 AGENT: Final = SPEC.name
 NAME: Final = "opencode.db"
@@ -135,8 +138,13 @@ class DatabaseReader:
                 yield Record(key=f"prompt:{sid}:{mid}", ts=ts, payload=payload)
             elif role == "assistant" and not info.get("summary"):
                 self.counts.messages += 1
-                for pts, part in mine:
+                calls = any(p.get("type") == "tool" for _, p in mine)
+                for index, (pts, part) in enumerate(mine):
                     kind = part.get("type")
+                    said = kind == "reasoning" or (kind == "text" and calls)
+                    if said and nonempty_str(part.get("text")) and part["text"].strip() and not part.get("synthetic"):
+                        own = nonempty_str(part.get("id")) or f"{mid}:{index}"
+                        yield self._words(sid, cwd, own, kind == "reasoning", part["text"], pts / 1000 or ts)
                     if kind == "tool":
                         if (record := self._tool(sid, cwd, part, pts / 1000 or ts)) is not None:
                             yield record
@@ -170,6 +178,12 @@ class DatabaseReader:
             self.counts.errors += 1
         self.counts.tools += 1
         return Record(key=f"tool:{sid}:{call}", ts=ts, payload=payload)
+
+    def _words(self, sid: str, cwd: str | None, own: str, thinking: bool, text: str, ts: float) -> Record:
+        payload = self._payload(sid, cwd, "AssistantThinking" if thinking else "AssistantText")
+        payload["thinking" if thinking else "text"] = bound(text, STRING_MAX, 0)
+        self.counts.said += 1
+        return Record(key=words_key(sid, own, 0), ts=ts, payload=payload)
 
     def _stop(self, sid: str, cwd: str | None, text: str, ts: float) -> Record:
         payload = self._payload(sid, cwd, "Stop")
