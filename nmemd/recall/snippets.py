@@ -68,6 +68,9 @@ _FACT_WEIGHTS: Final = (
 )
 
 
+FACT_CAP: Final = 1.5  # the most a line's fact counts for when a snippet's line is chosen
+
+
 def fact_weight(line: str) -> float:
     """How much of a fact one line carries (the sum of _FACT_WEIGHTS it matches; 0 for an empty line)."""
     if _EMPTY.match(line):
@@ -160,26 +163,34 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
     scored = [(2.0 * sum(terms.values()) - start / SCAN_CHARS, start, end, first) for start, (end, first, terms)
               in lines.items()]  # fmt: skip
     top = max(score for score, *_ in scored)
-    best: tuple[float, int, int] | None = None
-    for score, start, end, first in scored:
+    cause = 2.0 if why else 0.0  # what a line stating a cause adds, when the question asks for one
+    # The line of the highest total, the first in text order of equal ones. Read best score first: a line
+    # whose score plus the most a fact adds cannot reach the best total so far is not read, nor any after it.
+    best: tuple[float, int, int, int] | None = None  # (total, order, start, end)
+    for order, (score, start, end, first) in sorted(enumerate(scored), key=lambda x: -x[1][0]):
         if score < top - (3.5 if why else 1.5):
-            continue
+            break
+        if best is not None and (reach := score + FACT_CAP + cause) <= best[0]:
+            if reach < best[0]:
+                break
+            if order > best[1]:
+                continue  # it could only tie, and the earlier line wins a tie
         if _EMPTY.match(text[start:end]):
             continue
         near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
-        total = score + min(fact_weight(near), 1.5) + (2.0 if why and CONCLUSION.search(near) else 0.0)
-        if best is None or total > best[0]:
-            best = (total, start, end)
-    return None if best is None else (best[1], best[2])
+        total = score + min(fact_weight(near), FACT_CAP) + (cause if why and CONCLUSION.search(near) else 0.0)
+        if best is None or total > best[0] or (total == best[0] and order < best[1]):
+            best = (total, order, start, end)
+    return None if best is None else (best[2], best[3])
 
 
 def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
     """The (start, end) of the line carrying the most of a fact among the first `lines`; None: no fact."""
     best: tuple[float, int, int] | None = None
     for n, m in enumerate(_LINE.finditer(text)):
-        if n >= lines:
-            break
-        score = min(fact_weight(m.group()), 1.5) - n * 0.002
+        if n >= lines or (best is not None and best[0] >= FACT_CAP - n * 0.002):
+            break  # no line from here on can score more than the best one
+        score = min(fact_weight(m.group()), FACT_CAP) - n * 0.002
         if score > 0 and (best is None or score > best[0]):
             best = (score, *m.span())
     return None if best is None else (best[1], best[2])
