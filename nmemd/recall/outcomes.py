@@ -113,9 +113,11 @@ def failures(
     for n, r in failures:
         key = command_key(r.command) if r.command else f"{r.title[:60]}|{r.file_path or ''}"
         groups.setdefault(key, []).append((n, r))
-    outputs = _contents(conn, list({r.id for g in groups.values() for r in (g[0][1], g[-1][1])}), 4000)
-    out: list[tuple[tuple[int, int], HandoffLine | None]] = []
-    for key, group in groups.items():
+    # Only the lines shown are written: the output of each is read and searched for what went wrong.
+    shown = sorted(groups.items(), key=lambda kv: _rank(kv[1][-1][1]))[:limit]
+    outputs = _contents(conn, list({r.id for _, g in shown for r in (g[0][1], g[-1][1])}), 4000)
+    out: list[HandoffLine | None] = []
+    for key, group in shown:
         n, last = group[-1]
         what = f"`{command_line(_CD.sub('', last.command), 80)}`" if last.command else clip(_tool_of(last.title), 80)
         texts = [_unsaid(outputs.get(r.id, ""), project) for r in (group[0][1], last)]
@@ -125,13 +127,12 @@ def failures(
         fix = _fix(rows, n, key, last, project)
         if fix is None:
             text = f"{what} failed{times}: {said_}" if said_ else f"{what} failed{times}"
-            out.append((_rank(last), handoff_line("failed", text + "; not seen passing after", ids)))
+            out.append(handoff_line("failed", text + "; not seen passing after", ids))
         else:
             how, fix_ids = fix
             text = f"{what} failed{times}" + (f": {said_}" if said_ else "") + f" → {how}"
-            out.append((_rank(last), handoff_line("fixed", text, ids + fix_ids)))
-    out.sort(key=lambda x: x[0])
-    return [line for _, line in out[:limit]]
+            out.append(handoff_line("fixed", text, ids + fix_ids))
+    return out
 
 
 def _unsaid(text: str, project: str | None) -> str:
