@@ -13,9 +13,12 @@ budget shows a little of everything before a lot of anything.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -235,6 +238,47 @@ def _tasks(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | N
     return _Section(heading, items[:MAX_TASKS])
 
 
+# The sections that read the scope's rows alone (what failed and fixed it, the causes stated) say the same
+# until a row of the scope's sessions is written or deleted, however many sessions start meanwhile: each is
+# kept per (store, project, scope, the scope's state) and built again only when one of those changes.
+KEPT_SECTIONS: Final = 64
+_kept: OrderedDict[tuple[object, ...], _Section] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _scope_state(conn: sqlite3.Connection, scope: _Scope) -> tuple[object, ...] | None:
+    """What the scope's sections change with: the store (its file), the scope, its newest row (a row written
+    gets a larger id than any before) and how many rows it holds (a row deleted lowers it); None for a
+    store without a file (nothing is kept)."""
+    path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+    if not path:
+        return None
+    try:
+        inode = os.stat(path).st_ino
+    except OSError:
+        return None
+    newest, count = conn.execute(f"SELECT max(id), count(*) FROM observations WHERE {scope.sql}", scope.args).fetchone()
+    return (path, inode, tuple(scope.ids), scope.floor, newest, count)
+
+
+def _kept_section(name: str, state: tuple[object, ...] | None, build: Callable[[], _Section]) -> _Section:
+    """`build()`, or what it returned for the same `name` and `state` (see KEPT_SECTIONS)."""
+    if state is None:
+        return build()
+    key = (name, *state)
+    with _kept_lock:
+        kept = _kept.get(key)
+        if kept is not None:
+            _kept.move_to_end(key)
+    if kept is None:
+        kept = build()
+        with _kept_lock:
+            _kept[key] = kept
+            while len(_kept) > KEPT_SECTIONS:
+                _kept.popitem(last=False)
+    return _Section(kept.heading, list(kept.items))
+
+
 def _fixes(conn: sqlite3.Connection, project: str, scope: _Scope) -> _Section:
     """What failed in the recent sessions and what came after it and passed (builds and tests first)."""
     rows = rows_of(conn, f"{_IN} AND {scope.sql}", (*_in(project), *scope.args), MAX_ROWS)
@@ -408,6 +452,12 @@ def build_context(
         # Outcomes before counts: how the latest session ended, what broke and what fixed it, how the
         # project is built and tested, what was decided; then older sessions, open tasks, files.
         chosen: list[_Session] = []  # the session whose handoff is shown (the others are listed)
+        states: list[tuple[object, ...] | None] = []
+
+        def state() -> tuple[object, ...] | None:
+            if not states:
+                states.append(_scope_state(conn, scope))
+            return states[0]
 
         def latest() -> _Section:
             s, lines = _with_handoff(conn, recent)
@@ -417,9 +467,9 @@ def build_context(
         builders: list[Callable[[], _Section]] = [
             latest,
             lambda: team,  # teammates lately (team memory)
-            lambda: _fixes(conn, project, scope),
+            lambda: _kept_section(f"fixes\0{project}", state(), lambda: _fixes(conn, project, scope)),
             lambda: _commands(conn, project, scope, focus, now),
-            lambda: _decisions(conn, scope),
+            lambda: _kept_section("decisions", state(), lambda: _decisions(conn, scope)),
             lambda: _earlier(conn, [s for s in recent[:MAX_SESSIONS] if s not in chosen], session_id, source, now),
             lambda: _tasks(conn, project, scope, focus, now),
             lambda: _files(conn, project, scope, focus, now),

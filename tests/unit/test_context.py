@@ -220,6 +220,29 @@ def test_work_sections_read_the_newest_rows_only(conn_to: Any) -> None:
         assert older not in text, older
 
 
+def _failures(text: str) -> str:
+    return text.split("## Failures and what fixed them")[1].split("\n## ")[0] if "## Failures" in text else ""
+
+
+def test_kept_sections_are_built_again_once_a_row_of_their_sessions_is_written_or_deleted(conn_to: Any) -> None:
+    """What failed and what fixed it is kept between SessionStarts (the same rows say the same), and read
+    again when a row of the scope's sessions is written (a newer id) or deleted (one row fewer)."""
+    sid, cwd = "kept", "/k"
+    db = _build([_prompt(sid, cwd, "build it"), _fail(sid, cwd, "make all"), _bash(sid, cwd, "ls -la")])
+    first = build_context(conn_to(db), cwd, now=NOW)
+    assert "- Failed: `make all` failed" in _failures(first)
+    assert build_context(conn_to(db), cwd, session_id="next", now=NOW) == first
+    stored([_fail(sid, cwd, "cargo test")], NOW - 3600)
+    second = _failures(build_context(conn_to(db), cwd, now=NOW))
+    assert "`cargo test` failed" in second and "`make all` failed" in second
+    writer = sqlite3.connect(db)
+    writer.execute("DELETE FROM observations WHERE command = 'make all'")  # not the newest row
+    writer.commit()
+    writer.close()
+    third = _failures(build_context(conn_to(db), cwd, now=NOW))
+    assert "`cargo test` failed" in third and "make all" not in third
+
+
 def test_task_tools_state_is_rebuilt(conn_to: Any) -> None:
     sid, cwd = "tasks", "/t"
     created = [_tool(sid, cwd, "TaskCreate", {"subject": f"step {n}"}, {"task": {"id": str(n), "subject": f"step {n}"}})
