@@ -179,3 +179,26 @@ def test_codex_words_and_faults_are_stored_once_live_and_imported(daemon: Daemon
     assert count(daemon.db, "observations", "type = 'stop'") == 1 and count(daemon.db, "inbox") == 0
     daemon.stop()
     integrity_ok(daemon.db)
+
+
+# --- Cline's VS Code extension: its tasks imported ------------------------------------------------------------
+
+
+def test_a_cline_extension_task_is_imported_once(daemon: Daemon, tmp_path: Path) -> None:
+    storage = tmp_path / "globalStorage" / "saoudrizwan.claude-dev"
+    shutil.copytree(DATA / "cline" / "extension" / "tasks", storage / "tasks")
+    daemon.start()
+    code, summary, _ = nmem_import(str(storage))
+    assert code == 0 and summary["files"] == 2 and summary["bad_files"] == [], summary
+    assert (summary["prompts"], summary["said"], summary["replies"]) == (2, 5, 2), summary
+    again = nmem_import(str(storage))[1]
+    assert again["events_new"] == 0
+    rows = db_rows(daemon.db, "SELECT type, title, agent, session_id FROM observations WHERE session_id = ?"
+                              " ORDER BY ts, id", ("1773478931000",))  # fmt: skip
+    assert [r[0] for r in rows] == ["prompt", "thinking", "assistant", "read", "assistant", "edit", "command", "stop"]
+    assert {r[2] for r in rows} == {"cline"}
+    assert db_rows(daemon.db, "SELECT cwd FROM sessions WHERE session_id = '1773478931000'") == [
+        ("/home/dev/projects/basket",)
+    ]
+    daemon.stop()
+    integrity_ok(daemon.db)

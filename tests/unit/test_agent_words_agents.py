@@ -169,3 +169,50 @@ def test_a_codex_patch_that_applied_is_still_an_edit() -> None:
     assert patch_failure("Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated ...") is None
     assert patch_failure("Exit code: 1\nOutput:\nerror") == "exit 1"
     assert patch_failure({"output": "patch rejected: empty patch"}) == "patch rejected: empty patch"
+
+
+# --- Cline's VS Code extension ------------------------------------------------------------------------------
+
+TASKS = DATA / "cline" / "extension" / "tasks"
+
+
+def _task(name: str) -> list[Record]:
+    reader = _source("cline").document
+    assert reader is not None
+    return list(reader(str(TASKS / name / "api_conversation_history.json")).records())
+
+
+def test_a_cline_extension_task_with_tools_in_xml_is_imported() -> None:
+    records = _task("1773478931000")
+    found = [(r.ts, o.type, o.title) for r in records for o in extract(r.payload).observations]
+    kinds = ["prompt", "thinking", "assistant", "read", "assistant", "edit", "command", "stop"]
+    assert [t for _, t, _ in found] == kinds
+    assert found[0][2] == "the cart total is wrong when a coupon is applied twice"  # not its environment details
+    assert found[4][2].startswith("The coupon is applied twice: once per line inside `map`")
+    assert found[6][2] == "$ npm test -- cart"
+    assert [ts for ts, *_ in found] == sorted(ts for ts, *_ in found) and found[3][0] == 1773478936.48  # ui_messages
+    assert {extract(r.payload).session_id for r in records} == {"1773478931000"}
+    assert {extract(r.payload).cwd for r in records} == {"/home/dev/projects/basket"}
+
+
+def test_a_cline_extension_task_with_native_tools_is_imported() -> None:
+    records = _task("1773482400000")
+    found = [(o.type, o.title) for r in records for o in extract(r.payload).observations]
+    assert [t for t, _ in found] == ["prompt", "thinking", "assistant", "command", "stop"]
+    assert found[2][1].startswith("The migration reads `schema_version` before creating it")
+    assert "signature" not in json.dumps([r.payload for r in records])
+
+
+def test_the_extensions_tasks_are_found_where_vs_code_keeps_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nmemd.agents.cline import extension
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    tasks = tmp_path / ".config" / "Code" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks"
+    shutil.copytree(TASKS, tasks)
+    assert extension.roots() == [str(tasks)]
+    assert str(tasks) in _source("cline").roots()
+    assert extension.is_task_history(str(tasks / "1773478931000" / "api_conversation_history.json"))
+    assert not extension.is_task_history(str(tasks / "1773478931000" / "ui_messages.json"))

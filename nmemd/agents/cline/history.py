@@ -16,7 +16,8 @@ a payload (each with `nmem_agent: cline` and the CLI's hook names, read by the d
   AssistantText, and its `thinking` / `reasoning` blocks' plain text (never a signature) ->
   AssistantThinking, keyed by `words_key` with the message's id (or place) and the block's.
 
-The session is the file's `sessionId`: the hooks' `sessionContext.rootSessionId`.
+The session is the file's `sessionId`: the hooks' `sessionContext.rootSessionId`. The VS Code extension's
+tasks (`tasks/<id>/api_conversation_history.json`) are read by `extension.TaskReader`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from nmemd.agents.cline import extension
 from nmemd.agents.cline.capture import AGENT
+from nmemd.agents.cline.extension import TaskReader, Unreadable
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
 from nmemd.history.sources import HistorySource, existing
@@ -40,10 +43,6 @@ SUFFIX: Final = ".messages.json"
 # strings and its values (nmemd.history.files.VALUES_MAX) cost ~2.5 times this at most.
 FILE_MAX: Final = 128 * 1024 * 1024
 _WRAPPER: Final = re.compile(r"\A\s*<user_input(?:\s[^>]*)?>(.*)</user_input>\s*\Z", re.S)
-
-
-class Unreadable(Exception):
-    """The file is not a Cline messages file nmem can read."""
 
 
 def is_messages(path: str) -> bool:
@@ -215,10 +214,15 @@ def sessions_root() -> str:
     return os.path.join(os.path.expanduser("~"), ".cline", "data", "sessions")
 
 
+def _reader(path: str) -> MessagesReader | TaskReader:
+    """The CLI's messages file, or a task of the VS Code extension (`nmemd.agents.cline.extension`)."""
+    return TaskReader(path) if extension.is_task_history(path) else MessagesReader(path)
+
+
 SOURCE: Final = HistorySource(
-    roots=lambda: existing(sessions_root()),
-    claims=is_messages,
-    document=MessagesReader,
+    roots=lambda: existing(sessions_root()) + extension.roots(),
+    claims=lambda path: is_messages(path) or extension.is_task_history(path),
+    document=_reader,
     unreadable=Unreadable,
-    where=sessions_root,
+    where=lambda: f"{sessions_root()} and the VS Code extension's globalStorage ({extension.EXTENSION_ID}/tasks)",
 )
