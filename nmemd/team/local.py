@@ -146,9 +146,11 @@ def join(db: sqlite3.Connection, project: SharedProject, window_days: float) -> 
 
 
 def leave(db: sqlite3.Connection, root: str) -> bool:
-    """Stop sharing `root`: what was not pushed yet stays here; teammates' rows stay until the window."""
+    """Stop sharing `root`: its observations not pushed yet stay here (a rejoin queues the window
+    again); teammates' rows stay until the window. Deletes already queued (tombstones, removed
+    summaries) stay queued: a rejoin sends them, so a forget before a leave is never undone by it."""
     gone = db.execute("DELETE FROM team_projects WHERE root = ?", (root,)).rowcount
-    db.execute("DELETE FROM team_outbox WHERE project = ?", (root,))
+    db.execute("DELETE FROM team_outbox WHERE project = ? AND op = 'obs'", (root,))
     return bool(gone)
 
 

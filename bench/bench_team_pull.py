@@ -1,0 +1,249 @@
+"""Hooks never wait for team sync (issue #40, point 2): hook acks while a member pulls 20k rows and
+while it pushes 20k, each against idle rounds of the same run; and the rows a join reads.
+
+Phases (each can be skipped with --skip):
+  pull   B acks hooks into the shared project while it pulls --rows rows a teammate's push left on
+         the server, vs idle rounds (nothing to pull), alternating (target p99 <= 2x idle, max <= 100 ms)
+  push   A acks hooks while its daemon pushes --rows queued observations, vs idle rounds, alternating
+  join   the server holds --join-old rows of the project older than the window and --join-keep rows
+         inside it; a new member joins: rows PostgreSQL read for it (pg_stat: sequential tuples read
+         plus index entries read on nmem.observations) per row it keeps (target <= 2x)
+
+Nothing here asserts; it prints figures. Run from the repo root with the venv whose nmem is measured:
+  .venv/bin/python bench/bench_team_pull.py [--rows 20000] [--rounds 3] [--join-old 290000] [--join-keep 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+from common import median, p99, print_machine, send_one  # noqa: E402
+from support.helpers import wait_until  # noqa: E402
+from support.pg_cluster import running_cluster  # noqa: E402
+from support.team_world import Member, bash_event  # noqa: E402
+
+from nmemd.team import admin  # noqa: E402
+
+PROJECT = "github.com/acme/api"
+
+
+def ms(s: float) -> str:
+    return f"{s * 1000:.1f} ms"
+
+
+def join(m: Member, project: Path) -> None:
+    done = m.nmem("team", "join", "--project", str(project), stdin=m.dsn)
+    if done.returncode != 0:  # an nmem from before join read the DSN from stdin
+        done = m.nmem("team", "join", m.dsn, "--project", str(project))
+    if done.returncode != 0:
+        raise SystemExit(f"join failed: {done.stderr}")
+
+
+def ack(m: Member, cwd: Path, n: int, tag: str) -> float:
+    event = bash_event(f"ack-{tag}", cwd, f"pytest -k t{n}", f"zqack {tag} {n}", n)
+    import json
+
+    began = time.perf_counter()
+    assert send_one(m.env["NMEM_SOCKET"], json.dumps(event).encode()).startswith(b"OK")
+    return time.perf_counter() - began
+
+
+def acks_for(m: Member, cwd: Path, count: int, tag: str) -> list[float]:
+    out = []
+    for n in range(count):
+        out.append(ack(m, cwd, n, tag))
+        time.sleep(0.005)  # a hook every few ms, as an agent sends them
+    return out
+
+
+def acks_until(m: Member, cwd: Path, done: Any, tag: str, limit_s: float = 600) -> tuple[list[float], float]:
+    out: list[float] = []
+    began = time.monotonic()
+    n = 0
+    while not done():
+        if time.monotonic() - began > limit_s:
+            raise SystemExit(f"{tag}: not done in {limit_s:.0f} s")
+        out.append(ack(m, cwd, n, tag))
+        n += 1
+        time.sleep(0.005)
+    return out, time.monotonic() - began
+
+
+def count(db: Path, sql: str, params: tuple[Any, ...] = ()) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(conn.execute(sql, params).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def server_rows(db: Any, n: int, tag: str, age_s: float = 0.0) -> None:
+    """`n` rows of al's in the project, as al's pushes leave them (created `age_s` ago and older)."""
+    db.execute(
+        "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind, title,"
+        " body, files, created_at)"
+        " SELECT 'acme', %s, %s || g, 'al', 'al-box', 'claude-code', %s || (g / 200), 'command', '$ make step' || g,"
+        " '$ make step' || g || E'\\n' || repeat('step output zqbulk line of the build log ', 10),"
+        " ARRAY['src/mod' || mod(g, 50) || '.py'], now() - make_interval(secs => %s + (%s - g))"
+        " FROM generate_series(1, %s) AS g",
+        (PROJECT, tag, f"s-{tag}", age_s, n, n),
+    )
+
+
+def line(label: str, busy: list[float], idle: list[float]) -> str:
+    return (
+        f"  {label}: p50 {ms(median(busy))} p99 {ms(p99(busy))} max {ms(max(busy))} ({len(busy)} acks)"
+        f" | idle p50 {ms(median(idle))} p99 {ms(p99(idle))} max {ms(max(idle))} ({len(idle)})"
+        f" | p99 {p99(busy) / p99(idle):.2f}x idle  (target p99 <= 2x idle, max <= 100 ms)"
+    )
+
+
+def phase_pull(db: Any, b: Member, b_repo: Path, rows: int, rounds: int, per_round: int) -> None:
+    busy: list[float] = []
+    idle: list[float] = []
+    took: list[float] = []
+    for r in range(rounds):
+        idle += acks_for(b, b_repo, per_round, f"idle{r}")
+        tag = f"pull{r}-"
+        server_rows(db, rows, tag)
+        got, seconds = acks_until(
+            b, b_repo, lambda t=tag: count(b.db, "SELECT count(*) FROM observations WHERE event_id LIKE ?",
+                                           (t + "%",)) >= rows, f"pull{r}")  # fmt: skip
+        busy += got
+        took.append(seconds)
+    print(f"hook acks on B while it pulls {rows:,} rows ({rounds} rounds; a pull took {median(took):.1f} s):")
+    print(line("pulling", busy, idle))
+
+
+def phase_push(a: Member, a_repo: Path, rows: int, rounds: int, per_round: int) -> None:
+    busy: list[float] = []
+    idle: list[float] = []
+    took: list[float] = []
+    for r in range(rounds):
+        idle += acks_for(a, a_repo, per_round, f"pidle{r}")
+        a.stop()
+        conn = sqlite3.connect(a.db, isolation_level=None)
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM observations").fetchone()[0]
+        now = time.time()
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
+            " content, file_path, command) VALUES (?, ?, ?, ?, ?, ?, 'PostToolUse', 'command', ?, ?, ?, ?)",
+            [
+                (
+                    top + 1 + i,
+                    f"push{r}-{os.getpid()}-{i}",
+                    f"bulk{r}",
+                    str(a_repo),
+                    now,
+                    now,
+                    f"$ make step{i}",
+                    f"step {i} output zqbulk line of build log " * 4,
+                    f"{a_repo}/src/mod{i % 50}.py",
+                    f"make step{i}",
+                )
+                for i in range(rows)
+            ],  # fmt: skip
+        )
+        conn.execute("COMMIT")
+        conn.close()
+        a.start()
+        queued = "SELECT count(*) FROM team_outbox WHERE op = 'obs' AND CAST(ref AS INTEGER) BETWEEN ? AND ?"
+        got, seconds = acks_until(a, a_repo, lambda t=top, q=queued: count(a.db, q, (t + 1, t + rows)) == 0, f"push{r}")
+        busy += got
+        took.append(seconds)
+    print(f"hook acks on A while it pushes {rows:,} rows ({rounds} rounds; a push took {median(took):.1f} s):")
+    print(line("pushing", busy, idle))
+
+
+def _reads(db: Any) -> int:
+    (row,) = db.execute(
+        "SELECT coalesce(t.seq_tup_read, 0) + coalesce((SELECT sum(i.idx_tup_read) FROM pg_stat_user_indexes i"
+        " WHERE i.relid = t.relid), 0) FROM pg_stat_user_tables t WHERE t.relid = 'nmem.observations'::regclass"
+    )
+    return int(row[0])
+
+
+def phase_join(db: Any, root: Path, old: int, keep: int) -> None:
+    began = time.monotonic()
+    server_rows(db, old, "old-", age_s=60 * 86400.0)  # two months old: outside the 30-day window
+    server_rows(db, keep, "new-")
+    db.execute("ANALYZE nmem.observations")
+    built = time.monotonic() - began
+    c = Member("cy", root / "cy")
+    try:
+        c.dsn = admin.add_member(db.admin_dsn, "acme", "cy").dsn
+        repo = c.checkout("api", "https://github.com/acme/api")
+        c.start()
+        time.sleep(1.5)  # the statistics of what ran before are flushed (at most once a second)
+        before = _reads(db)
+        join(c, repo)
+        (expected,) = db.execute(
+            "SELECT count(*) FROM nmem.observations WHERE author = 'al' AND created_at >= now() - interval '30 days'"
+        )[0]
+        wait_until(lambda: count(c.db, "SELECT count(*) FROM observations WHERE author = 'al'") >= expected, 600,
+                   "the join's pull")  # fmt: skip
+        c.stop()  # its backends end: their statistics are flushed
+        time.sleep(1.5)
+        read = _reads(db) - before
+        kept = count(c.db, "SELECT count(*) FROM observations WHERE author = 'al'")
+    finally:
+        c.cleanup()
+    print(
+        f"join of a project of {old + keep:,} server rows ({keep:,} in the window; built in {built:.0f} s):"
+        f" {read:,} rows read to keep {kept:,}: {read / max(kept, 1):.2f}x  (target <= 2x)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--per-round", type=int, default=200, help="idle acks per round")
+    ap.add_argument("--join-old", type=int, default=290000)
+    ap.add_argument("--join-keep", type=int, default=10000)
+    ap.add_argument("--skip", action="append", default=[], help="pull, push, join")
+    args = ap.parse_args()
+    print_machine()
+    with running_cluster() as cluster, cluster.database() as db:
+        admin.init(db.admin_dsn, "acme")
+        root = Path(tempfile.mkdtemp(prefix="nmem-pull-bench-", dir="/tmp"))
+        a, b = Member("al", root / "al"), Member("bo", root / "bo")
+        try:
+            a.dsn = admin.add_member(db.admin_dsn, "acme", "al").dsn
+            b.dsn = admin.add_member(db.admin_dsn, "acme", "bo").dsn
+            a_repo = a.checkout("api", "git@github.com:acme/api.git")
+            b_repo = b.checkout("api", "https://github.com/acme/api")
+            if "pull" not in args.skip:
+                b.start()
+                join(b, b_repo)
+                phase_pull(db, b, b_repo, args.rows, args.rounds, args.per_round)
+                b.stop()
+            if "push" not in args.skip:
+                a.start()
+                join(a, a_repo)
+                phase_push(a, a_repo, args.rows, args.rounds, args.per_round)
+                a.stop()
+            if "join" not in args.skip:
+                phase_join(db, root, args.join_old, args.join_keep)
+        finally:
+            for m in (a, b):
+                m.stop()
+                m.cleanup()
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
