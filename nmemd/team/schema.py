@@ -13,11 +13,17 @@ allow everything (the table owner is under FORCEd RLS too).
 `current_user` but never `session_user` (only a superuser can), so neither the author nor the
 membership can be borrowed from a group role.
 
-Every row of observations, sessions and tombstones takes its `seq` from one sequence in a BEFORE
-trigger, after the trigger took `pg_advisory_xact_lock(hashtext('nmem:' || team))`: one team's
-writers commit one at a time, in seq order, so a reader's `seq > cursor` never skips a row that
-commits later with a lower seq, whatever the client does. An AFTER statement trigger sends
-`pg_notify('nmem_feed', team)` (a wake-up only).
+Since v2 (sql/m002_deletes_and_order.sql, whose header says why each part is there): every row
+of observations, sessions and tombstones takes its `seq` in a BEFORE trigger that checks the writer
+is in the team, locks the team's row of `nmem.feeds` (no member can lock it otherwise) and draws
+from the team's own sequence: one team's writers commit one at a time, in seq order, so a reader's
+`seq > cursor` never skips a row that commits later with a lower seq, whatever the client does, and
+no other team's writes show in the gaps. A tombstone (`kind` 'observation' or 'session') is judged
+and applied by the server after that lock: only for an event it holds, in the project named, from
+its author or a team admin; a tombstoned event of that author is never inserted again. Members
+delete only through tombstones. Wake-ups go to the team's own channel (`CHANNEL_SQL`), renamed when
+a member is removed (listeners of the old name hear 'rotated'). Rows are bounded in bytes
+(ROW_MAX_BYTES) and times clamped to [1970, now()]. A v1 client still works (compatible_since 1).
 
 Migrations are plain SQL files in `nmemd/team/sql/`, applied in order by `migrate` in one
 transaction and recorded in the ledger `nmem.migrations`. To add one:
@@ -52,7 +58,7 @@ if TYPE_CHECKING:
 SCHEMA: Final = "nmem"
 MEMBER_ROLE: Final = "nmem_member"
 ADMIN_ROLE: Final = "nmem_admin"
-NOTIFY_CHANNEL: Final = "nmem_feed"
+NOTIFY_CHANNEL: Final = "nmem_feed"  # v1's, one for every team (v2 clients listen on CHANNEL_SQL's)
 TSV_MAX_CHARS: Final = 250_000  # to_tsvector fails past a 1 MB tsvector: a huge body must not block a push
 
 
@@ -80,10 +86,15 @@ def _sql(name: str) -> str:
 
 MIGRATIONS: Final = (
     Migration(1, "m001_base", 1, "teams, members, observations, sessions, tombstones; roles, grants, RLS, search"),
+    Migration(2, "m002_deletes_and_order", 1, "tombstones checked and kept, per-team order and channels, limits"),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
 NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with
 LOCK_TIMEOUT: Final = "60s"  # how long `init` waits for another admin or for running pushes
+# v2: the largest feed row the server stores (sql/m002: title 8 KiB, body or summary 256 KiB, files
+# 64 KiB, six short columns 1 KiB each): what a pull page bounded by bytes counts on.
+ROW_MAX_BYTES: Final = 8192 + 262_144 + 65_536 + 6 * 1024
+CHANNEL_SQL: Final = "SELECT channel FROM nmem.feeds WHERE team = %s"  # v2: the team's wake-up channel
 
 
 @dataclass(frozen=True)

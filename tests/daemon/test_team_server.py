@@ -48,7 +48,7 @@ def test_init_creates_the_schema_and_the_team_and_a_second_run_changes_nothing(p
         "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c"
         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'nmem' AND c.relkind = 'r' ORDER BY 1"
     )
-    names = ["members", "migrations", "observations", "schema_version", "sessions", "teams", "tombstones"]
+    names = ["feeds", "members", "migrations", "observations", "schema_version", "sessions", "teams", "tombstones"]
     assert tables == [(name, True, True) for name in names]
     assert pg_db.execute("SELECT version FROM nmem.migrations ORDER BY 1") == [(m.version,) for m in schema.MIGRATIONS]
     assert pg_db.execute("SELECT version FROM nmem.schema_version") == [(schema.MIGRATIONS[-1].compatible_since,)]
@@ -244,9 +244,9 @@ def pg_cluster_port_closed() -> int:
 
 
 def test_one_teams_writers_take_seqs_in_commit_order_and_other_teams_do_not_wait(pg_db: Database) -> None:
-    """The server's BEFORE trigger takes the team's advisory lock before the seq: a writer that
-    starts later waits for the earlier one's COMMIT, so its seqs are larger and a reader's
-    `seq > cursor` never skips a row that commits late. No client-side lock is taken here."""
+    """The server's BEFORE trigger locks the team's row of nmem.feeds before it draws the seq: a
+    writer that starts later waits for the earlier one's COMMIT, so its seqs are larger and a
+    reader's `seq > cursor` never skips a row that commits late. No client-side lock is taken here."""
     import threading
 
     admin.init(pg_db.admin_dsn, "acme")
@@ -265,10 +265,9 @@ def test_one_teams_writers_take_seqs_in_commit_order_and_other_teams_do_not_wait
         second = threading.Thread(target=lambda: later.append(other.execute(insert, ("acme", "l1")).fetchone()))
         second.start()
         waiting = False
-        for _ in range(200):  # bounded: the second writer is seen waiting on the advisory lock
+        for _ in range(200):  # bounded: the second writer is seen waiting on the team's lock
             rows = pg_db.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database ="
-                " (SELECT oid FROM pg_database WHERE datname = current_database())"
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = 'lee' AND wait_event_type = 'Lock'"
             )
             if rows[0][0] == 1:
                 waiting = True

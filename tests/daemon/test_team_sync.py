@@ -18,7 +18,7 @@ from support.helpers import wait_until
 from support.pg_cluster import Database, find_bindir
 from support.team_world import Member, Proxy, bash_event, via
 
-from nmemd.team import admin
+from nmemd.team import admin, schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 SYNC_S = 60.0  # bound of every wait for a row to cross (it takes well under a second when idle)
@@ -114,7 +114,7 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     status = b.nmem("team", "status", "--json")
     assert status.returncode == 0, status.stderr
     (link,) = json.loads(status.stdout)
-    assert link["team"] == "acme" and link["error"] is None and link["schema_version"] == 1
+    assert link["team"] == "acme" and link["error"] is None and link["schema_version"] == schema.SCHEMA_VERSION
 
     # forget on A: the server and B forget it too
     (hit,) = a.search("zq91marker", project=a_repo)
@@ -201,8 +201,9 @@ def test_no_schema_and_a_newer_schema_are_one_line_each(team: tuple[Database, Me
         return out if "newer than this nmem" in out else None
 
     text = wait_until(newer, SYNC_S, "status to name the newer schema")
+    refused = f"server schema v99 is newer than this nmem (v{schema.SCHEMA_VERSION}): upgrade nmem"
     assert [line for line in text.splitlines() if "ERROR" in line] == [
-        line for line in text.splitlines() if "server schema v99 is newer than this nmem (v1): upgrade nmem" in line
+        line for line in text.splitlines() if refused in line
     ]
     assert a.hook(bash_event("s1", repo, "echo hi", "zq44newer")).returncode == 0
     assert _local_rows(a, "zq44newer") and a.proc is not None and a.proc.poll() is None
