@@ -120,6 +120,7 @@ def init(dsn: str, team: str, *, insecure: bool = False) -> Initialized:
     with connect(dsn, insecure) as conn:
         before, after = schema.migrate(conn)
         with conn.transaction():
+            schema.hold_schema_lock(conn)  # two admins' init at once: one CREATE ROLE of the marker
             roles.ensure_marker(conn)  # the members already here, from before markers
             row = conn.execute(
                 "INSERT INTO nmem.teams (name) VALUES (%s) ON CONFLICT DO NOTHING RETURNING name", (team,)
@@ -130,7 +131,7 @@ def init(dsn: str, team: str, *, insecure: bool = False) -> Initialized:
 def _ready(conn: psycopg.Connection[tuple[object, ...]], team: str) -> None:
     """This role administers the server, which has this nmem's schema and the team."""
     schema.check_operator(conn)
-    schema.usable(schema.server_version(conn), needs=schema.SCHEMA_VERSION)
+    schema.usable(schema.server_version(conn))  # what a member needs (an admin may manage an older server)
     if conn.execute("SELECT 1 FROM nmem.teams WHERE name = %s", (team,)).fetchone() is None:
         raise TeamError(f"no team {team!r} on this server: run `nmem team init ADMIN_DSN --team {team}` first")
 

@@ -198,6 +198,13 @@ def check_operator(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         )
 
 
+def hold_schema_lock(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """In the caller's transaction: one admin at a time changes the schema or the cluster's roles
+    (`init`'s CREATE ROLE of two admins at once would collide), waiting at most LOCK_TIMEOUT."""
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:schema'))")
+
+
 def migrate(conn: psycopg.Connection[tuple[object, ...]], upto: int = SCHEMA_VERSION) -> tuple[int, int]:
     """Create or upgrade schema `nmem` in one transaction; returns (version before, after).
 
@@ -210,8 +217,7 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], upto: int = SCHEMA_VER
 
     try:
         with conn.transaction():
-            conn.execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:schema'))")
+            hold_schema_lock(conn)
             check_operator(conn)
             conn.execute(_sql("bootstrap").encode())
             found = read_version(conn.execute(LEDGER_SQL).fetchone())
