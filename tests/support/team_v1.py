@@ -99,3 +99,16 @@ def push(conn: psycopg.Connection[Any], team: str, ops: Sequence[Op], machine: s
 def pull(conn: psycopg.Connection[Any], team: str, after: int = 0, limit: int = 1000) -> list[tuple[Any, ...]]:
     params = {"team": team, "projects": [PROJECT], "after": after, "machine": "?", "limit": limit}
     return conn.execute(PULL_OBS, params).fetchall()
+
+
+def create_v1_server(conn: psycopg.Connection[Any]) -> None:
+    """Schema `nmem` exactly as `nmem team init` of v1 left it: v1's bootstrap (no ledger), M001 and
+    the single version row, in one transaction (pg_trgm's schema on the search path, as M001 needs)."""
+    from nmemd.team import schema
+
+    with conn.transaction():
+        conn.execute("CREATE SCHEMA nmem; CREATE TABLE nmem.schema_version (version int NOT NULL)")
+        trgm = schema._trgm_schema(conn)  # noqa: SLF001 - the same choice v1 made
+        conn.execute("SELECT set_config('search_path', quote_ident(%s) || ', pg_catalog', true)", (trgm,))
+        conn.execute(schema.MIGRATIONS[0].sql.encode())
+        conn.execute("INSERT INTO nmem.schema_version (version) VALUES (1)")

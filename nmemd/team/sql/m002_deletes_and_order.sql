@@ -20,6 +20,10 @@
 -- * Sizes and times: every column of a feed row is bounded in bytes; created_at, started_at and
 --   ended_at are clamped to [1970, now()] (no infinity, no 2099).
 
+-- Every lock at once, in the order a push takes them (its rows, then the teams and members its
+-- checks read): a push in flight finishes first, the next waits for this COMMIT, none deadlocks.
+LOCK TABLE nmem.observations, nmem.sessions, nmem.tombstones, nmem.teams, nmem.members IN ACCESS EXCLUSIVE MODE;
+
 -- The per-team feed --------------------------------------------------------------------------------
 
 CREATE TABLE nmem.feeds (

@@ -1,0 +1,124 @@
+"""A live upgrade of a team server from v1 to this nmem's schema, members pushing and pulling the
+whole time with v1's statements (support/team_v1.py): nothing lost, nothing doubled, and the older
+clients go on working (issue #36: migrations that do not lock teams out)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import psycopg
+import pytest
+from support import team_v1 as v1
+from support.helpers import wait_until
+from support.pg_cluster import Database
+
+from nmemd.team import admin, schema
+
+pytestmark = pytest.mark.postgres
+
+BATCH = 20
+
+
+@dataclass
+class Pusher:
+    """A v1 member pushing batches of new events, and in each batch a tombstone of the first event
+    of its previous batch (a forget); a failed push is retried whole, as the daemon does."""
+
+    who: str
+    dsn: str
+    stop: threading.Event
+    committed: set[str] = field(default_factory=set)
+    forgotten: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    batches: int = 0
+
+    def run(self) -> None:
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        previous: str | None = None
+        try:
+            while not self.stop.is_set():
+                ids = [f"{self.who}-{self.batches}-{i}" for i in range(BATCH)]
+                ops = [v1.obs(i) for i in ids] + ([v1.tomb(previous)] if previous else [])
+                for _attempt in range(20):
+                    try:
+                        refused = v1.push(conn, "acme", ops, machine=self.who)
+                        break
+                    except psycopg.Error as exc:
+                        self.errors.append(f"{type(exc).__name__}: {exc}")
+                        conn.close()
+                        conn = psycopg.connect(self.dsn, autocommit=True)
+                else:
+                    raise AssertionError(f"{self.who}: 20 failed pushes in a row: {self.errors[-3:]}")
+                assert refused == [], refused
+                self.committed.update(ids)
+                if previous:
+                    self.forgotten.add(previous)
+                previous = ids[0]
+                self.batches += 1
+        finally:
+            conn.close()
+
+
+@dataclass
+class Puller:
+    """A v1 member's pull loop: `seq > cursor` pages until told to stop, then until drained."""
+
+    dsn: str
+    stop: threading.Event
+    seen: list[str] = field(default_factory=list)
+    cursor: int = 0
+
+    def run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while True:
+                stopping = self.stop.is_set()
+                page = v1.pull(conn, "acme", self.cursor, 200)
+                self.seen += [str(r[2]) for r in page]
+                if page:
+                    self.cursor = int(page[-1][0])
+                elif stopping:
+                    return
+                else:
+                    self.stop.wait(0.02)  # the poll of a feed reader, not a wait for an event
+
+
+def test_a_v1_server_upgraded_live_loses_and_doubles_nothing_and_v1_clients_go_on(pg_db: Database) -> None:
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        v1.create_v1_server(conn)
+        conn.execute("INSERT INTO nmem.teams (name) VALUES ('acme')")
+        conn.commit()
+    dsn = {who: admin.add_member(pg_db.admin_dsn, "acme", who).dsn for who in ("alice", "bob", "carol")}
+    stop_pushing, stop_pulling = threading.Event(), threading.Event()
+    pushers = [Pusher(who, dsn[who], stop_pushing) for who in ("alice", "bob")]
+    puller = Puller(dsn["carol"], stop_pulling)
+    threads = [threading.Thread(target=p.run) for p in [*pushers, puller]]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: all(p.batches >= 5 for p in pushers), 60, "v1 pushes before the upgrade")
+        before = [p.batches for p in pushers]
+        assert admin.init(pg_db.admin_dsn, "acme") == admin.Initialized(1, schema.SCHEMA_VERSION, False)
+        wait_until(lambda: all(p.batches >= b + 5 for p, b in zip(pushers, before, strict=True)), 60, "pushes after it")
+    finally:
+        stop_pushing.set()
+        for t in threads[:-1]:
+            t.join(60)
+        stop_pulling.set()
+        threads[-1].join(60)
+    assert not any(t.is_alive() for t in threads)
+
+    committed = set().union(*(p.committed for p in pushers))
+    forgotten = set().union(*(p.forgotten for p in pushers))
+    on_server = [str(r[0]) for r in pg_db.execute("SELECT event_id FROM nmem.observations")]
+    assert len(on_server) == len(set(on_server))  # 0 duplicated
+    assert set(on_server) == committed - forgotten  # 0 lost, 0 resurrected
+    assert len(puller.seen) == len(set(puller.seen))  # the feed: each row once...
+    assert set(on_server) <= set(puller.seen) <= committed  # ...and every row that stayed
+    assert [e for p in pushers for e in p.errors] == []  # the upgrade only made pushes wait
+    # the older clients' own check still passes, and v2's ledger says why
+    with psycopg.connect(dsn["bob"]) as conn:
+        assert conn.execute(v1.VERSION).fetchone() == ("bob", 1)
+    assert pg_db.execute("SELECT version, compatible_since FROM nmem.migrations ORDER BY version") == [
+        (m.version, m.compatible_since) for m in schema.MIGRATIONS
+    ]
