@@ -8,7 +8,9 @@ are decoded. Its `HistorySource.words` reader (the importer's own reader, in wor
 into the same records `nmem import-transcripts` makes, with the same natural keys and event ids, so a
 passage read live and imported later (or the reverse) is stored once. A file that shrank or was
 replaced is read again from its start (the keys make that harmless), a missing one is left alone.
-Reads run off the event loop, one at a time per file: events that arrive meanwhile ask for one more.
+Reads run off the event loop, one at a time per file, and are gathered: the event that ends a turn (a
+prompt, a Stop, a compaction, the session's end) reads at once, the others (tool calls) at most every
+`READ_DELAY_S`, so a turn's words are stored in a commit or two rather than one per tool call.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("nmemd.follow")
 READ_MAX: Final = 4 * 1024 * 1024  # bytes read at once; a file further behind is read in several steps
 FILES_MAX: Final = 64  # transcripts followed at once (the least recently named is forgotten)
+READ_DELAY_S: Final = 2.0  # a tool call's read waits this long for the next events' (a turn's end reads at once)
 # The events after which the transcript may hold new words (SessionStart: none yet).
 _SKIP_EVENTS: Final = frozenset({"SessionStart"})
+# The events that end a turn or the session: what the turn said is all written, read it now.
+_TURN_ENDS: Final = frozenset({"UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd"})
 
 
 @dataclass
@@ -53,6 +58,7 @@ class _Followed:
     skipping: bool = False  # inside a line longer than READ_MAX: skipped to its end
     running: bool = False
     again: bool = False  # another event named it while it was read
+    wake: anyio.Event | None = None  # set: a turn ended while the read waited for more events
 
 
 @dataclass
@@ -72,9 +78,13 @@ class Follower:
         path = ex.transcript_path
         if not path or ex.hook_event in _SKIP_EVENTS or ex.session_id == "unknown":
             return
+        now = ex.hook_event in _TURN_ENDS
         followed = self.files.get(path)
         if followed is not None and followed.running:
-            followed.again = True
+            if followed.wake is None:
+                followed.again = True
+            elif now:
+                followed.wake.set()
             return
         try:
             st = os.stat(path)
@@ -88,7 +98,7 @@ class Follower:
             self.files.move_to_end(path)
             if st.st_size == followed.offset and (st.st_dev, st.st_ino) == followed.ident:
                 return
-        if self.spawn(self._run, followed):
+        if self.spawn(self._run, followed, now):
             followed.running = True
 
     def _follow(self, path: str, agent: str | None) -> _Followed | None:
@@ -107,16 +117,21 @@ class Follower:
             self.files.popitem(last=False)
         return followed
 
-    async def _run(self, followed: _Followed) -> None:
+    async def _run(self, followed: _Followed, now: bool) -> None:
         try:
             while True:
-                followed.again = False
+                if not now:  # gather the events of the next READ_DELAY_S (a turn's end cuts it short)
+                    followed.wake = anyio.Event()
+                    with anyio.move_on_after(READ_DELAY_S):
+                        await followed.wake.wait()
+                followed.wake, followed.again = None, False
                 records, more = await anyio.to_thread.run_sync(self._read, followed)
                 if records:
                     items = await anyio.to_thread.run_sync(self._incoming, records)
                     self.stored += await self.ingestor.submit_many(items)
                 if not (more or followed.again):
                     return
+                now = more
         except (ShuttingDown, StorageError) as exc:  # read again at the next event: the offset is past them
             LOG.warning("the agent's words in %s were not stored: %s", followed.path, exc)
             followed.reader, followed.offset = None, 0
@@ -124,7 +139,7 @@ class Follower:
             LOG.exception("reading %s failed", followed.path)
             followed.reader, followed.offset = None, 0
         finally:
-            followed.running = False
+            followed.running, followed.wake = False, None
 
     def _read(self, followed: _Followed) -> tuple[list[Record], bool]:
         """On a thread: the records of the complete lines the file grew by (at most READ_MAX bytes of
