@@ -63,8 +63,8 @@ def _hooks(lines: list[bytes], path: str) -> list[tuple[int, dict[str, Any]]]:
                 use = pending.pop(block["tool_use_id"])
                 result = block.get("content")
                 text = result if isinstance(result, str) else json.dumps(result)[:20000]
-                out.append((n, {**base, "hook_event_name": "PostToolUse", "tool_name": use.get("name"),
-                                "tool_input": use.get("input"), "tool_use_id": use["id"], "tool_response": text}))  # fmt: skip
+                call = {"tool_name": use.get("name"), "tool_input": use.get("input"), "tool_use_id": use["id"]}
+                out.append((n, {**base, "hook_event_name": "PostToolUse", **call, "tool_response": text}))
     if last_text:
         out.append((len(lines), {**base, "hook_event_name": "Stop", "last_assistant_message": last_text}))
     return out
@@ -140,7 +140,7 @@ def main() -> None:
         for label, env in variants.items():
             runs[label].append(run_once(sessions, env))
     size = sum(p.stat().st_size for p in sessions)
-    print(f"{len(sessions)} transcripts ({size / 1e6:.1f} MB) replayed as their hooks, {args.rounds} alternating rounds")
+    print(f"{len(sessions)} transcripts ({size / 1e6:.1f} MB) replayed as hooks, {args.rounds} alternating rounds")
     per_event = {}
     for label, results in runs.items():
         events = results[0][0]

@@ -16,6 +16,7 @@ from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
 from support.fixtures import DATA, WORDS
 from support.helpers import count, wait_until
+from support.payloads import gemini
 from support.transcript_import import nmem_import
 
 SID = "5b1e0c7a-2f44-4d8e-9a61-0c3d7e9f4a12"
@@ -200,5 +201,28 @@ def test_a_cline_extension_task_is_imported_once(daemon: Daemon, tmp_path: Path)
     assert db_rows(daemon.db, "SELECT cwd FROM sessions WHERE session_id = '1773478931000'") == [
         ("/home/dev/projects/basket",)
     ]
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+# --- the Gemini CLI: its session file, named by its hooks ------------------------------------------------------
+
+
+def test_gemini_words_are_read_live_and_the_import_adds_nothing(daemon: Daemon, tmp_path: Path) -> None:
+    (tmp_path / "work" / "chats").mkdir(parents=True)
+    (tmp_path / "work" / ".project_root").write_text("/tmp/gm/work")
+    path = gemini.with_words(tmp_path / "work" / "chats" / gemini.SESSION_FILE.name)
+    daemon.start()
+    for payload in gemini.real_payloads():
+        if payload["hook_event_name"] != "BeforeTool":  # not installed
+            payload["transcript_path"] = str(path)
+            done = run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "gemini"))
+            assert done.returncode == 0 and done.stderr == b""
+    wait_until(lambda: count(daemon.db, "observations", SAID) == 2, message="Gemini's words were not read")
+    code, summary, _ = nmem_import(str(path))
+    assert code == 0 and summary["said"] == 2 and summary["events_new"] == 0, summary
+    said = db_rows(daemon.db, f"SELECT type, title, agent FROM observations WHERE {SAID} ORDER BY ts")
+    thought = f"{gemini.THOUGHT}: a French page is served to English readers."
+    assert sorted(said) == [("assistant", gemini.SAID, "gemini"), ("thinking", thought, "gemini")]
     daemon.stop()
     integrity_ok(daemon.db)

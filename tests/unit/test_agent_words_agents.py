@@ -23,8 +23,7 @@ from nmemd.history.sources import HistorySource
 from nmemd.history.transcripts import Record
 
 CODEX_WORDS = next((DATA / "codex").glob("rollout-2026-11-26T09-00-00-*.jsonl"))
-SAID = "It fails because the cache key leaves out the locale."
-THOUGHT = "The cache is keyed by path only"
+SAID, THOUGHT = gemini.SAID, gemini.THOUGHT
 
 
 def _source(agent: str) -> HistorySource:
@@ -55,15 +54,7 @@ def _said(records: list[Record]) -> list[tuple[str, str]]:
 
 def _gemini(tmp: Path) -> list[Record]:
     (tmp / "chats").mkdir()
-    path = tmp / "chats" / gemini.SESSION_FILE.name
-    lines = [json.loads(raw) for raw in gemini.SESSION_FILE.read_text().splitlines()]
-    first = next(ln["id"] for ln in lines if ln.get("type") == "gemini" and ln.get("toolCalls"))
-    for line in lines:
-        if line.get("id") == first:  # written once as it starts, again with its calls
-            line["content"] = SAID
-            line["thoughts"] = [{"subject": THOUGHT, "description": "a French page is served to English readers.",
-                                 "timestamp": line["timestamp"]}]  # fmt: skip
-    path.write_text("".join(json.dumps(ln, separators=(",", ":")) + "\n" for ln in lines))
+    path = gemini.with_words(tmp / "chats" / gemini.SESSION_FILE.name)
     records = _lines("gemini", path)
     assert [r.key for r in _lines("gemini", path, words_only=True)] == [r.key for r in records if r.key[:5] == "said:"]
     return records
