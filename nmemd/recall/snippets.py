@@ -12,7 +12,7 @@ so `[100%]` from pytest stays `[100%]` and a single ⟦ always opens a mark.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:  # the CLI marks snippets without paying for the query parser's start
@@ -69,13 +69,60 @@ _FACT_WEIGHTS: Final = (
 
 
 FACT_CAP: Final = 1.5  # the most a line's fact counts for when a snippet's line is chosen
+_EPSILON: Final = 1e-9  # a bound must miss by more than rounding before a line is passed over
+
+# What a line must hold for each pattern above to match it, tested in C before the regex engine reads the
+# line (most lines hold few kinds of fact, and the regexes cost ~0.1 us a character): exact for an ASCII
+# line, where IGNORECASE folds ASCII letters only (`low` is the line lowercased); a line with any other
+# character is read by the regexes alone. A word added to a pattern needs its key here
+# (tests/unit/test_snippets.py checks that the two agree).
+_ERRORISH_KEYS: Final = (
+    "error", "fail", "fatal", "exception", "traceback", "cannot", "can't", "couldn't", "could not", "unable",
+    "denied", "refused", "not found", "no such", "missing", "invalid", "unknown", "undefined", "panic", "abort",
+    "time", "conflict", "not allowed", "forbidden", "unauthori", "require", "expected", "warning", "deprecated",
+    "in use", "already ",
+)  # fmt: skip
+_CONCLUSION_KEYS: Final = (
+    "cause", "issue", "problem", "culprit", "bug", "fix", "solution", "reason", "turned out", "due to",
+    "instead of", "decided", "decision", "ll use", "chose", "picked", "conclusion",
+)  # fmt: skip
+_FACT_KEYS: Final[tuple[Callable[[str, str], bool], ...]] = (
+    lambda line, low: any(map(low.__contains__, _ERRORISH_KEYS)),
+    lambda line, low: any(map(low.__contains__, _CONCLUSION_KEYS)),
+    lambda line, low: low != line,  # a capital letter
+    lambda line, low: "/" in line or "." in line,
+    lambda line, low: "`" in line or "$ " in line or "> " in line or "command: " in line,
+    lambda line, low: low != line or "_" in line or "@" in line or "::" in line,
+    lambda line, low: any(map(line.__contains__, "0123456789")),
+)
+_FACTS: Final = tuple((pattern, weight, may) for (pattern, weight), may in zip(_FACT_WEIGHTS, _FACT_KEYS, strict=True))
+
+
+def _facts_in(line: str) -> tuple[tuple[re.Pattern[str], float], ...]:
+    """The patterns of _FACT_WEIGHTS that may match `line` (it holds their keys), in order; none for an
+    empty line. Their weights' sum bounds the line's `fact_weight`."""
+    if _EMPTY.match(line):
+        return ()
+    if not line.isascii():
+        return _FACT_WEIGHTS
+    low = line.lower()
+    return tuple((pattern, weight) for pattern, weight, may in _FACTS if may(line, low))
+
+
+def _weight(line: str, facts: tuple[tuple[re.Pattern[str], float], ...]) -> float:
+    return sum((weight for pattern, weight in facts if pattern.search(line)), 0.0)
 
 
 def fact_weight(line: str) -> float:
     """How much of a fact one line carries (the sum of _FACT_WEIGHTS it matches; 0 for an empty line)."""
-    if _EMPTY.match(line):
-        return 0.0
-    return sum((weight for pattern, weight in _FACT_WEIGHTS if pattern.search(line)), 0.0)
+    return _weight(line, _facts_in(line))
+
+
+def errorish(line: str) -> bool:
+    """Whether the line names something that went wrong (`_ERRORISH`), its keys tested first (`_FACT_KEYS`)."""
+    if line.isascii() and not any(map(line.lower().__contains__, _ERRORISH_KEYS)):
+        return False
+    return _ERRORISH.search(line) is not None
 
 
 def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
@@ -85,7 +132,7 @@ def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
     seen: set[str] = set()
     for n, m in enumerate(_LINE.finditer(text[:scan])):
         line = " ".join(m.group().split())
-        if not line or line in seen or _EMPTY.match(line) or _PASSING.match(line) or not _ERRORISH.search(line):
+        if not line or line in seen or _EMPTY.match(line) or _PASSING.match(line) or not errorish(line):
             continue
         seen.add(line)
         weight = 1.0 + (0.6 if _CODE.search(line) else 0.0) + (0.3 if _PATH.search(line) else 0.0)
@@ -178,7 +225,10 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
         if _EMPTY.match(text[start:end]):
             continue
         near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
-        total = score + min(fact_weight(near), FACT_CAP) + (cause if why and CONCLUSION.search(near) else 0.0)
+        facts = _facts_in(near)
+        if best is not None and score + min(sum(w for _, w in facts), FACT_CAP) + cause + _EPSILON < best[0]:
+            continue  # not even with every fact it may hold (the regexes are not read)
+        total = score + min(_weight(near, facts), FACT_CAP) + (cause if why and CONCLUSION.search(near) else 0.0)
         if best is None or total > best[0] or (total == best[0] and order < best[1]):
             best = (total, order, start, end)
     return None if best is None else (best[2], best[3])
@@ -190,7 +240,11 @@ def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
     for n, m in enumerate(_LINE.finditer(text)):
         if n >= lines or (best is not None and best[0] >= FACT_CAP - n * 0.002):
             break  # no line from here on can score more than the best one
-        score = min(fact_weight(m.group()), FACT_CAP) - n * 0.002
+        line = m.group()
+        facts = _facts_in(line)
+        if not facts or (best is not None and min(sum(w for _, w in facts), FACT_CAP) - n * 0.002 + _EPSILON < best[0]):
+            continue  # no fact, or not enough of one with every fact it may hold (the regexes are not read)
+        score = min(_weight(line, facts), FACT_CAP) - n * 0.002
         if score > 0 and (best is None or score > best[0]):
             best = (score, *m.span())
     return None if best is None else (best[1], best[2])
@@ -200,14 +254,14 @@ def _with_error_above(text: str, line: tuple[int, int]) -> tuple[int, int]:
     """The line, from the start of the line above it when that one names an error and it does not (a
     compiler's `N818 Exception name ...` above its `--> src/safety.py:19:7`)."""
     start, end = line
-    if start == 0 or _ERRORISH.search(text[start:end]):
+    if start == 0 or errorish(text[start:end]):
         return line
     above_end = start - 1
     while above_end > 0 and text[above_end - 1] == "\n":  # blank lines between
         above_end -= 1
     above = text.rfind("\n", 0, above_end) + 1
     before = text[above:above_end]
-    if 0 < len(before) <= 120 and not _EMPTY.match(before) and _ERRORISH.search(before):
+    if 0 < len(before) <= 120 and not _EMPTY.match(before) and errorish(before):
         return above, end
     return line
 

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.snippet_session import snippet_session
 from support.store import stored
 
@@ -104,3 +106,31 @@ def test_a_question_about_a_cause_is_shown_the_line_that_states_one() -> None:
     assert plain is not None and plain[0].startswith("…**To test:**")  # more of the words
     assert asked_why is not None and asked_why[0].startswith("…**Root cause:** the instance id")
     assert snippets.ASKS_WHY.search("why did messages stay pending?") and not snippets.ASKS_WHY.search("run tests")
+
+
+def _fact_weight_by_the_regexes(line: str) -> float:
+    """`fact_weight` as defined: every pattern of `_FACT_WEIGHTS` read over the line."""
+    if snippets._EMPTY.match(line):
+        return 0.0
+    return sum((weight for pattern, weight in snippets._FACT_WEIGHTS if pattern.search(line)), 0.0)
+
+
+# The words of every pattern, in several cases, with what they may be joined by: ASCII and not (a capital
+# I with a dot, a long s and a Kelvin sign fold to i, s and k under IGNORECASE, where `lower()` differs).
+_PIECES = [
+    *(w for k in (*snippets._ERRORISH_KEYS, *snippets._CONCLUSION_KEYS) for w in (k, k.upper(), k.title())),
+    "errors", "aborted", "timed out", "timeout", "unauthorized", "requires", "already exists", "the bug is",
+    "root cause", "we'll use", "i chose", "TypeError", "IOException", "xError", "TS18004", "N818", "CVE-2025-1",
+    "SUBMODULE_TOKEN", "src/a.py", "a.tsx", "x.json", "~/.config/x", "`ls -la`", "`x`", "$ ", "> ", "command: ",
+    "fooBar", "snake_case", "a::b", "@scope/pkg", "pkg@1.2", "12", "3.14", "10:30", ":8080", "7",
+    "İnvalid", "ſolution", "\u212anown", "⚠", "✗", "é", " ", "  ", "\t", "-", ".", "/", ":", "_", "'", "`", "(", "#",
+    "====", "exit code 1",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=10).map("".join))
+@settings(max_examples=800, deadline=None)
+def test_the_fact_keys_agree_with_the_patterns_they_stand_for(line: str) -> None:
+    """`fact_weight` and `errorish` test a line's keys before its regexes: never a different answer."""
+    assert snippets.fact_weight(line) == _fact_weight_by_the_regexes(line)
+    assert snippets.errorish(line) == bool(snippets._ERRORISH.search(line))
