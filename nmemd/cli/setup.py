@@ -15,7 +15,12 @@ if TYPE_CHECKING:  # nmemd.setup loads when a command runs
 
 
 ProjectScopeOpt = Annotated[
-    bool, typer.Option("--project", help="Use this project's .claude/settings.json instead of the user's.")
+    bool,
+    typer.Option(
+        "--project",
+        help="Use this project's .claude/settings.local.json (the file a team does not commit: it names this"
+        " machine's paths) instead of the user's settings.",
+    ),
 ]
 NoMcpOpt = Annotated[bool, typer.Option("--no-mcp", help="Leave the MCP server registration alone.")]
 _AGENT_NAMES = ", ".join(f"{s.name} ({', '.join(s.aliases)})" if s.aliases else s.name for s in AGENTS.values())
@@ -96,6 +101,7 @@ def install(
         offer = offer or done.offer_import
 
     failed = _each_agent(agents, step)
+    _backups_said()
     if offer:
         from nmemd.cli.backfill import offer_import
 
@@ -133,10 +139,18 @@ def uninstall(
     no_mcp: NoMcpOpt = False,
     agent: AgentOpt = "claude-code",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Also stop the daemon (and remove its service, if installed).")
+    ] = False,
+    leave_teams: Annotated[
+        bool, typer.Option("--leave-teams", help="Also stop sharing every project with its team.")
+    ] = False,
 ) -> None:
     """Remove exactly the hooks and MCP registration that `nmem install` added.
 
-    On a terminal it asks first (--yes does not ask)."""
+    On a terminal it asks first (--yes does not ask). Then it says what it leaves in place (the daemon,
+    its service, team shares, your memory, the program) and, on a terminal, offers to stop the daemon and
+    the sharing (--stop, --leave-teams: without asking)."""
     from nmemd.setup.agent_setup import InstallOptions
 
     agents = _agents(agent, project_scope)
@@ -154,10 +168,51 @@ def uninstall(
             out().print(line, highlight=False)
 
     failed = _each_agent(agents, step)
+    _backups_said()
     if len(failed) < len(agents):
-        settings = load_settings()
-        out().print(
-            f"your memory stays in {settings.db}; delete it with: nmem daemon stop && rm -r {settings.home}",
-            highlight=False,
-        )
+        _leftovers(stop, leave_teams, ask=not yes and sys.stdin.isatty())
     _failed(failed, agents, "uninstall")
+
+
+def _backups_said() -> None:
+    """Where the copies of the files changed went (0600, beside each; an older copy of the same bytes goes)."""
+    from nmemd.setup import files
+
+    if files.made:
+        made = ", ".join(map(str, files.made))
+        out().print(f"backups (0600, beside each file; an older identical one removed): {made}", highlight=False)
+
+
+def _leftovers(stop: bool, leave_teams: bool, *, ask: bool) -> None:
+    """Say what uninstall leaves in place; stop the daemon and the sharing when told, or when a person
+    says so (issue #37, 2)."""
+    from nmemd.setup import leftovers
+
+    settings = load_settings(lenient=True)
+    left = leftovers.find(settings)
+    for line in leftovers.lines(settings, left):
+        out().print(line, highlight=False)
+    if left.shared_roots and (leave_teams or (ask and typer.confirm("Stop sharing those projects now?"))):
+        from nmemd.cli.team_member import _ask
+
+        for root in left.shared_roots:
+            try:
+                _ask("team_leave", {"root": root})
+                out().print(f"{root} is no longer shared", highlight=False)
+            except NmemError as exc:
+                out().print(f"{root}: still shared ({exc})", highlight=False)
+    if (left.daemon_pid is not None or left.service_files) and (
+        stop or (ask and typer.confirm("Stop the daemon now?"))
+    ):
+        from nmemd.client import control
+
+        try:
+            if left.service_files:
+                from nmemd.setup import service
+
+                service.uninstall()
+                out().print("service removed", highlight=False)
+            pid = control.stop(settings)
+            out().print(f"nmemd (pid {pid}) stopped" if pid else "no daemon was running", highlight=False)
+        except NmemError as exc:
+            out().print(f"the daemon: {exc}", highlight=False)

@@ -29,7 +29,7 @@ from nmemd import __version__
 from nmemd.capture.drain import drain_once
 from nmemd.capture.extractor import Extractor
 from nmemd.capture.ingest import Ingestor
-from nmemd.config import Settings
+from nmemd.config import Settings, tunable
 from nmemd.daemon import rpc
 from nmemd.daemon.connection import FrameConnection
 from nmemd.daemon.deadlines import Deadlines
@@ -300,6 +300,30 @@ async def _watch_idle(daemon: Daemon, scope: anyio.CancelScope) -> None:
             return
 
 
+INSTALL_CHECK_S = tunable("INSTALL_CHECK_S", 30.0, 0.01)
+
+
+def installation_gone() -> str | None:
+    """What of the installation this daemon runs from is gone (None: nothing): its Python or its
+    package folder, as after `pipx uninstall` with the daemon still running."""
+    for path in (sys.executable, os.path.join(PACKAGE_ROOT, "nmemd", "__init__.py")):
+        if not os.path.exists(path):
+            return path
+    return None
+
+
+async def _watch_installation(scope: anyio.CancelScope) -> None:
+    """Exit once the installation is gone (issue #37, 2): nothing could start this daemon again, its
+    next lazy import would fail, and it would hold the store and the socket for good."""
+    while True:
+        await anyio.sleep(INSTALL_CHECK_S)
+        gone = installation_gone()
+        if gone:
+            LOG.warning("the installation this daemon runs from is gone (%s): exiting", gone)
+            scope.cancel()
+            return
+
+
 async def _drain_periodically(daemon: Daemon) -> None:
     while True:
         try:
@@ -402,6 +426,7 @@ async def _run(
                         await services.start(_watch_signals, services.cancel_scope)
                         services.start_soon(_watch_stop, daemon, services.cancel_scope)
                         services.start_soon(_watch_idle, daemon, services.cancel_scope)
+                        services.start_soon(_watch_installation, services.cancel_scope)
                         services.start_soon(_drain_periodically, daemon)
                         services.start_soon(scheduler.run_scheduler, daemon)
                         services.start_soon(daemon.team.run)

@@ -101,9 +101,13 @@ def replace(path: Path, data: bytes, mode: int | None = None) -> None:
             os.close(dir_fd)
 
 
+made: list[Path] = []  # the backups this process wrote: install and uninstall say where they went
+
+
 def backup(path: Path, old: bytes) -> Path:
     """A new 0600 copy of `path`'s previous content beside it (settings files hold tokens), named by
-    the time; every earlier copy is kept, none is ever overwritten."""
+    the time; none is ever overwritten. An earlier copy with the same bytes goes: it holds nothing the
+    new one does not, and each install and uninstall would otherwise add one (issue #37, 4)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
         name = path.with_name(f"{path.name}{BACKUP_INFIX}{stamp}" + (f"-{n}" if n else ""))
@@ -111,8 +115,22 @@ def backup(path: Path, old: bytes) -> Path:
             create(name, old, PRIVATE)
         except FileExistsError:
             continue
+        made.append(name)
+        _drop_copies(path, name, old)
         return name
     raise FileExistsError(f"no free backup name beside {path}")
+
+
+def _drop_copies(path: Path, kept: Path, content: bytes) -> None:
+    for earlier in backups(path):
+        try:
+            if earlier == kept or earlier.is_symlink() or earlier.read_bytes() != content:
+                continue
+            earlier.unlink()
+        except OSError:
+            continue
+        if earlier in made:
+            made.remove(earlier)
 
 
 def backups(path: Path) -> list[Path]:

@@ -93,8 +93,18 @@ def hook_command(agent: str | None = None) -> str:
     (nmem_client.send): it stops waiting on the daemon and puts the event in the inbox.
     """
     client = install_root() / "nmem_client" / "send.py"
-    command = f"trap '' TERM; exec {shlex.quote(sys.executable)} -I -S {shlex.quote(str(client))}"
-    return f"{command} --agent {agent}" if agent else command
+    argv = [sys.executable, "-I", "-S", str(client), *(["--agent", agent] if agent else [])]
+    return guarded(argv)
+
+
+def guarded(argv: list[str]) -> str:
+    """The hook command for the client `argv` (python, -I, -S, send.py[, --agent, NAME]), which does
+    nothing, silently and with exit 0, once that installation is gone (`pipx uninstall` before
+    `nmem uninstall`): POSIX sh whose `[` is a builtin, so the check costs two stat calls and no
+    process. The payload is read and dropped (`cat`), so the agent never writes into a closed pipe
+    (issue #37, 2: every hook failed with exit 127)."""
+    python, client = shlex.quote(argv[0]), shlex.quote(argv[3])
+    return f"{_TRAP_ONLY}[ -f {client} ] && [ -x {python} ] || exec cat >/dev/null; exec {shlex.join(argv)}"
 
 
 def mcp_command() -> str:
@@ -108,17 +118,25 @@ def mcp_args() -> list[str]:
     return ["-I", "-S", str(install_root() / "nmem_client" / "bridge.py")]
 
 
-_TRAP: Final = "trap '' TERM; exec "
+_TRAP_ONLY: Final = "trap '' TERM; "
+_TRAP: Final = _TRAP_ONLY + "exec "
 _AGENT_NAME: Final = re.compile(r"[a-z][a-z-]*")
 
 
 def is_our_command(command: object) -> bool:
-    """Whether `command` is a hook command nmem wrote: exactly `[trap '' TERM; exec ]PYTHON -I -S
-    .../nmem_client/send.py[ --agent NAME]` as `hook_command` quotes it (older versions wrote it
-    without the trap), not merely a command that mentions the client (issue #28, finding 10)."""
+    """Whether `command` is a hook command nmem wrote: exactly `hook_command`'s form (`guarded`) or an
+    older one, `[trap '' TERM; exec ]PYTHON -I -S .../nmem_client/send.py[ --agent NAME]`, as nmem
+    quotes it, not merely a command that mentions the client (issue #28, finding 10)."""
     if not isinstance(command, str):
         return False
-    body = command.removeprefix(_TRAP)
+    last = command.rpartition("; exec ")[2]
+    if command.startswith(_TRAP_ONLY + "[ ") and _plain_command(last):
+        return command == guarded(shlex.split(last))
+    return _plain_command(command.removeprefix(_TRAP))
+
+
+def _plain_command(body: str) -> bool:
+    """`PYTHON -I -S .../nmem_client/send.py[ --agent NAME]`, exactly as nmem quotes it."""
     try:
         argv = shlex.split(body)
     except ValueError:

@@ -28,8 +28,9 @@ DESCRIPTION: Final = (
     " Needs nmem installed (pipx install nmem-agent-memory, or uv tool install nmem-agent-memory):"
     " nmem-send and nmem-mcp on PATH."
 )
-# The hook client from PATH, with SIGTERM ignored from before Python starts (install.hook_command).
-HOOK_COMMAND: Final = "trap '' TERM; exec nmem-send"
+# The hook client from PATH, with SIGTERM ignored from before Python starts (install.hook_command);
+# nothing, silently, once nmem is uninstalled and the plugin is not (`command -v` is a builtin).
+HOOK_COMMAND: Final = "trap '' TERM; command -v nmem-send >/dev/null 2>&1 || exec cat >/dev/null; exec nmem-send"
 MCP_COMMAND: Final = "nmem-mcp"
 
 
