@@ -1,4 +1,5 @@
-"""Typed settings: defaults, then `$NMEM_HOME/config.toml`, then `NMEM_*` variables."""
+"""Typed settings: defaults, then `~/.config/nmem/config.toml` (or `$NMEM_HOME/config.toml`, the old
+place), then `NMEM_*` variables."""
 
 from __future__ import annotations
 
@@ -210,7 +211,32 @@ class Checked(NamedTuple):
 
 
 def config_path(home: str | None = None) -> str:
+    """The config file: `${XDG_CONFIG_HOME:-~/.config}/nmem/config.toml`, where Linux users look
+    (issue #37, 4); else the old place, `$NMEM_HOME/config.toml`, when only that one is there."""
+    new = xdg_config_path()
+    old = old_config_path(home)
+    return old if not os.path.lexists(new) and os.path.lexists(old) else new
+
+
+def xdg_config_path() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "nmem", "config.toml")
+
+
+def old_config_path(home: str | None = None) -> str:
     return os.path.join(home or paths.home(), "config.toml")
+
+
+def config_note(home: str | None = None) -> str:
+    """Where the settings were read from, in one line (`nmem config show`, doctor)."""
+    path, new = config_path(home), xdg_config_path()
+    if path != new:
+        return f"read from {path} (the old place: move it to {new}, where it is looked for first)"
+    return (
+        f"read from {path}"
+        if os.path.lexists(path)
+        else f"no config file ({new}): every setting from defaults or NMEM_*"
+    )
 
 
 def read_file(path: str) -> tuple[dict[str, Any], str]:
@@ -283,6 +309,14 @@ def load_checked(overrides: dict[str, Any] | None = None) -> Checked:
     return Checked(defaults, {}, [*problems, "every setting at its default"])
 
 
+def did_you_mean(key: str | None) -> str:
+    """`; did you mean 'prompt_recall'?` for a misspelt setting; "" when nothing is close."""
+    import difflib
+
+    close = difflib.get_close_matches(key or "", [*_FIELDS, *RETIRED], n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _line_of(text: str, key: str) -> str:
     """` (line N)` where `key` is set in the file's text, to point at it; "" when not found."""
     found = re.search(rf"^[ \t]*(?:\[[ \t]*)?[\"']?{re.escape(key)}[\"']?[ \t]*[=\].]", text, re.M)
@@ -331,7 +365,7 @@ def _build(
             where = retention[-1][0]
         at = _line_of(text, bad) if bad and where == path else ""
         if _UNKNOWN.search(message):
-            raise _Unusable(f"{where}{at}: unknown setting {bad!r}", where, bad) from None
+            raise _Unusable(f"{where}{at}: unknown setting {bad!r}{did_you_mean(bad)}", where, bad) from None
         raise _Unusable(f"{where}{at}: {message}", where, bad) from None
     for name in _FIELDS:
         sources.setdefault(name, "default")

@@ -20,6 +20,7 @@ def config_show(json_out: JsonOpt = False) -> None:
         ui.Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {ui.escape(problem)}", highlight=False)
     for note in config.retired_notes(settings.home):  # ignored: a warning, not a failure
         ui.Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {ui.escape(note)}", highlight=False)
+    ui.Console(stderr=True, soft_wrap=True).print(config.config_note(settings.home), highlight=False)
     values = msgspec.to_builtins(settings)
     if json_out:
         rows = {k: {"value": v, "source": sources.get(k, "default")} for k, v in values.items()}

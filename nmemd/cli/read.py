@@ -118,24 +118,26 @@ def _tail(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
-def _snippet_into(cell: Cell, hit: Hit, bold: bool) -> None:
-    """The hit's snippet on a line of its own: matched words in bold on a terminal with colour; elsewhere
-    marked ⟦word⟧, a ⟦ or ⟧ of the text itself doubled, so stored text never reads as a mark."""
+def _snippet_into(cell: Cell, hit: Hit, bold: bool, marks: bool) -> None:
+    """The hit's snippet on a line of its own: matched words in bold on a terminal with colour; with
+    `marks` (`--marks`) marked ⟦word⟧, a ⟦ or ⟧ of the text itself doubled, so stored text never reads as
+    a mark; elsewhere (a pipe, a file) plain text, as `rg` and `ls --color=auto` give it."""
     text = hit.snippet or ""
     if not bold:
-        cell.append("\n" + snippets.marked(text, hit.spans), style="dim")
+        cell.append("\n" + (snippets.marked(text, hit.spans) if marks else text), style="dim")
         return
     cell.append("\n", style="dim")
     for piece, matched in snippets.parts(text, hit.spans):
         cell.append(piece, style="bold" if matched else "dim")
 
 
-def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None) -> Grid:
+def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None, marks: bool = False) -> Grid:
     now = time.time()
     # On a terminal the title gets what the path leaves; elsewhere every cell is printed whole.
     path_width = max(16, ui.Console().width // 4) if sys.stdout.isatty() else 100_000
     bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    plain = str if bold else snippets.escaped  # where matches are ⟦marked⟧, a stored ⟦ is doubled everywhere
+    marks = (marks or sys.stdout.isatty()) and not bold  # a terminal without colour (NO_COLOR) shows them so
+    plain = snippets.escaped if marks else str  # where matches are ⟦marked⟧, a stored ⟦ is doubled everywhere
     grid = Grid(header_style="bold")
     grid.add_column("id", justify="right", style="cyan", no_wrap=True)
     grid.add_column("when", no_wrap=True)
@@ -154,7 +156,7 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
         if hit.similar:
             title.append(f" (+{hit.similar} similar)", style="dim")
         if hit.snippet and hit.snippet.strip("… ") not in hit.title:
-            _snippet_into(title, hit, bold)
+            _snippet_into(title, hit, bold, marks)
         row: list[str | Cell] = [str(hit.id) if hit.id else "server", ago(hit.ts, now), hit.type]
         if show_project:
             row.append(one_line(short_name(hit.project) if hit.project else "-"))
@@ -242,6 +244,14 @@ def search(
     mine: Annotated[bool, typer.Option("--mine", help="Only your own, no teammate's (team memory).")] = False,
     limit: LimitOpt = 20,
     json_out: JsonOpt = False,
+    marks: Annotated[
+        bool,
+        typer.Option(
+            "--marks",
+            help="Where the output is not a terminal, mark the matched words ⟦like this⟧ (a pipe or file gets"
+            " plain text; a terminal gets them in bold).",
+        ),
+    ] = False,
 ) -> None:
     """Find observations by words, identifiers, paths, error text or commands, best first."""
     scope = resolve_scope(project, all_projects)
@@ -266,7 +276,7 @@ def search(
     if json_out:
         json_lines(hits)
     elif hits:
-        _hits_grid(hits, show_project=scope in (None, ALL_PROJECTS)).print()
+        _hits_grid(hits, show_project=scope in (None, ALL_PROJECTS), marks=marks).print()
     else:
         where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
         sys.stderr.write(f"nothing found in {where}\n")

@@ -253,19 +253,23 @@ def filter_clauses(filters: Filters, alias: str = "o") -> tuple[list[str], list[
 
 
 def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
-    """Fill `author` and `agent` of the hits that are teammates' rows (team memory, migration m012)."""
-    if not hits or not conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'author'").fetchone():
+    """Fill `agent` of every hit, as `show` gives it (issue #37, 4: search said null), and `author` of
+    the hits that are teammates' rows (team memory, migration m012)."""
+    ids = [h.id for h in hits if h.id]
+    if not ids:
         return
-    ids = [h.id for h in hits]
+    has_author = conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'author'").fetchone()
     rows = conn.execute(
-        f"SELECT o.id, o.author, {agent_column(conn, 'o')} FROM observations o"
-        f" WHERE o.id IN ({','.join('?' * len(ids))}) AND o.author IS NOT NULL",
+        f"SELECT o.id, {'o.author' if has_author else 'NULL'}, {agent_column(conn, 'o')} FROM observations o"
+        f" WHERE o.id IN ({','.join('?' * len(ids))})",
         ids,
     ).fetchall()
     found = {r[0]: r for r in rows}
     for hit in hits:
         if r := found.get(hit.id):
-            hit.author, hit.agent = r[1], r[2] or "claude-code"
+            hit.agent = r[2] or "claude-code"
+            if r[1] is not None:
+                hit.author = r[1]
 
 
 def marks(values: Sized) -> str:

@@ -70,7 +70,7 @@ def check_config() -> tuple[Check, Settings]:
     """The effective config; what cannot be used of it fails the check, the rest is what the daemon
     runs on (the other checks run on it too), and a FIFO there never hangs (issue #31, item 3)."""
     settings, _, problems = config.load_checked()
-    target = Path(settings.home) / "config.toml"
+    target = Path(config.config_path(settings.home))
     if problems:
         fix = (
             f"edit {target} or the NMEM_* variable it names (until then nmemd runs without it), then: nmem config show"
@@ -78,6 +78,8 @@ def check_config() -> tuple[Check, Settings]:
         return fail("config", "; ".join(problems), fix), settings
     if notes := config.retired_notes(settings.home):
         return warn("config", "; ".join(notes), f"remove it from {target} or the environment"), settings
+    if target != Path(config.xdg_config_path()):  # the old place: still read, and said
+        return warn("config", config.config_note(settings.home), f"mv {target} {config.xdg_config_path()}"), settings
     return ok("config", str(target) if target.exists() else "defaults (no config.toml)"), settings
 
 

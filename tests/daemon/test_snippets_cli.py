@@ -47,11 +47,13 @@ def _nmem_search(*args: str, tty: bool = False, env: dict[str, str] | None = Non
     return out.decode("utf-8", "replace")
 
 
-def test_the_cli_marks_for_a_pipe_bolds_on_a_terminal_and_gives_spans_in_json() -> None:
+def test_the_cli_marks_when_asked_bolds_on_a_terminal_and_gives_spans_in_json() -> None:
     stored(snippet_session(CWD))
-    piped = _nmem_search("walrus")
-    assert "⟦walrus⟧" in piped and "[walrus]" not in piped and "\x1b[" not in piped
-    zebra = _nmem_search("zebra").splitlines()[1]
+    piped = _nmem_search("walrus")  # plain text for a pipe, as rg and ls --color=auto give it (issue #37, 4)
+    assert "walrus" in piped and "⟦" not in piped and "\x1b[" not in piped
+    marked = _nmem_search("walrus", "--marks")
+    assert "⟦walrus⟧" in marked and "[walrus]" not in marked and "\x1b[" not in marked
+    zebra = _nmem_search("zebra", "--marks").splitlines()[1]
     assert zebra.split()[0].isdigit() and "test_⟦zebra⟧.py ... [100%] ⟦⟦kept⟧⟧" in zebra  # each line starts with its id
     rows = [json.loads(line) for line in _nmem_search("walrus", "--json").splitlines()]
     error = next(r for r in rows if r["type"] == "error" and "walrus" in (r["snippet"] or ""))

@@ -78,7 +78,8 @@ def test_search_reads_the_file_best_first_in_a_table_or_json_lines(db: str, proj
     table = ok("search", "zebra").splitlines()
     assert table[0].split() == ["id", "when", "type", "title", "path"]
     assert [line.split()[3] for line in table[1:]] == ["prompt", "edit", "error"]  # after `59m ago`
-    assert "⟦zebra⟧" in table[2]  # the match marked, for a pipe
+    assert "zebra" in table[2] and "⟦" not in table[2]  # plain text for a pipe (issue #37, 4)
+    assert "⟦zebra⟧" in ok("search", "zebra", "--marks").splitlines()[2]  # marked when asked
     rows = [json.loads(line) for line in ok("search", "zebra", "--json").splitlines()]
     assert [r["type"] for r in rows] == ["prompt", "edit", "error"] and {r["project"] for r in rows} == {project}
     assert ok("search", "zebra", "--type", "error", "--json").count("\n") == 1
