@@ -23,8 +23,9 @@ MCP = {"mcpServers": {"docs": {"type": "local", "command": "docs-mcp", "args": [
 def _same_command(written: str, expected: str) -> bool:
     """The same hook command, its interpreter named either way (`.venv/bin/python` or `python3`, one file)."""
     a, b = shlex.split(written), shlex.split(expected)
-    at = a.index("exec") + 1
-    return a[:at] == b[:at] and a[at + 1 :] == b[at + 1 :] and os.path.samefile(a[at], b[at])
+    if len(a) != len(b):
+        return False
+    return all(x == y or (x[:1] == "/" and os.path.samefile(x, y)) for x, y in zip(a, b, strict=True))
 
 
 @pytest.fixture

@@ -261,7 +261,9 @@ def test_a_failed_service_install_changes_nothing_and_leaves_the_daemon_running(
     config = tmp_path / "config"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NMEM_")}
     env.update(PATH=f"{fake_bin}:{os.environ['PATH']}", XDG_CONFIG_HOME=str(config),
-               XDG_RUNTIME_DIR=str(Path(short_dir) / "rt"), NMEM_HOME=str(tmp_path / "home"))  # fmt: skip
+               XDG_RUNTIME_DIR=str(Path(short_dir) / "rt"), XDG_DATA_HOME=str(tmp_path / "data"))  # fmt: skip
+    # The default home (no NMEM_HOME): its socket is the one the socket unit holds, %t/nmem/nmemd.sock;
+    # another home's daemon has a socket of its own and is no hand-started rival (issue #37, 1).
     nmem = str(BIN / "nmem")
     assert subprocess.run([nmem, "daemon", "start"], env=env, capture_output=True, timeout=60).returncode == 0
     try:

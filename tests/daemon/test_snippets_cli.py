@@ -50,7 +50,7 @@ def _nmem_search(*args: str, tty: bool = False, env: dict[str, str] | None = Non
 def test_the_cli_marks_when_asked_bolds_on_a_terminal_and_gives_spans_in_json() -> None:
     stored(snippet_session(CWD))
     piped = _nmem_search("walrus")  # plain text for a pipe, as rg and ls --color=auto give it (issue #37, 4)
-    assert "walrus" in piped and "⟦" not in piped and "\x1b[" not in piped
+    assert "walrus" in piped and "⟦walrus⟧" not in piped and "\x1b[" not in piped
     marked = _nmem_search("walrus", "--marks")
     assert "⟦walrus⟧" in marked and "[walrus]" not in marked and "\x1b[" not in marked
     zebra = _nmem_search("zebra", "--marks").splitlines()[1]
