@@ -72,8 +72,9 @@ def test_a_retired_setting_is_said_in_one_line_and_stops_nothing(nmem_env: dict[
         assert facts is not None and facts["config_problems"] == []
         assert all(f"WARNING nmemd: config: {n}" in log_text(daemon.home) for n in notes)
         shown = subprocess.run([str(BIN / "nmem"), "config", "show"], capture_output=True, text=True, timeout=60)
-        assert shown.returncode == 0 and shown.stderr.splitlines()[:-1] == [f"warning: {n}" for n in notes], shown.stderr
-        assert shown.stderr.splitlines()[-1].startswith("read from ")  # where the file was found (issue #37, 4)
+        said = shown.stderr.splitlines()
+        assert shown.returncode == 0 and said[:-1] == [f"warning: {n}" for n in notes], shown.stderr
+        assert said[-1].startswith("read from ")  # where the file was found (issue #37, 4)
         assert "batch_max_delay_ms" not in shown.stdout and "dedup_window_s" in shown.stdout
         doctor = subprocess.run([str(BIN / "nmem"), "doctor", "--json"], capture_output=True, text=True, timeout=60)
         checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
