@@ -193,11 +193,13 @@ def _leftovers(stop: bool, leave_teams: bool, *, ask: bool) -> None:
     for line in leftovers.lines(settings, left):
         out().print(line, highlight=False)
     if left.shared_roots and (leave_teams or (ask and typer.confirm("Stop sharing those projects now?"))):
-        from nmemd.cli.team_member import _ask
+        from nmemd.client import control
 
         for root in left.shared_roots:
             try:
-                _ask("team_leave", {"root": root})
+                if left.daemon_pid is None:
+                    control.start(settings)  # the daemon holds the store's writer: it takes the share out
+                control.ask("team_leave", {"root": root})
                 out().print(f"{root} is no longer shared", highlight=False)
             except NmemError as exc:
                 out().print(f"{root}: still shared ({exc})", highlight=False)
