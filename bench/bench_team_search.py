@@ -1,17 +1,26 @@
-"""Search on a team server holding a 10,000,000-observation team (issue #30).
+"""Team search on a server of 10,000,000 observations of real transcript text (issues #30, #40).
 
-Starts its own PostgreSQL cluster in a temporary folder (tests/support/pg_cluster.py), creates nmem's
-schema with `nmem team init`'s code and a member with `add-member`'s, then COPYs `--rows` generated
-observations into one team: 40 projects, 25 authors, titles and bodies that mix English words
-(Zipf-like), snake_case / camelCase / CONSTANT identifiers, file paths, commands and error lines.
-The load runs with triggers off (session_replication_role = replica, as a restore would) and the
-secondary indexes are built after it; then VACUUM ANALYZE. Searches run as the member (row-level
-security on) through `nmemd.team.server_search.search_team`, over a set of realistic queries,
-rounds alternating the query order; p50/p99 per kind and overall (targets p50 <= 50 ms,
-p99 <= 200 ms).
+The rows are grown from the real Claude Code transcripts of ../shared/corpus (bench/team_corpus.py),
+read at run time, copied and varied (about one word in eight replaced by a word drawn from the
+corpus's own word frequencies, plus the odd hash or id a tool prints): three teams (80 / 15 / 5 %);
+in the measured team 30 projects, one of them ~18.6 % of its rows (~1.5M at 10M), and 40 authors of
+whom two are rare (~0.05 % and ~0.4 %). Rows come in work sessions (one author, one project, one
+transcript walked in order) interleaved as several people push at once. COPY with triggers off and
+the secondary indexes built after, then VACUUM ANALYZE; `--pgdata DIR` keeps the cluster there and
+reuses it on the next run (say `--stop` to stop it).
 
-    .venv/bin/python bench/bench_team_search.py --rows 10000000
-    .venv/bin/python bench/bench_team_search.py --rows 200000 --rounds 5   # a quick run
+The queries are picked from the corpus by how often they occur: common words and pairs, middling
+and rare words, absent ones, phrases (common, middling, rare), identifiers and paths. Each runs in
+five scopes: the whole team, the large project, a small project, a rare author, a rare author in
+the large project; rounds alternate the order. Searches run as a member (row-level security on)
+through `nmemd.team.server_search.search_team`, as the daemon calls it, with `--timeout-ms`.
+
+`--baseline TREE` (a worktree of the commit to compare with, with its own .venv) builds the schema
+with that tree's code, measures its search, migrates the server with this tree's code (timed), and
+measures this tree's search: both in the same run, on the same rows.
+
+    .venv/bin/python bench/bench_team_search.py --rows 10000000 --pgdata /work/s1-pg --baseline /work/base-s1
+    .venv/bin/python bench/bench_team_search.py --rows 200000 --rounds 3   # a quick run
 """
 
 from __future__ import annotations
@@ -20,22 +29,37 @@ import argparse
 import asyncio
 import datetime as dt
 import itertools
+import json
+import multiprocessing
+import os
+import pwd
 import random
+import re
+import secrets
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
-import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import psycopg  # noqa: E402
 from common import percentile, print_machine  # noqa: E402
 from support import pg_cluster  # noqa: E402
-
-from nmemd.team import admin, server_search  # noqa: E402
+from team_corpus import WORD, Record, sessions  # noqa: E402
 
 TEAM = "acme"
+LARGE = "github.com/acme/api"
+SMALL = "github.com/acme/svc-12"
+RARE = "rare1"  # ~0.05 % of the team's rows
+RARE_IN_LARGE = "rare2"  # ~0.4 %
+MEMBER = "kim"
+BUDGET_MS = 1000  # the daemon's own budget for the server's part of a search (team.recall.SERVER_BUDGET_S)
 SERVER_SETTINGS = {
     "shared_buffers": "1GB",
     "maintenance_work_mem": "1GB",
@@ -46,298 +70,654 @@ SERVER_SETTINGS = {
     "synchronous_commit": "off",
     "max_parallel_maintenance_workers": "1",
 }
-
-# (kind, query, author filter) -- terms the generator plants at known rates, plus absent ones.
-QUERIES = [
-    ("words", "flaky websocket test", None),
-    ("words", "migration failed", None),
-    ("words", "fix login redirect", None),
-    ("words", "cache invalidation", None),
-    ("words", "timeout", None),
-    ("words", "deploy", None),
-    ("words", "update the dependencies", None),
-    ("words", "memory leak in the worker", None),
-    ("words", "race condition", None),
-    ("words", '"connection pool exhausted"', None),
-    ("identifier", "parse_config", None),
-    ("identifier", "useEffect", None),
-    ("identifier", "ERR_CONNECTION_REFUSED", None),
-    ("identifier", "handle_request", None),
-    ("identifier", "MAX_RETRIES", None),
-    ("identifier", "orderLedgerReconciler", None),
-    ("path", "src/api/routes.py", None),
-    ("path", "routes.py", None),
-    ("path", "tests/ws_test.py", None),
-    ("path", "package.json", None),
-    ("path", "web/src/components/Modal.tsx", None),
-    ("error", "TypeError: Cannot read properties of undefined", None),
-    ("error", "ModuleNotFoundError: No module named yaml", None),
-    ("command", "pytest -k ws", None),
-    ("command", "npm run build", None),
-    ("command", "git rebase main", None),
-    ("author", "flaky websocket test", "kim"),
-    ("author", "deploy", "lee"),
-    ("absent", "kubernetes ingress annotation", None),
-    ("absent", "zyzzogeton", None),
-]
-
-# rounds rotate: every project, the largest (~1/4 of the rows), a small one (~0.5 %)
-PROJECTS = [None, "github.com/acme/api", "github.com/acme/svc-20"]
-
-COMMON = (
-    "the a to of and in for is on with that this it was by from at as be are not fix test error run "
-    "update add remove file build check use new change config value call return function class "
-    "module import data user request response server client api code line now after before when "
-    "then also but only should would could need make set get read write open close start stop "
-    "failed passed works broken issue bug fixed added removed changed refactor cleanup handle "
-    "missing wrong empty null default option flag path type name list map key item query result "
-    "cache deploy timeout retry login redirect session token auth database migration schema index "
-    "table column row field log debug trace warning message output input event hook job queue worker "
-    "memory leak race condition lock thread process async await promise callback render component "
-    "state props style layout page route handler middleware service container image docker release"
-).split()
-RARE_SYLLABLES = "ka lo mi nu re sa ti vo xe zu bra cle dri fo gra ple qui sto tra wex yon zel".split()
-CMDS = [
-    "pytest -k ws", "pytest -x tests/test_api.py", "npm run build", "npm test", "git rebase main",
-    "git status", "cargo test", "make lint", "docker compose up -d", "ruff check .", "go test ./...",
-    "uv run mypy src", "npm run dev", "git push origin HEAD", "kubectl get pods",
-]  # fmt: skip
-ERRORS = [
-    "TypeError: Cannot read properties of undefined (reading 'map')",
-    "ModuleNotFoundError: No module named 'yaml'",
-    "ERR_CONNECTION_REFUSED 127.0.0.1:5432",
-    "AssertionError: expected 200, got 500",
-    "psycopg.OperationalError: connection pool exhausted",
-    "panic: runtime error: index out of range",
-    "SyntaxError: Unexpected token '<'",
-    "KeyError: 'user_id'",
-    "TimeoutError: timed out after 30s",
-]
-KINDS = ["edit", "command", "read", "search", "error", "decision", "test", "prompt"]
+COLUMNS = "team, project, event_id, ordinal, author, machine, agent, session_id, kind, title, body, files, created_at"
 AGENTS = ["claude-code", "codex", "gemini", "copilot", "opencode"]
 
 
-def zipf_weights(n: int, s: float = 1.05) -> list[float]:
-    return [1.0 / (i + 1) ** s for i in range(n)]
+# --- the rows --------------------------------------------------------------------------------------
 
 
-class Generator:
-    """Deterministic rows: every pool and rate fixed by `seed`."""
+def _weights(names: list[str], fixed: dict[str, float], s: float) -> list[float]:
+    """Zipf-like weights over `names`, with `fixed` shares taken first."""
+    rest = [n for n in names if n not in fixed]
+    zipf = [1.0 / (i + 1) ** s for i in range(len(rest))]
+    left = 1.0 - sum(fixed.values())
+    scaled = dict(zip(rest, (w * left / sum(zipf) for w in zipf), strict=True))
+    return [fixed.get(n, scaled.get(n, 0.0)) for n in names]
 
-    def __init__(self, seed: int = 30) -> None:
-        rnd = self.rnd = random.Random(seed)
-        rare = {"".join(rnd.choices(RARE_SYLLABLES, k=rnd.randint(2, 4))) for _ in range(60_000)}
-        self.words = COMMON + sorted(rare)
-        self.word_cum = list(itertools.accumulate(zipf_weights(len(self.words))))
-        parts = sorted({w for w in self.words if len(w) > 2})[:4000]
-        idents = set()
-        for _ in range(30_000):
-            a, b, c = rnd.sample(parts, 3)
-            style = rnd.random()
-            if style < 0.4:
-                idents.add(f"{a}_{b}" if rnd.random() < 0.6 else f"{a}_{b}_{c}")
-            elif style < 0.75:
-                idents.add(a + b.capitalize() + (c.capitalize() if rnd.random() < 0.3 else ""))
-            else:
-                idents.add(f"{a}_{b}".upper())
-        planted = ["parse_config", "useEffect", "ERR_CONNECTION_REFUSED", "handle_request", "MAX_RETRIES"]
-        self.idents = planted + sorted(idents) + ["orderLedgerReconciler"]
-        self.ident_cum = list(itertools.accumulate(zipf_weights(len(self.idents), 0.9)))
-        dirs = ["src", "src/api", "src/core", "lib", "tests", "web/src/components", "web/src/hooks", "cmd", "pkg/db"]
-        exts = [".py", ".ts", ".tsx", ".go", ".rs", ".md", ".json", ".yaml", ".sql"]
-        paths = {f"{rnd.choice(dirs)}/{rnd.choice(parts)}{rnd.choice(['', '_' + rnd.choice(parts)])}{rnd.choice(exts)}"
-                 for _ in range(40_000)}  # fmt: skip
-        self.paths = ["src/api/routes.py", "tests/ws_test.py", "package.json", "Dockerfile"] + sorted(paths)
-        self.paths += ["web/src/components/Modal.tsx"]
-        self.path_cum = list(itertools.accumulate(zipf_weights(len(self.paths), 0.9)))
-        self.projects = [f"github.com/acme/{n}" for n in ("api", "web", "infra", "mobile", "billing")] + [
-            f"github.com/acme/svc-{i}" for i in range(35)
-        ]
-        self.project_cum = list(itertools.accumulate(zipf_weights(len(self.projects), 1.2)))
-        self.authors = ["kim", "lee"] + [f"dev{i:02d}" for i in range(23)]
+
+class Grower:
+    """Deterministic rows from the corpus's records: every choice drawn from one seeded generator."""
+
+    ACTIVE = 8  # work sessions interleaved at any time
+
+    def __init__(self, corpus: list[list[Record]], seed: int = 40, worker: int = 0) -> None:
+        self.rnd = random.Random(seed * 1000 + worker)
+        self.worker = worker
+        self.corpus = [[_CopyRecord(r) for r in s] for s in corpus]
+        self.tokens = [_copy_field(t) for s in corpus for r in s for t in r.body.split(" ") if t]
+        self.teams = [TEAM, "globex", "initech"]
+        self.team_cum = list(itertools.accumulate([0.80, 0.15, 0.05]))
+        self.projects = {
+            TEAM: [LARGE, "github.com/acme/web", "github.com/acme/infra", "github.com/acme/mobile"]
+            + [f"github.com/acme/svc-{i}" for i in range(26)],
+            "globex": [f"github.com/globex/p{i}" for i in range(12)],
+            "initech": [f"github.com/initech/p{i}" for i in range(6)],
+        }
+        self.project_cum = {
+            t: list(itertools.accumulate(_weights(p, {LARGE: 0.186} if t == TEAM else {}, 0.9)))
+            for t, p in self.projects.items()
+        }
+        self.authors = {
+            TEAM: [MEMBER, "lee", RARE, RARE_IN_LARGE] + [f"dev{i:02d}" for i in range(36)],
+            "globex": [f"gx{i:02d}" for i in range(15)],
+            "initech": [f"in{i:02d}" for i in range(6)],
+        }
+        self.author_cum = {
+            t: list(itertools.accumulate(_weights(a, {RARE: 0.0005, RARE_IN_LARGE: 0.004} if t == TEAM else {}, 1.0)))
+            for t, a in self.authors.items()
+        }
         self.start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC).timestamp()
-        self.phrases = [
-            "the websocket test is flaky again",
-            "migration failed on the staging database",
-            "fix login redirect loop after the session expires",
-            "cache invalidation on deploy",
-            "memory leak in the worker pool",
-            "connection pool exhausted under load",
-            "update the dependencies and rerun the build",
-        ]
+        self.sessions_started = 0
 
-    def _words(self, k: int) -> list[str]:
-        return self.rnd.choices(self.words, cum_weights=self.word_cum, k=k)
-
-    def row(self, n: int, rows: int) -> str:
+    def _session(self) -> dict[str, Any]:
         rnd = self.rnd
-        kind = KINDS[n % len(KINDS)] if rnd.random() < 0.5 else rnd.choice(KINDS)
-        files = rnd.choices(self.paths, cum_weights=self.path_cum, k=rnd.choice((0, 1, 1, 1, 2, 3)))
-        ident = rnd.choices(self.idents, cum_weights=self.ident_cum, k=2)
-        cmd = rnd.choice(CMDS)
-        if kind == "edit" and files:
-            title = f"Edited {files[0]}: {' '.join(self._words(4))} {ident[0]}"
-        elif kind == "command":
-            title = f"Ran `{cmd}`: exit {rnd.choice((0, 0, 0, 1, 2))}"
-        elif kind == "error":
-            title = f"Error in {ident[0]}: {rnd.choice(ERRORS)}"
-        elif kind == "read" and files:
-            title = f"Read {files[0]}"
-        else:
-            title = " ".join(self._words(rnd.randint(4, 9))).capitalize()
-        body = self._words(rnd.randint(12, 30))
-        body.insert(rnd.randrange(len(body)), ident[1])
-        if files:
-            body.insert(rnd.randrange(len(body)), files[-1])
-        if rnd.random() < 0.04:
-            body.insert(rnd.randrange(len(body)), rnd.choice(self.phrases))
-        text = " ".join(body)
-        if kind in ("command", "test"):
-            text += f"\n$ {cmd}\n" + (rnd.choice(ERRORS) if rnd.random() < 0.3 else "ok")
-        elif kind == "error":
-            text += "\n" + rnd.choice(ERRORS)
-        project = rnd.choices(self.projects, cum_weights=self.project_cum)[0]
-        created = self.start + n * (330 * 86400 / rows) + rnd.random()
-        author = self.authors[int(rnd.paretovariate(1.2)) % len(self.authors)]
-        fields = [
-            TEAM, project, uuid.UUID(int=rnd.getrandbits(128), version=4).hex, "0", author,
-            f"{author}-laptop", rnd.choice(AGENTS), f"s{n // 40}", kind, title, text,
-            "{" + ",".join(f'"{f}"' for f in files) + "}",
-            dt.datetime.fromtimestamp(created, dt.UTC).isoformat(),
-        ]  # fmt: skip
-        return "\t".join(f.replace("\\", "\\\\").replace("\t", " ").replace("\n", "\\n") for f in fields) + "\n"
+        team = rnd.choices(self.teams, cum_weights=self.team_cum)[0]
+        source = rnd.randrange(len(self.corpus))
+        self.sessions_started += 1
+        author = rnd.choices(self.authors[team], cum_weights=self.author_cum[team])[0]
+        project = rnd.choices(self.projects[team], cum_weights=self.project_cum[team])[0]
+        return {
+            "head": f"{team}\t{project}",
+            "tail": f"{author}\t{author}-laptop\t{rnd.choice(AGENTS)}\ts{self.worker}-{self.sessions_started:07d}",
+            "records": self.corpus[source],
+            "at": rnd.randrange(len(self.corpus[source])),
+            "left": rnd.randint(20, 200),
+        }
 
-    def rows(self, count: int) -> Iterator[str]:
-        for n in range(count):
-            yield self.row(n, count)
+    def _vary(self, text: str) -> str:
+        rnd, tokens = self.rnd.random, self.tokens
+        words = text.split(" ")
+        n, t = len(words), len(tokens)
+        for _ in range(max(1, n // 8)):
+            words[int(rnd() * n)] = tokens[int(rnd() * t)]
+        if rnd() < 0.5:  # a hash, an id, a number: what tool output is full of
+            words.insert(int(rnd() * n), f"{self.rnd.getrandbits(36):09x}")
+        return " ".join(words)
+
+    def rows(self, count: int, first: int = 0, total: int = 0) -> Iterator[str]:
+        """Rows `first` .. `first + count` of `total`, as COPY text lines."""
+        rnd = self.rnd
+        active = [self._session() for _ in range(self.ACTIVE)]
+        step = 500 * 86400 / max(total or count, 1)
+        stamp = ""
+        for n in range(first, first + count):
+            if n % 64 == 0 or not stamp:
+                stamp = dt.datetime.fromtimestamp(self.start + n * step, dt.UTC).isoformat()
+            i = int(rnd.random() * self.ACTIVE)
+            s = active[i]
+            rec = s["records"][s["at"] % len(s["records"])]
+            s["at"] += 1
+            s["left"] -= 1
+            if s["left"] <= 0:
+                active[i] = self._session()
+            title = self._vary(rec.title) if rnd.random() < 0.3 else rec.title
+            body = self._vary(rec.body) if rec.body else ""
+            yield (
+                f"{s['head']}\t{rnd.getrandbits(128):032x}\t0\t{s['tail']}\t{rec.kind}\t{title}\t{body}"
+                f"\t{rec.files_copy}\t{stamp}\n"
+            )
 
 
-COLUMNS = "team, project, event_id, ordinal, author, machine, agent, session_id, kind, title, body, files, created_at"
+class _CopyRecord:
+    """A record's fields as COPY text, escaped once."""
+
+    __slots__ = ("body", "files_copy", "kind", "title")
+
+    def __init__(self, r: Record) -> None:
+        self.kind, self.title, self.body = r.kind, _copy_field(r.title), _copy_field(r.body)
+        self.files_copy = _copy_field(
+            "{" + ",".join('"' + f.replace("\\", "\\\\").replace('"', '\\"') + '"' for f in r.files) + "}"
+        )
 
 
-def load(dsn: str, rows: int) -> None:
-    """COPY `rows` generated observations, triggers off, the secondary indexes built afterwards."""
-    gen = Generator()
-    with psycopg.connect(dsn, autocommit=True) as conn:
+def _copy_field(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\t", " ").replace("\n", " ").replace("\r", " ").replace("\x00", "")
+
+
+WORKERS = 2  # COPY streams, each with its own generator
+
+
+def _copy_part(dsn: str, corpus: list[list[Record]], worker: int, first: int, count: int, total: int) -> None:
+    grower = Grower(corpus, worker=worker)
+    t0 = time.monotonic()
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
         conn.execute("SET session_replication_role = replica")
-        indexes = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'nmem' AND tablename = 'observations'"
-            " AND indexname NOT LIKE '%%pkey'"
-        ).fetchall()
-        for name, _ in indexes:
-            constraint = conn.execute(
-                "SELECT conname FROM pg_constraint WHERE conname = %s AND conrelid = 'nmem.observations'::regclass",
-                (name,),
-            ).fetchone()
-            if constraint:
-                conn.execute(f'ALTER TABLE nmem.observations DROP CONSTRAINT "{name}"')
-            else:
-                conn.execute(f'DROP INDEX nmem."{name}"')
-        t0 = time.monotonic()
-        with conn.cursor() as cur, cur.copy(f"COPY nmem.observations ({COLUMNS}) FROM STDIN") as copy:
+        with cur.copy(f"COPY nmem.observations ({COLUMNS}) FROM STDIN") as copy:
             chunk: list[str] = []
-            for i, line in enumerate(gen.rows(rows), 1):
+            for i, line in enumerate(grower.rows(count, first, total), 1):
                 chunk.append(line)
-                if len(chunk) == 5000:
+                if len(chunk) == 2000:
                     copy.write("".join(chunk))
                     chunk = []
-                if i % 500_000 == 0:
-                    print(f"  {i:,} rows in {time.monotonic() - t0:.0f} s", flush=True)
+                if i % 1_000_000 == 0:
+                    print(f"  stream {worker}: {i:,} rows in {time.monotonic() - t0:.0f} s", flush=True)
             if chunk:
                 copy.write("".join(chunk))
-        print(f"COPY {rows:,} rows: {time.monotonic() - t0:.0f} s", flush=True)
+
+
+def load(
+    dsn: str, corpus: list[list[Record]], rows: int, state: dict[str, Any], save: Any, extra: list[tuple[str, str]]
+) -> None:
+    """COPY `rows` grown observations, triggers off, the secondary indexes dropped first (their
+    definitions kept in `state`) and built afterwards with `extra` ones; resumes at the indexes
+    when the rows are in."""
+    teams = [TEAM, "globex", "initech"]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if state.get("copied") != rows:
+            conn.execute("SET session_replication_role = replica")
+            for team in teams:
+                conn.execute("INSERT INTO nmem.teams (name) VALUES (%s) ON CONFLICT DO NOTHING", (team,))
+            indexes = conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'nmem' AND tablename = 'observations'"
+                " AND indexname NOT LIKE '%%pkey'"
+            ).fetchall()
+            state["index_defs"] = [[name, definition] for name, definition in indexes]
+            save()
+            for name, _ in indexes:
+                constraint = conn.execute(
+                    "SELECT conname FROM pg_constraint WHERE conname = %s AND conrelid = 'nmem.observations'::regclass",
+                    (name,),
+                ).fetchone()
+                if constraint:
+                    conn.execute(f'ALTER TABLE nmem.observations DROP CONSTRAINT "{name}"')
+                else:
+                    conn.execute(f'DROP INDEX nmem."{name}"')
+            t0 = time.monotonic()
+            parts = [(w, w * rows // WORKERS, (w + 1) * rows // WORKERS - w * rows // WORKERS) for w in range(WORKERS)]
+            with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
+                pool.starmap(_copy_part, [(dsn, corpus, w, first, count, rows) for w, first, count in parts])
+            print(f"COPY {rows:,} rows: {time.monotonic() - t0:.0f} s", flush=True)
+            state["copied"] = rows
+            save()
         conn.execute("SELECT setval('nmem.feed_seq', (SELECT max(seq) FROM nmem.observations))")
-        for name, definition in indexes:
-            t1 = time.monotonic()
-            if name.endswith("_key"):
-                conn.execute("ALTER TABLE nmem.observations ADD UNIQUE (team, event_id, ordinal)")
-            else:
-                conn.execute(definition)
-            print(f"index {name}: {time.monotonic() - t1:.0f} s", flush=True)
+    build_indexes(dsn, [(n, d) for n, d in state["index_defs"]] + extra)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name, _ in state["index_defs"]:  # the unique constraint, on the index just built
+            if (
+                name.endswith("_key")
+                and not conn.execute("SELECT 1 FROM pg_constraint WHERE conname = %s", (name,)).fetchone()
+            ):
+                conn.execute(f'ALTER TABLE nmem.observations ADD CONSTRAINT "{name}" UNIQUE USING INDEX "{name}"')
         t1 = time.monotonic()
         conn.execute("VACUUM (ANALYZE) nmem.observations")
         print(f"VACUUM ANALYZE: {time.monotonic() - t1:.0f} s", flush=True)
-        size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('nmem.observations'))").fetchone()
-        print(f"table with its indexes: {size[0] if size else '?'}", flush=True)
+        print_sizes(conn)
 
 
-async def measure(dsn: str, rounds: int, timeout_ms: int) -> None:
-    async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        for _, query, author in QUERIES:  # warm-up: the first touch of each index reads it from disk
-            await server_search.search_team(
-                conn, team=TEAM, project=None, query=query, limit=10, author=author, timeout_ms=timeout_ms
+INDEX_SESSIONS = 4  # indexes built at once (each CREATE INDEX is one process in PostgreSQL 15)
+
+
+def build_indexes(dsn: str, indexes: list[tuple[str, str]]) -> None:
+    """CREATE the `indexes` missing, several at once, the largest (GIN) first; each one timed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        have = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'nmem'")}
+        trgm = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'pg_trgm'"
+        ).fetchone()
+    todo = sorted(
+        ((n, d) for n, d in indexes if n not in have), key=lambda nd: ("gin" not in nd[1].lower(), "tsv" not in nd[1])
+    )
+
+    def build(name: str, definition: str) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            conn.execute(f"SET search_path = {trgm[0] if trgm else 'nmem'}, pg_catalog")
+            t0 = time.monotonic()
+            conn.execute(
+                re.sub(r"^CREATE (UNIQUE )?INDEX (IF NOT EXISTS )?", r"CREATE \1INDEX IF NOT EXISTS ", definition)
             )
-        times: dict[str, list[float]] = {}
-        by_project: dict[str, list[float]] = {}
-        hits: dict[str, int] = {}
-        failures: dict[str, str] = {}
-        rnd = random.Random(7)
-        for r in range(rounds):
-            order = list(QUERIES)
+            print(f"index {name}: {time.monotonic() - t0:.0f} s", flush=True)
+
+    with ThreadPoolExecutor(INDEX_SESSIONS) as pool:
+        for future in [pool.submit(build, n, d) for n, d in todo]:
+            future.result()
+
+
+def print_sizes(conn: psycopg.Connection[Any]) -> None:
+    row = conn.execute(
+        "SELECT pg_size_pretty(pg_total_relation_size('nmem.observations')),"
+        " pg_size_pretty(pg_relation_size('nmem.observations')), pg_size_pretty(pg_database_size(current_database()))"
+    ).fetchone()
+    assert row is not None
+    print(f"observations with indexes {row[0]} (heap {row[1]}); database {row[2]}", flush=True)
+    for name, size in conn.execute(
+        "SELECT indexrelid::regclass::text, pg_size_pretty(pg_relation_size(indexrelid)) FROM pg_index"
+        " WHERE indrelid = 'nmem.observations'::regclass ORDER BY 1"
+    ):
+        print(f"  {name}: {size}")
+    for scope, count in conn.execute(
+        "SELECT 'team ' || team, count(*) FROM nmem.observations GROUP BY team"
+        " UNION ALL SELECT 'project ' || project, count(*) FROM nmem.observations WHERE project IN (%s, %s)"
+        " GROUP BY project UNION ALL SELECT 'author ' || author, count(*) FROM nmem.observations"
+        " WHERE team = %s AND author IN (%s, %s) GROUP BY author ORDER BY 1",
+        (LARGE, SMALL, TEAM, RARE, RARE_IN_LARGE),
+    ):
+        print(f"  {scope}: {count:,} rows")
+
+
+# --- the queries -----------------------------------------------------------------------------------
+
+SCOPES = [
+    ("team", None, None),
+    ("large project", LARGE, None),
+    ("small project", SMALL, None),
+    ("rare author", None, RARE),
+    ("rare author in large project", LARGE, RARE_IN_LARGE),
+]
+IDENT = re.compile(r"^[A-Za-z][a-z0-9]+(?:_[a-z0-9]+)+$|^[a-z]+(?:[A-Z][a-z0-9]+)+$")
+
+
+def queries(corpus: list[list[Record]], seed: int = 41) -> list[tuple[str, str]]:
+    """(kind, query) picked from the corpus by how many of its records hold them."""
+    rnd = random.Random(seed)
+    records = [r for s in corpus for r in s]
+    n = len(records)
+    words: Counter[str] = Counter()
+    pairs: Counter[str] = Counter()
+    idents: Counter[str] = Counter()
+    names: Counter[str] = Counter()
+    for r in records:
+        text = f"{r.title} {r.body}"
+        tokens = WORD.findall(text.lower())
+        words.update(set(tokens))
+        plain = [t.lower() for t in text.split() if t.isalpha() and len(t) > 2]
+        pairs.update({f"{a} {b}" for a, b in itertools.pairwise(plain) if a != b})
+        idents.update({t.strip(".,:;()'\"`") for t in text.split() if IDENT.match(t.strip(".,:;()'\"`"))})
+        names.update({f.rsplit("/", 1)[-1] for f in r.files if "." in f.rsplit("/", 1)[-1]})
+
+    def pick(counter: Counter[str], lo: float, hi: float, k: int) -> list[str]:
+        found = sorted(w for w, c in counter.items() if lo * n <= c <= hi * n)
+        return rnd.sample(found, min(k, len(found)))
+
+    common = pick(words, 0.08, 0.4, 6)
+    out = [("common word", w) for w in common[:2]]
+    out += [("common pair", f"{a} {b}") for a, b in itertools.pairwise(common[2:5])]
+    out += [("middling word", w) for w in pick(words, 0.004, 0.012, 3)]
+    out += [("rare word", w) for w in pick(words, 0.0002, 0.0008, 3)]
+    out += [("common and rare", f"{common[5]} {w}") for w in pick(words, 0.0003, 0.001, 1)]
+    out += [("absent", "zyzzogeton"), ("absent", "kubernetes ingressannotation quux")]
+    out += [("common phrase", f'"{p}"') for p in pick(pairs, 0.01, 0.05, 2)]
+    out += [("middling phrase", f'"{p}"') for p in pick(pairs, 0.001, 0.004, 2)]
+    out += [("rare phrase", f'"{p}"') for p in pick(pairs, 0.0002, 0.0006, 2)]
+    out += [("identifier", t) for t in pick(idents, 0.001, 0.02, 2) + pick(idents, 0.0002, 0.0006, 1)]
+    out += [("file name", t) for t in pick(names, 0.002, 0.02, 2) + pick(names, 0.0002, 0.0006, 1)]
+    return out
+
+
+# --- measuring -------------------------------------------------------------------------------------
+
+
+async def measure(dsn: str, corpus: list[list[Record]], rounds: int, timeout_ms: int, warm: int = 1) -> dict[str, Any]:
+    """Every query in every scope, `rounds` times in alternating orders (after `warm` rounds not counted)."""
+    from nmemd.team import server_search
+
+    print(f"measuring {server_search.__file__}", flush=True)
+    asked = [(scope, project, author, kind, q) for scope, project, author in SCOPES for kind, q in queries(corpus)]
+    times: dict[str, list[float]] = {}
+    hits: dict[str, list[str]] = {}
+    failed: list[str] = []
+    rnd = random.Random(int(time.time()))
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for r in range(rounds + warm):
+            order = list(asked)
             rnd.shuffle(order)
-            for kind, query, author in order:
-                project = PROJECTS[r % len(PROJECTS)]
-                key = f"{kind}: {query}" + (f" (author {author})" if author else "")
+            for scope, project, author, kind, q in order:
+                key = f"{scope}|{kind}|{q}"
                 t0 = time.perf_counter()
                 try:
                     found = await server_search.search_team(
-                        conn, team=TEAM, project=project, query=query, limit=10, author=author, timeout_ms=timeout_ms
+                        conn, team=TEAM, project=project, query=q, limit=10, author=author, timeout_ms=timeout_ms
                     )
-                    hits[key] = len(found)
+                    hits[key] = [h.event_id for h in found]
                 except Exception as exc:  # a timeout counts at its full time, and is shown
-                    failures[key] = str(exc)
+                    if r >= warm:
+                        failed.append(f"{key}: {exc}")
                 took = (time.perf_counter() - t0) * 1000
-                times.setdefault(key, []).append(took)
-                by_project.setdefault(project or "every project", []).append(took)
-        print(f"\n{'query':<62} {'p50 ms':>8} {'max ms':>8} {'hits':>5}")
-        for key, values in times.items():
-            print(f"{key[:62]:<62} {percentile(values, 50):8.1f} {max(values):8.1f} {hits.get(key, -1):5}")
-        for key, message in failures.items():
-            print(f"FAILED {key}: {message}")
-        every = [v for values in times.values() for v in values]
-        by_kind: dict[str, list[float]] = {}
-        for key, values in times.items():
-            by_kind.setdefault(key.split(":")[0], []).extend(values)
-        print()
-        for kind, values in [*by_kind.items(), *by_project.items()]:
-            print(f"{kind:<24} p50 {percentile(values, 50):7.1f} ms  p99 {percentile(values, 99):7.1f} ms")
-        p50, p99 = percentile(every, 50), percentile(every, 99)
-        verdict = "PASS" if p50 <= 50 and p99 <= 200 else "FAIL"
-        print(
-            f"ALL {len(every)} searches: p50 {p50:.1f} ms, p99 {p99:.1f} ms (targets 50 / 200) {verdict};"
-            f" {len(failures)} failed"
-        )
+                if r >= warm:  # the first rounds warm the caches
+                    times.setdefault(key, []).append(took)
+    return {"times": times, "hits": hits, "failed": failed}
+
+
+def report(label: str, result: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
+    times: dict[str, list[float]] = result["times"]
+    by_scope: dict[str, list[float]] = {}
+    by_kind: dict[str, list[float]] = {}
+    for key, values in times.items():
+        scope, kind, _ = key.split("|", 2)
+        by_scope.setdefault(scope, []).extend(values)
+        by_kind.setdefault(kind, []).extend(values)
+    every = [v for values in times.values() for v in values]
+    by_scope["ALL"] = every
+    print(f"\n== {label}: {len(every)} searches")
+    print(f"{'scope / kind':<30} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'>budget':>8}")
+    stats: dict[str, tuple[float, float, float]] = {}
+    for name, values in [*by_scope.items(), *sorted(by_kind.items())]:
+        over = sum(v > BUDGET_MS for v in values)
+        stats[name] = (percentile(values, 50), percentile(values, 99), max(values))
+        print(f"{name:<30} {len(values):5} {stats[name][0]:8.1f} {stats[name][1]:8.1f} {stats[name][2]:8.1f} {over:8}")
+        if name == "ALL":
+            print()
+    slow = sorted(((max(v), k) for k, v in times.items()), reverse=True)[:8]
+    print("slowest: " + "; ".join(f"{k.replace('|', ' / ')} {t:.0f} ms" for t, k in slow))
+    for line in result["failed"][:10]:
+        print(f"FAILED {line}")
+    print(
+        f"{len(result['failed'])} failed; {sum(v > BUDGET_MS for v in every)} past the daemon's {BUDGET_MS} ms budget"
+    )
+    return stats
+
+
+def same_hits(a: dict[str, list[str]], b: dict[str, list[str]]) -> str:
+    keys = [k for k in a if k in b]
+    same = sum(a[k] == b[k] for k in keys)
+    overlap = [len(set(a[k]) & set(b[k])) / max(len(a[k]), len(b[k]), 1) for k in keys if a[k] or b[k]]
+    mean = sum(overlap) / max(len(overlap), 1)
+    return f"{same}/{len(keys)} searches with identical hits; mean overlap of the top 10 {mean:.0%}"
+
+
+# --- the cluster -----------------------------------------------------------------------------------
+
+
+class Server:
+    """A cluster kept in `root` between runs (`--pgdata`) or a throwaway one; its facts in bench.json."""
+
+    def __init__(self, root: Path | None) -> None:
+        bindir = pg_cluster.find_bindir()
+        if bindir is None or pg_cluster.unavailable():
+            raise SystemExit(pg_cluster.unavailable() or "no PostgreSQL")
+        self.cluster = pg_cluster.Cluster(bindir, settings=SERVER_SETTINGS)
+        self.kept = root is not None
+        if root is not None:
+            shutil.rmtree(self.cluster.root)
+            root.mkdir(parents=True, exist_ok=True)
+            root.chmod(0o700)
+            if os.geteuid() == 0:
+                ids = pwd.getpwnam(pg_cluster.SERVER_USER)
+                os.chown(root, ids.pw_uid, ids.pw_gid)
+            self.cluster.root = root
+        self.state_file = self.cluster.root / "bench.json"
+        self.state: dict[str, Any] = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        if self.state:
+            self.cluster.password = self.state["password"]
+            self.cluster.port = self.state["port"]
+        self.cluster.start()
+        self.state["password"], self.state["port"] = self.cluster.password, self.cluster.port
+        self.save()
+
+    def save(self) -> None:
+        self.state_file.write_text(json.dumps(self.state, indent=1))
+
+    def database(self) -> None:
+        if "db" in self.state:
+            return
+        name = f"bench_{secrets.token_hex(4)}"
+        admin, password = f"{name}_admin", secrets.token_urlsafe(18)
+        self.cluster.execute(f"CREATE ROLE {admin} LOGIN CREATEROLE PASSWORD '{password}'")
+        self.cluster.execute(f"CREATE DATABASE {name} OWNER {admin}")
+        self.state.update(db=name, admin=admin, admin_password=password)
+        self.save()
+
+    @property
+    def admin_dsn(self) -> str:
+        return self.cluster.dsn(self.state["db"], self.state["admin"], self.state["admin_password"])
+
+    @property
+    def superuser_dsn(self) -> str:
+        return self.cluster.dsn(self.state["db"])
+
+    def close(self) -> None:
+        if self.kept:
+            self.cluster.stop("fast")
+        else:
+            self.cluster.destroy()
+
+
+def python_of(tree: Path) -> str:
+    venv = tree / ".venv" / "bin" / "python"
+    return str(venv if venv.exists() else sys.executable)
+
+
+def with_tree(tree: Path, code: str, *args: str) -> str:
+    """Run `code` with `tree`'s nmemd (its own venv), returning its stdout's last line."""
+    done = subprocess.run(
+        [python_of(tree), "-c", code, *args], capture_output=True, text=True, cwd=tree, timeout=4 * 3600
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: {done.stderr.strip()[-2000:]}")
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+INIT = """
+import sys, time
+from nmemd.team import admin
+t0 = time.monotonic()
+admin.init(sys.argv[1], sys.argv[2])
+for team in ("globex", "initech"):
+    admin.init(sys.argv[1], team)
+print(round(time.monotonic() - t0, 1))
+"""
+MEMBER_CODE = """
+import sys
+from nmemd.team import admin
+print(admin.add_member(sys.argv[1], sys.argv[2], sys.argv[3]).dsn)
+"""
+
+# --- the baseline and this tree on the same rows, in alternation -----------------------------------
+#
+# Rebuilding a full-text index of 10M rows takes the better part of an hour here, so with
+# --baseline both schemas' indexes are built once: this tree's new ones are built at load time and
+# hidden from the planner (pg_index.indisvalid) while the baseline is measured; the indexes its
+# migrations drop are renamed (bench_base_*) before they run, and hidden while this tree is
+# measured. The server is migrated for real (its other steps run, the index builds are skipped);
+# each state is then the functions of its own code with only its own indexes visible.
+
+NEW_INDEX = re.compile(r"CREATE INDEX (?:IF NOT EXISTS )?(\w+)\s+ON\s+nmem\.observations\b[^;]*", re.S)
+DROPPED_INDEX = re.compile(r"DROP INDEX (?:IF EXISTS )?nmem\.(\w+)")
+EXTENSION = re.compile(r"CREATE EXTENSION[^;]*", re.S)
+REPLACED_FN = re.compile(r"CREATE (?:OR REPLACE )?FUNCTION nmem\.(\w+)\(")
+
+
+def _functions(conn: psycopg.Connection[Any], names: list[str]) -> list[str]:
+    rows = conn.execute(
+        "SELECT pg_get_functiondef(p.oid) FROM pg_proc p WHERE p.pronamespace = 'nmem'::regnamespace"
+        " AND p.proname = ANY(%s)",
+        (names,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _show(conn: psycopg.Connection[Any], names: list[str], valid: bool) -> None:
+    conn.execute(
+        "UPDATE pg_index SET indisvalid = %s WHERE indexrelid = ANY(SELECT oid FROM pg_class"
+        " WHERE relnamespace = 'nmem'::regnamespace AND relname = ANY(%s))",
+        (valid, names),
+    )
+
+
+def pending(server: Server) -> tuple[str, list[tuple[str, str]]]:
+    """The SQL of this tree's migrations the server lacks (their extensions created) and the
+    indexes they create."""
+    from nmemd.team import schema
+
+    with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT max(version) FROM nmem.schema_version").fetchone()
+        version = int(row[0]) if row and row[0] is not None else 0
+        sql = "\n".join(m.sql for m in schema.MIGRATIONS if m.version > version)
+        server.state["base_version"] = version
+        for statement in EXTENSION.findall(sql):
+            conn.execute(statement)
+    return sql, [(m.group(1), m.group(0)) for m in NEW_INDEX.finditer(sql)]
+
+
+def prepare_both(server: Server, here: Path) -> None:
+    """Build this tree's pending indexes (hidden), keep the baseline's, migrate with this tree."""
+    sql, new = pending(server)
+    build_indexes(server.superuser_dsn, new)
+    with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
+        _show(conn, [n for n, _ in new], valid=False)
+        kept = []
+        for name in DROPPED_INDEX.findall(sql):
+            if conn.execute("SELECT to_regclass(%s)", (f"nmem.{name}",)).fetchone() != (None,):
+                conn.execute(f'ALTER INDEX nmem."{name}" RENAME TO "bench_base_{name}"')
+                kept.append(f"bench_base_{name}")
+        functions = sorted(set(REPLACED_FN.findall(sql)))
+        server.state.update(new_indexes=[n for n, _ in new], base_indexes=kept, base_fns=_functions(conn, functions))
+        server.save()
+        _show(conn, [n for n, _ in new], valid=True)
+    took = with_tree(here, INIT, server.admin_dsn, TEAM)
+    print(f"\nmigrated the server with {here}'s code in {took} s (its index builds timed above)", flush=True)
+    with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE nmem.observations")
+        server.state.update(mine_fns=_functions(conn, functions), schema_of=str(here))
+        server.save()
+        print_sizes(conn)
+
+
+def refresh(server: Server) -> None:
+    """Run this tree's migrations past the baseline's again (each is idempotent): a changed function
+    of theirs replaces the one measured, without rebuilding anything."""
+    from nmemd.team import schema
+
+    with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
+        trgm = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'pg_trgm'"
+        ).fetchone()
+        conn.execute(f"SET search_path = {trgm[0] if trgm else 'nmem'}, pg_catalog")
+        sql = "\n".join(m.sql for m in schema.MIGRATIONS if m.version > server.state.get("base_version", 1))
+        conn.execute(sql.encode())
+        server.state["mine_fns"] = _functions(conn, sorted(set(REPLACED_FN.findall(sql))))
+        server.save()
+
+
+def use(server: Server, which: str) -> None:
+    """Make the server `base` or `mine`: that code's functions, only that code's indexes visible."""
+    st = server.state
+    with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
+        for definition in st[f"{which}_fns"]:
+            conn.execute(definition)
+        _show(conn, st["new_indexes"], valid=which == "mine")
+        _show(conn, st["base_indexes"], valid=which == "base")
+
+
+def merge(into: dict[str, Any], part: dict[str, Any]) -> None:
+    for key, values in part["times"].items():
+        into.setdefault("times", {}).setdefault(key, []).extend(values)
+    into.setdefault("hits", {}).update(part["hits"])
+    into.setdefault("failed", []).extend(part["failed"])
+
+
+def compare(base: dict[str, tuple[float, float, float]], mine: dict[str, tuple[float, float, float]]) -> None:
+    print(f"\n{'scope / kind':<30} {'baseline p50 / p99 / max ms':>30} {'this tree p50 / p99 / max ms':>30}")
+    for name, (p50, p99, top) in mine.items():
+        b50, b99, btop = base.get(name, (float("nan"),) * 3)
+        print(f"{name:<30} {b50:9.1f} {b99:9.1f} {btop:9.1f}  {p50:9.1f} {p99:9.1f} {top:9.1f}")
+
+
+def measure_with(tree: Path, dsn: str, rounds: int, timeout_ms: int, warm: int = 1) -> dict[str, Any]:
+    """This script's --measure in a child process running `tree`'s code."""
+    with tempfile.NamedTemporaryFile(suffix=".json", dir="/tmp") as out:
+        argv = [python_of(tree), __file__, "--measure", dsn, "--rounds", str(rounds), "--timeout-ms", str(timeout_ms)]
+        argv += ["--warm", str(warm)]
+        done = subprocess.run([*argv, "--json", out.name], cwd=tree, timeout=4 * 3600)
+        if done.returncode != 0:
+            raise SystemExit(f"measuring with {tree} failed")
+        result: dict[str, Any] = json.loads(Path(out.name).read_text())
+        return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--rounds", type=int, default=12, help="passes over the query set (projects rotate)")
-    parser.add_argument("--timeout-ms", type=int, default=2000, help="the search's server-side budget")
-    parser.add_argument("--keep", action="store_true", help="leave the cluster running (prints its DSNs)")
-    parser.add_argument("--measure", metavar="MEMBER_DSN", help="only measure, on a cluster a --keep run left")
+    parser.add_argument("--rounds", type=int, default=4, help="passes over every query in every scope")
+    parser.add_argument("--timeout-ms", type=int, default=2000, help="the budget handed to search_team")
+    parser.add_argument("--pgdata", type=Path, help="keep the cluster in this folder (reused when it holds the rows)")
+    parser.add_argument("--baseline", type=Path, help="a worktree of the commit to compare with (its own .venv)")
+    parser.add_argument("--stop", action="store_true", help="stop the cluster kept in --pgdata and exit")
+    parser.add_argument("--refresh", action="store_true", help="replace this tree's functions on a kept server first")
+    parser.add_argument("--baseline-only", action="store_true", help="build (or reuse) and measure the baseline only")
+    parser.add_argument("--measure", metavar="MEMBER_DSN", help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--warm", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print_machine()
-    if args.measure:
-        asyncio.run(measure(args.measure, args.rounds, args.timeout_ms))
+    if args.measure:  # a child of measure_with: this process runs that tree's code
+        sys.path.insert(0, os.getcwd())
+        result = asyncio.run(measure(args.measure, sessions(), args.rounds, args.timeout_ms, args.warm))
+        args.json.write_text(json.dumps(result))
         return
+    if args.stop:
+        server = Server(args.pgdata)
+        server.close()
+        return
+    print_machine()
+    here = Path(__file__).resolve().parents[1]
+    corpus = sessions()
     started = time.monotonic()
-    with pg_cluster.running_cluster(**SERVER_SETTINGS) as cluster:
-        print(f"cluster in {cluster.root} (PostgreSQL from {cluster.bindir})", flush=True)
-        db = cluster.database()
-        database = db.__enter__()
-        try:
-            admin.init(database.admin_dsn, TEAM)
-            member = admin.add_member(database.admin_dsn, TEAM, "kim")
-            load(database.superuser_dsn, args.rows)
+    server = Server(args.pgdata)
+    try:
+        print(f"cluster in {server.cluster.root} (PostgreSQL from {server.cluster.bindir})", flush=True)
+        server.database()
+        first = args.baseline or here
+        if server.state.get("rows") != args.rows:
+            if "member_dsn" not in server.state:
+                with_tree(first, INIT, server.admin_dsn, TEAM)
+                server.state["member_dsn"] = with_tree(first, MEMBER_CODE, server.admin_dsn, TEAM, MEMBER)
+                server.state["schema_of"] = str(first)
+                server.save()
+            extra = pending(server)[1] if args.baseline and server.state["schema_of"] == str(args.baseline) else []
+            load(server.superuser_dsn, corpus, args.rows, server.state, server.save, extra)
+            server.state["rows"] = args.rows
+            server.save()
             print(f"built in {time.monotonic() - started:.0f} s", flush=True)
-            asyncio.run(measure(member.dsn, args.rounds, args.timeout_ms))
-            if args.keep:
-                print(f"kept: member {member.dsn}\nsuperuser {database.superuser_dsn}\nCtrl-C stops it", flush=True)
-                while True:
-                    time.sleep(3600)
-        finally:
-            db.__exit__(None, None, None)
+        else:
+            print(f"reusing {args.rows:,} rows; schema of {server.state.get('schema_of')}", flush=True)
+        dsn = server.state["member_dsn"]
+        if not args.baseline:
+            if server.state.get("schema_of") != str(here):
+                took = with_tree(here, INIT, server.admin_dsn, TEAM)
+                print(f"migrated the server with {here}'s code in {took} s", flush=True)
+                server.state["schema_of"] = str(here)
+                server.save()
+            report(f"this tree {here}", measure_with(here, dsn, args.rounds, args.timeout_ms))
+            return
+        if args.baseline_only:
+            use(server, "base") if "base_fns" in server.state else None
+            report(f"baseline {args.baseline}", measure_with(args.baseline, dsn, args.rounds, args.timeout_ms))
+            return
+        if "base_fns" not in server.state:
+            prepare_both(server, here)
+        elif args.refresh:
+            refresh(server)
+        results: dict[str, dict[str, Any]] = {"base": {}, "mine": {}}
+        trees = {"base": args.baseline, "mine": here}
+        for r in range(args.rounds):  # alternating: base mine, mine base, ...
+            for which in ("base", "mine") if r % 2 == 0 else ("mine", "base"):
+                use(server, which)
+                print(f"round {r + 1}: {which}", flush=True)
+                merge(results[which], measure_with(trees[which], dsn, 1, args.timeout_ms))
+        base = report(f"baseline {args.baseline}", results["base"])
+        mine = report(f"this tree {here}", results["mine"])
+        compare(base, mine)
+        print(
+            "\nthe same searches, baseline vs this tree: " + same_hits(results["base"]["hits"], results["mine"]["hits"])
+        )
+        use(server, "mine")
+    finally:
+        server.close()
 
 
 if __name__ == "__main__":
