@@ -114,6 +114,10 @@ class TeamError(NmemError):
     something this nmem cannot use. The message is one line, without the password."""
 
 
+class TeamTimeout(TeamError):
+    """The team server gave up on a search at its statement timeout (the connection is fine)."""
+
+
 class TeamSchemaError(TeamError):
     """The server has no nmem schema, or a newer one than this nmem knows."""
 

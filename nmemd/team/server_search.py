@@ -4,7 +4,9 @@ Words go through `websearch_to_tsquery('simple', ...)` over the stored tsvector 
 looks like an identifier or a path (`parse_config`, `routes.py`, `src/api`) is also looked up as a
 substring of titles and file paths (pg_trgm GIN), which the word index cannot do. Each branch takes
 at most CANDIDATES matching rows *before* anything is ranked, so a common word costs the same as a
-rare one (ts_rank reads every row it ranks); `SET LOCAL statement_timeout` bounds the rest.
+rare one (ts_rank reads every row it ranks). The server's own `statement_timeout` is set below the
+caller's budget (SERVER_SHARE of it), so the server gives up first and says so (TeamTimeout): the
+caller still has time to show its local hits with a word that the team's part timed out.
 The work is done by the server's `nmem.search()` (schema.py), a SECURITY DEFINER function that
 checks the team against the caller's memberships: under row-level security the member's own query
 could not use those indexes (`@@` and `ILIKE` are not LEAKPROOF).
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from nmemd.errors import QueryError, TeamError
+from nmemd.errors import QueryError, TeamError, TeamTimeout
 
 if TYPE_CHECKING:
     import psycopg
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 CANDIDATES: Final = 500  # matching rows each branch hands to ranking, at most
 SNIPPET_CHARS: Final = 240
 MAX_LIMIT: Final = 200
+SERVER_SHARE: Final = 0.75  # of the caller's budget the server's statement may take
 # A term with one of these inside, or a lower-to-upper case change, names code or a file.
 CODEISH: Final = re.compile(r"\w[_./:\\-]\w|[a-z][A-Z]|\w\.\w")
 TERM: Final = re.compile(r'[^\s"()]+')
@@ -79,6 +82,11 @@ SEARCH_SQL: Final = (
 FLAG: Final = re.compile(r"(^|\s)-+(?=\w)")
 
 
+def statement_ms(budget_ms: int) -> int:
+    """The server's statement_timeout for a search the caller waits `budget_ms` for: below it."""
+    return max(20, int(budget_ms * SERVER_SHARE))
+
+
 def words_query(query: str) -> str:
     """The query for websearch_to_tsquery: `-k` is a command's flag here, not a negation."""
     return FLAG.sub(r"\1", query)
@@ -95,7 +103,8 @@ async def search_team(
     timeout_ms: int,
 ) -> list[TeamHit]:
     """The best `limit` observations of `team` (of `project`, by `author`, when given) for `query`,
-    within `timeout_ms` on the server. TeamError when the server fails or runs out of time."""
+    within `timeout_ms`: the server stops at `statement_ms(timeout_ms)` (TeamTimeout); TeamError when
+    it fails otherwise."""
     import psycopg
 
     if not query.strip():
@@ -109,7 +118,7 @@ async def search_team(
         "candidates": CANDIDATES,
         "pattern": like_pattern(substring) if substring else None,
         "limit": max(1, min(limit, MAX_LIMIT)),
-        "timeout": str(max(1, int(timeout_ms))),
+        "timeout": str(statement_ms(timeout_ms)),
     }
     try:
         async with conn.transaction():
@@ -120,7 +129,7 @@ async def search_team(
             cur = await conn.execute(SEARCH_SQL, params)
             rows = await cur.fetchall()
     except psycopg.errors.QueryCanceled:
-        raise TeamError(f"the team server's search ran out of its {timeout_ms} ms") from None
+        raise TeamTimeout(f"the team server's search timed out after {params['timeout']} ms") from None
     except psycopg.Error as exc:
         raise TeamError(f"the team server's search failed: {' '.join(str(exc).split())}") from None
     return [

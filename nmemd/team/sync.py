@@ -24,7 +24,7 @@ import anyio.lowlevel
 import msgspec
 
 from nmemd.config import tunable
-from nmemd.errors import StorageError, TeamError
+from nmemd.errors import StorageError, TeamError, TeamTimeout
 from nmemd.store import readers
 from nmemd.store.database import Store
 from nmemd.team import client, local
@@ -380,6 +380,7 @@ class TeamSync:
         targets = [(link, p) for link in self.links.values() for p in link.projects if root is None or p.root == root]
         hits: list[tuple[local.SharedProject, Any]] = []
         notes: list[str] = []
+        deadline = time.monotonic() + timeout_s
         with anyio.move_on_after(timeout_s) as scope:
             for link, project in targets:
                 st = self.status.get(link.key)
@@ -388,7 +389,7 @@ class TeamSync:
                     continue
                 try:
                     pool = await self._search_pool(link)
-                    async with pool.connection(timeout=timeout_s) as conn:
+                    async with pool.connection(timeout=max(0.001, deadline - time.monotonic())) as conn:
                         found = await server_search.search_team(
                             conn,
                             team=link.team,
@@ -396,8 +397,11 @@ class TeamSync:
                             query=query,
                             limit=limit,
                             author=author,
-                            timeout_ms=max(1, int(timeout_s * 1000)),
+                            timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)),
                         )
+                except TeamTimeout as exc:  # the server gave up in time: its connection is fine
+                    notes.append(f"{exc}: local hits only")
+                    continue
                 except Exception as exc:
                     notes.append(f"team server not asked: {client.describe(_first_leaf(exc), link.dsn)}")
                     continue

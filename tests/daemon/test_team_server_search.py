@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from support.pg_cluster import Database
 
-from nmemd.errors import QueryError, TeamError
+from nmemd.errors import QueryError, TeamTimeout
 from nmemd.team import admin, server_search
 from nmemd.team.server_search import search_team
 
@@ -136,7 +136,7 @@ async def test_a_common_word_hands_at_most_the_candidates_to_ranking(server: dic
 async def test_a_search_over_its_budget_is_a_one_line_error(server: dict[str, str], pg_db: Database) -> None:
     with psycopg.connect(pg_db.superuser_dsn) as locker:  # holds the table: the search waits, then its budget ends
         locker.execute("LOCK TABLE nmem.observations IN ACCESS EXCLUSIVE MODE")
-        with pytest.raises(TeamError, match="ran out of its 200 ms"):
+        with pytest.raises(TeamTimeout, match="timed out after 150 ms"):
             await search(server["bob"], "websocket", timeout_ms=200)
     assert [h.event_id for h in await search(server["bob"], "websocket")] == ["e1", "e4"]  # the connection recovers
 
@@ -162,3 +162,59 @@ async def test_a_common_substring_is_found_among_the_newest_rows(server: dict[st
     newest = pg_db.execute("SELECT event_id FROM nmem.observations ORDER BY seq DESC LIMIT 5")
     assert [h.event_id for h in hits] == [e for (e,) in newest]
     assert all(h.files == ["lib/http/server_config.py"] for h in hits)
+
+
+# --- the bounded search (migration 2) answers as the first one did --------------------------------
+
+SCOPED = [  # (query, project, author): words common and rare, pairs, phrases, names; every scope
+    (query, project, author)
+    for query in ("alpha", "gamma", "zeta7", "alpha beta", '"alpha beta"', '"gamma delta"', "omega9", "parse_config")
+    for project, author in ((None, None), ("github.com/acme/api", None), (None, "rae"), ("github.com/acme/api", "lee"))
+]
+
+
+def _fill(dsn: str, rows: int) -> None:
+    """`rows` observations of twelve words at fixed rates (one more only in old rows), three
+    projects, three authors (one rare): every branch of the search has something to find."""
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "kappa", "lambda", "sigma", "tau", "rho", "psi", "chi"]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind, title,"
+            " body, files, created_at)"
+            " SELECT 'acme', (ARRAY['github.com/acme/api', 'github.com/acme/web', 'github.com/acme/ops'])[1 + i %% 3],"
+            " 'f' || i, CASE WHEN i %% 97 = 0 THEN 'rae' WHEN i %% 2 = 0 THEN 'lee' ELSE 'kim' END, 'm', 'codex', 's',"
+            " 'edit', 'note ' || i || ' ' || w[1 + (i * 7) %% 12],"
+            " w[1 + i %% 12] || ' ' || w[1 + (i + 1) %% 12] || ' ' || w[1 + (i * 5) %% 12]"
+            "  || CASE WHEN i < %(old)s AND i %% 13 = 0 THEN ' zeta7' ELSE '' END"
+            "  || CASE WHEN i %% 211 = 0 THEN ' omega9 parse_config()' ELSE '' END,"
+            " CASE WHEN i %% 17 = 0 THEN ARRAY['src/config/parse_config.py'] ELSE '{}' END,"
+            " timestamptz '2026-01-01' + i * interval '1 minute'"
+            " FROM generate_series(1, %(rows)s) AS i, (SELECT %(w)s::text[] AS w) AS words",
+            {"w": words, "rows": rows, "old": rows // 3},
+        )
+        conn.execute("ANALYZE nmem.observations")
+
+
+async def test_scoped_and_phrase_searches_find_what_the_first_search_found(pg_db: Database) -> None:
+    from nmemd.team import schema
+
+    with psycopg.connect(pg_db.admin_dsn, autocommit=True) as conn:
+        assert schema.migrate(conn, upto=1) == (0, 1)
+        conn.execute("INSERT INTO nmem.teams (name) VALUES ('acme')")
+        conn.execute("CREATE ROLE bob LOGIN PASSWORD 'bob-secret' IN ROLE nmem_member")  # add-member needs the newest
+        conn.execute("INSERT INTO nmem.members (team, member) VALUES ('acme', 'bob')")
+    dsn = pg_db.dsn("bob", "bob-secret")
+    _fill(pg_db.superuser_dsn, 1600)
+    # fewer matches than candidates in every scope: each search must find them all and rank them alike
+    (most,) = pg_db.execute(
+        "SELECT max(n) FROM (SELECT count(*) AS n FROM nmem.observations,"
+        " unnest(%s::text[]) AS q WHERE tsv @@ websearch_to_tsquery('simple', q) GROUP BY q) c",
+        (sorted({q for q, _, _ in SCOPED}),),
+    )[0]
+    assert 100 < most < server_search.CANDIDATES
+    before = [[h.event_id for h in await search(dsn, q, project=p, author=a)] for q, p, a in SCOPED]
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        assert schema.migrate(conn)[1] == schema.SCHEMA_VERSION
+    after = [[h.event_id for h in await search(dsn, q, project=p, author=a)] for q, p, a in SCOPED]
+    assert sum(bool(hits) for hits in before) > len(SCOPED) * 3 // 4  # they find things
+    assert after == before

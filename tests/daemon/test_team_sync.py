@@ -234,6 +234,34 @@ def test_the_server_answers_what_the_local_window_does_not_hold(team: tuple[Data
         db.cluster.start()
 
 
+def test_a_team_search_past_the_servers_time_gives_the_local_hits_and_says_so(
+    team: tuple[Database, Member, Member],
+) -> None:
+    db, a, b = team
+    a_repo = a.checkout("api", "git@github.com:acme/api.git")
+    b_repo = b.checkout("api", "https://github.com/acme/api")
+    a.start()
+    _join(a, a.dsn, a_repo)
+    assert a.hook(bash_event("s-a", a_repo, "make deploy", "rollout zq55slow on the server")).returncode == 0
+    wait_until(lambda: _count_server(db, "zq55slow") == (1, 1), SYNC_S, "A's row on the server")
+    b.start({"NMEM_TEAM_WINDOW_DAYS": "0.000001"})
+    _join(b, b.dsn, b_repo)
+    assert b.hook(bash_event("s-b", b_repo, "make test", "zq55slow locally too")).returncode == 0
+    wait_until(lambda: len(b.search("zq55slow", project=b_repo)) == 2, SYNC_S, "B's own hit and A's from the server")
+    import psycopg
+
+    with psycopg.connect(db.superuser_dsn) as locker:  # the server's search waits for the table, then gives up
+        locker.execute("LOCK TABLE nmem.observations IN ACCESS EXCLUSIVE MODE")
+        done = b.nmem("search", "zq55slow", "--project", str(b_repo), "--json")
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    hits = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert [h["author"] for h in hits] == [None]  # B's own row, from the local store
+    (note,) = done.stderr.strip().splitlines()
+    assert "team server's search timed out after" in note and "local hits only" in note, note
+    # the connection was kept and works again at once
+    assert len(b.search("zq55slow", project=b_repo)) == 2
+
+
 def _mcp_search(m: Member, project: Path, query: str) -> str:
     from support.mcp_client import bridge_params, mcp_session, ok
 
