@@ -95,3 +95,12 @@ def test_odd_blocks_give_no_words(block: dict[str, object]) -> None:
     line = {"type": "assistant", "sessionId": "odd", "uuid": "u1", "timestamp": "2026-03-12T14:10:00Z",
             "message": {"id": "m1", "content": [block, call]}}  # fmt: skip
     assert reader.feed(line, 0, 100) == []
+
+
+def test_the_agents_words_are_redacted_like_everything_else() -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    text = f"The deploy fails because GITHUB_TOKEN={token} has expired. <private>the vault path</private>"
+    payload = {"hook_event_name": "AssistantText", "session_id": SID, "cwd": "/tmp/x", "text": text}
+    (o,) = extract(payload).observations
+    assert token not in o.title + o.content and "vault path" not in o.title + o.content
+    assert "has expired" in o.title

@@ -96,7 +96,9 @@ def _words(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observati
     text = clean_text(p.get("thinking" if thinking else "text"), CONTENT_MAX)
     if not text:
         return []
-    return [observation("thinking" if thinking else "assistant", one_line(text, TITLE_MAX), text)]
+    title = one_line(text, TITLE_MAX)
+    # A short passage is its title whole: stored (and indexed) once, not twice.
+    return [observation("thinking" if thinking else "assistant", title, "" if title == text else text)]
 
 
 def _subagent(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
