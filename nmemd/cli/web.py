@@ -89,6 +89,10 @@ def _serve(settings: Settings, port: int, *, no_open: bool, stays: bool) -> None
     from nmemd.web.server import serve
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # The port's last connections may linger in TIME_WAIT (a viewer just stopped, or whoever held the
+    # port meanwhile): they must not keep the viewer that stays from its address. Linux never lets a
+    # second socket listen beside a listening one for this, whatever its options.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind(("127.0.0.1", port))
     except OSError as exc:

@@ -11,6 +11,12 @@ included. Scoped to `/<key>/`, it goes only where that path is named, and the pa
 to this user's browser, terminal and 0600 files: it never appears on a command line, in a Referer
 (Referrer-Policy: same-origin) or in a page of another origin.
 
+And every connection must be this user's own (`peer_uid`, Linux): the viewer that stays keeps one
+address, and while it is down (a reboot, `--stop`) another local user may listen on its port and
+receive what a bookmark sends, the secret path and the cookie (issue #37, 5). Whoever copies them
+still connects as their own uid, and is refused: the key and the cookie open the viewer only to
+this user's browser. Where no /proc tells a socket's owner (macOS), the secret alone guards it.
+
 A Host header other than the address we listen on is refused (a DNS-rebinding page names its own
 host), a request that changes anything must come from our own origin, and no page may be framed
 (a page on another port of 127.0.0.1 is "same-site" and could otherwise frame it).
@@ -21,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import os
 import secrets
 from typing import Final
 from urllib.parse import parse_qs, quote, urlencode
@@ -83,6 +90,10 @@ class Guard:
                 message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
             await send(message)
 
+        uid = peer_uid(scope)
+        if uid is not None and uid != os.getuid():
+            await _answer(guarded_send, 403, "refused: this viewer serves its own user only")
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
         if host not in self.hosts:
@@ -125,6 +136,31 @@ class Guard:
         """The secret, sent back only to our secret path (a cookie holds no port)."""
         age = f"; Max-Age={self.max_age}" if self.max_age else ""
         return f"{COOKIE}={self.secret}; HttpOnly; SameSite=Strict; Path={self.root}/{age}"
+
+
+def peer_uid(scope: Scope) -> int | None:
+    """The uid owning the client's end of this TCP connection to 127.0.0.1, from /proc/net/tcp (its
+    row whose local address is the client's and remote address ours); None where that cannot be told
+    (no /proc, the row gone)."""
+    client, server = scope.get("client"), scope.get("server")
+    if not client or not server:
+        return None
+    try:
+        local = f"{_hex_ip(client[0])}:{int(client[1]):04X}"
+        remote = f"{_hex_ip(server[0])}:{int(server[1]):04X}"
+        with open("/proc/net/tcp", encoding="ascii") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 7 and fields[1] == local and fields[2] == remote:
+                    return int(fields[7])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _hex_ip(address: str) -> str:
+    """An IPv4 address as /proc/net/tcp writes it: the 32-bit value in host (little-endian) order."""
+    return "".join(f"{int(octet):02X}" for octet in reversed(address.split(".")))
 
 
 async def _signed_in(send: Send, target: str, cookie: str) -> None:

@@ -7,9 +7,10 @@ starting another.
 
 Nothing secret is sent to find out whether it runs: a server on that port is taken for ours only
 when the file names a live process of this user and (where /proc tells) the listening socket is
-this user's. Left: while it is not running, another user may take its port, and a bookmark
-opened then sends the cookie there; keep it running (start it at login) to hold the port.
-"""
+this user's. While it is not running, another user may take its port and record what a bookmark
+sends (the secret path, the cookie): the guard answers only this user's connections (Linux:
+`guard.peer_uid`), so the copy opens nothing (issue #37, 5). Where that cannot be told (macOS),
+keep it running (start it at login) to hold the port."""
 
 from __future__ import annotations
 

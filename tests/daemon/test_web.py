@@ -55,15 +55,15 @@ def test_only_the_secret_on_our_own_host_and_origin_gets_in(viewer: Viewer) -> N
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a client as another user")
 def test_another_user_on_this_machine_is_refused(viewer: Viewer) -> None:
-    """Another uid reaches the port (it is 127.0.0.1) but not the secret path nor the secret: it
-    gets nothing, not even with the path."""
+    """Another uid reaches the port (it is 127.0.0.1) but is refused whatever it asks: the viewer
+    answers its own user's connections only (issue #37, 5)."""
     code = (
         "import http.client, sys\n"
         "def get(path):\n"
         f"    c = http.client.HTTPConnection('127.0.0.1', {viewer.port}, timeout=10)\n"
         f"    c.request('GET', path, headers={{'Host': '127.0.0.1:{viewer.port}'}})\n"
         "    return c.getresponse().status\n"
-        f"sys.exit(0 if (get('/'), get('{viewer.root}/')) == (404, 403) else 1)\n"
+        f"sys.exit(0 if (get('/'), get('{viewer.root}/')) == (403, 403) else 1)\n"
     )
     python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
     if python is None:
