@@ -122,6 +122,14 @@ class TeamSchemaError(TeamError):
     """The server has no nmem schema, or a newer one than this nmem knows."""
 
 
+class TeamUnreachable(TeamError):
+    """The team server cannot be reached now (down, a network that stalls or drops): try again later."""
+
+
+class TeamRefused(TeamError):
+    """The team server refused who we are or what we asked (password, privileges, not a member)."""
+
+
 def _kinds(cls: type[NmemError]) -> dict[str, type[NmemError]]:
     found: dict[str, type[NmemError]] = {}
     for sub in cls.__subclasses__():

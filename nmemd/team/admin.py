@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 
 from nmemd.errors import TeamError
 from nmemd.team import needs_psycopg, roles, schema, transport
+from nmemd.team.pg_errors import translate
 
 if TYPE_CHECKING:
     import psycopg
@@ -53,15 +54,7 @@ def check_member(member: str) -> str:
 
 def _server_error(exc: Exception) -> TeamError:
     """A psycopg error as one line, in words an admin acts on."""
-    import psycopg
-
-    diag = getattr(exc, "diag", None)
-    primary = one_line(getattr(diag, "message_primary", None) or str(exc))
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return TeamError(f"the server refused: {primary} (the admin role needs CREATEROLE and CREATE on the database)")
-    if isinstance(exc, psycopg.OperationalError):
-        return TeamError(f"cannot reach the team server: {primary.removeprefix('connection failed: ')}")
-    return TeamError(f"the team server refused: {primary}")
+    return translate(exc, admin=True)
 
 
 @contextmanager

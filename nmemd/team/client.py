@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from nmemd.errors import TeamError
-from nmemd.team import needs_psycopg, schema
+from nmemd.team import schema
 from nmemd.team.local import InObservation, InSession, InTombstone, OutRow, Page, Skipped
+from nmemd.team.pg_errors import translate
 
 if TYPE_CHECKING:
     import psycopg
@@ -42,27 +43,8 @@ def server_label(dsn: str) -> str:
 
 
 def describe(exc: BaseException, dsn: str = "") -> str:
-    """One line for any failure talking to the server."""
-    if isinstance(exc, TeamError):
-        return str(exc)
-    if isinstance(exc, ModuleNotFoundError) and "psycopg" in str(exc):
-        return needs_psycopg()
-    if isinstance(exc, TimeoutError):
-        return f"{server_label(dsn)}: the server did not answer in time (stalled network?)"
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    try:
-        import psycopg.errors as pe
-    except ImportError:  # pragma: no cover - the team extra is installed wherever a link runs
-        return text
-    if isinstance(exc, pe.InsufficientPrivilege):
-        return f"{server_label(dsn)}: the server refused: {text} (removed from the team?)"
-    if isinstance(exc, pe.UndefinedTable | pe.InvalidSchemaName | pe.UndefinedFunction):
-        return f"{server_label(dsn)}: no nmem schema there ({text}): run `nmem team init ADMIN_DSN --team NAME`"
-    if isinstance(exc, pe.OperationalError):
-        if "password authentication failed" in text or "no password supplied" in text:
-            return f"{server_label(dsn)}: wrong password or unknown member ({text})"
-        return f"{server_label(dsn)}: cannot connect: {text}"
-    return f"{server_label(dsn)}: {type(exc).__name__}: {text}"
+    """One line for any failure talking to the server (team.pg_errors.translate)."""
+    return str(translate(exc, server_label(dsn) if dsn else ""))
 
 
 def with_keepalives(dsn: str) -> str:
@@ -157,17 +139,26 @@ SET summary = excluded.summary, ended_at = excluded.ended_at
 WHERE s.summary IS DISTINCT FROM excluded.summary
 """
 _PUSH_TOMB: Final = "INSERT INTO nmem.tombstones (team, event_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+# Schema v2 on: a tombstone names its kind and project, and the server judges and applies it.
+_PUSH_TOMB_V2: Final = (
+    "INSERT INTO nmem.tombstones (team, event_id, kind, project) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+DELETES_SINCE: Final = 2  # the server schema whose tombstones carry kind and project, and whose feed lock is its own
 
 
-async def push(conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows: Sequence[OutRow]) -> list[str]:
+async def push(
+    conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows: Sequence[OutRow], version: int = 1
+) -> list[str]:
     """One batch in one transaction (see the module docstring). Returns the event ids of tombstones
-    the server refused (another member's row, and we are not the team's admin): they are dropped."""
-    import psycopg.errors as pe
-
+    the server refused (another member's row, and we are not the team's admin): they are dropped.
+    A v1 server orders pushes by an advisory lock the client takes too and hears `nmem_feed`; from
+    v2 its triggers order and announce them (a lock no login can hold, a channel of the team's)."""
     obs = [r for r in rows if r.op == "obs"]
     refused: list[str] = []
+    v2 = version >= DELETES_SINCE
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
+        if not v2:
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
         if obs:
             await conn.execute(
                 _PUSH_OBS,
@@ -186,7 +177,9 @@ async def push(conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows
                 },
             )
         for r in rows:
-            if r.op == "session":
+            if r.op == "session" and r.gone and v2:
+                await _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.session_id, "session", r.project_id))
+            elif r.op == "session":
                 await conn.execute(
                     _PUSH_SESSION,
                     (
@@ -201,14 +194,39 @@ async def push(conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows
                         r.summary,
                     ),
                 )
+            elif r.op == "tomb" and v2:
+                await _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.event_id, "observation", r.project_id))
             elif r.op == "tomb":
-                try:
-                    async with conn.transaction():  # a savepoint: a refused tombstone does not undo the batch
-                        await conn.execute(_PUSH_TOMB, (team, r.event_id))
-                except pe.InsufficientPrivilege:
-                    refused.append(r.event_id)
-        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team))
+                await _tombstone(conn, refused, _PUSH_TOMB, (team, r.event_id))
+        if not v2:
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team))
     return refused
+
+
+async def _tombstone(conn: psycopg.AsyncConnection[Any], refused: list[str], sql: str, params: tuple[Any, ...]) -> None:
+    import psycopg.errors as pe
+
+    try:
+        async with conn.transaction():  # a savepoint: a refused tombstone does not undo the batch
+            await conn.execute(sql, params)
+    except pe.InsufficientPrivilege:
+        refused.append(str(params[1]))
+
+
+async def listen(conn: psycopg.AsyncConnection[Any], team: str, version: int = 1) -> str:
+    """LISTEN where the team's pushes are announced: `nmem_feed` on a v1 server, the team's own
+    channel (nmem.feeds, readable by its members only) from v2; returns the channel."""
+    channel = CHANNEL
+    if version >= DELETES_SINCE:
+        cur = await conn.execute("SELECT channel FROM nmem.feeds WHERE team = %s", (team,))
+        row = await cur.fetchone()
+        if row is None:
+            raise TeamError(f"{server_label(conn.info.dsn)}: the server has no feed for team {team!r}")
+        channel = str(row[0])
+    from psycopg import sql
+
+    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+    return channel
 
 
 # --- pull ------------------------------------------------------------------------------------------
@@ -239,6 +257,10 @@ _FEED_ROWS: Final = {
     "tombstones": """
     FROM (SELECT o.seq, o.event_id, o.author, octet_length(o.event_id) AS size FROM nmem.tombstones o
           WHERE o.team = %(team)s AND o.seq > %(after)s ORDER BY o.seq LIMIT %(limit)s) o""",
+    "tombstones_v2": """
+    FROM (SELECT o.seq, o.event_id, o.author, o.kind, o.project, o.target,
+                 octet_length(o.event_id) + coalesce(octet_length(o.project), 0) AS size FROM nmem.tombstones o
+          WHERE o.team = %(team)s AND o.seq > %(after)s ORDER BY o.seq LIMIT %(limit)s) o""",
 }
 _FEED_COLUMNS: Final = {
     "observations": "seq, project, {fit}event_id{end}, ordinal, author::text, machine, {fit}agent{end},"
@@ -247,6 +269,7 @@ _FEED_COLUMNS: Final = {
     "sessions": "seq, project, {fit}session_id{end}, author::text, machine, {fit}agent{end},"
     " extract(epoch FROM started_at)::float8, extract(epoch FROM ended_at)::float8, {fit}summary{end}",
     "tombstones": "seq, {fit}event_id{end}, author::text",
+    "tombstones_v2": "seq, {fit}event_id{end}, author::text, kind, {fit}project{end}, target::text",
 }
 # Sized by bytes: the rows whose running total of text stays under the page's budget (measured from
 # the stored sizes, without reading a large value), and a row past ROW_MAX_BYTES without its text.
@@ -269,7 +292,12 @@ SELECT coalesce(min(w.first) - 1, max(w.newest), 0) FROM unnest(%(projects)s::te
 ) w"""
 
 
-_AUTHOR_AT: Final = {"observations": 4, "sessions": 3, "tombstones": 2}  # the author's column in a pulled row
+_AUTHOR_AT: Final = {
+    "observations": 4,
+    "sessions": 3,
+    "tombstones": 2,
+    "tombstones_v2": 2,
+}  # the author's column in a pulled row
 
 
 async def window_start(conn: psycopg.AsyncConnection[Any], team: str, projects: Sequence[str], since: float) -> int:
@@ -293,6 +321,7 @@ async def pull(
     after: dict[str, int],
     limit: int = PAGE_ROWS,
     budget: int = PAGE_BYTES,
+    version: int = 1,
 ) -> tuple[Page, bool]:
     """The next page of each feed after its cursor, at most `limit` rows and about `budget` bytes of
     text each; and whether any feed may hold more. A row too large to pull is in `Page.skipped`."""
@@ -305,7 +334,8 @@ async def pull(
             "team": team, "projects": list(projects), "machine": machine, "after": after.get(feed, 0), "limit": limit,
             "budget": budget, "row_max": ROW_MAX_BYTES,
         }  # fmt: skip
-        cur = await conn.execute(_PULL[feed], params)
+        query = _PULL["tombstones_v2" if feed == "tombstones" and version >= DELETES_SINCE else feed]
+        cur = await conn.execute(query, params)
         rows = await cur.fetchall()
         if rows:
             cursors[feed] = int(rows[-1][0])
@@ -325,7 +355,10 @@ async def pull(
             for r in got["observations"]
         ],  # fmt: skip
         sessions=[InSession(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]) for r in got["sessions"]],
-        tombstones=[InTombstone(int(r[0]), r[1], r[2]) for r in got["tombstones"]],
+        tombstones=[
+            InTombstone(int(r[0]), r[1], r[2], *r[3:6]) if len(r) > 5 else InTombstone(int(r[0]), r[1], r[2])
+            for r in got["tombstones"]
+        ],  # fmt: skip
         cursors=cursors,
         skipped=skipped,
     )

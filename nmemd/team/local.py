@@ -85,6 +85,33 @@ class Link:
         return {p.project_id: p for p in self.projects}
 
 
+class LinkStatus(msgspec.Struct, kw_only=True):
+    """What `nmem team status` shows of one (server, team) link: the daemon's, or with no daemon the
+    same fields probed from the CLI (team.membership.offline_statuses), so `--json` has one shape."""
+
+    team: str
+    server: str
+    member: str
+    projects: list[str]
+    roots: list[str]
+    state: str = "starting"  # starting, ok, retrying
+    error: str | None = None
+    schema_version: int | None = None
+    outbox: int = 0
+    last_push_at: float | None = None
+    last_pull_at: float | None = None
+    lag: int | None = None  # rows of the team the last pull had not reached yet (at its check)
+    pushed: int = 0  # since the daemon started
+    pulled: int = 0
+    retry_in_s: float | None = None
+    transport: str | None = None  # how the DSN reaches the server (team.transport.describe)
+
+    def line(self) -> str:
+        if self.error:
+            return f"{self.team} on {self.server}: {self.error}"
+        return f"{self.team} on {self.server}: {self.state}, outbox {self.outbox}"
+
+
 def machine_name() -> str:
     return os.environ.get("NMEM_TEAM_MACHINE") or socket.gethostname() or "unknown"
 
@@ -172,6 +199,7 @@ class OutRow(msgspec.Struct, kw_only=True):
     started_at: float | None = None
     ended_at: float | None = None
     summary: str = ""
+    gone: bool = False  # a session purged here: its summary removed, and on v2 servers a session tombstone
 
 
 def clean(text: str | None, limit: int = TEXT_MAX) -> str:
@@ -261,7 +289,7 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
             s = sessions.get(ref)
             if s is None or not s[3]:  # purged, or its summary removed: an empty summary replaces it everywhere
                 out.append(OutRow(outbox_id=outbox_id, op=op, project_id=project.project_id, session_id=ref,
-                                  agent=(s[4] if s else None) or "claude-code"))  # fmt: skip
+                                  agent=(s[4] if s else None) or "claude-code", gone=s is None))  # fmt: skip
                 continue
             out.append(
                 OutRow(
@@ -328,9 +356,11 @@ class InSession(msgspec.Struct, array_like=True):
 
 class InTombstone(msgspec.Struct, array_like=True):
     seq: int
-    event_id: str
-    author: str
-    project: str | None = None  # the shared project it names (servers from schema v2 say it)
+    event_id: str  # an observation's event id, or a session's id (kind "session")
+    author: str  # who wrote the tombstone
+    kind: str = "observation"  # servers from schema v2 on: "observation" or "session"
+    project: str | None = None  # v2: the shared project whose rows it removed
+    target: str | None = None  # v2: the author whose rows it removed
 
 
 class Skipped(msgspec.Struct, array_like=True):
@@ -465,6 +495,8 @@ def tombstoned(
     by_id = link.by_id
     ids: list[int] = []
     for t in tombstones:
+        if t.kind != "observation":
+            continue
         rows = conn.execute(
             "SELECT id, author, project FROM observations WHERE event_id = ? AND author IS NOT NULL", (t.event_id,)
         ).fetchall()
@@ -473,9 +505,24 @@ def tombstoned(
                 continue  # not a project shared through this link
             if t.project is not None and (t.project not in by_id or by_id[t.project].root != root):
                 continue  # another project's
+            if t.target is not None and t.target != author:
+                continue  # another author's row of that event
             if t.author == author or t.author in admins:
                 ids.append(int(oid))
     return ids
+
+
+def drop_sessions(db: sqlite3.Connection, link: Link, tombstones: Sequence[InTombstone], admins: Sequence[str]) -> None:
+    """A pulled session tombstone (schema v2) removes that teammate's session summary here, under the
+    same rule as an observation's: its author's or a team admin's, of a project shared through `link`."""
+    for t in tombstones:
+        target = t.target or t.author
+        if t.kind != "session" or t.project not in link.by_id or not (t.author == target or t.author in admins):
+            continue
+        db.execute(
+            "DELETE FROM team_sessions WHERE team = ? AND session_id = ? AND author = ? AND project = ?",
+            (link.team, team_session_id(target, t.event_id), target, link.by_id[t.project].root),
+        )
 
 
 def move_cursors(db: sqlite3.Connection, link_key: str, moved: dict[str, int], pulled: int, now: float) -> None:

@@ -195,20 +195,19 @@ def offline_statuses(settings: Settings) -> list[dict[str, Any]]:
             row = conn.execute(
                 "SELECT last_push_at, last_pull_at FROM team_links WHERE link = ?", (link.key,)
             ).fetchone()
-            entry: dict[str, Any] = {
-                "team": link.team, "server": client.server_label(link.dsn), "member": link.member,
-                "projects": [p.project_id for p in link.projects], "roots": roots,
-                "outbox": local.outbox_depth(conn, roots), "last_push_at": row[0] if row else None,
-                "last_pull_at": row[1] if row else None, "state": "daemon not running", "error": None,
-                "schema_version": None, "lag": None, "transport": transport.describe(link.dsn),
-            }  # fmt: skip
+            entry = local.LinkStatus(
+                team=link.team, server=client.server_label(link.dsn), member=link.member,
+                projects=[p.project_id for p in link.projects], roots=roots, state="daemon not running",
+                outbox=local.outbox_depth(conn, roots), last_push_at=row[0] if row else None,
+                last_pull_at=row[1] if row else None, transport=transport.describe(link.dsn), pushed=0, pulled=0,
+            )  # fmt: skip
             try:
                 facts = anyio.run(probe, link.dsn, link.team, 5.0)
-                entry["schema_version"] = facts.schema_version
-                entry["state"] = "reachable (the daemon is not running: nothing syncs)"
+                entry.schema_version = facts.schema_version
+                entry.state = "reachable (the daemon is not running: nothing syncs)"
             except NmemError as exc:
-                entry["error"] = str(exc)
-            result.append(entry)
+                entry.error = str(exc)
+            result.append(msgspec.to_builtins(entry))
         return result
     except sqlite3.Error as exc:
         raise StorageError(f"cannot read {settings.db}: {exc}") from exc

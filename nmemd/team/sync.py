@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import msgspec
 
 from nmemd.config import tunable
 from nmemd.errors import StorageError, TeamError, TeamTimeout
 from nmemd.store import readers
 from nmemd.store.database import Store
-from nmemd.team import client, local
-from nmemd.team.local import Link
+from nmemd.team import client, local, transport
+from nmemd.team.local import Link, LinkStatus
 
 if TYPE_CHECKING:
     import psycopg
@@ -45,6 +44,8 @@ LISTEN_CHECK_S: Final = 10.0  # the listening connection is checked alive this o
 # commit waits for one at most (bench_team_sync.py: hooks during a pull).
 APPLY_ROWS: Final = 25
 APPLY_BYTES: Final = 32 * 1024
+ACK_CHUNK: Final = 500  # pushed rows removed from the outbox per transaction
+YIELD_MAX_S: Final = 0.01
 PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one push transaction carries
 # After a wake-up, wait this long before reading the outbox (or the feed): the commits and notifications
 # of a busy moment are taken in one batch instead of one round trip each, and the hooks' commits share
@@ -55,31 +56,6 @@ ACK_EVERY_S: Final = 2.0  # pushed rows leave the outbox in one write this often
 ACK_MAX: Final = 20_000  # or once this many wait (a big backlog)
 LAG_EVERY_S: Final = 10.0  # the server's newest seq is asked this often at most (`nmem team status`'s lag)
 T = TypeVar("T")
-
-
-class LinkStatus(msgspec.Struct, kw_only=True):
-    """What `nmem team status` shows of one (server, team) link."""
-
-    team: str
-    server: str
-    member: str
-    projects: list[str]
-    roots: list[str]
-    state: str = "starting"  # starting, ok, retrying
-    error: str | None = None
-    schema_version: int | None = None
-    outbox: int = 0
-    last_push_at: float | None = None
-    last_pull_at: float | None = None
-    lag: int | None = None  # rows of the team the last pull had not reached yet (at its check)
-    pushed: int = 0  # since the daemon started
-    pulled: int = 0
-    retry_in_s: float | None = None
-
-    def line(self) -> str:
-        if self.error:
-            return f"{self.team} on {self.server}: {self.error}"
-        return f"{self.team} on {self.server}: {self.state}, outbox {self.outbox}"
 
 
 @dataclass
@@ -166,6 +142,7 @@ class TeamSync:
                 member=link.member,
                 projects=[p.project_id for p in link.projects],
                 roots=[p.root for p in link.projects],
+                transport=transport.describe(link.dsn),
             )
         return st
 
@@ -202,7 +179,7 @@ class TeamSync:
             try:
                 with anyio.fail_after(OP_TIMEOUT_S):
                     listen_conn = await client.connect(link.dsn)
-                    await listen_conn.execute(f"LISTEN {client.CHANNEL}")
+                    await client.listen(listen_conn, link.team, facts.schema_version)
                 try:
                     st.schema_version = facts.schema_version
                     await self.store.transaction(local.note_admin, link.key, link.team in facts.admin_of)
@@ -211,7 +188,9 @@ class TeamSync:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._pusher, push_conn, link, st, wake)
                         tg.start_soon(self._puller, pull_conn, link, st, wake)
-                        tg.start_soon(self._listener, listen_conn, link, wake, push_conn.info.backend_pid)
+                        tg.start_soon(
+                            self._listener, listen_conn, link, wake, push_conn.info.backend_pid, facts.schema_version
+                        )
                 finally:
                     await _close(listen_conn)
             finally:
@@ -271,7 +250,7 @@ class TeamSync:
         self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, rows: Any, committed: list[bool]
     ) -> None:
         with anyio.fail_after(OP_TIMEOUT_S):
-            refused = await client.push(conn, link.team, self.machine, rows)
+            refused = await client.push(conn, link.team, self.machine, rows, st.schema_version or 1)
         committed.append(True)
         st.pushed += len(rows)
         st.last_push_at = time.time()
@@ -279,7 +258,12 @@ class TeamSync:
             LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
 
     async def _ack(self, link: Link, outbox_ids: list[int], count: int) -> None:
-        await self.store.transaction(local.ack, link.key, outbox_ids, count, time.time())
+        """The pushed rows leave the outbox ACK_CHUNK at a time, each a short transaction (a hook's commit
+        waits for one at most); a crash in between pushes the rest again, which the server ignores."""
+        for start in range(0, len(outbox_ids), ACK_CHUNK):
+            part = outbox_ids[start : start + ACK_CHUNK]
+            await self.store.transaction(local.ack, link.key, part, count if start == 0 else 0, time.time())
+            await _yield_after()
         LOG.debug(
             "team %s: acked %d outbox rows (%d..%d)", link.team, len(outbox_ids), min(outbox_ids), max(outbox_ids)
         )
@@ -300,7 +284,9 @@ class TeamSync:
                     await self.store.transaction(local.move_cursors, link.key, {"observations": start}, 0, time.time())
                     continue
                 with anyio.fail_after(OP_TIMEOUT_S):
-                    page, more = await client.pull(conn, link.team, projects, self.machine, after)
+                    page, more = await client.pull(
+                        conn, link.team, projects, self.machine, after, version=st.schema_version or 1
+                    )
                 if page.cursors:
                     st.pulled += await self._store_page(conn, link, page)
                 st.last_pull_at = time.time()
@@ -329,7 +315,10 @@ class TeamSync:
             )  # fmt: skip
         now = time.time()
         for chunk in _chunks(page.observations):
+            began = time.monotonic()
             await self.store.transaction(self._store_rows, link, chunk, now)
+            await _yield_after(time.monotonic() - began)
+        admins: list[str] = []
         if page.tombstones:
             with anyio.fail_after(OP_TIMEOUT_S):
                 admins = await client.admins(conn, link.team)
@@ -337,7 +326,7 @@ class TeamSync:
             if ids:  # deleted as a purge deletes: full-text entries, prompts, every copy of their text
                 await self.delete_rows(ids)
         window = self.daemon.settings.team_window_days
-        await self.store.transaction(self._store_rest, link, page, window, now)
+        await self.store.transaction(self._store_rest, link, page, admins, window, now)
         return len(page.observations) + len(page.sessions) + len(page.tombstones)
 
     def _store_rows(self, db: sqlite3.Connection, link: Link, rows: list[local.InObservation], now: float) -> None:
@@ -350,14 +339,22 @@ class TeamSync:
             store.next_observation_id = end  # an id taken by a rolled-back transaction is a harmless gap
             store.index_on_thread(db, end)
 
-    def _store_rest(self, db: sqlite3.Connection, link: Link, page: local.Page, window: float, now: float) -> None:
+    def _store_rest(
+        self, db: sqlite3.Connection, link: Link, page: local.Page, admins: list[str], window: float, now: float
+    ) -> None:
         local.store_sessions(db, link, page.sessions, window, now)
+        local.drop_sessions(db, link, page.tombstones, admins)
         local.move_cursors(db, link.key, page.cursors, len(page.sessions) + len(page.tombstones), now)
 
-    async def _listener(self, conn: psycopg.AsyncConnection[Any], link: Link, wake: _Wake, own_pid: int) -> None:
+    async def _listener(
+        self, conn: psycopg.AsyncConnection[Any], link: Link, wake: _Wake, own_pid: int, version: int
+    ) -> None:
+        v2 = version >= client.DELETES_SINCE
         while True:
             async for note in conn.notifies(timeout=LISTEN_CHECK_S):
-                if note.payload == link.team and note.pid != own_pid:  # not our own push's
+                if v2 and note.payload == "rotated":  # a member was removed: the team's channel has a new name
+                    raise TeamError("the team's wake-up channel changed: reconnecting")
+                if (v2 or note.payload == link.team) and note.pid != own_pid:  # not our own push's
                     wake.pull.set()
             with anyio.fail_after(OP_TIMEOUT_S):  # alive? (a stalled network would keep notifies() quiet)
                 await conn.execute("SELECT 1")
@@ -429,6 +426,12 @@ class TeamSync:
                     await pool.close(timeout=2.0)
                 except Exception:
                     LOG.debug("closing a team search pool failed", exc_info=True)
+
+
+async def _yield_after(took: float = 0.0) -> None:
+    """Between two short transactions of a pull or an ack: as long again, at most a few ms, so the hooks'
+    commits (same store lock, same process) are taken at once; a pull keeps going at about half speed."""
+    await anyio.sleep(min(max(took, 0.001), YIELD_MAX_S))
 
 
 def _chunks(rows: list[local.InObservation]) -> Iterator[list[local.InObservation]]:

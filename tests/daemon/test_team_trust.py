@@ -271,3 +271,15 @@ def test_a_purged_session_leaves_every_teammate_with_no_trace_of_its_text(
     b.stop()
     for path in b.home.glob("nmem.db*"):
         assert b"zq21secret" not in path.read_bytes(), path
+
+
+def test_team_status_json_has_one_shape_whether_or_not_the_daemon_runs(team: tuple[Database, Member, Member]) -> None:
+    _, a, _ = team
+    repo = a.checkout("api", "git@github.com:acme/api.git")
+    a.start()
+    _join(a, repo)
+    (live,) = wait_until(lambda: json.loads(a.nmem("team", "status", "--json").stdout), SYNC_S, "a status")
+    a.stop()
+    (offline,) = json.loads(a.nmem("team", "status", "--json").stdout)
+    assert sorted(live) == sorted(offline), (sorted(live), sorted(offline))
+    assert live["team"] == offline["team"] == "acme" and offline["state"].startswith("reachable")

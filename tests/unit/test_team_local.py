@@ -197,3 +197,25 @@ def test_a_summary_leaves_without_the_prompts_it_quotes_unless_they_are_shared()
         local.shareable_summary(summary, True)
         == 'Asked: "deploy with my token zq12"\nChanged: src/app.py\nThen asked: "and more"'
     )
+
+
+def test_a_session_tombstone_removes_a_teammates_summary_only_when_its_writer_may(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    anyio.run(_store_do, settings, lambda store: None)
+    db = sqlite3.connect(settings.db, isolation_level=None)
+    shared = local.SharedProject(root="/w/api", project_id="github.com/acme/api", team="t", dsn="host=x", member="al")
+    local.join(db, shared, 30.0)
+    link = local.links(local.shared_projects(db))[0]
+    now = time.time()
+    session = local.InSession(5, "github.com/acme/api", "sk", "kim", "box", "codex", now - 60, now - 30, "Fixed: ws")
+    local.store_sessions(db, link, [session], 30.0, now)
+    assert db.execute("SELECT session_id FROM team_sessions").fetchall() == [("team/kim/sk",)]  # kim's own space
+
+    def tomb(author: str, project: str = "github.com/acme/api") -> local.InTombstone:
+        return local.InTombstone(9, "sk", author, "session", project, "kim")
+
+    local.drop_sessions(db, link, [tomb("lee"), tomb("kim", "github.com/acme/other")], admins=[])
+    assert db.execute("SELECT count(*) FROM team_sessions").fetchone() == (1,)  # not kim's, not an admin's
+    local.drop_sessions(db, link, [tomb("lee")], admins=["lee"])
+    assert db.execute("SELECT count(*) FROM team_sessions").fetchone() == (0,)
+    db.close()
