@@ -283,12 +283,14 @@ _PULL: Final = {
     for feed, rows in _FEED_ROWS.items()
 }
 # The first row of the window a member keeps (team_window_days): a join starts there instead of
-# reading the project's whole history to keep its last weeks (indexed by (team, project, created_at)).
+# reading the project's whole history to keep its last weeks: the window's rows alone, through the
+# (team, project, created_at) index of M003 (OFFSET 0 keeps min() from becoming a walk of the seq index).
 _WINDOW_START: Final = """
 SELECT coalesce(min(w.first) - 1, max(w.newest), 0) FROM unnest(%(projects)s::text[]) AS p(project) CROSS JOIN LATERAL (
-    SELECT (SELECT min(o.seq) FROM nmem.observations o WHERE o.team = %(team)s AND o.project = p.project
-            AND o.created_at >= to_timestamp(%(since)s)) AS first,
-           (SELECT max(o.seq) FROM nmem.observations o WHERE o.team = %(team)s AND o.project = p.project) AS newest
+    SELECT (SELECT min(r.seq) FROM (SELECT o.seq FROM nmem.observations o WHERE o.team = %(team)s
+            AND o.project = p.project AND o.created_at >= to_timestamp(%(since)s) OFFSET 0) r) AS first,
+           (SELECT o.seq FROM nmem.observations o WHERE o.team = %(team)s AND o.project = p.project
+            ORDER BY o.seq DESC LIMIT 1) AS newest
 ) w"""
 
 

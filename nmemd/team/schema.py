@@ -87,6 +87,7 @@ def _sql(name: str) -> str:
 MIGRATIONS: Final = (
     Migration(1, "m001_base", 1, "teams, members, observations, sessions, tombstones; roles, grants, RLS, search"),
     Migration(2, "m002_deletes_and_order", 1, "tombstones checked and kept, per-team order and channels, limits"),
+    Migration(3, "m003_pull_window", 1, "an index of each project's rows by creation: a join reads its window only"),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
 NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -283,3 +284,42 @@ def test_team_status_json_has_one_shape_whether_or_not_the_daemon_runs(team: tup
     (offline,) = json.loads(a.nmem("team", "status", "--json").stdout)
     assert sorted(live) == sorted(offline), (sorted(live), sorted(offline))
     assert live["team"] == offline["team"] == "acme" and offline["state"].startswith("reachable")
+
+
+def test_a_join_starts_at_the_window_it_keeps_through_m003s_index(pg_db: Database) -> None:
+    """Issue #40: a v2 server upgraded to v3 (members' rows in it) has the index a join's start reads;
+    the start is the row before the window's first, found without reading the project's history."""
+    import anyio
+
+    from nmemd.team import client, schema
+
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        schema.migrate(conn, upto=2)
+    admin.init(pg_db.admin_dsn, "acme")  # the upgrade to this nmem's schema
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    for age, n in ((90 * 86400, 20000), (0, 200)):  # 20,000 rows of three months ago, 200 of today
+        pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', %s, %s || g, 'kim', 'box', 'claude-code', 's', 'command',"
+            " 'make', 'ok', now() - make_interval(secs => %s) FROM generate_series(1, %s) AS g",
+            (PROJECT, f"e{age}-", age, n),
+        )
+    pg_db.execute("ANALYZE nmem.observations")
+    (first,) = pg_db.execute("SELECT min(seq) FROM nmem.observations WHERE created_at >= now() - interval '30 days'")[0]
+    since = time.time() - 30 * 86400
+
+    async def start() -> tuple[int, str]:
+        conn = await client.connect(kim)
+        try:
+            cur = await conn.execute(
+                "EXPLAIN (ANALYZE, FORMAT TEXT) " + client._WINDOW_START,
+                {"team": "acme", "projects": [PROJECT], "since": since},
+            )
+            plan = "\n".join(str(r[0]) for r in await cur.fetchall())
+            return await client.window_start(conn, "acme", [PROJECT], since), plan
+        finally:
+            await conn.close()
+
+    got, plan = anyio.run(start)
+    assert got == first - 1
+    assert "observations_team_project_created" in plan, plan
