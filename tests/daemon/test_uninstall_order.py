@@ -109,7 +109,7 @@ def test_hooks_and_daemon_after_the_venv_is_removed(throwaway: tuple[Path, dict[
 
 def test_uninstall_says_what_it_leaves_and_stops_on_request(nmem_env: dict[str, str], tmp_path: Path) -> None:
     """`nmem uninstall` names the daemon, team shares, the memory and the program it leaves; `--stop`
-    stops the daemon."""
+    stops the daemon, `--leave-teams` stops sharing."""
     claude = tmp_path / "claude"
     claude.mkdir()
     env = {"CLAUDE_CONFIG_DIR": str(claude)}
@@ -133,8 +133,10 @@ def test_uninstall_says_what_it_leaves_and_stops_on_request(nmem_env: dict[str, 
         assert pid_running(pid)  # asked nothing, stopped nothing
 
         assert nmem("install", "--no-import", env=env).returncode == 0
-        stopped = nmem("uninstall", "--yes", "--stop", env=env)
+        stopped = nmem("uninstall", "--yes", "--stop", "--leave-teams", env=env)
         assert stopped.returncode == 0 and f"nmemd (pid {pid}) stopped" in stopped.stdout, stopped
+        assert "/src/shared-app is no longer shared" in stopped.stdout, stopped.stdout
+        assert count(db, "team_projects") == 0
         assert not pid_running(pid)
     finally:
         nmem("daemon", "stop")
