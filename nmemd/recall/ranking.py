@@ -32,8 +32,8 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
     "command": 1.15,
     "compact": 1.1,
     "stop": 1.1,
-    "assistant": 1.1,
-    "thinking": 0.9,
+    "assistant": 0.8,
+    "thinking": 0.3,
     "agent": 1.0,
     "mcp": 0.9,
     "search": 0.85,
@@ -48,6 +48,9 @@ TYPE_WEIGHT: Final[dict[str, float]] = {
 # A build, test or lint command answers "how do we run X"; `ls`, `cat`, `grep` only looked around.
 COMMAND_KIND_WEIGHT: Final = (0.8, 1.0, 1.2)  # by summary.command_kind: trivial, other, build/test
 HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the same file
+# "why did it fail": what the agent said between its tool calls (its diagnosis) before the tool rows
+SAID: Final = ("assistant", "thinking")
+WHY_BOOST: Final = 1.5
 FIELD_WEIGHTS: Final = (4.0, 1.0, 1.0, 2.5, 2.5)  # title, content, file_path's folders and its name, command
 PART_WEIGHT: Final = 0.5  # a word as part of an identifier (camelCase, kebab-case), against the word itself
 HINT_WORD_WEIGHT: Final = 0.5  # a word that names a kind of work ("error", "command"), against another word
@@ -274,6 +277,8 @@ def _score(
     age_days = max(0.0, now - float(r[8])) / 86400.0
     recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
     weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
+    if query.asks_why and r[1] in SAID:
+        weight *= WHY_BOOST
     if r[1] == "command" and r[9]:
         weight *= command_weight(r[9])
     # coverage counts most: all the words before some of them

@@ -25,6 +25,9 @@ from nmemd.recall.terms import Query, parse
 TIME_BUDGET_S: Final = 1.0
 
 _DIGITS: Final = re.compile(r"\d+")
+_SAID: Final = frozenset({"stop", "assistant"})
+_STOP_PREFIX: Final = "Stop: "
+_SAID_CHARS: Final = 60  # titles are cut at different lengths: the Stop's carries its prefix
 _SPACE: Final = re.compile(r"\s+")
 
 
@@ -82,6 +85,8 @@ def _fold_key(hit: Hit) -> tuple[str, ...]:
     """Rows that say the same thing: one command or title again (numbers aside), or one session's todos."""
     if hit.type == "task":
         return ("task", hit.session_id)
+    if hit.type in _SAID:  # a turn's last text is its Stop too: the same words once
+        return ("said", hit.session_id, _folded_title(hit.title.removeprefix(_STOP_PREFIX))[:_SAID_CHARS])
     return (hit.type, hit.file_path or "", _folded_title(hit.title))
 
 

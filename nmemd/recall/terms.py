@@ -60,6 +60,10 @@ TYPE_HINTS: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys("decided decision decide concluded conclusion summary".split(), ("stop",)),
 }
 
+# A question about a reason or a finding: the agent's own words between its tool calls answer it.
+ASKS_WHY: Final = re.compile(
+    r"(?i)\b(?:why|cause[sd]?|reason|how come|what (?:broke|went wrong|was wrong)|wrong with|figured? out|conclu\w*)\b"
+)
 _TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
 _WORDISH: Final = re.compile(r"\w", re.UNICODE)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
@@ -157,6 +161,8 @@ class Query:
     # Each term's place among the words typed, dropped ones counted: "npm run dev" keeps npm and dev,
     # one word apart (`neighbours`).
     places: list[int] = field(default_factory=list)
+    # It asks for a reason or a finding ("why", "what was wrong with"): what the agent said answers it.
+    asks_why: bool = False
 
     @cached_property
     def words(self) -> int:
@@ -378,7 +384,8 @@ def parse(text: str) -> Query:
     if not kept:
         raise QueryError("the query has nothing to search for (no letters or digits)")
     kept = kept[:MAX_TERMS]
-    return Query(terms=kept + _joined_pairs(kept), type_hints=hints, places=places[:MAX_TERMS])
+    terms = kept + _joined_pairs(kept)
+    return Query(terms=terms, type_hints=hints, places=places[:MAX_TERMS], asks_why=bool(ASKS_WHY.search(text)))
 
 
 def _joined_pairs(terms: list[Term]) -> list[Term]:

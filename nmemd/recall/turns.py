@@ -65,6 +65,12 @@ def surface(
     return out
 
 
+def _own(query: Query, r: tuple[Any, ...], idf: list[float]) -> float:
+    """The query's words (idf-weighted) an event holds in its title, path, command and content's head."""
+    text = " ".join(x for x in (r[5], r[6], r[8], r[9]) if x).lower()
+    return sum(w for term, w in zip(query.terms, idf, strict=True) if not term.hint and term.count(text))
+
+
 def best_events(conn: sqlite3.Connection, query: Query, prompt: Hit, idf: list[float], why: bool, n: int) -> list[Hit]:
     """The turn's `n` best events (`surface`), best first; of equally good ones, its first and its last;
     then its first error (the failure the rest of the turn worked around)."""
@@ -113,8 +119,7 @@ def _turn_rows(conn: sqlite3.Connection, prompt: Hit) -> list[tuple[Any, ...]]:
 
 def _worth(query: Query, r: tuple[Any, ...], idf: list[float], why: bool) -> float:
     """How well an event answers for its turn: its own words (idf-weighted), times its kind's weight."""
-    text = " ".join(x for x in (r[5], r[6], r[8], r[9]) if x).lower()
-    own = sum(w for term, w in zip(query.terms, idf, strict=True) if not term.hint and term.count(text))
+    own = _own(query, r, idf)
     weight = TYPE_WEIGHT.get(r[1], 1.0)
     if r[1] == "command" and r[8]:
         weight *= command_weight(r[8])
