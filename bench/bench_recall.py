@@ -629,10 +629,13 @@ def print_comparison(this: dict[str, Any], other: dict[str, Any], tree: str) -> 
         for label, result in (("this tree", this), ("other tree", other)):
             group = by_set(result["questions"]).get(name, [])
             table = summary(group)
-            for what, system in (("found", "nmem"), ("baseline", "baseline")):
+            for what, system in (("found", "nmem"), ("shown", "visible"), ("baseline", "baseline")):
                 for form in FORMS:
                     cells = "  ".join(f"{_cell(table[system][form][k], len(group)):>12}" for k in RANKS)
                     print(f"{label + ', ' + what:22} {form:8} {cells}")
+            ids = {r["id"] for r in group}
+            held = sum(1 for c in result["contexts"].values() for qid in c["held"] if qid in ids)
+            print(f"{label + ', context':22} holds {held}/{len(group)}")
     for label, result in (("this tree", this), ("other tree", other)):
         held = sum(len(c["held"]) for c in result["contexts"].values())
         chars = [c["chars"] for c in result["contexts"].values()]
