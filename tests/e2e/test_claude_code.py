@@ -65,8 +65,15 @@ def _fired(world: World, runs: list[Run]) -> dict[str, int]:
     return total
 
 
+# The agent's words: read by the daemon from the transcript, no hook sends them (issue #39).
+WORDS = ("AssistantText", "AssistantThinking")
+SAID_BEFORE_A_TOOL = "SELECT 1 FROM observations WHERE type = 'assistant' AND title = 'I will run the tools.'"
+
+
 def _stored(world: World) -> dict[str, int]:
-    return {str(e): int(n) for e, n in world.rows("SELECT hook_event, count(*) FROM events GROUP BY hook_event")}
+    """Events stored, by hook (not the agent's words, which the daemon reads from the transcript)."""
+    rows = world.rows("SELECT hook_event, count(*) FROM events GROUP BY hook_event")
+    return {str(e): int(n) for e, n in rows if e not in WORDS}
 
 
 def _types(world: World) -> dict[str, int]:
@@ -80,9 +87,11 @@ def _all_stored(world: World, runs: list[Run]) -> bool:
 
 
 def _settle(world: World, runs: list[Run]) -> None:
-    """Wait, bounded, until every hook the runs fired is stored; a loss is reported by the tests."""
+    """Wait, bounded, until every hook the runs fired is stored, and the words the tools session said before
+    its first tool call (read by the daemon from its transcript); a loss is reported by the tests."""
     try:
         wait_until(lambda: _all_stored(world, runs), STORE_WAIT_S, "hooks stored")
+        wait_until(lambda: world.rows(SAID_BEFORE_A_TOOL), STORE_WAIT_S, "the agent's words stored")
     except AssertionError:
         pass
 
@@ -242,6 +251,16 @@ def test_import_transcripts_after_live_capture_adds_nothing_twice(scenario: Scen
     added = {t: after.get(t, 0) - before.get(t, 0) for t in set(before) | set(after)}
     print(f"import-transcripts: {scenario.import_out.strip()}")
     assert {t: n for t, n in added.items() if n} == {}, (before, after)
+
+
+def test_what_the_agent_said_before_its_tool_call_is_stored_once(scenario: Scenario) -> None:
+    """Issue #39: the text the model wrote before its Bash call reaches no hook; the daemon reads it from the
+    transcript Claude Code names, once, in the tools session, and the import adds it no second time."""
+    assert scenario.tools is not None
+    rows = scenario.world.rows(
+        "SELECT session_id, hook_event FROM observations WHERE type = 'assistant' AND title = 'I will run the tools.'"
+    )
+    assert rows == [(scenario.tools.session_id, "AssistantText")]
 
 
 # --- the model's side ------------------------------------------------------------------------------
