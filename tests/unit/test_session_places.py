@@ -17,6 +17,7 @@ from support.store import stored
 from nmemd.history.transcripts import TranscriptReader
 from nmemd.recall.queries import Filters
 from nmemd.recall.search import search
+from nmemd.store import places
 
 LAUNCH = "/nonexistent-nmem/orchard"  # where the session started: its transcript's folder is named after it
 SUB = LAUNCH + "/api"
@@ -110,3 +111,31 @@ def test_the_sibling_checkout_finds_what_was_done_there(db: str) -> None:
     from_sibling = _search(db, "quokka", SIBLING)
     assert {hit.split()[0] for hit in from_sibling} == {SID, "sess-pear-own"}
     assert not _search(db, "wombat", SIBLING)
+
+
+# sqlite_stat1 of a store of a million observations (bench/bench_scale.py's, after the daemon's ANALYZE)
+_MILLION_STATS = [
+    ("observations", "observations_session_tool", "1132800 51 2"),
+    ("observations", "observations_type_ts", "1126167 401 1"),
+    ("observations", "observations_project_ts", "1106944 401 1"),
+    ("observations", "sqlite_autoindex_observations_1", "514188 1"),
+    ("sessions", "sessions_project_last", "7344 134 1"),
+    ("sessions", "sqlite_autoindex_sessions_1", "6097 1"),
+]
+
+
+def test_a_batch_looks_its_rows_sessions_up_whatever_the_statistics_say(db: str) -> None:
+    """With a million rows' statistics, the join of a batch's rows with their sessions (`places.FILL`) read
+    every session into a Bloom filter first (7-15 ms a batch, issue #40): the batch's fill looks each row's
+    session up by its key."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("ANALYZE")
+        conn.execute("DELETE FROM sqlite_stat1 WHERE tbl IN ('observations', 'sessions')")
+        conn.executemany("INSERT INTO sqlite_stat1(tbl, idx, stat) VALUES (?, ?, ?)", _MILLION_STATS)
+        conn.commit()
+        conn.execute("ANALYZE sqlite_schema")  # read the statistics again
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + places._FILL_RANGE, (1, 17))]
+    finally:
+        conn.close()
+    assert not [p for p in plan if "BLOOM FILTER" in p or p.startswith("SCAN")], plan
