@@ -40,6 +40,10 @@ class BridgeError(Exception):
     """Why the bridge could not open a session (printed once on stderr)."""
 
 
+class WrongStore(BridgeError):
+    """The daemon that answered serves another NMEM_HOME (issue #37, 1)."""
+
+
 def _find_root(cwd: str) -> str:
     """The git top-level of `cwd`, else `cwd`: the same rule hooks use (nmemd.capture.project)."""
     home = os.path.normpath(os.path.expanduser("~"))
@@ -83,8 +87,9 @@ def request_body(project: str | None) -> bytes:
         return b'{"project": null}'
 
 
-def connect(deadline: float) -> _socket.socket:
-    """Connect to the daemon, starting it once when it is absent, until `deadline`."""
+def connect(deadline: float, *, store_lock: bool = True) -> _socket.socket:
+    """Connect to the daemon, starting it once when it is absent, until `deadline` (`store_lock`: try
+    the socket the store's lock names when nothing listens at ours)."""
     path = paths.socket_path()
     autostart = os.environ.get("NMEM_AUTOSTART", "1") != "0"
     started = False
@@ -97,7 +102,7 @@ def connect(deadline: float) -> _socket.socket:
             return sock
         except OSError as exc:
             sock.close()
-            other = paths.store_socket() if exc.errno in _ABSENT_ERRNOS else None
+            other = paths.store_socket() if exc.errno in _ABSENT_ERRNOS and store_lock else None
             if other and other != path:  # the store's daemon serves another socket (another environment)
                 sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
                 try:
@@ -132,7 +137,8 @@ def open_session(sock: _socket.socket, project: str | None) -> bytes:
     except OSError as exc:
         raise BridgeError(f"lost the connection to nmemd: {exc}") from None
     if status != b"OK":
-        raise BridgeError("nmemd refused the MCP session: " + reply.decode("utf-8", "replace"))
+        refusal = WrongStore if reply.startswith(protocol.ERR_WRONG_STORE + b" ") else BridgeError
+        raise refusal("nmemd refused the MCP session: " + reply.decode("utf-8", "replace"))
     sock.settimeout(None)
     return rest
 
@@ -179,9 +185,15 @@ def pump(sock: _socket.socket, early: bytes) -> int:
 
 
 def run() -> int:
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
     try:
-        sock = connect(time.monotonic() + CONNECT_TIMEOUT_S)
-        early = open_session(sock, project_dir())
+        sock = connect(deadline)
+        try:
+            early = open_session(sock, project_dir())
+        except WrongStore:  # reached through a stale store.lock: this store's own daemon, on its own socket
+            sock.close()
+            sock = connect(deadline, store_lock=False)
+            early = open_session(sock, project_dir())
     except BridgeError as exc:
         sys.stderr.write(f"nmem-mcp: {exc}\n")
         return 1

@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.daemon import Daemon, run_send
+from support.env import REPO
 from support.helpers import count, kill_all, nmem, prompt_event, wait_until
 
 pytestmark = pytest.mark.daemon
@@ -95,6 +98,11 @@ def test_a_stale_store_lock_naming_another_daemon(two_homes: tuple[Daemon, dict[
     stale.bind(b_socket)  # bound, never listening: a socket file its daemon left behind
     stale.close()
 
+    bridge = [sys.executable, "-I", "-S", str(REPO / "nmem_client" / "bridge.py")]
+    bridged = subprocess.run(
+        bridge, stdin=subprocess.DEVNULL, env={**os.environ, **env_b}, capture_output=True, timeout=60
+    )
+    assert bridged.returncode == 0 and bridged.stderr == b"", bridged  # the MCP bridge opened B's own session
     done = run_send(_prompt("mark-stale-3"), env=env_b)
     assert done.returncode == 0 and done.stderr == b""
     wait_until(lambda: _stored(home_b, "mark-stale-3"), 30, "altstore's own daemon to store the event")
