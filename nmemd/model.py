@@ -97,6 +97,7 @@ class Extracted(msgspec.Struct, kw_only=True):
     end_reason: str | None = None  # SessionEnd reason
     model: str | None = None
     transcript_path: str | None = None
+    agent_transcript_path: str | None = None  # SubagentStop: the subagent's own transcript (its words)
     last_assistant_message: str | None = None  # Stop / SubagentStop (redacted, bounded)
     agent_id: str | None = None
     tool_use_id: str | None = None

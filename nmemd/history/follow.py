@@ -72,13 +72,17 @@ class Follower:
     stored: int = 0  # passages newly stored
 
     def note(self, ex: Extracted) -> None:
-        """An event was committed: read its transcript's new lines, if its agent's transcript has words.
-
-        A `stat` here, on the loop, spares the thread a file that did not grow (or is not there)."""
-        path = ex.transcript_path
-        if not path or ex.hook_event in _SKIP_EVENTS or ex.session_id == "unknown":
+        """An event was committed: read its transcript's new lines (and a subagent's own, at its end), if its
+        agent's transcript has words."""
+        if ex.hook_event in _SKIP_EVENTS or ex.session_id == "unknown":
             return
         now = ex.hook_event in _TURN_ENDS
+        for path in (ex.transcript_path, ex.agent_transcript_path):
+            if path:
+                self._note(path, ex.agent, now)
+
+    def _note(self, path: str, agent: str | None, now: bool) -> None:
+        """A `stat` here, on the loop, spares the thread a file that did not grow (or is not there)."""
         followed = self.files.get(path)
         if followed is not None and followed.running:
             if followed.wake is None:
@@ -91,7 +95,7 @@ class Follower:
         except (OSError, ValueError):
             return
         if followed is None:
-            followed = self._follow(path, ex.agent)
+            followed = self._follow(path, agent)
             if followed is None:
                 return
         else:

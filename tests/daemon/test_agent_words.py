@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
-from support.fixtures import DATA, WORDS
+from support.fixtures import DATA, SUBAGENT, WORDS
 from support.helpers import count, wait_until
 from support.payloads import gemini
 from support.transcript_import import nmem_import
@@ -224,5 +224,31 @@ def test_gemini_words_are_read_live_and_the_import_adds_nothing(daemon: Daemon, 
     said = db_rows(daemon.db, f"SELECT type, title, agent FROM observations WHERE {SAID} ORDER BY ts")
     thought = f"{gemini.THOUGHT}: a French page is served to English readers."
     assert sorted(said) == [("assistant", gemini.SAID, "gemini"), ("thinking", thought, "gemini")]
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+# --- a Claude Code subagent: its own transcript, named by SubagentStop ------------------------------------------
+
+
+def test_a_subagents_words_are_read_from_its_own_file_at_its_end_and_imported_once(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    parent = "7f277e19-066f-49a5-bf54-4aaa084bb6c5"  # the subagent's session (its lines' sessionId)
+    own = tmp_path / parent / "subagents" / SUBAGENT.name
+    own.parent.mkdir(parents=True)
+    shutil.copy(SUBAGENT, own)
+    daemon.start()
+    stop = {"session_id": parent, "transcript_path": str(tmp_path / f"{parent}.jsonl"), "cwd": "/tmp/sub",
+            "hook_event_name": "SubagentStop", "stop_hook_active": False, "agent_id": "c93e1a4",
+            "agent_transcript_path": str(own), "agent_type": "general-purpose"}  # fmt: skip
+    done = run_send(json.dumps(stop).encode())
+    assert done.returncode == 0 and done.stderr == b""
+    wait_until(lambda: count(daemon.db, "observations", SAID) == 2, message="the subagent's words were not read")
+    rows = db_rows(daemon.db, f"SELECT session_id, agent_id FROM observations WHERE {SAID}")
+    assert rows == [(parent, "c93e1a4")] * 2
+    code, summary, _ = nmem_import(str(own))
+    assert code == 0 and summary["said"] == 2, summary
+    assert count(daemon.db, "observations", SAID) == 2
     daemon.stop()
     integrity_ok(daemon.db)

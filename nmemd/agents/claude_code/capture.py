@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from nmemd.capture.fields import (
     CMD_MAX,
+    PATH_MAX,
     clean_head_tail,
     clean_line,
     clean_text,
@@ -104,6 +105,8 @@ def _words(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observati
 def _subagent(p: dict[str, Any], ex: Extracted, root: str | None) -> list[Observation]:
     started = p.get("hook_event_name") == "SubagentStart"
     msg = "" if started else _reply(p, ex)
+    if not started:  # what the subagent said between its tool calls is in its own file (nmemd.history.follow)
+        ex.agent_transcript_path = short_field(p, "agent_transcript_path", PATH_MAX)
     kind, agent = short_field(p, "agent_type", 100), short_field(p, "agent_id")
     title = "Subagent" + (f" {kind}" if kind else "") + (" started" if started else " stopped")
     title += f" ({agent})" if agent else ""
