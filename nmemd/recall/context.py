@@ -108,13 +108,23 @@ def _item(text: str) -> str:
     return clip(text, LINE_MAX)
 
 
-# A row of the project or of a folder under it (a session that `cd`ed into a package of its repository).
-_IN: Final = "(+project = ? OR (+project > ? AND +project < ?))"
+# A row of the project or of a folder under it (a session that `cd`ed into a package of its repository)...
+_IN_TREE: Final = "+project = ? OR (+project > ? AND +project < ?)"
+# ... or one its sessions stored elsewhere (a sibling checkout, another repository: `store.places`).
+_IN: Final = (
+    f"({_IN_TREE} OR (session_id, +project) IN (SELECT session_id, project FROM session_places WHERE launch = ?))"
+)
+_HAS_PLACES: Final = "SELECT 1 FROM schema_migrations WHERE name = 'm013_session_places'"
 
 
-def _in(project: str) -> tuple[str, str, str]:
+def _in(conn: sqlite3.Connection, project: str) -> tuple[str, tuple[str, ...]]:
+    """The SQL that keeps the project's rows (`_IN`), and its parameters; a store from before m013 (a
+    read-only CLI after an upgrade) has no places yet."""
     top = project.rstrip("/") or "/"
-    return top, top + "/", top + "0"  # '0' sorts right after '/'
+    tree = (top, top + "/", top + "0")  # '0' sorts right after '/'
+    if conn.execute(_HAS_PLACES).fetchone():
+        return _IN, (*tree, top)
+    return f"({_IN_TREE})", tree
 
 
 @dataclass
@@ -147,12 +157,13 @@ def _recent_sessions(conn: sqlite3.Connection, project: str, focus: str | None) 
     sql = f"""SELECT s.session_id, s.last_event_at, s.ended_at, s.end_reason, s.event_count,
                      {agent_column(conn, "s")}
               FROM sessions s WHERE s.project = ? AND EXISTS (
-                  SELECT 1 FROM observations o WHERE o.session_id = s.session_id AND +o.project = ?
+                  SELECT 1 FROM observations o WHERE o.session_id = s.session_id
                   AND o.type NOT IN ({_WORK})) {{}}
               ORDER BY s.last_event_at DESC, s.session_id LIMIT ?"""
-    found = [_Session(*r) for r in conn.execute(sql.format(""), (project, project, SESSION_WINDOW))]
+    # A session started here is this project's work wherever it did it (a subfolder, a sibling: `store.places`).
+    found = [_Session(*r) for r in conn.execute(sql.format(""), (project, SESSION_WINDOW))]
     if focus and all(s.id != focus for s in found):  # a long compacted session may be older than the window
-        found += [_Session(*r) for r in conn.execute(sql.format("AND s.session_id = ?"), (project, project, focus, 1))]
+        found += [_Session(*r) for r in conn.execute(sql.format("AND s.session_id = ?"), (project, focus, 1))]
     if focus:
         found.sort(key=lambda s: s.id != focus)  # stable: the rest keep their order
     return found
@@ -222,11 +233,12 @@ def _earlier(conn: sqlite3.Connection, shown: list[_Session], session_id: str | 
 
 def _tasks(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Not-completed items of the newest todo list (TodoWrite), or of the Task* tools' state."""
+    mine, args = _in(conn, project)
     rows = conn.execute(
-        f"""SELECT session_id, max(id), max(ts) FROM observations WHERE {_IN} AND +type = 'task'
+        f"""SELECT session_id, max(id), max(ts) FROM observations WHERE {mine} AND +type = 'task'
             AND tool_name IN ('TodoWrite', 'TaskCreate', 'TaskUpdate') AND {scope.sql}
             GROUP BY session_id ORDER BY session_id = ? DESC, max(id) DESC LIMIT 1""",
-        (*_in(project), *scope.args, focus or ""),
+        (*args, *scope.args, focus or ""),
     ).fetchall()
     if not rows:
         return _Section("", [])
@@ -281,7 +293,8 @@ def _kept_section(name: str, state: tuple[object, ...] | None, build: Callable[[
 
 def _fixes(conn: sqlite3.Connection, project: str, scope: _Scope) -> _Section:
     """What failed in the recent sessions and what came after it and passed (builds and tests first)."""
-    rows = rows_of(conn, f"{_IN} AND {scope.sql}", (*_in(project), *scope.args), MAX_ROWS)
+    mine, args = _in(conn, project)
+    rows = rows_of(conn, f"{mine} AND {scope.sql}", (*args, *scope.args), MAX_ROWS)
     lines = [line for line in failures(conn, rows, project, MAX_ERRORS, said=2) if line]
     return _Section("## Failures and what fixed them", [_with_ids(line) for line in lines])
 
@@ -303,17 +316,18 @@ def _plural(n: int, word: str) -> str:
 def _files(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Files ranked by work: changed files first (an edit or write counts CHANGE_WEIGHT reads),
     then files only read. Claude Code reads a file before editing it, so reads alone are context."""
+    mine, args = _in(conn, project)
     rows = conn.execute(
         f"""SELECT file_path, sum(type = 'edit'), sum(type = 'write'), sum(CASE WHEN type = 'read' THEN count END),
                    max(last_ts), sum(session_id = ?)
-            FROM observations WHERE {_IN} AND {scope.sql}
+            FROM observations WHERE {mine} AND {scope.sql}
             AND +type IN ('read', 'edit', 'write') AND file_path IS NOT NULL AND file_path != ''
             GROUP BY file_path
             ORDER BY sum(session_id = ?) > 0 DESC, sum(type != 'read') > 0 DESC,
                      {CHANGE_WEIGHT} * sum(type != 'read') + coalesce(sum(CASE WHEN type = 'read' THEN count END), 0)
                      DESC, max(last_ts) DESC, file_path
             LIMIT ?""",
-        (focus or "", *_in(project), *scope.args, focus or "", MAX_FILES),
+        (focus or "", *args, *scope.args, focus or "", MAX_FILES),
     ).fetchall()
     items = []
     for path, edits, writes, reads, last, _own in rows:
@@ -325,12 +339,13 @@ def _files(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | N
 def _commands(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
     """Build, test and other non-trivial commands, each with how its last run ended (build and test
     first, then the latest), deduplicated by their first line."""
+    mine, args = _in(conn, project)
     rows = conn.execute(
         f"""SELECT command, sum(CASE WHEN type = 'command' THEN count ELSE 0 END), max(last_ts), max(id),
                    sum(session_id = ?), max(CASE WHEN type = 'error' THEN id END) FROM observations
-            WHERE {_IN} AND +type IN ('command', 'error') AND command IS NOT NULL AND command != ''
+            WHERE {mine} AND +type IN ('command', 'error') AND command IS NOT NULL AND command != ''
             AND {scope.sql} GROUP BY command ORDER BY max(id) DESC LIMIT 500""",
-        (focus or "", *_in(project), *scope.args),
+        (focus or "", *args, *scope.args),
     ).fetchall()
     ranked = []
     for command, runs, last, top, own, failed in rows:

@@ -15,6 +15,7 @@ import pytest
 from support.store import stored
 
 from nmemd.history.transcripts import TranscriptReader
+from nmemd.recall.context import build_context
 from nmemd.recall.queries import Filters
 from nmemd.recall.search import search
 from nmemd.store import places
@@ -23,6 +24,7 @@ LAUNCH = "/nonexistent-nmem/orchard"  # where the session started: its transcrip
 SUB = LAUNCH + "/api"
 SIBLING = "/nonexistent-nmem/pear"  # another checkout beside it
 SID = "5e55a0c1-0000-4000-8000-00000000c0de"
+NOW = 1772359200.0  # 2026-03-01, the transcript's day
 
 
 def _line(n: int, cwd: str, kind: str, content: Any, **extra: Any) -> dict[str, Any]:
@@ -139,3 +141,14 @@ def test_a_batch_looks_its_rows_sessions_up_whatever_the_statistics_say(db: str)
     finally:
         conn.close()
     assert not [p for p in plan if "BLOOM FILTER" in p or p.startswith("SCAN")], plan
+
+
+def test_the_context_of_where_it_started_holds_what_it_did_in_the_sibling(db: str) -> None:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        launch = build_context(conn, LAUNCH, now=NOW)
+        sibling = build_context(conn, SIBLING, now=NOW)
+    finally:
+        conn.close()
+    assert "make quokka" in launch and "make wombat" in launch  # the sibling's command and the subfolder's
+    assert "make quokka" not in sibling  # not a session of the sibling's
