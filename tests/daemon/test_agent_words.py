@@ -80,6 +80,8 @@ def test_the_agents_words_between_tool_calls_are_stored_once(daemon: Daemon, tmp
         code, summary, _ = nmem_import(str(transcript))
         assert code == 0 and summary["said"] == 3
         assert summary["events_new"] == 1  # only `/compact <args>`: no hook sends it
+        compact = "/compact keep the orders export fix and the SQLite table rebuild"
+        assert db_rows(daemon.db, "SELECT type FROM observations WHERE title = ?", (compact,)) == [("prompt",)]
     assert count(daemon.db, "inbox") == 0
     said = _said(daemon.db)
     assert [(t, s, e) for t, _, s, e in said] == [
