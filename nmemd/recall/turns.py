@@ -20,7 +20,7 @@ from nmemd.recall.queries import HIT_COLUMNS, Hit
 from nmemd.recall.ranking import SCORED_CHARS, TYPE_WEIGHT, command_weight
 from nmemd.recall.terms import Query
 
-TURN_TOP: Final = 3  # prompts among this many first hits get their turn's best event beside them
+TURN_TOP: Final = 5  # prompts among this many first hits get their turn's best event beside them
 FIRST_EVENTS: Final = 2  # events surfaced for the first such prompt (one for the others)
 TURN_ROWS: Final = 400  # rows of a turn looked at, at most (a turn of a long autonomous run is longer)
 WHY_ERROR: Final = 1.6  # "why" / "what went wrong": an error of the turn before its other events
