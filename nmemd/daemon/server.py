@@ -157,7 +157,7 @@ class Daemon:
         return True
 
     def after_commit(self, extracted: Extracted) -> None:
-        if extracted.transcript_path is not None or extracted.agent_transcript_path is not None:
+        if extracted.transcript_path is not None or extracted.agent is not None:
             self.follower.note(extracted)
         if replies.has_after_commit_work(extracted):  # a task per event would cost every event
             self.post_commit_pending += 1

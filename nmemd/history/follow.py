@@ -77,9 +77,16 @@ class Follower:
         if ex.hook_event in _SKIP_EVENTS or ex.session_id == "unknown":
             return
         now = ex.hook_event in _TURN_ENDS
-        for path in (ex.transcript_path, ex.agent_transcript_path):
+        for path in (ex.transcript_path or self._live_file(ex), ex.agent_transcript_path):
             if path:
                 self._note(path, ex.agent, now)
+
+    @staticmethod
+    def _live_file(ex: Extracted) -> str | None:
+        """The file of an agent whose hooks name none, found by the session's id (Copilot's events.jsonl)."""
+        spec = registry.get(ex.agent) if ex.agent else None
+        source = spec.history() if spec is not None and spec.history is not None else None
+        return source.live_file(ex.session_id) if source is not None and source.live_file is not None else None
 
     def _note(self, path: str, agent: str | None, now: bool) -> None:
         """A `stat` here, on the loop, spares the thread a file that did not grow (or is not there)."""

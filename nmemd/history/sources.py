@@ -59,6 +59,8 @@ class HistorySource:
     # fed the lines `words_line` lets through (`nmemd.history.follow`); None: its hooks name none.
     words: Callable[[str], LineReader] | None = None
     words_line: Callable[[bytes], bool] | None = None
+    # The file of a session whose hooks name none, by its session id (Copilot's events.jsonl); None: unknown.
+    live_file: Callable[[str], str | None] | None = None
 
 
 def existing(*folders: str) -> list[str]:

@@ -16,7 +16,7 @@ from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
 from support.fixtures import DATA, SUBAGENT, WORDS
 from support.helpers import count, wait_until
-from support.payloads import gemini
+from support.payloads import copilot, gemini
 from support.transcript_import import nmem_import
 
 SID = "5b1e0c7a-2f44-4d8e-9a61-0c3d7e9f4a12"
@@ -252,5 +252,26 @@ def test_a_subagents_words_are_read_from_its_own_file_at_its_end_and_imported_on
     code, summary, _ = nmem_import(str(own))
     assert code == 0 and summary["said"] == 2, summary
     assert count(daemon.db, "observations", SAID) == 2
+    daemon.stop()
+    integrity_ok(daemon.db)
+
+
+# --- Copilot: its events.jsonl, found by the session's id ------------------------------------------------------
+
+
+def test_copilot_words_are_read_live_from_its_session_file_and_imported_once(daemon: Daemon, tmp_path: Path) -> None:
+    state = tmp_path / "copilot" / "session-state" / copilot.SESSION
+    state.mkdir(parents=True)
+    path = copilot.with_words(state / "events.jsonl")
+    daemon.env["COPILOT_HOME"] = str(tmp_path / "copilot")  # where its hooks' session is found
+    daemon.start()
+    for payload in copilot.real_payloads():
+        done = run_send(json.dumps(payload).encode(), timeout=30, args=("--agent", "copilot"))
+        assert done.returncode == 0 and done.stderr == b""
+    wait_until(lambda: count(daemon.db, "observations", SAID) == 2, message="Copilot's words were not read")
+    code, summary, _ = nmem_import(str(path))
+    assert code == 0 and summary["said"] == 2, summary
+    said = db_rows(daemon.db, f"SELECT type, title, agent FROM observations WHERE {SAID} ORDER BY type")
+    assert said == [("assistant", copilot.SAID, "copilot"), ("thinking", copilot.REASONING, "copilot")]
     daemon.stop()
     integrity_ok(daemon.db)

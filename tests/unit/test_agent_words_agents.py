@@ -24,6 +24,7 @@ from nmemd.history.transcripts import Record
 
 CODEX_WORDS = next((DATA / "codex").glob("rollout-2026-11-26T09-00-00-*.jsonl"))
 SAID, THOUGHT = gemini.SAID, gemini.THOUGHT
+assert copilot.SAID == SAID and copilot.REASONING.startswith(THOUGHT)
 
 
 def _source(agent: str) -> HistorySource:
@@ -62,14 +63,10 @@ def _gemini(tmp: Path) -> list[Record]:
 
 def _copilot(tmp: Path) -> list[Record]:
     (tmp / copilot.SESSION).mkdir()
-    path = tmp / copilot.SESSION / "events.jsonl"
-    lines = [json.loads(raw) for raw in copilot.EVENTS.read_text().splitlines()]
-    first = next(ln for ln in lines if ln["type"] == "assistant.message" and ln["data"].get("toolRequests"))
-    first["data"]["content"] = SAID
-    first["data"]["reasoningText"] = f"{THOUGHT}: a French page is served to English readers."
-    first["data"]["reasoningOpaque"] = "gAAAAABopaque-signature"
-    path.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
-    return _lines("copilot", path)
+    path = copilot.with_words(tmp / copilot.SESSION / "events.jsonl")
+    records = _lines("copilot", path)
+    assert [r.key for r in _lines("copilot", path, words_only=True)] == [r.key for r in records if r.key[:5] == "said:"]
+    return records
 
 
 def _cline(tmp: Path) -> list[Record]:

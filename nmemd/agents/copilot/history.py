@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -67,6 +68,7 @@ class EventsReader(SessionLines[_Call]):
     _reply: str | None = None
     _reply_ts: float = 0.0
     _stop_ms: int | None = None  # the agentStop hook's time for the pending reply
+    words_only: bool = False  # only the agent's own words (`nmemd.history.follow`: the hooks send the rest)
 
     def __post_init__(self) -> None:
         self.session = os.path.basename(os.path.dirname(self.path))
@@ -75,6 +77,8 @@ class EventsReader(SessionLines[_Call]):
         kind, data = line.get("type"), dict_or_empty(line.get("data"))
         ts = parse_ts(line.get("timestamp"), self._last_ts)
         self._last_ts = ts
+        if self.words_only and kind != "session.start":
+            return self._words(data, line, ts) if kind == "assistant.message" else []
         if kind == "session.start":
             self.session = nonempty_str(data.get("sessionId")) or self.session
             context = dict_or_empty(data.get("context"))
@@ -198,10 +202,21 @@ class EventsReader(SessionLines[_Call]):
         return [self._record(key, payload, ts)]
 
 
+_SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+
+
+def live_file(session_id: str) -> str | None:
+    """A session's events.jsonl, which Copilot's hooks do not name: `<session-state>/<session id>/`."""
+    return str(session_state() / session_id / "events.jsonl") if _SESSION_ID.fullmatch(session_id) else None
+
+
 SOURCE: Final = HistorySource(
     roots=lambda: existing(str(session_state())),
     claims=is_events,
     lines=lambda path: EventsReader(path=path),
     decode=decode_line,
     where=lambda: str(session_state()),
+    words=lambda path: EventsReader(path=path, words_only=True),
+    words_line=lambda raw: b'"assistant.message"' in raw or b'"session.start"' in raw,
+    live_file=live_file,
 )
