@@ -2,7 +2,7 @@
 whose agent `cd`s into a subfolder and into a sibling checkout, read by the importer's own reader
 (`TranscriptReader`), stored by the real extractor and store, then searched on a read-only connection.
 The folders are not on this machine, as for imported history and a teammate's paths. The same through
-hooks, the real hook client and a daemon: tests/daemon/test_session_places.py."""
+hooks, the real hook client and a daemon: tests/daemon/test_session_places_hooks.py."""
 
 from __future__ import annotations
 
