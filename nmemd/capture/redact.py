@@ -20,7 +20,15 @@ import re
 from functools import lru_cache
 from typing import Final
 
-from nmemd.capture.secret_patterns import CURL_USER, FAMILIES, is_placeholder, sub_at, sub_group, trie
+from nmemd.capture.secret_patterns import (
+    CURL_USER,
+    FAMILIES,
+    is_placeholder,
+    long_present,
+    sub_at,
+    sub_group,
+    trie,
+)
 
 CONTEXT_TAG: Final = "nmem-context"
 """Tag that wraps nmem's own injected context; stripped so memory never recurses."""
@@ -240,7 +248,22 @@ def _anchored(words: list[str]) -> str:
 
 # One search over the lowered text for every needle rejects most strings (paths, ids,
 # prose) before any family runs.
-_NEEDLES: Final = sorted({"private key", *_KW_NEEDLES, *(n.lower() for f in FAMILIES for n in f.needles)})
+_NEEDLES: Final = sorted(
+    {"private key", *_KW_NEEDLES, *(n.lower() for f in FAMILIES if not (f.long or f.cased) for n in f.needles)}
+)
+# Provider tokens known by a prefix (leading a run of token characters) and marks meaningful only
+# as written (`SK`, `SG.`, `:AA`): each its own cheap check of the text itself, not the gate's.
+_PREFIXES: Final = tuple(n for f in FAMILIES if f.long for n in f.needles)
+_CASED_NEEDLES: Final = tuple(n for f in FAMILIES if f.cased for n in f.needles)
+
+
+assert _CASED_NEEDLES == ("SK", "SG.", ":AA")  # spelled out in _long_or_cased: no loop per text
+
+
+def _long_or_cased(text: str) -> bool:
+    return "SK" in text or "SG." in text or ":AA" in text or long_present(text, _PREFIXES)
+
+
 # curl's `-u` / `--user` count only where the password family can match them: not after a
 # letter, digit, `_` or `-`, so prose ("follow-up", "pop-up") does not run every family. In
 # lowered text a `k` may be a Kelvin sign (the one non-ASCII character that lowers to ASCII),
@@ -252,7 +275,9 @@ _GATE_MAX: Final = 65_536  # on longer text the per-family substring checks are 
 # every family's needles (an ASCII needle in the text is in its lowered form too) spares the
 # fourteen per-family checks, which cost more than the assignments' own scan.
 _FAMILY_GATE: Final = re.compile(
-    _anchored(sorted({n.lower() for f in FAMILIES for n in f.needles} - set(CURL_USER))) + "|" + _CURL_USER_GATE
+    _anchored(sorted({n.lower() for f in FAMILIES if not (f.long or f.cased) for n in f.needles} - set(CURL_USER)))
+    + "|"
+    + _CURL_USER_GATE
 )
 
 
@@ -265,8 +290,8 @@ def redact(text: str) -> str:
     if len(text) < 8:
         return text
     low = text.lower()
-    if len(low) <= _GATE_MAX and _GATE.search(low) is None:  # the common case: nothing can match
-        return text
+    if len(low) <= _GATE_MAX and _GATE.search(low) is None and not _long_or_cased(text):
+        return text  # the common case: nothing can match
     return _redact_all(text, low)
 
 
@@ -275,12 +300,12 @@ def _redact_all(text: str, low: str) -> str:
     if "private key" in low:
         text = _redact_pem(text)
         low = text.lower()
-    if _FAMILY_GATE.search(low) is not None:
-        for fam in FAMILIES:
-            if fam.present(text, low):
-                new = fam.apply(text, low)
-                if new is not text:
-                    text, low = new, new.lower()
+    needled = _FAMILY_GATE.search(low) is not None
+    for fam in FAMILIES:
+        if (needled or fam.long or fam.cased) and fam.present(text, low):
+            new = fam.apply(text, low)
+            if new is not text:
+                text, low = new, new.lower()
     for stem in _KW_STEMS:
         if stem in low:
             break

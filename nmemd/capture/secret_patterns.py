@@ -101,7 +101,7 @@ class Family:
     have lowercase needles and are located through the lowered text.
     """
 
-    __slots__ = ("name", "needles", "lower", "pattern", "group", "accept", "finder")
+    __slots__ = ("name", "needles", "lower", "pattern", "group", "accept", "finder", "names", "long", "cased")
 
     def __init__(
         self,
@@ -113,8 +113,16 @@ class Family:
         lower: bool = False,
         finder: bool = False,
         accept: Callable[[re.Match[str]], bool] | None = None,
+        names: dict[str, str] | None = None,
+        long: bool = False,
+        cased: bool = False,
     ) -> None:
         self.name = name
+        self.names = names  # a pattern of named alternatives: each one's own replacement name
+        # Its needles lead a run of token characters (`long_present`): gated by that, not by its
+        # needles, too many to join the gate every text passes.
+        self.long = long
+        self.cased = cased  # needles that mean something only as written (`SK`, not `sk`): not lowered
         self.needles = needles
         self.lower = lower
         self.pattern = re.compile(pattern)
@@ -126,6 +134,8 @@ class Family:
 
     def present(self, text: str, low: str) -> bool:
         """Cheap prefilter: does any needle occur?"""
+        if self.long:
+            return long_present(text, self.needles)
         hay = low if self.lower else text
         for n in self.needles:
             if n in hay:
@@ -136,10 +146,13 @@ class Family:
         repl = f"[REDACTED:{self.name}]"
         accept = self.accept
         group = self.group
+        names = self.names
 
         def fn(m: re.Match[str]) -> str:
             if accept is not None and not accept(m):
                 return m.group(0)
+            if names is not None:
+                return f"[REDACTED:{names[m.lastgroup or '']}]"
             return repl if group is None else sub_group(m, group, repl)
 
         if self.finder is not None:
@@ -187,6 +200,140 @@ _TOKEN_FAMILIES: Final = (
         "jwt",
         ("eyJ",),
         _lead("eyJ", _TOKCH) + r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+=*+",
+    ),
+)
+
+# Issue #36, finding 17: the rest of the provider formats gitleaks' default rules know by their
+# prefix (our own patterns, from each provider's documented token format). One family: one search
+# of the lowered text for every prefix, then the token's own pattern where one is found.
+_END: Final = r"(?![A-Za-z0-9_-])"
+_PREFIXED: Final = (  # (name, prefix as written, the rest of the token)
+    ("gitlab-token", "glpat-", r"[0-9A-Za-z_-]{20,300}+(?:\.[0-9a-z]{2,9})?"),
+    ("gitlab-token", "gldt-", r"[0-9A-Za-z_-]{20,300}+"),
+    ("gitlab-token", "glptt-", r"[0-9a-f]{40}"),
+    ("gitlab-token", "glrt-", r"[0-9A-Za-z_-]{20,300}+(?:\.[0-9a-z]{2,9})?"),
+    ("gitlab-token", "glsoat-", r"[0-9A-Za-z_-]{20,300}+"),
+    ("gitlab-token", "glcbt-", r"[0-9A-Za-z]{1,5}_[0-9A-Za-z_-]{20,300}+"),
+    ("gitlab-token", "glffct-", r"[0-9A-Za-z_-]{20,300}+"),
+    ("gitlab-token", "glft-", r"[0-9A-Za-z_-]{20,300}+"),
+    ("gitlab-token", "glimt-", r"[0-9A-Za-z_-]{25,300}+"),
+    ("gitlab-token", "glagent-", r"[0-9A-Za-z_-]{50,300}+"),
+    ("gitlab-token", "gloas-", r"[0-9A-Za-z_-]{64,300}+"),
+    ("gitlab-token", "GR1348941", r"[0-9A-Za-z_-]{20,300}+"),
+    ("huggingface-token", "hf_", r"[A-Za-z]{34}"),
+    ("huggingface-token", "api_org_", r"[A-Za-z]{34}"),
+    ("pypi-token", "pypi-AgEIcHlwaS5vcmc", r"[0-9A-Za-z_-]{50,1000}+"),
+    ("npm-token", "npm_", r"[A-Za-z0-9]{36}"),
+    ("dockerhub-token", "dckr_pat_", r"[A-Za-z0-9_-]{27,300}+"),
+    ("dockerhub-token", "dckr_oat_", r"[A-Za-z0-9_-]{27,300}+"),
+    ("digitalocean-token", "dop_v1_", r"[a-f0-9]{64}"),
+    ("digitalocean-token", "doo_v1_", r"[a-f0-9]{64}"),
+    ("digitalocean-token", "dor_v1_", r"[a-f0-9]{64}"),
+    ("vault-token", "hvs.", r"[A-Za-z0-9_-]{24,300}+"),
+    ("vault-token", "hvb.", r"[A-Za-z0-9_-]{24,400}+"),
+    ("vault-token", "hvr.", r"[A-Za-z0-9_-]{24,300}+"),
+    ("age-secret-key", "AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("shopify-token", "shpat_", r"[a-fA-F0-9]{32}"),
+    ("shopify-token", "shpca_", r"[a-fA-F0-9]{32}"),
+    ("shopify-token", "shppa_", r"[a-fA-F0-9]{32}"),
+    ("shopify-token", "shpss_", r"[a-fA-F0-9]{32}"),
+    ("linear-key", "lin_api_", r"[A-Za-z0-9]{40}"),
+    ("sendinblue-key", "xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("sentry-token", "sntryu_", r"[a-f0-9]{64}"),
+    ("sentry-token", "sntrys_", r"eyJ[A-Za-z0-9+/=_]{30,1000}+"),
+    ("planetscale-token", "pscale_tkn_", r"[\w=.-]{32,64}+"),
+    ("planetscale-token", "pscale_pw_", r"[\w=.-]{32,64}+"),
+    ("planetscale-token", "pscale_oauth_", r"[\w=.-]{32,64}+"),
+    ("rubygems-key", "rubygems_", r"[a-f0-9]{48}"),
+    ("prefect-key", "pnu_", r"[A-Za-z0-9]{36}"),
+    ("pulumi-token", "pul-", r"[a-f0-9]{40}"),
+    ("readme-key", "rdme_", r"[a-z0-9]{70}"),
+    ("databricks-token", "dapi", r"[a-f0-9]{32}(?:-\d)?"),
+    ("grafana-token", "glc_", r"[A-Za-z0-9+/]{32,400}+={0,3}"),
+    ("grafana-token", "glsa_", r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    ("grafana-token", "eyJrIjoi", r"[A-Za-z0-9]{70,400}+={0,3}"),
+    ("infracost-key", "ico-", r"[A-Za-z0-9]{32}"),
+    ("frameio-token", "fio-u-", r"[A-Za-z0-9_=-]{64}"),
+    ("flutterwave-key", "FLWSECK_TEST-", r"[a-hA-H0-9]{12,32}(?:-X)?"),
+    ("flutterwave-key", "FLWPUBK_TEST-", r"[a-hA-H0-9]{32}-X"),
+    ("doppler-token", "dp.pt.", r"[A-Za-z0-9]{43}"),
+    ("dynatrace-token", "dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+    ("duffel-token", "duffel_", r"(?:test|live)_[A-Za-z0-9_=-]{43}"),
+    ("perplexity-key", "pplx-", r"[A-Za-z0-9]{48}"),
+    ("notion-token", "ntn_", r"[0-9]{11}[A-Za-z0-9]{35}"),
+    ("openshift-token", "sha256~", r"[\w-]{43}"),
+    ("shippo-token", "shippo_", r"(?:live|test)_[a-fA-F0-9]{40}"),
+    ("clojars-token", "CLOJARS_", r"[A-Za-z0-9]{60}"),
+    ("artifactory-key", "AKCp", r"[A-Za-z0-9]{69}"),
+    ("alibaba-key", "LTAI", r"[A-Za-z0-9]{20}"),
+    ("aws-bedrock-key", "ABSK", r"[A-Za-z0-9+/]{109,269}+={0,2}"),
+    ("heroku-key", "HRKU-AA", r"[0-9A-Za-z_-]{58}"),
+    ("postman-key", "PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}"),
+    ("easypost-key", "EZAK", r"[A-Za-z0-9]{54}"),
+    ("easypost-key", "EZTK", r"[A-Za-z0-9]{54}"),
+    ("1password-token", "ops_eyJ", r"[A-Za-z0-9+/]{250,5000}+={0,3}"),
+    ("adobe-secret", "p8e-", r"[A-Za-z0-9]{32}"),
+    ("slack-token", "xapp-", r"\d-[A-Za-z0-9]{1,50}+-\d{1,20}+-[a-z0-9]{10,100}+"),
+    ("scalingo-token", "tk-us-", r"[\w-]{48}"),
+    ("square-token", "sq0atp-", r"[\w-]{22,60}+"),
+    ("square-token", "sq0csp-", r"[\w-]{40,60}+"),
+    ("square-token", "EAAA", r"[\w-]{60}"),
+    ("facebook-token", "EAAM", r"[A-Za-z0-9]{100,400}+"),
+    ("facebook-token", "EAAC", r"[A-Za-z0-9]{100,400}+"),
+    ("clickhouse-key", "4b1d", r"[A-Za-z0-9]{38}"),
+    ("settlemint-token", "sm_pat_", r"[A-Za-z0-9]{16}"),
+    ("settlemint-token", "sm_aat_", r"[A-Za-z0-9]{16}"),
+    ("settlemint-token", "sm_sat_", r"[A-Za-z0-9]{16}"),
+    ("xai-key", "xai-", r"[A-Za-z0-9]{80}"),
+    ("groq-key", "gsk_", r"[A-Za-z0-9]{52}"),
+)
+_PREFIXED_NAMES: Final = {f"t{n}": name for n, (name, _p, _r) in enumerate(_PREFIXED)}
+
+
+def _prefixed_pattern() -> str:
+    alts = []
+    for n, (_name, prefix, rest) in enumerate(_PREFIXED):
+        alts.append(f"(?P<t{n}>" + _lead(re.escape(prefix), "[A-Za-z0-9_]") + rest + ")" + _END)
+    return "|".join(alts)
+
+
+# Twilio, SendGrid and Telegram tokens: their marks (`SK`, `SG.`, `:AA`) are common once lowered
+# (`task`, `msg.`), so they are looked for in the text as written.
+# A run of token characters: a provider's token is one, its prefix at the start (after a JSON
+# escape's letter at most).
+TOKEN_RUN: Final = re.compile(r"[A-Za-z0-9_.~-]{20,}+")
+_ANY_RUN: Final = re.compile(r"[A-Za-z0-9_.~-]{20}")  # one search, in C: most text has no such run
+
+
+def long_present(text: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether a run of token characters in `text` starts with one of `prefixes`."""
+    if _ANY_RUN.search(text) is None:
+        return False
+    for m in TOKEN_RUN.finditer(text):
+        run = m.group()
+        if run.startswith(prefixes) or (run[1:].startswith(prefixes) and text[m.start() - 1 : m.start()] == "\\"):
+            return True
+    return False
+
+
+_CASED: Final = (
+    ("twilio-key", "SK", _lead("SK", "[A-Za-z0-9_]") + r"[0-9a-fA-F]{32}" + _END),
+    ("sendgrid-key", "SG.", _lead(r"SG\.", "[A-Za-z0-9_]") + r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _END),
+    ("telegram-token", ":AA", r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}" + _END),
+)
+
+_PROVIDER_FAMILIES: Final = (
+    Family(
+        "provider-token",
+        tuple(p for _n, p, _r in _PREFIXED),
+        _prefixed_pattern(),
+        finder=True,
+        names=_PREFIXED_NAMES,
+        long=True,
+    ),
+    *(
+        Family(name, (needle,), pattern, cased=True)  # one each: `SK` in a text runs only Twilio's pattern
+        for name, needle, pattern in _CASED
     ),
 )
 
@@ -379,4 +526,4 @@ _TOOL_FAMILIES: Final = (
     ),
 )
 
-FAMILIES: Final = _TOKEN_FAMILIES + _CONTEXT_FAMILIES + _TOOL_FAMILIES
+FAMILIES: Final = _TOKEN_FAMILIES + _PROVIDER_FAMILIES + _CONTEXT_FAMILIES + _TOOL_FAMILIES

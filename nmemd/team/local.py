@@ -22,7 +22,8 @@ import msgspec
 
 from nmemd.capture import redact
 from nmemd.model import OBSERVATION_TYPES, stored_agent
-from nmemd.team.identity import to_local, to_relative
+from nmemd.team import outgoing
+from nmemd.team.identity import to_local
 
 DAY_S: Final = 86400.0
 TEXT_MAX: Final = 64 * 1024  # a row's body on the server at most (a search needs its start, not 1 MB of log)
@@ -265,10 +266,12 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
         " WHERE session_id IN (SELECT value FROM json_each(?))",
         [r[2] for r in rows if r[1] == "session"],
     )
+    prompts = _prompts_of(conn, {o[2] for o in observations.values()} | {r[2] for r in rows if r[1] == "session"})
     out: list[OutRow] = []
     skipped: list[int] = []
     for outbox_id, op, ref, root in rows:
         project = roots[root]
+
         if op == "obs":
             o = observations.get(int(ref))
             if o is None or o[10] is not None or (o[3] == "prompt" and not project.share_prompts):
@@ -277,11 +280,13 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
             body = o[5] or ""
             if o[7] and o[7] not in body:
                 body = f"$ {o[7]}\n{body}" if body else f"$ {o[7]}"
-            rel = to_relative(o[6], root)
+            rel = outgoing.shareable_file(o[6], root)
             out.append(
                 OutRow(
                     outbox_id=outbox_id, op=op, project_id=project.project_id, event_id=o[1], session_id=o[2],
-                    agent=o[9] or "claude-code", kind=o[3], title=clean(o[4], 1000), body=clean(body),
+                    agent=o[9] or "claude-code", kind=o[3],
+                    title=_shareable(o[4], 1000, project, prompts.get(o[2], [])),
+                    body=_shareable(body, TEXT_MAX, project, prompts.get(o[2], [])),
                     files=[rel] if rel else [], created_at=float(o[8]),
                 )
             )  # fmt: skip
@@ -294,13 +299,36 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
             out.append(
                 OutRow(
                     outbox_id=outbox_id, op=op, project_id=project.project_id, session_id=ref,
-                    started_at=s[1], ended_at=s[2], summary=clean(shareable_summary(s[3], project.share_prompts)),
+                    started_at=s[1], ended_at=s[2],
+                    summary=_shareable(shareable_summary(s[3], project.share_prompts), TEXT_MAX, project,
+                                       prompts.get(ref, [])),
                     agent=s[4] or "claude-code",
                 )
             )  # fmt: skip
         else:
             out.append(OutRow(outbox_id=outbox_id, op="tomb", project_id=project.project_id, event_id=ref))
     return out, skipped
+
+
+def _shareable(text: str | None, limit: int, project: SharedProject, prompts: list[str]) -> str:
+    """What may leave of one text column (team.outgoing), bounded as `clean` bounds it."""
+    kept = outgoing.shareable(
+        (text or "")[: limit * 2], root=project.root, prompts=prompts, share_prompts=project.share_prompts
+    )
+    return clean(kept, limit)
+
+
+def _prompts_of(conn: sqlite3.Connection, sessions: set[str]) -> dict[str, list[str]]:
+    """Each session's prompts as typed (title and text): what a quote of one is hidden by."""
+    found: dict[str, list[str]] = {}
+    if sessions:
+        for sid, title, content in conn.execute(
+            "SELECT session_id, title, content FROM observations WHERE type = 'prompt'"
+            " AND session_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(sessions)),),
+        ):
+            found.setdefault(sid, []).extend(t for t in (title, content) if t)
+    return found
 
 
 def ack(db: sqlite3.Connection, link_key: str, outbox_ids: Sequence[int], pushed: int, now: float) -> None:

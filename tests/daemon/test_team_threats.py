@@ -14,10 +14,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from support.db import db_rows
-from support.helpers import nmem, wait_until
+from support.helpers import claude_bash, claude_edit, claude_event, claude_tool, nmem, wait_until
 from support.mcp_client import bridge_params, call, mcp_session
 from support.pg_cluster import Cluster, Database
-from support.team_hostile import CONTROL, HOSTILE, on_terminal, raw_sql, stored_text
+from support.team_hostile import BARE_TOKENS, CONTROL, HOSTILE, on_terminal, raw_sql, stored_text
 from support.team_world import Member, Proxy
 
 from nmemd.errors import TeamError
@@ -255,3 +255,95 @@ def test_a_removal_in_one_database_keeps_the_role_another_nmem_database_uses(
         assert raw_sql(kim, "SELECT count(*) FROM nmem.members") == [(0,)]  # nothing of acme any more
         assert admin.remove_member(other.admin_dsn, "beta", "kim").role_dropped
         assert pg_db.execute("SELECT count(*) FROM pg_roles WHERE rolname = 'kim'") == [(0,)]
+
+
+# --- findings 16, 17, 19: what leaves the machine
+
+
+def _pushed(db: Database, marker: str, count: int) -> list[str]:
+    """Every text column of the server's rows holding `marker`, once `count` observations are there
+    (read as the superuser: what the server's operator sees)."""
+
+    def rows() -> list[tuple] | None:
+        found = db.execute(
+            "SELECT title, body, array_to_string(files, ' '), session_id FROM nmem.observations"
+            " WHERE title LIKE %s OR body LIKE %s",
+            (f"%{marker}%", f"%{marker}%"),
+        )
+        return found if len(found) >= count else None
+
+    found = wait_until(rows, SYNC_S, f"{count} rows holding {marker} on the server")
+    summaries = [s for (s,) in db.execute("SELECT summary FROM nmem.sessions")]
+    return [str(v) for r in found for v in r] + summaries
+
+
+def _shared_session(al: Member, repo: Path, marker: str, prompt: str, output: str) -> None:
+    """al's session in the shared project: a prompt, a command and its output, a compaction that
+    quotes every user message, a reply that quotes the prompt, its end."""
+    cwd = str(repo)
+    summary = (f"1. Primary Request and Intent:\n   fix {marker}\n6. All user messages:\n   - \"{prompt}\"\n"
+               f"7. Pending Tasks:\n   - {marker} none\n")  # fmt: skip
+    for event in (
+        claude_event("UserPromptSubmit", "al-s1", cwd, prompt=prompt),
+        claude_bash("al-s1", cwd, f"cat {marker}.txt", output),
+        claude_event("PostCompact", "al-s1", cwd, trigger="auto", compact_summary=summary),
+        claude_event("Stop", "al-s1", cwd, last_assistant_message=f'Done with {marker}: you asked "{prompt}".'),
+        claude_event("SessionEnd", "al-s1", cwd, reason="exit"),
+    ):
+        assert al.hook(event).returncode == 0
+
+
+def test_prompts_never_leave_through_compaction_summaries_or_replies(team: tuple[Database, Member, Member]) -> None:
+    db, al, _ = team
+    repo = al.checkout("api", "git@github.com:acme/api.git")
+    al.start()
+    join(al, repo)
+    prompt = "zqprompt deploy the quarterly plan to the mars colony tonight"
+    _shared_session(al, repo, "zq16", prompt, "zq16 output")
+    pushed = _pushed(db, "zq16", 3)  # the command, the compaction, the reply
+    assert any("All user messages" in text for text in pushed), pushed
+    for text in pushed:
+        assert "zqprompt" not in text and "mars colony" not in text, text
+
+
+def test_bare_provider_tokens_never_reach_the_server(team: tuple[Database, Member, Member]) -> None:
+    db, al, _ = team
+    repo = al.checkout("api", "git@github.com:acme/api.git")
+    al.start()
+    join(al, repo)
+    output = "zq17 deploy log\n" + "\n".join(f"{name}: {token}" for name, token in BARE_TOKENS.items())
+    _shared_session(al, repo, "zq17", "zq17 show me the deploy log please", output)
+    pushed = "\n".join(_pushed(db, "zq17", 3))
+    for name, token in BARE_TOKENS.items():
+        assert token not in pushed, name
+    local = "\n".join(str(r[0]) for r in db_rows(al.db, "SELECT content FROM observations"))
+    for name, token in BARE_TOKENS.items():
+        assert token not in local, name  # redacted when stored here too
+
+
+def test_paths_outside_the_shared_project_never_reach_the_server(team: tuple[Database, Member, Member]) -> None:
+    db, al, _ = team
+    repo = al.checkout("api", "git@github.com:acme/api.git")
+    secret = al.checkout("zqunshared-venture", None)
+    al.start()
+    join(al, repo)
+    home = str(al.root)  # the member's HOME
+    output = (f"zq19 diff {secret}/plan.md {repo}/src/app.py\n"
+              f"  File \"{home}/.local/lib/python3.11/site-packages/requests/api.py\", line 3\n"
+              f"  File \"/usr/lib/python3.11/json/__init__.py\", line 9\n"
+              f"see ~/notes/zqdiary.txt and https://github.com/acme/api/blob/main/src/app.py")  # fmt: skip
+    cwd = str(repo)
+    assert al.hook(claude_bash("al-s2", cwd, f"diff {secret}/plan.md {repo}/src/app.py", output)).returncode == 0
+    assert al.hook(claude_edit("al-s2", cwd, "src/app.py", "a = 1", "a = 2")).returncode == 0
+    assert al.hook(claude_tool("al-s2", cwd, "Read", {"file_path": f"{secret}/plan.md"}, {})).returncode == 0
+    assert al.hook(claude_tool("al-s2", cwd, "Read", {"file_path": f"{repo}//{secret}/x.md"}, {})).returncode == 0
+    assert al.hook(claude_event("SessionEnd", "al-s2", cwd, reason="exit")).returncode == 0
+    pushed = "\n".join(_pushed(db, "zq19", 1))
+    assert "src/app.py" in pushed and "…/site-packages/requests/api.py" in pushed, pushed
+    assert "/usr/lib/python3.11/json/__init__.py" in pushed
+    for leak in (home, "zqunshared-venture", "zqdiary", str(repo)):
+        assert leak not in pushed, (leak, pushed)
+    everything = "\n".join(
+        str(v) for r in db.execute("SELECT title, body, files::text FROM nmem.observations") for v in r
+    )
+    assert "zqunshared-venture" not in everything and home not in everything, everything

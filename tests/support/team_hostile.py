@@ -68,3 +68,27 @@ def on_terminal(
 def stored_text(text: str) -> str:
     """What rich itself puts on a terminal (colour: CSI ... m) taken out, so what is left is ours."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# Obviously fake tokens in each provider's format (issue #36, finding 17): each must be redacted
+# bare, wherever it appears (a command's output, a title, a summary).
+BARE_TOKENS: dict[str, str] = {
+    "gitlab-token": "glpat-" + "xY7zQ2mN4pL8kR1tV6wB",
+    "huggingface-token": "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZaBcDeFgH",
+    "pypi-token": "pypi-AgEIcHlwaS5vcmc" + "CJDk3ZWQ2NzQwLWE5YjMtNDk1Ni04ZmU3LTg5NmY2ZDY2MWQ4NAACKlsz",
+    "npm-token": "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "dockerhub-token": "dckr_pat_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9",
+    "digitalocean-token": "dop_v1_" + "0123456789abcdef" * 4,
+    "sendgrid-key": "SG." + "aBcDeFgHiJkLmNoPqRsTuV" + "." + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789abcdefg",
+    "vault-token": "hvs." + "CAESIJ3kx9Qn2PzZm4Yd0fXr8LwVt5uH1aS6bG7cK",
+    "age-secret-key": "AGE-SECRET-KEY-1" + "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" + "QPZRY9X8GF2TVDW0S3JN54KHCE",
+    "telegram-token": "123456789:AA" + "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw3",
+    "twilio-key": "SK" + "0123456789abcdef" * 2,
+    "shopify-token": "shpat_" + "0123456789abcdef0123456789ABCDEF",
+    "linear-key": "lin_api_" + "aB3dE6gH9j" * 4,
+    "databricks-token": "dapi" + "0123456789abcdef" * 2,
+    "grafana-token": "glsa_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF" + "_0a1b2c3d",
+    "postman-key": "PMAK-" + "0123456789abcdef01234567" + "-" + "0123456789abcdef0123456789abcdef01",
+    "rubygems-key": "rubygems_" + "0123456789abcdef" * 3,
+    "pulumi-token": "pul-" + "0123456789abcdef0123456789abcdef01234567",
+}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.team_hostile import BARE_TOKENS
 
 from nmemd.capture.redact import CONTEXT_TAG, REDACTED, redact, sensitive_key, strip_private
 from nmemd.capture.secret_patterns import MAX_CANDIDATES
@@ -206,6 +207,11 @@ ADVERSARIAL = [
     "sk-",
     "-u a:",
     "passwordxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "glpat-",
+    "SK0",
+    "1234567890:AA",
+    "SG.",
+    "hf_",
 ]
 
 
@@ -217,7 +223,7 @@ def test_adversarial_5mb_is_linear(unit: str) -> None:
     assert isinstance(redact(strip_private(text)), str)
 
 
-TOKENS = st.sampled_from([AWS_ID, GHP, GH_PAT, SLACK, OPENAI, ANTHROPIC, GOOGLE, STRIPE, JWT])
+TOKENS = st.sampled_from([AWS_ID, GHP, GH_PAT, SLACK, OPENAI, ANTHROPIC, GOOGLE, STRIPE, JWT, *BARE_TOKENS.values()])
 
 
 @settings(max_examples=200, deadline=None, database=None)
@@ -273,4 +279,22 @@ def test_tool_specific_credentials_are_redacted(text: str, secret: str) -> None:
     ],
 )
 def test_tool_specific_families_leave_prose_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+# Issue #36, finding 17: bare tokens of the providers gitleaks' default rules know by their prefix.
+@pytest.mark.parametrize(("family", "token"), sorted(BARE_TOKENS.items()))
+def test_bare_provider_tokens_are_redacted(family: str, token: str) -> None:
+    for text in (token, f"output: {token}\n", f'{{"key":"{token}"}}', f"export X={token}; done", f"\\n{token}"):
+        out = redact(text)
+        assert token not in out and f"[REDACTED:{family}]" in out, (text, out)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["npm_config_cache=/tmp/x", "the task desk SKIPPED", "msg.send(SG.prototype)", "at 10:AA we met",
+     "hf_model_name = 'bert'", "glpat- prefix alone", "call dapi here", "SK-123", "ops_eyJ short",
+     "sha256~abc", "dop_v1_ not hex"],
+)  # fmt: skip
+def test_provider_prefixes_in_prose_are_left_alone(text: str) -> None:
     assert redact(text) == text
