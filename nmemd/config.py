@@ -77,6 +77,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     # ones are answered by the server; a pull runs at least this often (LISTEN/NOTIFY wakes it sooner).
     team_window_days: NonNegFloat = 30.0
     team_pull_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    # This machine's name on the team server: written here by the first `nmem team join` (the host
+    # name), so every process of the machine (the daemon, whatever its environment) pushes under one.
+    team_machine: Annotated[str, msgspec.Meta(max_length=100)] = ""
 
     @property
     def log_dir(self) -> str:

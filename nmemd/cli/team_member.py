@@ -96,11 +96,12 @@ def join(
             settings.home, given, path=project, name=name, team=team, share_prompts=share_prompts, insecure=insecure
         )
         recorded = {k: v for k, v in msgspec.to_builtins(plan).items() if k not in ("schema_version", "transport")}
+        machine = membership.ensure_machine_name(settings)
         done = _ask("team_join", recorded)
     except NmemError as exc:
         fail(str(exc))
     if json_out:
-        sys.stdout.write(msgspec.json.encode({**msgspec.to_builtins(plan), **done}).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode({**msgspec.to_builtins(plan), **done, "machine": machine}).decode() + "\n")
         return
     prompts = "prompts too" if plan.share_prompts else "prompts not shared"
     out().print(
@@ -108,7 +109,7 @@ def join(
         f" ({prompts}; {done.get('queued', 0)} observations of the last {settings.team_window_days:g} days queued)",
         highlight=False,
     )
-    out().print(f"transport: {plan.transport}", highlight=False)
+    out().print(f"transport: {plan.transport}; this machine: {machine} (team_machine in config.toml)", highlight=False)
 
 
 def leave(

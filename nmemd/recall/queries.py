@@ -81,6 +81,8 @@ class Detail(msgspec.Struct, kw_only=True):
     agent_id: str | None
     pinned: bool
     agent: str = "claude-code"
+    author: str | None = None  # a teammate's row (team memory): who wrote it, on which machine
+    machine: str | None = None
 
 
 class HandoffLine(msgspec.Struct, kw_only=True):
@@ -305,7 +307,8 @@ def get_observations(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Detai
     if not ids:
         return []
     unique = list(dict.fromkeys(int(i) for i in ids))[:MAX_LIMIT]
-    columns = f"{_DETAIL_COLUMNS}, {agent_column(conn, 'observations')}"
+    team = "author, machine" if author_column(conn) == "author" else "NULL, NULL"
+    columns = f"{_DETAIL_COLUMNS}, {agent_column(conn, 'observations')}, {team}"
     rows = conn.execute(f"SELECT {columns} FROM observations WHERE id IN ({marks(unique)})", unique).fetchall()
     by_id = {r[0]: r for r in rows}
     return [_detail(by_id[i]) for i in unique if i in by_id]
@@ -330,6 +333,8 @@ def _detail(r: Sequence[Any]) -> Detail:
         agent_id=r[14],
         pinned=bool(r[15]),
         agent=r[16] or "claude-code",
+        author=r[17],
+        machine=r[18],
     )
 
 

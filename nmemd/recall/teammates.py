@@ -35,13 +35,15 @@ def lines(conn: sqlite3.Connection, project: str, now: float) -> list[str]:
     ).fetchall()
     out: list[str] = []
     for author, session_id, last, agent in sessions:
-        out.append(clip(_line(conn, project, author, session_id, last, agent, now), LINE_MAX))
+        line = _line(conn, project, author, session_id, last, agent, now)
+        if line is not None:  # a session that says nothing ("- kim, 5 min ago") is no line
+            out.append(clip(" ".join(line.split()), LINE_MAX))
     return out
 
 
 def _line(
     conn: sqlite3.Connection, project: str, author: str, session_id: str, last: float, agent: str | None, now: float
-) -> str:
+) -> str | None:
     who = f"{author}, with {AGENT_NAMES.get(agent, agent)}" if agent else author
     head = f"- {who}, {ago(last, now)}"
     row = conn.execute(
@@ -63,19 +65,23 @@ def _line(
             (session_id, author),
         )
     ]
-    commands: dict[str, str] = {}
+    # Each command's latest outcome: a failure not run again with success since is open, and said
+    # whatever the command; a success only for build and test commands.
+    latest: dict[str, tuple[str, str]] = {}
     for command, kind in conn.execute(
         "SELECT command, type FROM observations WHERE session_id = ? AND author = ? AND command IS NOT NULL"
         " AND type IN ('command', 'error') ORDER BY id DESC LIMIT 200",
         (session_id, author),
     ):
         text = command_line(command, 60)
-        if text and text not in commands and command_kind(command):
-            commands[text] = "ok" if kind == "command" else "failed"
-        if len(commands) >= 2:
-            break
+        if text and text not in latest:
+            latest[text] = (command, "ok" if kind == "command" else "failed (open)")
+    failed = [f"`{c}` {o}" for c, (_cmd, o) in latest.items() if o != "ok"][:2]
+    passed = [f"`{c}` ok" for c, (cmd, o) in latest.items() if o == "ok" and command_kind(cmd)]
     parts = [f"edited {', '.join(files)}"] if files else []
-    parts += [f"`{c}` {outcome}" for c, outcome in commands.items()]
+    parts += failed + passed[: max(0, 2 - len(failed))]
+    if not what and not parts:
+        return None
     text = head + (f": {what}" if what else "")
     return text + (f": {'; '.join(parts)}" if parts else "")
 

@@ -8,7 +8,9 @@ file, `$NMEM_HOME/team.pgpass`, and the DSN kept (in the store's `team_projects`
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import sqlite3
 from typing import Any, Final
 
@@ -178,6 +180,41 @@ def plan_join(
         schema_version=facts.schema_version,
         transport=transport.describe(kept),
     )
+
+
+def machine_name(settings: Settings) -> str:
+    """This machine's name for the team: config.toml's `team_machine` first (one machine, one name,
+    whatever environment a process runs in), else the setting (NMEM_TEAM_MACHINE), else the host's."""
+    from nmemd import config
+
+    try:
+        values, _text = config.read_file(config.config_path(settings.home))
+    except NmemError:
+        values = {}
+    named = values.get("team_machine")
+    if isinstance(named, str) and named:
+        return named
+    return settings.team_machine or socket.gethostname() or "unknown"
+
+
+def ensure_machine_name(settings: Settings) -> str:
+    """This machine's name for the team: config.toml's `team_machine`, written there now when the
+    file has none (the name in effect: NMEM_TEAM_MACHINE, else the host name), so the daemon,
+    whatever environment starts it, pushes under the same name as every later join."""
+    from nmemd import config
+
+    path = config.config_path(settings.home)
+    values, text = config.read_file(path)
+    if values.get("team_machine"):
+        return str(values["team_machine"])
+    name = settings.team_machine or socket.gethostname() or "unknown"
+    line = f"team_machine = {json.dumps(name)}  # this machine's name on team servers (nmem team join)\n"
+    paths.make_dirs(settings.home)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(line + text)  # first: a key after a [table] would belong to that table
+    os.replace(tmp, path)
+    return name
 
 
 def offline_statuses(settings: Settings) -> list[dict[str, Any]]:

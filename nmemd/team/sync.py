@@ -26,7 +26,7 @@ from nmemd.config import tunable
 from nmemd.errors import StorageError, TeamError, TeamTimeout
 from nmemd.store import readers
 from nmemd.store.database import Store
-from nmemd.team import client, local, transport
+from nmemd.team import client, local, membership, transport
 from nmemd.team.local import Link, LinkStatus
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class TeamSync:
         self._stop_listening: Callable[[], None] | None = None
         self._search_pools: dict[str, Any] = {}  # link key -> psycopg_pool.AsyncConnectionPool
         self._search_lock = anyio.Lock()
-        self.machine = local.machine_name()
+        self.machine = local.machine_name()  # config.toml's team_machine, read again at each rebuild (run)
 
     # --- wiring ---------------------------------------------------------------------------------
 
@@ -113,6 +113,7 @@ class TeamSync:
         db = self.daemon.settings.db
         while True:
             self.changed = anyio.Event()
+            self.machine = membership.machine_name(self.daemon.settings)  # a join may have just named it
             try:
                 projects = await readers.run(db, local.shared_projects)
             except (StorageError, sqlite3.Error) as exc:

@@ -175,7 +175,8 @@ def create_app(settings: Settings, *, secret: str, key: str, port: int, max_age:
         growth = charts.growth("growth", act.days, act.total, database.observations)
         per_day = sum(act.total) / len(act.total) if act.total else 0.0
         facts = msgspec.to_builtins(Status(daemon=daemon, database=database))
-        return await html("Status", pages.status(facts, growth, per_day, counted))
+        team = await in_thread(_team_links, settings)
+        return await html("Status", pages.status(facts, growth, per_day, counted, team))
 
     async def confirm(request: Request) -> Response:
         action = request.path_params["action"]
@@ -334,6 +335,16 @@ def _describe(flt: dict[str, Any]) -> str:
         if flt.get(key):
             parts.append(f"{key} {when_text(flt[key])}")
     return ", ".join(parts) or "of every project"
+
+
+def _team_links(settings: Settings) -> list[dict[str, Any]]:
+    """Team memory's links for the Status page ([] when no project is shared)."""
+    from nmemd.setup import team_status
+
+    try:
+        return team_status.statuses(settings)
+    except NmemError as exc:
+        return [{"team": "?", "error": str(exc)}]
 
 
 def _daemon_facts(settings: Settings) -> DaemonFacts:

@@ -192,8 +192,10 @@ def found(count: int, limit: int, query: Mapping[str, str]) -> str:
 
 
 def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) -> str:
+    teammate = d.get("author") is not None  # a teammate's row (team memory): theirs, pulled from the server
     fields = (
-        "type", "agent", "project", "session_id", "hook_event", "tool_name", "file_path", "command", "count", "pinned",
+        "type", "author", "machine", "agent", "project", "session_id", *(() if teammate else ("hook_event",)),
+        "tool_name", "file_path", "command", "count", "pinned",
     )  # fmt: skip
     rows = "".join(
         f"<tr><th>{k}</th><td class=k>{escape(str(d.get(k)))}</td></tr>" for k in fields if d.get(k) not in (None, "")
@@ -202,10 +204,14 @@ def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) 
     rows += f"<tr><th>last seen</th><td>{when(d.get('last_ts'))}</td></tr>"
     oid = int(d["id"])
     pin = ("unpin", "Unpin") if d.get("pinned") else ("pin", "Pin")
-    actions = (
-        f'<p><a class="btn" href="confirm/{pin[0]}?ids={oid}">{pin[1]}</a> '
-        f'<a class="btn danger" href="confirm/forget?ids={oid}">Forget</a></p>'
+    forget = (  # a teammate's row: forgetting it here hides it on this machine (its author or an admin deletes it)
+        f'<a class="btn danger" href="confirm/forget?ids={oid}">Hide on this machine</a>'
+        f' <span class="t">written by {escape(str(d.get("author")))}:'
+        " only they or a team admin delete it for the team</span>"
+        if teammate
+        else f'<a class="btn danger" href="confirm/forget?ids={oid}">Forget</a>'
     )
+    actions = f'<p><a class="btn" href="confirm/{pin[0]}?ids={oid}">{pin[1]}</a> {forget}</p>'
     tl = "".join(
         ("<tr style='background:#fff6bf'>" if int(h["id"]) == oid else "<tr>")
         + hit_row(h)[len(f'<tr data-id="{int(h["id"])}">') :]
@@ -350,7 +356,29 @@ def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.0f} kB" if n >= 1000 else f"{n:,} bytes"
 
 
-def status(facts: Mapping[str, Any], growth_svg: str, per_day: float, counted: float) -> str:
+def team_section(links: Sequence[Mapping[str, Any]]) -> str:
+    """Status's team memory: each (server, team) link, its transport, sync state and outbox."""
+    if not links:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(str(st.get('team') or '?'))}<br><span class=t>{escape(str(st.get('server') or ''))}"
+        f" as {escape(str(st.get('member') or '?'))}</span></td>"
+        f"<td>{escape(', '.join(str(p) for p in st.get('projects') or []))}</td>"
+        f"<td>{escape(str(st.get('transport') or '?'))}</td>"
+        f"<td class={'warn' if st.get('error') else 'ok'}>{escape(str(st.get('error') or st.get('state') or ''))}</td>"
+        f"<td class=t>outbox {int(st.get('outbox') or 0):,}<br>push {ago(st.get('last_push_at'))},"
+        f" pull {ago(st.get('last_pull_at'))}</td></tr>"
+        for st in links
+    )
+    return (
+        '<h3>Team memory</h3><table class="l" id="team"><thead><tr><th>team</th><th>projects</th><th>transport</th>'
+        f"<th>state</th><th>sync</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def status(
+    facts: Mapping[str, Any], growth_svg: str, per_day: float, counted: float, team: Sequence[Mapping[str, Any]] = ()
+) -> str:
     """The daemon and the store as a person asks about them: what is wrong first, then since when it
     runs, how big the store is and how fast it grows, what waits, and each job's last run."""
     d, db = facts.get("daemon") or {}, facts.get("database") or {}
@@ -370,6 +398,9 @@ def status(facts: Mapping[str, Any], growth_svg: str, per_day: float, counted: f
         problems.append(
             f"Job {j['name']} failed {ago(j.get('last_run'))}: {str(j['outcome']).removeprefix('failed: ')}"
         )
+    for st in team:
+        if st.get("error"):
+            problems.append(f"Team {st.get('team')} on {st.get('server')}: {st['error']}")
     if int(db.get("wal_bytes") or 0) > 256 * 1024 * 1024:
         problems.append(f"The write-ahead log is {_size(int(db['wal_bytes']))}: a reader may hold it open.")
     head = (
@@ -415,7 +446,7 @@ def status(facts: Mapping[str, Any], growth_svg: str, per_day: float, counted: f
         f'<p class="t">{kinds}</p>{growth_svg}<h3>What waits</h3><ul id=waits>{waits}</ul>'
         f'<h3>Maintenance jobs</h3><table class="l" id="jobs"><colgroup><col class="c-n"><col class="c-when"><col>'
         f"</colgroup><thead><tr><th>job</th><th>last run</th><th>outcome</th></tr></thead><tbody>{jobs}</tbody></table>"
-        f"<details><summary>Every fact</summary>{facts_table(facts)}</details>"
+        f"{team_section(team)}<details><summary>Every fact</summary>{facts_table(facts)}</details>"
     )
 
 

@@ -347,3 +347,23 @@ def test_paths_outside_the_shared_project_never_reach_the_server(team: tuple[Dat
         str(v) for r in db.execute("SELECT title, body, files::text FROM nmem.observations") for v in r
     )
     assert "zqunshared-venture" not in everything and home not in everything, everything
+
+
+# --- finding 21: a member's day
+
+
+def test_one_machine_pushes_under_one_name_whatever_starts_its_daemon(team: tuple[Database, Member, Member]) -> None:
+    db, al, _ = team
+    repo = al.checkout("api", "git@github.com:acme/api.git")
+    al.start()  # its environment names the machine al-box
+    joined = join(al, repo)
+    assert joined["machine"] == "al-box"
+    assert 'team_machine = "al-box"' in (al.home / "config.toml").read_text()
+    al.stop()
+    del al.env["NMEM_TEAM_MACHINE"]  # a daemon started another way (a service, a login shell)
+    al.start()
+    assert al.hook(claude_bash("al-s3", str(repo), "make zq21", "zq21 built")).returncode == 0
+    wait_until(lambda: db.execute("SELECT machine FROM nmem.observations WHERE body LIKE '%zq21%'") or None,
+               SYNC_S, "the row on the server")  # fmt: skip
+    assert db.execute("SELECT DISTINCT machine FROM nmem.observations") == [("al-box",)]
+    assert "psycopg" not in al.nmem("team", "status").stderr
