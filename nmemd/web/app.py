@@ -339,10 +339,10 @@ def _describe(flt: dict[str, Any]) -> str:
 
 def _team_links(settings: Settings) -> list[dict[str, Any]]:
     """Team memory's links for the Status page ([] when no project is shared)."""
-    from nmemd.setup import team_status
+    from nmemd.client import team
 
     try:
-        return team_status.statuses(settings)
+        return team.statuses(settings)
     except NmemError as exc:
         return [{"team": "?", "error": str(exc)}]
 
