@@ -23,8 +23,8 @@ from typing import Final
 from nmemd.capture.secret_patterns import (
     CURL_USER,
     FAMILIES,
+    OUTGOING,
     is_placeholder,
-    long_present,
     sub_at,
     sub_group,
     trie,
@@ -249,19 +249,15 @@ def _anchored(words: list[str]) -> str:
 # One search over the lowered text for every needle rejects most strings (paths, ids,
 # prose) before any family runs.
 _NEEDLES: Final = sorted(
-    {"private key", *_KW_NEEDLES, *(n.lower() for f in FAMILIES if not (f.long or f.cased) for n in f.needles)}
+    {"private key", *_KW_NEEDLES, *(n.lower() for f in FAMILIES if not f.cased for n in f.needles)}
 )
-# Provider tokens known by a prefix (leading a run of token characters) and marks meaningful only
-# as written (`SK`, `SG.`, `:AA`): each its own cheap check of the text itself, not the gate's.
-_PREFIXES: Final = tuple(n for f in FAMILIES if f.long for n in f.needles)
-_CASED_NEEDLES: Final = tuple(n for f in FAMILIES if f.cased for n in f.needles)
+# Marks meaningful only as written (`SK`, `SG.`, `:AA`): looked for in the text itself.
+_CASED: Final = tuple(f for f in FAMILIES if f.cased)
+assert tuple(n for f in _CASED for n in f.needles) == ("SK", "SG.", ":AA")  # spelled out in _cased
 
 
-assert _CASED_NEEDLES == ("SK", "SG.", ":AA")  # spelled out in _long_or_cased: no loop per text
-
-
-def _long_or_cased(text: str) -> bool:
-    return "SK" in text or "SG." in text or ":AA" in text or long_present(text, _PREFIXES)
+def _cased(text: str) -> bool:
+    return "SK" in text or "SG." in text or ":AA" in text
 
 
 # curl's `-u` / `--user` count only where the password family can match them: not after a
@@ -275,7 +271,7 @@ _GATE_MAX: Final = 65_536  # on longer text the per-family substring checks are 
 # every family's needles (an ASCII needle in the text is in its lowered form too) spares the
 # fourteen per-family checks, which cost more than the assignments' own scan.
 _FAMILY_GATE: Final = re.compile(
-    _anchored(sorted({n.lower() for f in FAMILIES if not (f.long or f.cased) for n in f.needles} - set(CURL_USER)))
+    _anchored(sorted({n.lower() for f in FAMILIES if not f.cased for n in f.needles} - set(CURL_USER)))
     + "|"
     + _CURL_USER_GATE
 )
@@ -290,9 +286,22 @@ def redact(text: str) -> str:
     if len(text) < 8:
         return text
     low = text.lower()
-    if len(low) <= _GATE_MAX and _GATE.search(low) is None and not _long_or_cased(text):
-        return text  # the common case: nothing can match
-    return _redact_all(text, low)
+    if len(low) > _GATE_MAX or _GATE.search(low) is not None:
+        return _redact_all(text, low)
+    if _cased(text):  # a Twilio, SendGrid or Telegram token alone: only those families run
+        for fam in _CASED:
+            if fam.present(text, low):
+                text = fam.apply(text, low)
+    return text  # the common case: nothing could match
+
+
+def redact_outgoing(text: str) -> str:
+    """`redact`, and the provider formats checked only before text leaves the machine (a push)."""
+    text = redact(text)
+    low = text.lower()
+    if OUTGOING.present(text, low):
+        text = OUTGOING.apply(text, low)
+    return text
 
 
 def _redact_all(text: str, low: str) -> str:
@@ -302,7 +311,7 @@ def _redact_all(text: str, low: str) -> str:
         low = text.lower()
     needled = _FAMILY_GATE.search(low) is not None
     for fam in FAMILIES:
-        if (needled or fam.long or fam.cased) and fam.present(text, low):
+        if (needled or fam.cased) and fam.present(text, low):
             new = fam.apply(text, low)
             if new is not text:
                 text, low = new, new.lower()

@@ -209,7 +209,7 @@ def ensure_machine_name(settings: Settings) -> str:
         return str(values["team_machine"])
     name = settings.team_machine or socket.gethostname() or "unknown"
     line = f"team_machine = {json.dumps(name)}  # this machine's name on team servers (nmem team join)\n"
-    paths.make_dirs(settings.home)
+    paths.make_dirs(os.path.dirname(path))
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(line + text)  # first: a key after a [table] would belong to that table

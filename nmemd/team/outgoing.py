@@ -91,7 +91,7 @@ def shareable(text: str | None, *, root: str, prompts: Iterable[str] = (), share
     shared, paths relative or dropped."""
     if not text:
         return ""
-    text = redact.redact(redact.strip_private(text))
+    text = redact.redact_outgoing(redact.strip_private(text))
     if not share_prompts:
         text = hide_prompts(text, prompts)
     return relative_paths(text, root)

@@ -17,7 +17,7 @@ from support.db import db_rows
 from support.helpers import claude_bash, claude_edit, claude_event, claude_tool, nmem, wait_until
 from support.mcp_client import bridge_params, call, mcp_session
 from support.pg_cluster import Cluster, Database
-from support.team_hostile import BARE_TOKENS, CONTROL, HOSTILE, on_terminal, raw_sql, stored_text
+from support.team_hostile import AT_CAPTURE, BARE_TOKENS, CONTROL, HOSTILE, on_terminal, raw_sql, stored_text
 from support.team_world import Member, Proxy
 
 from nmemd.errors import TeamError
@@ -311,14 +311,14 @@ def test_bare_provider_tokens_never_reach_the_server(team: tuple[Database, Membe
     repo = al.checkout("api", "git@github.com:acme/api.git")
     al.start()
     join(al, repo)
-    output = "zq17 deploy log\n" + "\n".join(f"{name}: {token}" for name, token in BARE_TOKENS.items())
+    output = "zq17 deploy log\n" + "\n".join(f"- {token}" for token in BARE_TOKENS.values())  # no key names
     _shared_session(al, repo, "zq17", "zq17 show me the deploy log please", output)
     pushed = "\n".join(_pushed(db, "zq17", 3))
     for name, token in BARE_TOKENS.items():
         assert token not in pushed, name
     local = "\n".join(str(r[0]) for r in db_rows(al.db, "SELECT content FROM observations"))
     for name, token in BARE_TOKENS.items():
-        assert token not in local, name  # redacted when stored here too
+        assert (token not in local) == (name in AT_CAPTURE), name  # the families of the finding: stored redacted too
 
 
 def test_paths_outside_the_shared_project_never_reach_the_server(team: tuple[Database, Member, Member]) -> None:
@@ -358,7 +358,7 @@ def test_one_machine_pushes_under_one_name_whatever_starts_its_daemon(team: tupl
     al.start()  # its environment names the machine al-box
     joined = join(al, repo)
     assert joined["machine"] == "al-box"
-    assert 'team_machine = "al-box"' in (al.home / "config.toml").read_text()
+    assert 'team_machine = "al-box"' in (al.root / ".config" / "nmem" / "config.toml").read_text()
     al.stop()
     del al.env["NMEM_TEAM_MACHINE"]  # a daemon started another way (a service, a login shell)
     al.start()

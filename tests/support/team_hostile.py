@@ -92,3 +92,8 @@ BARE_TOKENS: dict[str, str] = {
     "rubygems-key": "rubygems_" + "0123456789abcdef" * 3,
     "pulumi-token": "pul-" + "0123456789abcdef0123456789abcdef01234567",
 }
+# Redacted when captured (stored locally too); the others before a push only (secret_patterns.OUTGOING).
+AT_CAPTURE: frozenset[str] = frozenset({
+    "gitlab-token", "huggingface-token", "pypi-token", "npm-token", "dockerhub-token", "digitalocean-token",
+    "sendgrid-key", "vault-token", "age-secret-key", "telegram-token", "twilio-key", "shopify-token",
+})  # fmt: skip

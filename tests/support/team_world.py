@@ -42,6 +42,7 @@ class Member:
             "NMEM_TEAM_MACHINE": f"{self.name}-box",
             "NMEM_AUTOSTART": "0",
             "HOME": str(self.root),
+            "XDG_CONFIG_HOME": str(self.root / ".config"),  # each machine its own config.toml
             **self.env,
         }
 
