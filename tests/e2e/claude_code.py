@@ -25,9 +25,10 @@ TOOLS = "Bash,Read,Write,Edit,Grep,Glob,Agent"
 RUN_TIMEOUT_S = 300.0  # a whole `claude -p` session on a 2-core machine others share
 # A hook's line in Claude Code's --debug-file: `Hooks: PostToolUse:Bash [<command>] moved to the
 # background (6ms)`, `Hooks: Stop [<command>] finished with status 0 (40ms)`,
-# `SessionEnd:other [<command>] completed with status 0`.
+# `SessionEnd:other [<command>] completed with status 0`. The command holds brackets of its own
+# (`trap '' TERM; [ -f CLIENT ] && ... exec PYTHON -I -S CLIENT`): its end is the client's path.
 HOOK_LINE = re.compile(
-    r"(?:Hooks: )?(?P<event>[A-Za-z]+)(?::[^ \[]*)? \[[^\]]*nmem_client/send\.py'?\] "
+    r"(?:Hooks: )?(?P<event>[A-Za-z]+)(?::[^ \[]*)? \[.*?nmem_client/send\.py'?(?: --agent [a-z-]+)?\] "
     r"(?P<how>finished|moved to the background|completed)[^(\n]*(?:\((?P<ms>\d+)ms\))?"
 )
 

@@ -59,6 +59,19 @@ def test_every_test_module_lives_in_a_layer() -> None:
     }
 
 
+def test_no_two_test_modules_share_a_name() -> None:
+    """pytest imports test modules by their bare name (no packages): two layers with the same file name
+    stop the whole suite at collection."""
+    seen: dict[str, str] = {}
+    clashes = []
+    for layer in LAYERS:
+        for path in sorted((TESTS / layer).glob("test_*.py")):
+            if path.name in seen:
+                clashes.append(f"{seen[path.name]}/{path.name} and {layer}/{path.name}")
+            seen[path.name] = layer
+    assert not clashes, f"rename one of each: {clashes}"
+
+
 def test_a_unit_test_starts_no_daemon_and_runs_no_entry_point() -> None:
     for path, tree in _modules("unit"):
         for module, names in _imports(tree):
