@@ -279,7 +279,7 @@ def _camel(term: Term) -> re.Pattern[str] | None:
     if term.prefix or term.phrase or len(word) < 3 or not (word.isascii() and word.isalpha() and word.islower()):
         return None
     cap = word.capitalize()
-    return re.compile(rf"(?<=[a-z0-9]){cap}(?![a-z])|(?<![A-Za-z0-9])[{cap[0]}{word[0]}]{word[1:]}(?=[A-Z0-9])")
+    return compiled(rf"(?<=[a-z0-9]){cap}(?![a-z])|(?<![A-Za-z0-9])[{cap[0]}{word[0]}]{word[1:]}(?=[A-Z0-9])")
 
 
 def _alternatives(term: Term) -> tuple[tuple[str, ...], ...]:

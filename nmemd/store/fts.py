@@ -182,7 +182,14 @@ def relax(match: str) -> Relaxed | None:
 
 def _pattern(keys: Sequence[str]) -> re.Pattern[str]:
     """Consecutive words starting with these keys (see `_key`): every place the phrase may stand."""
-    return re.compile(r"[^\W_]*[\W_]+".join(re.escape(k) for k in keys) + r"[^\W_]*")
+    return _compiled(r"[^\W_]*[\W_]+".join(re.escape(k) for k in keys) + r"[^\W_]*")
+
+
+@lru_cache(maxsize=512)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """A query's pattern compiled once: `re`'s own cache is shared with the whole daemon (its 512 entries
+    turn over), and a search compiles its phrases again at every lookup."""
+    return re.compile(pattern)
 
 
 def _key(stem: str) -> str:
