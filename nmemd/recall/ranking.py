@@ -96,9 +96,11 @@ def rank(
         return [], {}
     idf = [w * HINT_WORD_WEIGHT if term.hint else w for term, w in zip(query.terms, idf, strict=True)]
 
+    every = sum(idf[i] for i in range(len(idf)))  # once, not per candidate: hundreds hold all the terms
+
     def rough(kv: tuple[int, Candidate]) -> tuple[float, int]:
         cand = kv[1]
-        weight = sum(idf[i] for i in range(len(idf))) if cand.all_terms else sum(idf[i] for i in cand.found_by)
+        weight = every if cand.all_terms else sum(idf[i] for i in cand.found_by)
         return (-weight, -kv[0])
 
     best = [rowid for rowid, _ in sorted(found.items(), key=rough)[:RESCORE]]
