@@ -122,3 +122,44 @@ def test_a_v1_server_upgraded_live_loses_and_doubles_nothing_and_v1_clients_go_o
     assert pg_db.execute("SELECT version, compatible_since FROM nmem.migrations ORDER BY version") == [
         (m.version, m.compatible_since) for m in schema.MIGRATIONS
     ]
+
+
+def test_times_a_v1_server_took_unclamped_are_clamped_by_the_upgrade(pg_db: Database) -> None:
+    """Finding 11 on a server that stored rows before v2: `infinity`, `-infinity` and 2099 become
+    the time the row arrived (or 1970); a time already right is left as it was."""
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        v1.create_v1_server(conn)
+        conn.execute("INSERT INTO nmem.teams (name) VALUES ('acme')")
+        conn.commit()
+    bob = admin.add_member(pg_db.admin_dsn, "acme", "bob").dsn
+    with psycopg.connect(bob, autocommit=True) as conn:
+        for event_id, project, when in (
+            ("inf", v1.PROJECT, "infinity"),
+            ("neg", v1.PROJECT, "-infinity"),
+            ("far", "github.com/acme/other", "2099-01-01"),
+            ("ok", v1.PROJECT, "2026-01-02 03:04:05+00"),
+        ):
+            conn.execute(
+                "INSERT INTO nmem.observations (team, project, event_id, machine, agent, session_id, kind, title,"
+                " body, created_at) VALUES ('acme', %s, %s, 'm', 'codex', 's', 'edit', 't', 'b', %s)",
+                (project, event_id, when),
+            )
+        conn.execute(
+            "INSERT INTO nmem.sessions (team, project, session_id, machine, agent, started_at, ended_at, summary)"
+            " VALUES ('acme', %s, 's', 'm', 'codex', 'infinity', '2099-01-01', 'x')",
+            (v1.PROJECT,),
+        )
+    (seq_before,) = pg_db.execute("SELECT seq FROM nmem.sessions")[0]
+    admin.init(pg_db.admin_dsn, "acme")
+    rows = pg_db.execute(
+        "SELECT event_id, created_at = pushed_at, created_at = '1970-01-01 00:00:00+00',"
+        " created_at = '2026-01-02 03:04:05+00' FROM nmem.observations ORDER BY event_id"
+    )
+    assert rows == [
+        ("far", True, False, False),
+        ("inf", True, False, False),
+        ("neg", False, True, False),
+        ("ok", False, False, True),
+    ]
+    (started, ended, seq_after) = pg_db.execute("SELECT started_at, ended_at, seq FROM nmem.sessions")[0]
+    assert started.year < 2099 and ended.year < 2099 and seq_after > seq_before
