@@ -28,7 +28,8 @@ RUN_TIMEOUT_S = 300.0  # a whole `claude -p` session on a 2-core machine others 
 # `SessionEnd:other [<command>] completed with status 0`. The command holds brackets of its own
 # (`trap '' TERM; [ -f CLIENT ] && ... exec PYTHON -I -S CLIENT`): its end is the client's path.
 HOOK_LINE = re.compile(
-    r"(?:Hooks: )?(?P<event>[A-Za-z]+)(?::[^ \[]*)? \[.*?nmem_client/send\.py'?(?: --agent [a-z-]+)?\] "
+    r"(?:Hooks: )?(?P<event>[A-Za-z]+)(?::[^ \[]*)? "
+    r"\[(?=trap |/|')[^\n]*?nmem_client/send\.py'?(?: --agent [a-z-]+)?\] "
     r"(?P<how>finished|moved to the background|completed)[^(\n]*(?:\((?P<ms>\d+)ms\))?"
 )
 
