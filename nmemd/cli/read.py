@@ -42,6 +42,7 @@ from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall import snippets
 from nmemd.recall.handoff import LABELS, Handoff, refs
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, HandoffLine, Hit, SessionRow
+from nmemd.recall.vocabulary import try_instead
 from nmemd.wording import plural
 
 
@@ -278,8 +279,9 @@ def search(
     elif hits:
         _hits_grid(hits, show_project=scope in (None, ALL_PROJECTS), marks=marks).print()
     else:
-        where = "any project" if scope in (None, ALL_PROJECTS) else f"{scope} (try --all)"
-        sys.stderr.write(f"nothing found in {where}\n")
+        every = scope in (None, ALL_PROJECTS)
+        tip = try_instead(scoped=not every, typed=bool(types))
+        sys.stderr.write(f"nothing found in {'any project' if every else scope}; {tip}\n")
 
 
 class _TeamHits(msgspec.Struct):

@@ -24,6 +24,7 @@ from nmemd.recall import queries, search, snippets
 from nmemd.recall.context import build_context
 from nmemd.recall.handoff import fit, handoff
 from nmemd.recall.summary import ago, clip, rel
+from nmemd.recall.vocabulary import try_instead
 
 SEARCH_MAX: Final = 50
 HISTORY_MAX: Final = 100
@@ -139,7 +140,10 @@ def search_tool(
     )
     hits = search.search(conn, query, filters, limit=limit, now=now)
     if not hits:
-        return _no_results(f"matches for {query!r} in {_scope_label(scope)}")
+        tip = try_instead(
+            scoped=scope != queries.ALL_PROJECTS, typed=bool(type_), every='project="*"', type_option="type="
+        )
+        return _no_results(f"matches for {query!r} in {_scope_label(scope)}") + f" To find more, {tip}."
     head = f"{_count(len(hits), 'match')} for {query!r} in {_scope_label(scope)}, best first:"
     every = scope == queries.ALL_PROJECTS
     return "\n".join([head, *(_hit_line(h, now, all_projects=every) for h in hits)])

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
+from nmemd.recall import vocabulary
 from nmemd.recall.queries import HIT_COLUMNS, Hit, marks
 from nmemd.recall.summary import command_kind
 from nmemd.recall.terms import Query, occurrences
@@ -256,6 +257,7 @@ def _score(
     length_norm = K1 * (1 - B + B * (counted.length / AVERAGE_CHARS))
     relevance = 0.0
     covered: set[int] = set()
+    kind_says = vocabulary.named_by_type(query, r[1])  # "which file did we change": an edit says "Edit"
     for i, term in enumerate(query.terms):
         tf = counted.tf[i]
         if not tf and (cand.all_terms or i in cand.found_by):
@@ -276,6 +278,7 @@ def _score(
                 relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
                 covered.update(stands_for)
     coverage = len(covered & query.word_indexes) / query.words
+    coverage += vocabulary.KIND_COVERAGE * len(kind_says & query.word_indexes - covered) / query.words
     age_days = max(0.0, now - float(r[8])) / 86400.0
     recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
     weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Final
 
 from nmemd.errors import QueryError
-from nmemd.recall import lookups, ranking, snippets, turns
+from nmemd.recall import lookups, ranking, snippets, turns, vocabulary
 from nmemd.recall.queries import Filters, Hit, checked_limit, marks, teammates_of
 from nmemd.recall.terms import Query, parse
 
@@ -60,6 +60,8 @@ def search(
         conn.set_progress_handler(None, 0)
     why = bool(snippets.ASKS_WHY.search(text))
     best = turns.surface(conn, query, _fold(hits)[: limit + turns.TURN_TOP], idf, why, turns.asks(text))[:limit]
+    if kinds := vocabulary.kinds_only(query):  # "what changed": the newest edits
+        best = vocabulary.with_newest(conn, best, kinds, filters, limit)
     teammates_of(conn, best)
     _snippets(conn, query, best, contents, why)
     return best

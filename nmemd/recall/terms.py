@@ -42,22 +42,26 @@ STOP_WORDS: Final = frozenset(
 TYPE_HINTS: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys(
         "edit edits edited editing change changes changed changing modify modified fix fixes fixed fixing patch"
-        " patched update updated rewrite rewrote refactor refactored".split(),
+        " patched update updated rewrite rewrote refactor refactored touch touched tweak tweaked".split(),
         ("edit", "write"),
     ),
     **dict.fromkeys("write wrote written create created creating add added new".split(), ("write", "edit")),
     **dict.fromkeys(
-        "error errors fail fails failed failing failure failures exception exceptions crash crashed broke"
-        " broken traceback stacktrace missing".split(),
+        "error errors fail fails failed failing failure failures exception exceptions crash crashes crashed broke"
+        " broken break breaks traceback stacktrace missing wrong blocked refused rejected".split(),
         ("error",),
     ),
     **dict.fromkeys(
-        "command commands run runs ran running execute executed invoke invoked start starts launch".split(),
+        "command commands run runs ran running execute executed executing invoke invoked start starts launch".split(),
         ("command",),
     ),
     **dict.fromkeys("file files".split(), ("edit", "write", "read")),
     # Not "answer": what an API or a command answered is its output, not the assistant's conclusion.
-    **dict.fromkeys("decided decision decide concluded conclusion summary".split(), ("stop",)),
+    **dict.fromkeys(
+        "decided decision decide concluded conclusion summary agree agreed choose chose chosen pick picked"
+        " settled".split(),
+        ("stop", "assistant"),  # a decision is in the agent's words: its last reply or between its tool calls
+    ),
 }
 
 # A question about a reason or a finding: the agent's own words between its tool calls answer it.

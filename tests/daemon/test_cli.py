@@ -196,6 +196,10 @@ def test_project_by_path_name_or_unique_suffix_everywhere(daemon: Daemon, tmp_pa
         line = one_error_line(nmem("search", "wombat", "--project", "ledger"))
         assert str(roots[1]) in line and str(roots[2]) in line
         assert "no project named 'nowhere'" in one_error_line(nmem("search", "wombat", "--project", "nowhere"))
+        empty = subprocess.run([NMEM, "search", "zeppelin", "--project", "immunize"], capture_output=True,
+                               text=True, timeout=TIMEOUT_S, cwd=elsewhere)  # fmt: skip
+        assert empty.returncode == 0 and empty.stdout == "", empty.stderr
+        assert "nothing found in " in empty.stderr and "--all for every project, --type edit|" in empty.stderr
         if running:
             assert daemon.stop() == 0
 
