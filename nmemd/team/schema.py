@@ -89,6 +89,7 @@ MIGRATIONS: Final = (
     Migration(2, "m002_deletes_and_order", 1, "tombstones checked and kept, per-team order and channels, limits"),
     Migration(3, "m003_pull_window", 1, "an index of each project's rows by creation: a join reads its window only"),
     Migration(4, "m004_clamp_stored_times", 1, "times stored before v2 clamped to [1970, when the row arrived]"),
+    Migration(5, "m005_members_by_oid", 1, "membership keyed by role OID: a new role of an old name is no member"),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
 NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with

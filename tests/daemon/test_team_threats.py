@@ -367,3 +367,21 @@ def test_one_machine_pushes_under_one_name_whatever_starts_its_daemon(team: tupl
                SYNC_S, "the row on the server")  # fmt: skip
     assert db.execute("SELECT DISTINCT machine FROM nmem.observations") == [("al-box",)]
     assert "psycopg" not in al.nmem("team", "status").stderr
+
+
+def test_membership_follows_the_role_not_its_name(pg_db: Database) -> None:
+    admin.init(pg_db.admin_dsn, "acme")
+    admin.init(pg_db.admin_dsn, "beta")
+    first = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    raw_sql(first, "SELECT nmem.my_teams()")
+    # the role goes outside nmem (a DBA, another database's admin): its membership row stays behind
+    pg_db.execute("DROP OWNED BY kim; DROP ROLE kim")
+    assert pg_db.execute("SELECT team FROM nmem.members WHERE member = 'kim'") == [("acme",)]
+    # someone else gets the name, in another team: they are no member of the first one's team
+    second = admin.add_member(pg_db.admin_dsn, "beta", "kim")
+    assert second.role_created
+    assert raw_sql(second.dsn, "SELECT nmem.my_teams()") == [(["beta"],)]
+    assert raw_sql(second.dsn, "SELECT team FROM nmem.members ORDER BY 1") == [("beta",)]
+    # an admin who adds the new kim to acme on purpose makes the row theirs
+    admin.add_member(pg_db.admin_dsn, "acme", "kim")
+    assert raw_sql(second.dsn, "SELECT nmem.my_teams()") in ([(["acme", "beta"],)], [(["beta", "acme"],)])
