@@ -60,7 +60,7 @@ def search(
         conn.set_progress_handler(None, 0)
     why = bool(snippets.ASKS_WHY.search(text))
     best = turns.surface(conn, query, _fold(hits)[: limit + turns.TURN_TOP], idf, why, turns.asks(text))[:limit]
-    if kinds := vocabulary.kinds_only(query):  # "what changed": the newest edits
+    if kinds := vocabulary.kinds_only(query, text):  # "what changed": the newest edits
         best = vocabulary.with_newest(conn, best, kinds, filters, limit)
     teammates_of(conn, best)
     _snippets(conn, query, best, contents, why)

@@ -55,11 +55,12 @@ def _asks_for(kinds: tuple[str, ...], row_type: str) -> bool:
     return row_type in kinds or (row_type == "error" and "command" in kinds)
 
 
-def kinds_only(query: Query) -> tuple[str, ...]:
+def kinds_only(query: Query, text: str) -> tuple[str, ...]:
     """The kinds a question asks for when each of its words names one ("what changed", "which file
-    did we modify", "what did we run"): its verbs' kinds, else its nouns'; () when a word names a subject."""
+    did we modify", "what did we run"): its verbs' kinds, else its nouns'; () when a word names a
+    subject, or when `text` is that word alone (`nmem search error` looks for the word)."""
     words = [t for t in query.terms if not t.covers]
-    if not words or not all(t.hint for t in words):
+    if not words or not all(t.hint for t in words) or len(text.split()) <= len(words):
         return ()
     verbs = [t.text_lower for t in words if t.text_lower not in _NOUNS] or [t.text_lower for t in words]
     return tuple(dict.fromkeys(kind for w in verbs for kind in kinds_of(w)))
