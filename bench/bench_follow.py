@@ -128,9 +128,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=12, help="transcripts replayed per run (the largest)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    projects = args.projects or subprocess.run(
-        [str(UNPACK), "/tmp/nmem-corpus-follow"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    projects = (
+        args.projects
+        or subprocess.run(
+            [str(UNPACK), "/tmp/nmem-corpus-follow"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     sessions = sorted(Path(projects).rglob("*.jsonl"), key=lambda p: p.stat().st_size, reverse=True)[: args.sessions]
     common.print_machine()
     tree = os.path.abspath(args.compare_tree)

@@ -91,7 +91,7 @@ def _opencode(tmp: Path) -> list[Record]:
     try:
         tool = conn.execute(
             "SELECT id, message_id, session_id, time_created, time_updated, data FROM part"
-            " WHERE data LIKE '%\"type\":\"tool\"%' ORDER BY time_created LIMIT 1"
+            ' WHERE data LIKE \'%"type":"tool"%\' ORDER BY time_created LIMIT 1'
         ).fetchone()
         for n, (kind, text) in enumerate((("reasoning", f"{THOUGHT}."), ("text", SAID))):
             data = {"id": f"prt_words{n}", "messageID": tool[1], "sessionID": tool[2], "type": kind, "text": text}

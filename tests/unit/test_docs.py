@@ -28,6 +28,14 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q" in README
 
 
+def test_ci_runs_the_static_checks_before_the_tests() -> None:
+    """Issue #38: ruff, ruff format and mypy --strict gate CI, ahead of the tests (docs/development.md)."""
+    ci = (REPO / ".ci" / "run").read_text()
+    tests = ci.index(".venv/bin/pytest -q")
+    for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy nmemd nmem_client"):
+        assert -1 < ci.find(check) < tests, check
+
+
 def test_the_readme_is_short_and_names_every_agent() -> None:
     """Issue #31: a README a newcomer reads in five minutes; the details are in docs/."""
     assert len(README.splitlines()) <= 120

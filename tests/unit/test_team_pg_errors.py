@@ -12,7 +12,7 @@ def test_each_failure_has_its_kind_and_one_line_naming_the_server() -> None:
     server = "al@db:5432/nmem"
     cases = [
         (psycopg.errors.InsufficientPrivilege("permission denied for table observations"), TeamRefused, "removed"),
-        (psycopg.OperationalError("password authentication failed for user \"al\""), TeamRefused, "wrong password"),
+        (psycopg.OperationalError('password authentication failed for user "al"'), TeamRefused, "wrong password"),
         (psycopg.OperationalError("connection refused\n\tIs the server running?"), TeamUnreachable, "cannot connect"),
         (psycopg.errors.UndefinedTable('relation "nmem.members" does not exist'), TeamSchemaError, "no nmem schema"),
         (TimeoutError(), TeamUnreachable, "did not answer in time"),
