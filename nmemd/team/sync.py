@@ -145,6 +145,8 @@ class TeamSync:
                 roots=[p.root for p in link.projects],
                 transport=transport.describe(link.dsn),
             )
+        st.projects = [p.project_id for p in link.projects]  # a join of another project on this link
+        st.roots = [p.root for p in link.projects]
         return st
 
     async def _link_forever(self, link: Link) -> None:

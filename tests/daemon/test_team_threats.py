@@ -157,6 +157,8 @@ def test_join_takes_the_dsn_from_a_file_stdin_or_the_prompt_never_a_password_in_
     assert "password" not in conninfo_to_dict(without) or not conninfo_to_dict(without)["password"]
     shared = db_rows(bo.db, "SELECT project_id FROM team_projects ORDER BY 1")
     assert shared == [(f"github.com/acme/{n}",) for n in ("api", "cli", "docs", "web")]
+    (link,) = json.loads(bo.nmem("team", "status", "--json").stdout)
+    assert sorted(link["projects"]) == [p for (p,) in shared]  # every project joined on the link, not the first
     for st in json.loads(bo.nmem("team", "status", "--json").stdout):
         assert st["transport"] == "this machine (loopback)"
     for path in bo.home.glob("nmem.db*"):
