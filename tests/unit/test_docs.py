@@ -1,5 +1,6 @@
 """The docs stay true: the CLI reference is the app's, the README's commands are the CI's, every agent
-is in the README and in docs/agents.md, and every link between the documents leads somewhere."""
+is in the README and in docs/agents.md, every link between the documents leads somewhere, and every
+file of the repository they name exists."""
 
 from __future__ import annotations
 
@@ -13,6 +14,19 @@ REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
 DOCS = sorted((REPO / "docs").glob("*.md"))
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+# A repository path as the documents write it, in backticks, a link's text or prose: `nmemd/x.py`,
+# tests/unit/test_x.py::test_y (the test id is left out); not part of a longer path or URL.
+REPO_PATH = re.compile(r"(?<![\w./~-])((?:nmemd|nmem_client|tests|bench|docs|\.ci)/[\w./*-]*[\w*/])")
+# Named on purpose though absent from a clone: each with its reason.
+NOT_IN_THE_REPOSITORY = {
+    ".ci/claude-code": "where .ci/run installs Claude Code (ignored by git)",
+    ".ci/codex": "where .ci/run installs Codex CLI (ignored by git)",
+    "bench/out/reliability-long.txt": "a benchmark's output (bench/out is ignored by git)",
+    "nmemd/team/sql/mNNN_*.sql": "the migrations' naming pattern",
+    "tests/ws_test.py": "a file of a user's project, in an example of a recall line",
+}
+# The benchmark journal names each file as it was at the commit of its run: history, not a guide.
+JOURNAL = REPO / "docs" / "benchmarks-history.md"
 
 
 def test_the_cli_reference_is_the_apps_own() -> None:
@@ -50,6 +64,26 @@ def test_every_link_between_the_documents_leads_somewhere() -> None:
         for target in LINK.findall(doc.read_text()):
             if "://" not in target:
                 assert (doc.parent / target).exists(), f"{doc.name}: {target}"
+
+
+def _unreleased() -> str:
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    section = changelog.split("## Unreleased", 1)[1]
+    following = re.search(r"^## ", section, re.MULTILINE)
+    return section[: following.start()] if following else section
+
+
+def test_every_file_the_documents_name_exists() -> None:
+    """Issue #38: a document naming a file that moved sends its reader nowhere; fix the document."""
+    documents = [REPO / "README.md", REPO / "RELIABILITY.md", REPO / "BENCHMARKS.md", *DOCS]
+    texts = [(doc.name, doc.read_text()) for doc in documents if doc != JOURNAL]
+    missing = sorted(
+        f"{name}: {path}"
+        for name, text in [*texts, ("CHANGELOG.md (Unreleased)", _unreleased())]
+        for path in {found.rstrip("./") for found in REPO_PATH.findall(text)}
+        if path not in NOT_IN_THE_REPOSITORY and not (REPO / path).exists() and not any(REPO.glob(path))
+    )
+    assert not missing, "named but absent (moved?):\n" + "\n".join(missing)
 
 
 def test_changelog_has_an_unreleased_section() -> None:
