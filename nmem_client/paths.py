@@ -204,10 +204,6 @@ def home_problem() -> str | None:
     return None
 
 
-def trusted_home() -> bool:
-    return home_problem() is None
-
-
 def store_socket() -> str | None:
     """The socket of the daemon that locked this store (`$NMEM_HOME/store.lock`: pid, then socket),
     for a client whose environment names another socket (issue #16, finding 1); None without one.

@@ -364,24 +364,6 @@ def marked(text: str, spans: Iterable[Sequence[int]], limit: int | None = None) 
     return "".join(parts)
 
 
-def unmarked(line: str) -> str:
-    """What `marked` marked, as plain text again (a reader that wants the words, not the marks)."""
-    out = []
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c in (OPEN, CLOSE):
-            if i + 1 < len(line) and line[i + 1] == c:
-                out.append(c)
-                i += 2
-                continue
-            i += 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 def parts(text: str, spans: Iterable[Sequence[int]]) -> list[tuple[str, bool]]:
     """`text` split at its spans: (piece, matched) in order, for readers that style the matches."""
     out: list[tuple[str, bool]] = []

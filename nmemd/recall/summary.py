@@ -119,17 +119,6 @@ def first_prompt(conn: sqlite3.Connection, session_id: str) -> tuple[str | None,
     return (rows[0][0] if rows else None), len(rows)
 
 
-def signature(conn: sqlite3.Connection, session_id: str) -> list[tuple[str, int]]:
-    """(type, count) of the session's work, most frequent first; deduplicated repeats count."""
-    marks = ",".join("?" * len(NOT_WORK))
-    rows = conn.execute(
-        f"SELECT type, sum(count) FROM observations WHERE session_id = ? AND type NOT IN ({marks})"
-        " GROUP BY type ORDER BY sum(count) DESC, type",
-        (session_id, *NOT_WORK),
-    ).fetchall()
-    return [(r[0], int(r[1])) for r in rows]
-
-
 def summarize_session(conn: sqlite3.Connection, session_id: str) -> str:
     """The session's handoff (`nmemd.recall.handoff`) as whole `Label: text (#ids)` lines, at most
     SUMMARY_MAX chars, the most useful kinds kept first ("" when it did nothing worth saying)."""

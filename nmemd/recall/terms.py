@@ -195,14 +195,6 @@ class Query:
                     out.append((i, j, matcher(a.alternatives[0][0] + gap + r"[\W_]+" + b.alternatives[0][0])))
         return tuple(out)
 
-    def all_of(self) -> str:
-        """Every term (FTS5 AND)."""
-        return " AND ".join(t.fts for t in self.terms if not t.covers)
-
-    def any_of(self) -> str:
-        """Any term (FTS5 OR)."""
-        return " OR ".join(t.fts for t in self.terms)
-
 
 def plain(text: str) -> str:
     """Control characters become spaces; lone surrogates (from undecodable argv bytes) become '?'."""

@@ -83,7 +83,6 @@ class Store:
     dedup: Deduper
     next_observation_id: int = 1
     lock: anyio.Lock = field(default_factory=anyio.Lock)
-    last_commit_at: float = 0.0
     # Called after every commit on the write connection (the checkpointer, team sync's pushers):
     # `add_commit_listener`, never a replaced attribute, so each listener keeps the others.
     commit_listeners: list[Callable[[], None]] = field(default_factory=list)
@@ -122,7 +121,6 @@ class Store:
 
     def committed(self) -> None:
         """Every transaction on the write connection ends here (jobs that run their own SQL too)."""
-        self.last_commit_at = time.time()
         for listener in self.commit_listeners:
             listener()
 

@@ -58,7 +58,7 @@ class SharedProject(msgspec.Struct, kw_only=True, frozen=True):
     root: str
     project_id: str
     team: str
-    dsn: str  # without its password (see nmemd.team.credentials)
+    dsn: str  # without its password (nmemd.team.membership keeps it apart)
     member: str
     share_prompts: bool = False
     joined_at: float = 0.0
@@ -601,9 +601,3 @@ def prune_step(db: sqlite3.Connection, window_days: float, now: float, batch: in
     if gone < batch:
         db.execute("DELETE FROM team_sessions WHERE coalesce(ended_at, started_at, 0) < ?", (before,))
     return gone
-
-
-def teammate_rows(conn: sqlite3.Connection) -> int:
-    if not has_team_tables(conn):
-        return 0
-    return int(conn.execute("SELECT count(*) FROM observations WHERE author IS NOT NULL").fetchone()[0])
