@@ -59,7 +59,9 @@ def search(
     finally:
         conn.set_progress_handler(None, 0)
     why = bool(snippets.ASKS_WHY.search(text))
-    best = turns.surface(conn, query, _fold(hits)[: limit + turns.TURN_TOP], idf, why, turns.asks(text))[:limit]
+    twins: dict[int, list[Hit]] = {}
+    folded = _fold(hits, twins)[: limit + turns.TURN_TOP]
+    best = turns.surface(conn, query, folded, idf, why, turns.asks(text), twins)[:limit]
     if kinds := vocabulary.kinds_only(query, text):  # "what changed": the newest edits
         best = vocabulary.with_newest(conn, best, kinds, filters, limit)
     teammates_of(conn, best)
@@ -98,8 +100,9 @@ def _folded_title(title: str) -> str:
     return _SPACE.sub(" ", _DIGITS.sub("#", title.lower())).strip()
 
 
-def _fold(hits: list[Hit]) -> list[Hit]:
-    """The best hit of each group of near-identical ones, carrying how many it stands for."""
+def _fold(hits: list[Hit], twins: dict[int, list[Hit]] | None = None) -> list[Hit]:
+    """The best hit of each group of near-identical ones, carrying how many it stands for; in `twins`, by
+    the kept prompt's id, the prompts folded into it (a prompt sent again: each began a turn of its own)."""
     kept: dict[tuple[str, ...], Hit] = {}
     for hit in hits:  # best first
         key = _fold_key(hit)
@@ -108,6 +111,8 @@ def _fold(hits: list[Hit]) -> list[Hit]:
             kept[key] = hit
         else:
             first.similar += 1
+            if twins is not None and hit.type == "prompt" and hit.session_id == first.session_id:
+                twins.setdefault(first.id, []).append(hit)
     return list(kept.values())
 
 

@@ -38,10 +38,17 @@ def asks(text: str) -> bool:
 
 
 def surface(
-    conn: sqlite3.Connection, query: Query, hits: list[Hit], idf: list[float], why: bool, question: bool = True
+    conn: sqlite3.Connection,
+    query: Query,
+    hits: list[Hit],
+    idf: list[float],
+    why: bool,
+    question: bool = True,
+    twins: dict[int, list[Hit]] | None = None,
 ) -> list[Hit]:
     """`hits` with each of the first TURN_TOP prompts beside its turn's best events (not shown already): after
-    them for a question (`asks`), before them for search words."""
+    them for a question (`asks`), before them for search words. `twins`: by prompt id, the same prompt sent
+    again in its session (folded into it by search): their turns are its turn too."""
     shown = {h.id for h in hits[: TURN_TOP + FIRST_EVENTS]}
     out: list[Hit] = []
     added: set[int] = set()
@@ -54,7 +61,8 @@ def surface(
             continue
         if not question:
             out.append(hit)
-        for event in best_events(conn, query, hit, idf, why, FIRST_EVENTS if first else 1):
+        n = FIRST_EVENTS if first else 1
+        for event in best_events(conn, query, hit, idf, why, n, twins=(twins or {}).get(hit.id)):
             if event.id not in shown and event.id not in added:
                 event.score = hit.score
                 out.append(event)
@@ -71,10 +79,19 @@ def _own(query: Query, r: tuple[Any, ...], idf: list[float]) -> float:
     return sum(w for term, w in zip(query.terms, idf, strict=True) if not term.hint and term.count(text))
 
 
-def best_events(conn: sqlite3.Connection, query: Query, prompt: Hit, idf: list[float], why: bool, n: int) -> list[Hit]:
-    """The turn's `n` best events (`surface`), best first; of equally good ones, its first and its last;
-    then its first error (the failure the rest of the turn worked around)."""
-    rows = _turn_rows(conn, prompt)
+def best_events(
+    conn: sqlite3.Connection,
+    query: Query,
+    prompt: Hit,
+    idf: list[float],
+    why: bool,
+    n: int,
+    twins: list[Hit] | None = None,
+) -> list[Hit]:
+    """The turn's `n` best events (`surface`): its first error (the failure the rest of the turn worked around:
+    what came of the turn, asked or not), then the best, of equally good ones its first and its last.
+    `twins`: the same prompt sent again, whose turns are its turn too."""
+    rows = [r for p in (prompt, *(twins or ())) for r in _turn_rows(conn, p)]
     if not rows:
         return []
     scored = [(_worth(query, r, idf, why), r) for r in rows]
@@ -83,7 +100,7 @@ def best_events(conn: sqlite3.Connection, query: Query, prompt: Hit, idf: list[f
     picked = [tied[0]] + ([tied[-1]] if len(tied) > 1 else [])
     errors = [r for _, r in scored if r[1] == "error"]
     if errors and errors[0] not in picked:  # what went wrong first: the turn's first failure
-        picked.insert(0 if why else 1, errors[0])
+        picked.insert(0, errors[0])  # before the best: a turn's words seldom are its failure's
     if len(picked) < n:
         rest = sorted(((s, r) for s, r in scored if s < top), key=lambda sr: -sr[0])
         picked += [r for _, r in rest[: n - len(picked)]]

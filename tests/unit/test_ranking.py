@@ -150,3 +150,18 @@ def test_an_event_is_found_with_the_words_of_its_turn_before_the_prompt(project:
     assert first.index("lets deploy to update my github pages") > next(
         i for i, t in enumerate(first) if "gh run watch" in t
     )  # the prompt after what came of it
+
+
+def test_a_prompt_sent_again_brings_the_failure_of_its_first_turn(project: str) -> None:
+    """The same prompt twice folds into one hit; the turn that failed is the first one's (issue #39)."""
+    ranked = searcher([
+        _prompt(project, "missing required error components, refreshing"),
+        claude_failure(SID, project, "npx next build", "Invalid project directory provided, no such directory"),
+        _prompt(project, "now tidy the walrus readme"),
+        claude_bash(SID, project, "cat README.md", "walrus"),
+        _prompt(project, "missing required error components, refreshing"),
+        claude_bash(SID, project, "npm run dev", "ready on port 3000"),
+    ])  # fmt: skip
+    hits = ranked("what happened when we tried to fix the missing required error components?")
+    first = [h.title for h in hits[:3]]
+    assert any("npx next build" in t for t in first), first
