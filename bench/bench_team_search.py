@@ -435,7 +435,7 @@ def same_hits(a: dict[str, list[str]], b: dict[str, list[str]]) -> str:
 class Server:
     """A cluster kept in `root` between runs (`--pgdata`) or a throwaway one; its facts in bench.json."""
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, start: bool = True) -> None:
         bindir = pg_cluster.find_bindir()
         if bindir is None or pg_cluster.unavailable():
             raise SystemExit(pg_cluster.unavailable() or "no PostgreSQL")
@@ -454,9 +454,10 @@ class Server:
         if self.state:
             self.cluster.password = self.state["password"]
             self.cluster.port = self.state["port"]
-        self.cluster.start()
-        self.state["password"], self.state["port"] = self.cluster.password, self.cluster.port
-        self.save()
+        if start:
+            self.cluster.start()
+            self.state["password"], self.state["port"] = self.cluster.password, self.cluster.port
+            self.save()
 
     def save(self) -> None:
         self.state_file.write_text(json.dumps(self.state, indent=1))
@@ -588,8 +589,8 @@ def prepare_both(server: Server, here: Path) -> None:
 
 
 def refresh(server: Server) -> None:
-    """Run this tree's migrations past the baseline's again (each is idempotent): a changed function
-    of theirs replaces the one measured, without rebuilding anything."""
+    """Run this tree's newest migration again (idempotent): a changed function of it replaces the
+    one measured, without rebuilding anything."""
     from nmemd.team import schema
 
     with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
@@ -598,7 +599,7 @@ def refresh(server: Server) -> None:
             " WHERE e.extname = 'pg_trgm'"
         ).fetchone()
         conn.execute(f"SET search_path = {trgm[0] if trgm else 'nmem'}, pg_catalog")
-        sql = "\n".join(m.sql for m in schema.MIGRATIONS if m.version > server.state.get("base_version", 1))
+        sql = schema.MIGRATIONS[-1].sql
         conn.execute(sql.encode())
         server.state["mine_fns"] = _functions(conn, sorted(set(REPLACED_FN.findall(sql))))
         server.save()
@@ -660,8 +661,7 @@ def main() -> None:
         args.json.write_text(json.dumps(result))
         return
     if args.stop:
-        server = Server(args.pgdata)
-        server.close()
+        Server(args.pgdata, start=False).close()
         return
     print_machine()
     here = Path(__file__).resolve().parents[1]
