@@ -134,6 +134,27 @@ class TeamSyncModel(RuleBasedStateMachine):
             del self.events[marker]
         TeamSyncModel.steps_run += 1
 
+    @rule(who=st.sampled_from(NAMES), pick=st.integers(0, 10**6))
+    def forget_then_leave_while_the_server_is_away(self, who: str, pick: int) -> None:
+        """A forget whose tombstone cannot leave yet, then a leave: the tombstone must still reach the team."""
+        if not self.joined[who]:
+            return
+        own = [r for r in self._local(who, mine=True) if r[1] in self.events]
+        if not own:
+            return
+        oid, marker, _ = own[pick % len(own)]
+        self.cluster.stop("immediate")
+        try:
+            m = self.members[who]
+            done = m.nmem("forget", str(oid), "--yes")
+            assert done.returncode == 0, done.stderr
+            assert m.nmem("team", "leave", "--project", str(self.repos[who])).returncode == 0
+        finally:
+            self.cluster.start()
+        del self.events[marker]
+        self.joined[who] = False
+        TeamSyncModel.steps_run += 1
+
     @precondition(lambda self: any(self.joined.values()))
     @rule(who=st.sampled_from(NAMES))
     def leave(self, who: str) -> None:
