@@ -21,7 +21,7 @@ from the team's own sequence: one team's writers commit one at a time, in seq or
 no other team's writes show in the gaps. A tombstone (`kind` 'observation' or 'session') is judged
 and applied by the server after that lock: only for an event it holds, in the project named, from
 its author or a team admin; a tombstoned event of that author is never inserted again. Members
-delete only through tombstones. Wake-ups go to the team's own channel (`CHANNEL_SQL`), renamed when
+delete only through tombstones. Wake-ups go to the team's own channel (named in `nmem.feeds`), renamed when
 a member is removed (listeners of the old name hear 'rotated'). Rows are bounded in bytes
 (ROW_MAX_BYTES) and times clamped to [1970, now()]. A v1 client still works (compatible_since 1).
 
@@ -58,8 +58,6 @@ if TYPE_CHECKING:
 SCHEMA: Final = "nmem"
 MEMBER_ROLE: Final = "nmem_member"
 ADMIN_ROLE: Final = "nmem_admin"
-NOTIFY_CHANNEL: Final = "nmem_feed"  # v1's, one for every team (v2 clients listen on CHANNEL_SQL's)
-TSV_MAX_CHARS: Final = 250_000  # to_tsvector fails past a 1 MB tsvector: a huge body must not block a push
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,6 @@ LOCK_TIMEOUT: Final = "60s"  # how long `init` waits for another admin or for ru
 # v2: the largest feed row the server stores (sql/m002: title 8 KiB, body or summary 256 KiB, files
 # 64 KiB, six short columns 1 KiB each): what a pull page bounded by bytes counts on.
 ROW_MAX_BYTES: Final = 8192 + 262_144 + 65_536 + 6 * 1024
-CHANNEL_SQL: Final = "SELECT channel FROM nmem.feeds WHERE team = %s"  # v2: the team's wake-up channel
 
 
 @dataclass(frozen=True)
