@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -32,6 +32,25 @@ from nmemd.store.keys import (
 )
 
 LOG = logging.getLogger("nmemd.store")
+_T = TypeVar("_T")
+
+
+def in_transaction(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    """`fn(db)` between BEGIN IMMEDIATE and COMMIT, rolled back on any error: the one transaction shape of
+    every write on the writer thread (a batch, a pull's page, a purge)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(db)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                LOG.exception("rollback failed")
+        raise
+    return result
+
 
 # Live batches index their observations once this many wait (migration m004): an FTS5 insert
 # costs a segment and merges per transaction, so 16-event batches paid ~40 % of their cost to it.
@@ -316,8 +335,8 @@ def write_batch(
         for i, c in zip(items, calls, strict=True)
     ]
     digests = {digest(k): k for k in keys if k and not k.startswith(KEY_DIGEST)}  # a purged row's
-    db.execute("BEGIN IMMEDIATE")
-    try:
+
+    def batch(db: sqlite3.Connection) -> BatchPlan:
         ids = _json_list([i.event_id for i in items])
         pairs = msgspec.json.encode([c for c in calls if c is not None]).decode()
         rows = db.execute(_KNOWN, (ids, _json_list([k for k in keys if k] + list(digests)), pairs)).fetchall()
@@ -346,12 +365,6 @@ def write_batch(
             db.executemany("DELETE FROM inbox WHERE event_id = ?", plan.inbox_done)
         if import_files:
             db.executemany(UPSERT_IMPORT_FILE, stamped(import_files))
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            try:
-                db.execute("ROLLBACK")
-            except sqlite3.Error:
-                LOG.exception("rollback failed")
-        raise
-    return plan
+        return plan
+
+    return in_transaction(db, batch)

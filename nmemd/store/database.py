@@ -24,7 +24,7 @@ from nmem_client import paths
 from nmemd.config import Settings
 from nmemd.errors import StorageError, StorageFullError
 from nmemd.store import fts, grams
-from nmemd.store.batches import SET_INDEXED, UPSERT_IMPORT_FILE, Incoming, stamped, write_batch
+from nmemd.store.batches import SET_INDEXED, UPSERT_IMPORT_FILE, Incoming, in_transaction, stamped, write_batch
 from nmemd.store.dedup import Deduper
 from nmemd.store.keys import KEY_DIGEST_FUNCTION, as_is, key_digest
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
@@ -268,18 +268,7 @@ class Store:
 
 
 def _in_transaction(db: sqlite3.Connection, fn: Callable[..., _T], args: Sequence[Any]) -> _T:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn(db, *args)
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            try:
-                db.execute("ROLLBACK")
-            except sqlite3.Error:
-                LOG.exception("rollback failed")
-        raise
-    return result
+    return in_transaction(db, lambda db: fn(db, *args))
 
 
 async def on_writer_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: Any) -> _T:
