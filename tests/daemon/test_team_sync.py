@@ -16,7 +16,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from support.helpers import wait_until
 from support.pg_cluster import Database, find_bindir
-from support.team_world import Member, Proxy, bash_event, via
+from support.team_world import Member, Proxy, bash_event, two_members, via
 
 from nmemd.team import admin, schema
 
@@ -26,16 +26,8 @@ SYNC_S = 60.0  # bound of every wait for a row to cross (it takes well under a s
 
 @pytest.fixture
 def team(pg_db: Database, tmp_path: Path) -> Iterator[tuple[Database, Member, Member]]:
-    admin.init(pg_db.admin_dsn, "acme")
-    a = Member("al", tmp_path / "al")
-    b = Member("bo", tmp_path / "bo")
-    a.dsn = admin.add_member(pg_db.admin_dsn, "acme", "al").dsn
-    b.dsn = admin.add_member(pg_db.admin_dsn, "acme", "bo").dsn
-    try:
+    with two_members(pg_db.admin_dsn, tmp_path) as (a, b):
         yield pg_db, a, b
-    finally:
-        for m in (a, b):
-            m.cleanup()
 
 
 def _join(m: Member, dsn: str, project: Path, *extra: str) -> dict:

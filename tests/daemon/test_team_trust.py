@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from support.helpers import wait_until
 from support.pg_cluster import Database
-from support.team_world import Member, bash_event
+from support.team_world import Member, bash_event, two_members
 
 from nmemd.team import admin
 
@@ -30,16 +30,8 @@ TEAMMATES = "## What teammates did here lately"
 
 @pytest.fixture
 def team(pg_db: Database, tmp_path: Path) -> Iterator[tuple[Database, Member, Member]]:
-    admin.init(pg_db.admin_dsn, "acme")
-    a = Member("al", tmp_path / "al")
-    b = Member("bo", tmp_path / "bo")
-    a.dsn = admin.add_member(pg_db.admin_dsn, "acme", "al").dsn
-    b.dsn = admin.add_member(pg_db.admin_dsn, "acme", "bo").dsn
-    try:
+    with two_members(pg_db.admin_dsn, tmp_path) as (a, b):
         yield pg_db, a, b
-    finally:
-        for m in (a, b):
-            m.cleanup()
 
 
 def _join(m: Member, project: Path, *extra: str) -> None:

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,24 @@ class Member:
             self.proc.kill()
             self.proc.wait(timeout=30)
         shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+
+@contextmanager
+def two_members(admin_dsn: str, root: Path, team: str = "acme") -> Iterator[tuple[Member, Member]]:
+    """A team made on the server at `admin_dsn` and its members al and bo, each with a home under `root`;
+    their daemons stopped and homes removed after."""
+    from nmemd.team import admin
+
+    admin.init(admin_dsn, team)
+    a = Member("al", root / "al")
+    b = Member("bo", root / "bo")
+    a.dsn = admin.add_member(admin_dsn, team, "al").dsn
+    b.dsn = admin.add_member(admin_dsn, team, "bo").dsn
+    try:
+        yield a, b
+    finally:
+        for m in (a, b):
+            m.cleanup()
 
 
 def bash_event(session: str, cwd: Path, command: str, output: str, n: int = 0) -> dict[str, Any]:
