@@ -31,7 +31,7 @@ CHANGES = ("summaries", "replies", "error-tails", "whole-compactions")
 # Run in the importer's process before the CLI: each line turns one change back.
 _PATCHES = {
     "summaries": "from nmemd.history import importer; importer.Importer._summarize = lambda self: None",
-    "replies": "from nmemd.history import transcripts; transcripts.TranscriptReader._turn_end = lambda self: []",
+    "replies": "from nmemd.agents.claude_code import history; history.TranscriptReader._turn_end = lambda self: []",
     "error-tails": (
         "from nmemd.agents.claude_code import capture as x; from nmemd.capture import tools as y;"
         " x.clean_head_tail = y.clean_head_tail = lambda raw, *a: x.clean_text(raw, 2000, 40)"

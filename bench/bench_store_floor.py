@@ -34,9 +34,9 @@ from bench_import import FLOOR, generate, run_child
 from common import VENV_BIN, add_quiet_arg, print_machine, wait_quiet
 
 from nmemd import config
+from nmemd.agents.claude_code.history import TranscriptReader, decode_line
 from nmemd.capture.extract import extract
 from nmemd.history.backfill import BATCH_EVENTS, event_id_for
-from nmemd.history.transcripts import TranscriptReader, decode_line
 from nmemd.store import batches, database, fts, sqlite_tuning
 from nmemd.store.batches import Incoming
 from nmemd.store.dedup import Deduper

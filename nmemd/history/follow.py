@@ -32,8 +32,8 @@ from nmemd.model import CLAUDE_CODE, Extracted, clamp_ts
 
 if TYPE_CHECKING:
     from nmemd.capture.ingest import Ingestor
+    from nmemd.history.records import Record
     from nmemd.history.sources import LineReader
-    from nmemd.history.transcripts import Record
     from nmemd.store.batches import Incoming
 
 LOG = logging.getLogger("nmemd.follow")

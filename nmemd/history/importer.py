@@ -7,7 +7,7 @@ what changed since the last run, its offset the time of the newest change read).
 claims is read as a Claude Code transcript.
 
 Files are streamed line by line (a file is never held in memory), parsed with msgspec, turned into
-hook-shaped records by `nmemd.history.transcripts` and extracted right there by the daemon's own
+hook-shaped records by `nmemd.agents.claude_code.history` and extracted right there by the daemon's own
 `extract` (same code, same skip list: the daemon names it, so the result is what a live hook would
 have stored). Batches of typed `Extracted` go to the daemon, one `import_events` RPC each, two in
 flight, so the next batch is read and extracted while the daemon commits the last ones.
@@ -39,8 +39,8 @@ from nmemd.history.backfill import (
     StateReply,
 )
 from nmemd.history.pipeline import Pipeline
+from nmemd.history.records import Counts, Record
 from nmemd.history.sources import DatabaseReader, DocumentReader, HistorySource, LineReader
-from nmemd.history.transcripts import Counts, Record
 
 LOG = logging.getLogger("nmemd.backfill")
 _encode = msgspec.json.Encoder().encode

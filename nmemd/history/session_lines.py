@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import msgspec
 
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound
+from nmemd.history.records import STRING_MAX, Counts, Record, bound
 from nmemd.jsonsafe import loads_replacing_surrogates, may_hold_surrogate
 
 _decode = msgspec.json.Decoder().decode

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from nmemd.history.transcripts import Counts, Record
+from nmemd.history.records import Counts, Record
 
 
 class LineReader(Protocol):

@@ -1,4 +1,5 @@
-"""Merge nmem's hooks and MCP server into Claude Code's settings, and take them out again.
+"""Merge nmem's hooks and MCP server into an agent's JSON settings file, and take them out again: the
+toolkit every agent's installer (`nmemd/agents/<name>/setup.py`) writes its settings with.
 
 Every other key and every other tool's hook is kept as it was. nmem's own
 handlers are recognised by their command, exactly as install writes it (`is_our_command`), so
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import shlex
 import sys
@@ -21,7 +21,6 @@ from typing import Any, Final
 
 import msgspec
 
-from nmemd.agents import claude_code
 from nmemd.errors import SettingsError
 from nmemd.setup import files
 
@@ -34,48 +33,6 @@ class HookSpec(msgspec.Struct, frozen=True):
     matcher: str | None = None
     timeout: int = 10
     run_async: bool = False
-
-
-# Claude Code waits only for a synchronous hook; an async one is moved to the background at once
-# (`"async": true`). SessionStart is synchronous because its stdout is the injected context, and
-# UserPromptSubmit only while prompt recall is on (its stdout is then the recalled text; off, the
-# default, it prints nothing, so nothing is worth its ~15 ms per prompt). The events that come at
-# the end of a turn, a subagent or a compaction are synchronous: `claude -p` cancelled the ones
-# still running in the background when it exits (issue #15: Stop lost in 8 of 20 runs). SessionEnd
-# is async: Claude Code 2.1.330 leaves a backgrounded SessionEnd hook running as it exits instead of
-# waiting ~15 ms for it (0 lost in `bench_claude_code.py --loss 20 --load`), and the client spools
-# to the inbox on a SIGTERM either way (hook_command).
-_HOW: Final[dict[str, HookSpec]] = {
-    "SessionStart": HookSpec("SessionStart", matcher="startup|resume|clear|compact"),
-    "UserPromptSubmit": HookSpec("UserPromptSubmit", run_async=True),
-    "PostToolUse": HookSpec("PostToolUse", matcher="*", run_async=True),
-    "PostToolUseFailure": HookSpec("PostToolUseFailure", matcher="*", run_async=True),
-    "SessionEnd": HookSpec("SessionEnd", timeout=5, run_async=True),
-}
-HOOKS: tuple[HookSpec, ...] = tuple(_HOW.get(event, HookSpec(event)) for event in claude_code.SPEC.hooks)
-REPLY_EVENT = "UserPromptSubmit"  # synchronous only when prompt recall has something to print
-
-
-def hook_specs(prompt_recall: bool = False) -> tuple[HookSpec, ...]:
-    """HOOKS as `nmem install` writes them for this config: UserPromptSubmit waited for when its
-    reply (prompt recall) reaches the model, in the background otherwise."""
-    if not prompt_recall:
-        return HOOKS
-    return tuple(msgspec.structs.replace(s, run_async=False) if s.event == REPLY_EVENT else s for s in HOOKS)
-
-
-def claude_dir() -> Path:
-    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
-
-
-def user_settings_path() -> Path:
-    return claude_dir() / "settings.json"
-
-
-def user_state_path() -> Path:
-    """`~/.claude.json`: where Claude Code keeps user-scope MCP servers."""
-    override = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(override) / ".claude.json" if override else Path.home() / ".claude.json"
 
 
 def install_root() -> Path:
@@ -206,9 +163,7 @@ def _hooks_of(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     return hooks
 
 
-def with_hooks(
-    settings: dict[str, Any], path: Path, command: str, specs: tuple[HookSpec, ...] = HOOKS
-) -> dict[str, Any]:
+def with_hooks(settings: dict[str, Any], path: Path, command: str, specs: tuple[HookSpec, ...]) -> dict[str, Any]:
     """A copy of `settings` with nmem's handlers present once, current, and nothing else changed."""
     merged = copy.deepcopy(settings)
     hooks = _hooks_of(merged, path)
@@ -286,16 +241,17 @@ def without_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     return cleaned
 
 
-def uninstall_hooks(path: Path) -> Written:
-    """Take nmem's handlers out of a Claude Code settings file (the file before the install when
-    nothing else changed it since: `restored`)."""
+def uninstall_hooks(path: Path, specs: tuple[HookSpec, ...]) -> Written:
+    """Take nmem's handlers (installed as `specs`) out of a settings file in Claude Code's form (the file
+    before the install when nothing else changed it since: `restored`)."""
     command = hook_command()
-    undo = Undo(lambda d: with_hooks(d, path, command), lambda d: without_hooks(d, path))
+    undo = Undo(lambda d: with_hooks(d, path, command, specs), lambda d: without_hooks(d, path))
     return write(path, without_hooks(load(path), path), undo)
 
 
 def uninstall_mcp(path: Path) -> Written:
-    """Take nmem's MCP server out of `~/.claude.json` (as `uninstall_hooks` does its handlers)."""
+    """Take nmem's MCP server out of a file of `mcpServers` (`~/.claude.json`), as `uninstall_hooks` does
+    its handlers."""
     undo = Undo(lambda d: with_mcp(d, path, sys.executable, mcp_args()), lambda d: without_mcp(d, path))
     return write(path, without_mcp(load(path), path), undo)
 
@@ -434,12 +390,6 @@ def with_empties(data: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = with_empties(out[key], value)
     return out
-
-
-def project_settings_path(root: str) -> Path:
-    """A project's install goes to `.claude/settings.local.json`: it names this machine's paths, and
-    `.claude/settings.json` is the file teams commit (Claude Code reads both)."""
-    return Path(root) / ".claude" / "settings.local.json"
 
 
 def write(path: Path, data: dict[str, Any], undo: Undo | None = None) -> Written:

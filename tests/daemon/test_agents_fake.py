@@ -22,8 +22,8 @@ from nmemd.agents import registry
 from nmemd.capture.extract import extract
 from nmemd.cli import app
 from nmemd.history.importer import default_roots
+from nmemd.history.records import Counts, Record
 from nmemd.history.sources import HistorySource
-from nmemd.history.transcripts import Counts, Record
 from nmemd.model import Extracted, Observation
 from nmemd.recall.context import build_context
 from nmemd.recall.methods import known_agent

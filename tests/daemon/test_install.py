@@ -11,8 +11,6 @@ import pytest
 from support.env import BIN
 from support.helpers import nmem
 
-from nmemd.setup import install
-
 OTHER = {
     "model": "opus",
     "permissions": {"allow": ["Bash(npm test:*)"], "deny": []},
@@ -150,15 +148,17 @@ def test_uninstall_says_what_went_and_where_the_memory_stays(claude_dir: Path) -
 
 
 def test_the_repositorys_claude_code_plugin_is_what_nmem_renders() -> None:
-    """`claude-plugin/` and the marketplace beside it are rendered from install.HOOKS
-    (`python -m nmemd.setup.plugin` writes them): the plugin and `nmem install` never drift apart."""
-    from nmemd.setup import plugin
+    """`claude-plugin/` and the marketplace beside it are rendered from Claude Code's
+    `settings.HOOKS`
+    (`python -m nmemd.agents.claude_code.plugin` writes them): the plugin and `nmem install` never drift apart."""
+    from nmemd.agents.claude_code import plugin
+    from nmemd.agents.claude_code.settings import HOOKS
 
     root = Path(__file__).resolve().parents[2]
     for path, text in plugin.rendered(root).items():
-        assert path.read_text() == text, f"{path} is stale: run .venv/bin/python -m nmemd.setup.plugin"
+        assert path.read_text() == text, f"{path} is stale: run .venv/bin/python -m nmemd.agents.claude_code.plugin"
     hooks = json.loads((root / plugin.FOLDER / "hooks" / "hooks.json").read_text())["hooks"]
-    assert set(hooks) == {spec.event for spec in install.HOOKS}
+    assert set(hooks) == {spec.event for spec in HOOKS}
 
 
 def _waited_for(settings: Path) -> set[str]:

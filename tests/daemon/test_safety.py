@@ -16,7 +16,7 @@ from support.db import db_rows, integrity_ok
 from support.env import BIN, remove_fallbacks
 from support.helpers import count, log_text, ping, prompt_event, wait_until
 
-from nmemd.history.transcripts import decode_line
+from nmemd.agents.claude_code.history import decode_line
 
 SPOOL_ONE = "import sys; from nmem_client import inbox; inbox.spool(sys.argv[1], sys.stdin.buffer.read())"
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from support.fixtures import WORDS
 
+from nmemd.agents.claude_code.history import TranscriptReader, assistant_line, decode_line
 from nmemd.capture.extract import extract
-from nmemd.history.transcripts import Record, TranscriptReader, assistant_line, decode_line
+from nmemd.history.records import Record
 
 SID = "5b1e0c7a-2f44-4d8e-9a61-0c3d7e9f4a12"
 

@@ -19,8 +19,8 @@ from support.payloads import copilot, gemini, opencode
 
 from nmemd.agents import registry
 from nmemd.capture.extract import extract
+from nmemd.history.records import Record
 from nmemd.history.sources import HistorySource
-from nmemd.history.transcripts import Record
 
 CODEX_WORDS = next((DATA / "codex").glob("rollout-2026-11-26T09-00-00-*.jsonl"))
 SAID, THOUGHT = gemini.SAID, gemini.THOUGHT

@@ -66,9 +66,9 @@ def test_every_built_in_agent_is_one_folder_its_spec_names() -> None:
 
 
 def test_each_installer_installs_the_hook_events_its_spec_names() -> None:
-    from nmemd.setup import install
+    from nmemd.agents.claude_code import settings
 
-    assert [h.event for h in install.HOOKS] == list(registry.AGENTS[CLAUDE_CODE].hooks)
+    assert [h.event for h in settings.HOOKS] == list(registry.AGENTS[CLAUDE_CODE].hooks)
     for spec in registry.BUILTIN[1:]:
         setup = importlib.import_module(f"nmemd.agents.{spec.name}.setup")
         events = [getattr(h, "event", h) for h in getattr(setup, "HOOKS", ())]

@@ -21,11 +21,12 @@ from hypothesis import strategies as st
 from support.fixtures import TRANSCRIPTS as TRANSCRIPT_DIR
 from support.fixtures import shared_transcripts
 
+from nmemd.agents.claude_code.history import TranscriptReader, decode_line
 from nmemd.capture import redact as redact_module
 from nmemd.capture.fields import _nth_newline, clean_line, short_field
 from nmemd.capture.redact import _CURL_USER_GATE, _GATE, _NEEDLES, _redact_all, redact
 from nmemd.capture.secret_patterns import CURL_USER
-from nmemd.history.transcripts import Record, TranscriptReader, decode_line
+from nmemd.history.records import Record
 
 TRANSCRIPTS = sorted(TRANSCRIPT_DIR.glob("*.jsonl"))
 _whole = msgspec.json.Decoder().decode

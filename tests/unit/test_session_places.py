@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.store import stored
 
-from nmemd.history.transcripts import TranscriptReader
+from nmemd.agents.claude_code.history import TranscriptReader
 from nmemd.recall.context import build_context
 from nmemd.recall.queries import Filters
 from nmemd.recall.search import search

@@ -76,7 +76,7 @@ def _last_message(p: dict[str, Any], ex: Extracted, limit: int = CONTENT_MAX) ->
 
 def _reply(p: dict[str, Any], ex: Extracted) -> str:
     """The final message of a turn, whole up to REPLY_MAX: searchable, and keyed so that a transcript
-    import of the same turn (`nmemd.history.transcripts`) is stored once."""
+    import of the same turn (`nmemd.agents.claude_code.history`) is stored once."""
     msg = _last_message(p, ex, REPLY_MAX)
     raw = p.get("last_assistant_message")
     if msg and isinstance(raw, str) and ex.session_id != "unknown":

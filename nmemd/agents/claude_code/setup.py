@@ -1,6 +1,6 @@
 """What `nmem install`, `nmem uninstall` and `nmem doctor` do for Claude Code: its hooks in settings.json
 (user or project), its MCP server in `~/.claude.json`, and the checks of both (or of nmem's Claude Code
-plugin). The settings files are merged by `setup.install`."""
+plugin). The settings files are merged by `setup.install`; their paths and hook table are `settings`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Final
 
 from nmemd import DISTRIBUTION, config
+from nmemd.agents.claude_code import plugin, settings
 from nmemd.capture.project import project_root
 from nmemd.errors import NmemError
-from nmemd.setup import install, plugin
+from nmemd.setup import install
 from nmemd.setup.agent_checks import other_agents
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
@@ -23,9 +24,9 @@ from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 def settings_target(project_scope: bool) -> Path:
     """Claude Code's settings file an install writes: the user's, or this project's."""
     if not project_scope:
-        return install.user_settings_path()
+        return settings.user_settings_path()
     root = project_root(os.getcwd()) or os.getcwd()
-    return install.project_settings_path(root)
+    return settings.project_settings_path(root)
 
 
 def _prompt_recall() -> bool:
@@ -40,19 +41,19 @@ def _prompt_recall() -> bool:
 
 def _install(o: InstallOptions) -> Installed:
     target = settings_target(o.project_scope)
-    specs = install.hook_specs(_prompt_recall())
-    settings = install.with_hooks(install.load(target), target, install.hook_command(), specs)
-    state_path = install.user_state_path()
+    specs = settings.hook_specs(_prompt_recall())
+    merged = install.with_hooks(install.load(target), target, install.hook_command(), specs)
+    state_path = settings.user_state_path()
     state = (
         install.with_mcp(install.load(state_path), state_path, sys.executable, install.mcp_args()) if o.mcp else None
     )
     if o.print_only:
-        printed = f"# {target}\n{install.render(settings)}"
+        printed = f"# {target}\n{install.render(merged)}"
         if state is not None:
             printed += f"# {state_path}: mcpServers.{install.MCP_NAME}\n"
             printed += install.render({"mcpServers": {install.MCP_NAME: state["mcpServers"][install.MCP_NAME]}})
         return Installed(printed=printed)
-    hooks_written = install.write(target, settings)
+    hooks_written = install.write(target, merged)
     mcp_written = install.write(state_path, state) if state is not None else None
     lines = [f"hooks: {target} ({outcome(hooks_written)})"]
     if mcp_written is not None:
@@ -64,8 +65,8 @@ def _uninstall(o: InstallOptions) -> list[str]:
     target = settings_target(o.project_scope)
     # A project installed by an earlier version has its hooks in .claude/settings.json: clean both.
     targets = [target, target.with_name("settings.json")] if o.project_scope else [target]
-    removed = [t for t in targets if t.exists() and install.uninstall_hooks(t).changed]
-    state_path = install.user_state_path()
+    removed = [t for t in targets if t.exists() and install.uninstall_hooks(t, settings.HOOKS).changed]
+    state_path = settings.user_state_path()
     mcp_removed = o.mcp and state_path.exists() and install.uninstall_mcp(state_path).changed
     lines = [f"hooks removed from {t}" for t in removed] or [f"no nmem hooks in {target}"]
     if mcp_removed:
@@ -78,12 +79,12 @@ def _uninstall(o: InstallOptions) -> list[str]:
 
 def _settings_files() -> list[tuple[Path, str]]:
     """User settings, then this project's (when it exists), with the install command for each."""
-    files = [(install.user_settings_path(), "nmem install")]
+    files = [(settings.user_settings_path(), "nmem install")]
     try:
         root = project_root(os.getcwd()) or os.getcwd()
     except OSError:
         return files
-    for project in (install.project_settings_path(root), Path(root) / ".claude" / "settings.json"):
+    for project in (settings.project_settings_path(root), Path(root) / ".claude" / "settings.json"):
         if project.exists() and project != files[0][0]:
             files.append((project, f"cd {shlex.quote(root)} && nmem install --project"))
     return files
@@ -92,7 +93,7 @@ def _settings_files() -> list[tuple[Path, str]]:
 def _plugin() -> str | None:
     """The id of nmem's Claude Code plugin when the user's settings enable it (`nmem@<marketplace>`)."""
     try:
-        enabled = install.load(install.user_settings_path()).get("enabledPlugins")
+        enabled = install.load(settings.user_settings_path()).get("enabledPlugins")
     except NmemError:
         return None
     ids = [k for k, on in enabled.items() if on is True and k.startswith(plugin.NAME + "@")] if isinstance(
@@ -112,7 +113,7 @@ def _plugin_check(name: str, command: str, plugin_id: str) -> Check:
 def check_hooks(prompt_recall: bool = False) -> Check:
     """nmem's handler on every hook event it needs, calling a client that exists (or the plugin's),
     waited for where its reply matters (UserPromptSubmit with prompt recall on) and nowhere else."""
-    specs = install.hook_specs(prompt_recall)
+    specs = settings.hook_specs(prompt_recall)
     wanted = [h.event for h in specs]
     found: dict[str, str] = {}  # event -> command
     waits: dict[str, bool] = {}  # event -> Claude Code waits for it (no "async": true)
@@ -129,7 +130,7 @@ def check_hooks(prompt_recall: bool = False) -> Check:
             if home_tilde(path) not in where:
                 where.append(home_tilde(path))
                 fix = command
-    user = home_tilde(install.user_settings_path())
+    user = home_tilde(settings.user_settings_path())
     plugin_id = _plugin()
     if plugin_id and found:  # each event would be sent twice, under two ids
         return warn("hooks", f"nmem's hooks are in {', '.join(where)} and in the Claude Code plugin {plugin_id}",
@@ -154,7 +155,7 @@ def check_hooks(prompt_recall: bool = False) -> Check:
         return fail("hooks", f"hooks in {', '.join(where)} call {broken[0]}, which does not exist", fix)
     if any(c != current for c in found.values()):
         return warn("hooks", f"hooks in {', '.join(where)} call another nmem installation than this one", fix)
-    if prompt_recall and not waits.get(install.REPLY_EVENT, True):
+    if prompt_recall and not waits.get(settings.REPLY_EVENT, True):
         return warn("hooks", f"prompt recall is on, but {', '.join(where)} runs UserPromptSubmit in the background,"
                     " so what it recalls never reaches the model", fix)  # fmt: skip
     slow = [s.event for s in specs if s.run_async and waits.get(s.event, False)]
@@ -166,7 +167,7 @@ def check_hooks(prompt_recall: bool = False) -> Check:
 
 def check_mcp() -> Check:
     """nmem's MCP server in `~/.claude.json` (or the plugin's), running an executable that exists."""
-    state_path = install.user_state_path()
+    state_path = settings.user_state_path()
     try:
         state = install.load(state_path)
     except NmemError as exc:
@@ -194,9 +195,9 @@ def check_mcp() -> Check:
 
 
 SETUP: Final = AgentSetup(
-    found=lambda: install.claude_dir().is_dir() or shutil.which("claude") is not None,
-    looked=lambda: not_found(install.claude_dir(), "claude"),
+    found=lambda: settings.claude_dir().is_dir() or shutil.which("claude") is not None,
+    looked=lambda: not_found(settings.claude_dir(), "claude"),
     install=_install,
     uninstall=_uninstall,
-    checks=(("hooks", lambda settings: check_hooks(settings.prompt_recall)), ("mcp", lambda settings: check_mcp())),
+    checks=(("hooks", lambda config: check_hooks(config.prompt_recall)), ("mcp", lambda config: check_mcp())),
 )

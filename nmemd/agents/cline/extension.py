@@ -34,7 +34,7 @@ from typing import Any, Final
 from nmemd.agents.cline.capture import AGENT
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
+from nmemd.history.records import STRING_MAX, Counts, Record, bound, nonempty_str
 from nmemd.model import words_key
 
 NAME: Final = "api_conversation_history.json"

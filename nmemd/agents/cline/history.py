@@ -34,8 +34,8 @@ from nmemd.agents.cline.capture import AGENT
 from nmemd.agents.cline.extension import TaskReader, Unreadable
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
+from nmemd.history.records import STRING_MAX, Counts, Record, bound, nonempty_str
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
 from nmemd.model import words_key
 
 SUFFIX: Final = ".messages.json"

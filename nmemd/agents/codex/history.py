@@ -38,9 +38,9 @@ from typing import Any, ClassVar, Final
 
 from nmemd.agents.codex.capture import AGENT, exit_code
 from nmemd.capture.fields import dict_or_empty
+from nmemd.history.records import STRING_MAX, Record, nonempty_str, parse_ts
 from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Record, nonempty_str, parse_ts
 from nmemd.model import COMPACT_MAX, compact_key, reply_key, words_key
 
 PENDING_MAX: Final = 10_000

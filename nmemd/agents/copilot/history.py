@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Final
 
 from nmemd.agents.copilot.capture import AGENT, hook_call_id, iso_of, session_state, stop_key
 from nmemd.capture.fields import dict_or_empty
+from nmemd.history.records import Record, nonempty_str, parse_ts
 from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import Record, nonempty_str, parse_ts
 from nmemd.model import reply_key, words_key
 
 TOOL_NAMES: Final = {"bash": "Bash", "view": "Read", "apply_patch": "Edit"}

@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Final
 from nmemd.agents.gemini.capture import AGENT, prompt_id, prompt_text, tool_call_id
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
+from nmemd.history.records import STRING_MAX, Record, bound, nonempty_str, parse_ts
 from nmemd.history.session_lines import SessionLines, decode_line
 from nmemd.history.sources import HistorySource, existing
-from nmemd.history.transcripts import STRING_MAX, Record, bound, nonempty_str, parse_ts
 from nmemd.model import reply_key, words_key
 
 SEEN_MAX: Final = 100_000

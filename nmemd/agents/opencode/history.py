@@ -34,8 +34,8 @@ from urllib.parse import quote
 from nmemd.agents.opencode import SPEC
 from nmemd.agents.opencode.capture import database
 from nmemd.capture.fields import dict_or_empty
+from nmemd.history.records import STRING_MAX, Counts, Record, bound, nonempty_str
 from nmemd.history.sources import HistorySource
-from nmemd.history.transcripts import STRING_MAX, Counts, Record, bound, nonempty_str
 from nmemd.model import reply_key, words_key
 
 AGENT: Final = SPEC.name

@@ -3,9 +3,9 @@
 The plugin is the other way in (issue #15): Claude Code installs, enables and removes it
 (`claude plugin marketplace add`, `claude plugin install nmem@nmem`, `/plugin`), where
 `nmem install` writes the same hooks and MCP server into the user's settings itself. Its hooks
-are `install.HOOKS`, the same events, matchers, timeouts and async flags; as a plugin cannot
+are `settings.HOOKS`, the same events, matchers, timeouts and async flags; as a plugin cannot
 know where nmem is installed, they run `nmem-send` and `nmem-mcp` from PATH. The files in the
-repository are rendered here (`python -m nmemd.setup.plugin` writes them; a test checks they
+repository are rendered here (`python -m nmemd.agents.claude_code.plugin` writes them; a test checks they
 match), so the two ways never drift apart.
 """
 
@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from nmem_client import paths
 from nmemd import __version__
+from nmemd.agents.claude_code import settings
 from nmemd.setup import files, install
 
 NAME: Final = "nmem"
@@ -41,7 +42,7 @@ def _json(value: Any) -> str:
 def plugin_files() -> dict[str, str]:
     """The plugin folder's files, by path relative to it."""
     hooks: dict[str, list[dict[str, Any]]] = {}
-    for spec in install.HOOKS:
+    for spec in settings.HOOKS:
         group: dict[str, Any] = {"hooks": [install.handler(spec, HOOK_COMMAND)]}
         if spec.matcher:
             group = {"matcher": spec.matcher, **group}
@@ -86,6 +87,6 @@ def write(root: Path) -> list[Path]:
     return written
 
 
-if __name__ == "__main__":  # a maintainer regenerating claude-plugin/ after a change to install.HOOKS
+if __name__ == "__main__":  # a maintainer regenerating claude-plugin/ after a change to settings.HOOKS
     for written_path in write(Path(sys.argv[1]) if len(sys.argv) > 1 else install.install_root()):
         print(written_path)  # noqa: T201
