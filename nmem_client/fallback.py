@@ -90,26 +90,17 @@ def waiting(home: str) -> tuple[str, int, str] | None:
     return None
 
 
-# Agents whose hooks show a reply's `systemMessage` to the user (nmemd.recall.replies says the same);
-# the others read a notice in the context, which reaches only the model.
-_SYSTEM_MESSAGE_AGENTS = (b"", b"claude", b"claude-code", b"codex", b"gemini")
-
-
-_EMPTY_CONTEXT = b'{"hookEventName":"SessionStart","additionalContext":""}'
+# The notice's reply for an agent the table does not name: inside the context, where the model reads it.
+_OTHER_FORM = (b'{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":', b"}}")
 
 
 def notice_reply(agent: bytes, text: str) -> bytes:
-    """A SessionStart reply carrying only `text`, in the form `agent`'s hooks read."""
-    msg = _json_string(text)
-    if agent in _SYSTEM_MESSAGE_AGENTS:  # Codex refuses a SessionStart reply without hookSpecificOutput
-        return b'{"systemMessage":' + msg + b',"hookSpecificOutput":' + _EMPTY_CONTEXT + b"}"
-    if agent == b"copilot":
-        return b'{"additionalContext":' + msg + b"}"
-    if agent == b"cursor":
-        return b'{"additional_context":' + msg + b"}"
-    if agent == b"cline":
-        return b'{"cancel":false,"contextModification":' + msg + b"}"
-    return b'{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":' + msg + b"}}"
+    """A SessionStart reply carrying only `text`, in the form `agent`'s hooks read: the daemon's own
+    (`nmemd.recall.replies.shaped_reply`), as the registry renders it into `notice_forms` (tests keep it so);
+    an agent whose hooks show no `systemMessage` reads the notice in the context, which reaches only the model."""
+    from nmem_client.notice_forms import FORMS
+
+    return _json_string(text).join(FORMS.get(agent, _OTHER_FORM))
 
 
 def _json_string(text: str) -> bytes:

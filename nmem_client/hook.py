@@ -18,7 +18,7 @@ wait is ignored, since what is left is short and bounded. The installed hook
 command ignores SIGTERM before Python starts (`trap '' TERM; exec ...`), so
 no signal can kill the client before it has read its event.
 
-Other agents: `send.py --agent codex` names the agent that sent the event (Claude Code's hooks
+Other agents: `send.py --agent NAME` names the agent that sent the event (Claude Code's hooks
 pass none). The name goes into the payload itself, as its first key `"nmem_agent"`, so it travels
 with the event on every path (socket, inbox, drain) at the cost of one bytes concatenation; the
 daemon takes it out again (nmemd.capture.extract). A malformed name is ignored.
@@ -342,7 +342,7 @@ USAGE = """usage: nmem-send [--agent NAME] < HOOK_PAYLOAD.json
 The hook client: reads one hook payload (JSON) on stdin, hands it to nmemd
 (starting it when none runs; the inbox when it cannot answer), prints the hook's reply
 (SessionStart's context) on stdout, and always exits 0. Hooks run it as
-`python -I -S .../nmem_client/send.py`; `nmem install` writes them. `--agent codex`
+`python -I -S .../nmem_client/send.py`; `nmem install` writes them. `--agent NAME`
 names the agent whose hook runs it (none: Claude Code).
 """
 

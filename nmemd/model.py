@@ -85,7 +85,7 @@ class Extracted(msgspec.Struct, kw_only=True):
 
     hook_event: str  # hook_event_name as sent, "unknown" when absent
     session_id: str  # "unknown" when absent
-    agent: str | None = None  # the agent that sent it ("codex"); None: Claude Code
+    agent: str | None = None  # the agent that sent it (its registry name); None: Claude Code
     cwd: str | None = None
     project: str | None = None  # git top-level of cwd, else cwd
     # The project of the folder the session started in, when the event names it (an imported transcript's

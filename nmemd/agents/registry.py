@@ -61,6 +61,12 @@ def get(name: str) -> AgentSpec | None:
     return AGENTS.get(canonical(name))
 
 
+def label(name: str) -> str:
+    """How people call an agent, by its name or alias ("codex" -> "Codex"); a name nmem does not know as given."""
+    spec = get(name)
+    return spec.label if spec is not None else name
+
+
 def names() -> tuple[str, ...]:
     """The agents' names, in the order nmem lists them."""
     return tuple(AGENTS)

@@ -50,6 +50,7 @@ class AgentSpec:
     setup: Callable[[], AgentSetup] | None = None
     # Where its history lives and how it is read (a `history.sources.HistorySource`), for `nmem import-transcripts`.
     history: Callable[[], HistorySource] | None = None
+    history_at: str = ""  # where that history is by default, as `nmem import-transcripts --help` says it
 
 
 class Lazy:

@@ -69,7 +69,7 @@ class Extractor:
         return len(self._pending)
 
     def submit(self, body: bytes, done: Done) -> bool:
-        """Queue `body` for the worker (True: `done` runs later, on the loop) or decline (False)."""
+        """Queue `body` for the worker (True: `done` runs later, on the loop) or refuse it (False)."""
         if not self.ready or len(self._pending) >= MAX_IN_FLIGHT or self._stdin is None:
             return False
         self._seq += 1

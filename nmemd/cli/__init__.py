@@ -52,8 +52,7 @@ COMMANDS: Final = (
         "import-transcripts",
         "backfill",
         "import_transcripts",
-        "Import Claude Code, Codex, Gemini CLI, Copilot CLI, Cline and OpenCode sessions into memory; a second"
-        " run imports only what is new.",
+        "Import every coding agent's past sessions into memory; a second run imports only what is new.",
     ),
     (
         "install",

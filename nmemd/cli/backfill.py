@@ -1,16 +1,17 @@
-"""`nmem import-transcripts`: backfill memory from Claude Code's transcripts and Codex's rollout files, with
-progress people can watch."""
+"""`nmem import-transcripts`: backfill memory from every agent's session history (the registry's
+`AgentSpec.history`), with progress people can watch."""
 
 import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 import typer
 
 from nmem_client import paths
+from nmemd.agents import registry
 from nmemd.cli import ui
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
 from nmemd.client import control
@@ -115,7 +116,6 @@ def _report(summary: "Summary", json_out: bool) -> None:
 def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
     """Import `paths` (default: every agent's history on this machine, `importer.default_roots`); return
     the exit code."""
-    from nmemd.agents import registry
     from nmemd.history.importer import Importer, Progress, Summary, default_roots
 
     settings = load_settings()
@@ -157,30 +157,42 @@ def run_import(paths: list[str] | None, *, json_out: bool = False) -> int:
     return EXIT_INTERRUPTED if summary.interrupted else 0
 
 
+# The agents whose history it reads, in the registry's order (the built-in ones: the help is written once).
+_HISTORIES: Final = [spec for spec in registry.AGENTS.values() if spec.history is not None]
+
+
+def _labels() -> str:
+    labels = [spec.label for spec in _HISTORIES]
+    return ", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1 else "".join(labels)
+
+
 def import_transcripts(
     paths: Annotated[
         list[str] | None,
         typer.Argument(
             metavar="[PATH]...",
-            help="Transcript files or folders (default: every agent's history here:"
-            " ${CLAUDE_CONFIG_DIR:-~/.claude}/projects, ${CODEX_HOME:-~/.codex}/sessions, ~/.gemini/tmp,"
-            " ${COPILOT_HOME:-~/.copilot}/session-state, ~/.cline/data/sessions, OpenCode's opencode.db).",
+            help="Transcript files or folders (default: every agent's history here: "
+            + ", ".join(spec.history_at for spec in _HISTORIES if spec.history_at)
+            + ").",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
 ) -> None:
-    """Import Claude Code, Codex, Gemini CLI, Copilot CLI, Cline and OpenCode sessions into memory; a second
-    run imports only what is new.
+    """Import every coding agent's past sessions into memory; a second run imports only what is new.
+
+    It reads the history of AGENTS.
 
     \b
     Example:
-        nmem import-transcripts                      # ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp
+        nmem import-transcripts                      # every agent's history on this machine
         nmem import-transcripts ~/.claude/projects/-home-me-app --json
-        nmem import-transcripts ~/.codex/sessions/2026/03
     """
     code = run_import([clean_arg(p) for p in paths] if paths else None, json_out=json_out)
     if code:
         raise typer.Exit(code)
+
+
+import_transcripts.__doc__ = (import_transcripts.__doc__ or "").replace("AGENTS", _labels(), 1)
 
 
 OFFERED_MARKER = "import-offered"  # in NMEM_HOME: `nmem install` asks about the import once

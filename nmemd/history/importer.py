@@ -78,8 +78,8 @@ def source_for(path: str) -> HistorySource:
 
 def discover(paths: Sequence[str], problems: list[Problem]) -> list[str]:
     """Every history file under `paths`: files as given, directories walked for the files an agent claims
-    (sorted, so a session's transcript comes before its `subagents/`). A folder an agent reserves (the
-    Gemini CLI's `.gemini/tmp`) holds only that agent's files."""
+    (sorted, so a session's transcript comes before its `subagents/`). A folder an agent reserves
+    (`HistorySource.reserves`) holds only that agent's files."""
     sources = _sources()
     found: list[str] = []
     for raw in paths:

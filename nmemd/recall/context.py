@@ -174,8 +174,7 @@ def _label(s: _Session, session_id: str | None, source: str) -> str:
         return "this session, before compaction"
     if s.id == session_id and source == "resume":
         return "this session"
-    spec = registry.get(s.agent) if s.agent else None  # Claude Code's sessions are named in the header
-    by = f" by {spec.label if spec else s.agent}" if s.agent else ""
+    by = f" by {registry.label(s.agent)}" if s.agent else ""  # Claude Code's sessions are named in the header
     return f"session {s.id[:8]}{by}"
 
 

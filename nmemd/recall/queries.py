@@ -158,7 +158,7 @@ class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     file: str | None = None
     since: float | None = None
     until: float | None = None
-    agent: str | None = None  # "claude-code" (rows with no agent), "codex", ...
+    agent: str | None = None  # a registry name; "claude-code": the rows with no agent
     author: str | None = None  # a teammate's rows (team memory); one's own name: one's own rows too
     mine: bool = False  # only this user's own rows (no teammate's)
 

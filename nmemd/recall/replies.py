@@ -47,9 +47,9 @@ def shaped_reply(event: str, text: str, agent: str | None = None, notice: str = 
         text = f"{notice}\n{text}" if text else notice
     if spec is not None and spec.reply is not None:
         return spec.reply(event, text)
-    # Codex refuses a SessionStart reply without hookSpecificOutput: it goes with the notice too.
+    # Some agents refuse a SessionStart reply without hookSpecificOutput: it goes with the notice too.
     reply: dict[str, object] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
-    if notice:
+    if notice and (spec is None or spec.shows_system_message):
         reply["systemMessage"] = notice
     return _encoder.encode(reply)
 

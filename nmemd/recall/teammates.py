@@ -11,16 +11,13 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+from nmemd.agents import registry
 from nmemd.recall.summary import ago, clip, command_kind, command_line, rel, short_path
 
 HEADING: Final = "## What teammates did here lately (newest first)"
 MAX_SESSIONS: Final = 6
 RECENT_DAYS: Final = 14.0
 LINE_MAX: Final = 300
-AGENT_NAMES: Final = {
-    "codex": "Codex", "gemini": "Gemini CLI", "copilot": "Copilot CLI", "cursor": "Cursor", "cline": "Cline",
-    "opencode": "OpenCode",
-}  # fmt: skip
 
 
 def lines(conn: sqlite3.Connection, project: str, now: float) -> list[str]:
@@ -44,7 +41,7 @@ def lines(conn: sqlite3.Connection, project: str, now: float) -> list[str]:
 def _line(
     conn: sqlite3.Connection, project: str, author: str, session_id: str, last: float, agent: str | None, now: float
 ) -> str | None:
-    who = f"{author}, with {AGENT_NAMES.get(agent, agent)}" if agent else author
+    who = f"{author}, with {registry.label(agent)}" if agent else author
     head = f"- {who}, {ago(last, now)}"
     row = conn.execute(
         "SELECT summary FROM team_sessions WHERE session_id = ? AND author = ?", (session_id, author)

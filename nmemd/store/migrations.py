@@ -269,7 +269,7 @@ END;
 
 # The coding agent of every session and observation (issue #19): NULL for Claude Code, so the rows
 # stored before and Claude Code's own add nothing to the file (SQLite stores a trailing NULL column's
-# absence for free in old rows, a one-byte header entry in new ones); "codex" for the Codex CLI.
+# absence for free in old rows, a one-byte header entry in new ones); the registry's name for another.
 M011_AGENT: Final = """
 ALTER TABLE sessions ADD COLUMN agent TEXT;
 ALTER TABLE observations ADD COLUMN agent TEXT;

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlencode
 
+from nmemd.agents import registry
 from nmemd.printable import printable
 from nmemd.recall import snippets
 
@@ -159,7 +160,7 @@ SEARCH_FIELDS: Final = (
     ("q", "words, a question, an identifier or a path"),
     ("project", "project (path or name; * = all)"),
     ("type", "types (edit, error, …)"),
-    ("agent", "agent (codex, …)"),
+    ("agent", f"agent ({', '.join(registry.names()[:2])}, …)"),
     ("session", "session id"),
     ("file", "file"),
     ("since", "since (2h, 7d, a date)"),

@@ -26,4 +26,5 @@ SPEC = AgentSpec(
     observations=Lazy("nmemd.agents.claude_code.capture", "observations"),
     setup=Lazy("nmemd.agents.claude_code.setup", "SETUP"),
     history=Lazy("nmemd.agents.claude_code.history", "SOURCE"),
+    history_at="${CLAUDE_CONFIG_DIR:-~/.claude}/projects",
 )

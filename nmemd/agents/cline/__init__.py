@@ -22,4 +22,5 @@ SPEC = AgentSpec(
     observations=Lazy("nmemd.agents.cline.capture", "observations"),
     setup=Lazy("nmemd.agents.cline.setup", "SETUP"),
     history=Lazy("nmemd.agents.cline.history", "SOURCE"),
+    history_at="~/.cline/data/sessions",
 )

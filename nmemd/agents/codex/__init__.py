@@ -12,4 +12,5 @@ SPEC = AgentSpec(
     observations=Lazy("nmemd.agents.codex.capture", "observations"),
     setup=Lazy("nmemd.agents.codex.setup", "SETUP"),
     history=Lazy("nmemd.agents.codex.history", "SOURCE"),
+    history_at="${CODEX_HOME:-~/.codex}/sessions",
 )

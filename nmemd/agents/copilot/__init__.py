@@ -29,4 +29,5 @@ SPEC = AgentSpec(
     observations=Lazy("nmemd.agents.copilot.capture", "observations"),
     setup=Lazy("nmemd.agents.copilot.setup", "SETUP"),
     history=Lazy("nmemd.agents.copilot.history", "SOURCE"),
+    history_at="${COPILOT_HOME:-~/.copilot}/session-state",
 )

@@ -13,4 +13,5 @@ SPEC = AgentSpec(
     observations=Lazy("nmemd.agents.gemini.capture", "observations"),
     setup=Lazy("nmemd.agents.gemini.setup", "SETUP"),
     history=Lazy("nmemd.agents.gemini.history", "SOURCE"),
+    history_at="~/.gemini/tmp",
 )

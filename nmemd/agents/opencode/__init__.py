@@ -12,4 +12,5 @@ SPEC = AgentSpec(
     observations=Lazy("nmemd.agents.opencode.capture", "observations"),
     setup=Lazy("nmemd.agents.opencode.setup", "SETUP"),
     history=Lazy("nmemd.agents.opencode.history", "SOURCE"),
+    history_at="OpenCode's opencode.db",
 )
