@@ -185,7 +185,7 @@ def hook_event(body: bytes, name: bytes = b'"hook_event_name"') -> bytes:
 
 # The events a session starts with, by payload key, by any agent's name for them: Claude Code's and most
 # others' SessionStart, Cursor's sessionStart, Cline's TaskStart and TaskResume (its `hookName`). The
-# daemon's agent registry holds the same (nmemd.agents.registry; a test keeps the two equal).
+# daemon's agent registry holds the same (nmemd.registry; a test keeps the two equal).
 START_EVENTS = {
     b'"hook_event_name"': (b"SessionStart", b"sessionStart"),
     b'"hookName"': (b"TaskStart", b"TaskResume"),

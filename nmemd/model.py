@@ -36,7 +36,7 @@ ObservationType = Literal[
 
 OBSERVATION_TYPES: Final[tuple[str, ...]] = ObservationType.__args__  # type: ignore[attr-defined]
 
-# The coding agents nmem captures are the registry's (nmemd.agents.registry), as the `agent` column
+# The coding agents nmem captures are the registry's (nmemd.registry), as the `agent` column
 # names them. Claude Code's rows store no name (NULL: existing rows and Claude Code's cost no byte);
 # every other agent's rows store theirs.
 CLAUDE_CODE: Final = "claude-code"

@@ -1,5 +1,5 @@
 """Turn one raw hook payload into typed, redacted observations: decode it, read the fields every
-agent's events share, and hand the rest to the agent's parser (its `AgentSpec` in `nmemd.agents.registry`;
+agent's events share, and hand the rest to the agent's parser (its `AgentSpec` in `nmemd.registry`;
 Claude Code's for Claude Code and for what another agent sends under Claude Code's names).
 
 Extraction is parsing, not an LLM: fast, free and reproducible. It runs for every event inside the
@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.capture.fields import (
     ID_MAX,
     PATH_MAX,

@@ -11,7 +11,7 @@ import msgspec
 import typer
 
 from nmem_client import paths
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.cli import ui
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
 from nmemd.client import control

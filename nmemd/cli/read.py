@@ -9,7 +9,7 @@ import msgspec
 import typer
 
 from nmem_client import malformed
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.capture.project import short_name
 from nmemd.cli import ui
 from nmemd.cli.common import (

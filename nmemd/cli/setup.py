@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nmemd.agents.registry import AGENTS, AgentSpec
 from nmemd.cli.common import confirmed, fail, load_settings, out
 from nmemd.errors import NmemError
+from nmemd.registry import AGENTS, AgentSpec
 
 if TYPE_CHECKING:  # nmemd.setup loads when a command runs
     from nmemd.setup.agent_setup import AgentSetup
@@ -31,7 +31,7 @@ AgentOpt = Annotated[
 
 def _agents(agent: str, project_scope: bool) -> list[AgentSpec]:
     """The agents an install or uninstall is for; a clear error for an unknown one."""
-    from nmemd.agents import registry
+    from nmemd import registry
 
     name = registry.canonical(agent.strip())
     if name == "all":

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 import msgspec
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.errors import ShuttingDown, StorageError
 from nmemd.model import CLAUDE_CODE, Extracted, clamp_ts
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.history import files
 from nmemd.history.backfill import (
     BATCH_BYTES,

@@ -151,7 +151,7 @@ def build_server() -> "MCPServer[Any]":
     from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
     from pydantic import BeforeValidator, Field, ValidationError
 
-    from nmemd.agents import registry
+    from nmemd import registry
 
     # The registry's agents when the server is built, an agent registered since included: the schema's enum.
     AgentName: Any = Literal[registry.names()]

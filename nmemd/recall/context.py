@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
 from nmemd.printable import printable

@@ -13,7 +13,7 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.errors import QueryError, StorageError, UnknownMethod
 from nmemd.model import CLAUDE_CODE, OBSERVATION_TYPES
 from nmemd.recall import queries, search

@@ -178,7 +178,7 @@ def author_column(conn: sqlite3.Connection) -> str:
 
 def agent_clause(agent: str, alias: str) -> tuple[str, list[Any]]:
     """The SQL that keeps one agent's rows: Claude Code's store no name (migration m011)."""
-    from nmemd.agents import registry
+    from nmemd import registry
     from nmemd.model import stored_agent
 
     stored = stored_agent(registry.canonical(agent))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.config import Settings
 from nmemd.errors import QueryError
 from nmemd.model import CLAUDE_CODE, Extracted

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.setup.checks import Check, command_paths, fail, ok, warn
 
 

@@ -25,8 +25,7 @@ from typing import Any
 import msgspec
 
 from nmem_client import paths
-from nmemd import DISTRIBUTION, __version__, config
-from nmemd.agents import registry
+from nmemd import DISTRIBUTION, __version__, config, registry
 from nmemd.client import control
 from nmemd.config import Settings, load
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem

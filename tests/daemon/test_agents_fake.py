@@ -17,8 +17,7 @@ from support.daemon import Daemon
 from support.db import db_rows
 from typer.testing import CliRunner
 
-from nmemd import config
-from nmemd.agents import registry
+from nmemd import config, registry
 from nmemd.capture.extract import extract
 from nmemd.cli import app
 from nmemd.history.importer import default_roots

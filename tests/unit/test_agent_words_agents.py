@@ -17,7 +17,7 @@ import pytest
 from support.fixtures import DATA
 from support.payloads import copilot, gemini, opencode
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.capture.extract import extract
 from nmemd.history.records import Record
 from nmemd.history.sources import HistorySource

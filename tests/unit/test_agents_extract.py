@@ -18,7 +18,7 @@ from support.payloads import cline, codex, copilot, cursor, gemini, opencode
 from support.store import stored
 
 from nmem_client.hook import agent_arg, with_agent
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.capture.extract import extract, extract_event
 from nmemd.model import CLAUDE_CODE, CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, stored_agent
 

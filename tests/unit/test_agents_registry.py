@@ -1,4 +1,4 @@
-"""The agent registry (nmemd.agents.registry): the names the rest of nmem knows, the hook client's start events."""
+"""The agent registry (nmemd.registry): the names the rest of nmem knows, the hook client's start events."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from nmem_client import hook
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.model import CLAUDE_CODE
 
 
@@ -49,12 +49,12 @@ def test_import_transcripts_names_every_agent_whose_history_it_reads() -> None:
 
 def test_every_built_in_agent_is_one_folder_its_spec_names() -> None:
     """Each built-in spec's `Lazy` names resolve in the agent's own folder, each to what its field holds."""
-    from nmemd.agents.spec import Lazy
+    from nmemd.agent_spec import Lazy
     from nmemd.history.sources import HistorySource
     from nmemd.setup.agent_setup import AgentSetup
 
     kinds = {"setup": AgentSetup, "history": HistorySource}
-    for spec in registry.BUILTIN:
+    for spec in registry.builtin():
         folder = f"nmemd.agents.{spec.name.replace('-', '_')}"
         for field in ("normalized", "observations", "setup", "history"):
             part = getattr(spec, field)
@@ -69,7 +69,7 @@ def test_each_installer_installs_the_hook_events_its_spec_names() -> None:
     from nmemd.agents.claude_code import settings
 
     assert [h.event for h in settings.HOOKS] == list(registry.AGENTS[CLAUDE_CODE].hooks)
-    for spec in registry.BUILTIN[1:]:
+    for spec in registry.builtin()[1:]:
         setup = importlib.import_module(f"nmemd.agents.{spec.name}.setup")
         events = [getattr(h, "event", h) for h in getattr(setup, "HOOKS", ())]
         assert events == list(spec.hooks), spec.name
@@ -80,9 +80,9 @@ def test_every_built_in_agent_has_its_reference_notes_beside_its_code_and_linked
     README.md, not a docstring; docs/agents.md links each one."""
     from pathlib import Path
 
-    repo = Path(registry.__file__).resolve().parents[2]
+    repo = Path(registry.__file__).resolve().parents[1]
     agents_doc = (repo / "docs" / "agents.md").read_text()
-    for spec in registry.BUILTIN:
+    for spec in registry.builtin():
         folder = spec.name.replace("-", "_")
         notes = repo / "nmemd" / "agents" / folder / "README.md"
         assert notes.read_text().startswith(f"# {spec.label}"), spec.name
@@ -107,7 +107,7 @@ def test_install_for_all_with_none_found_says_where_it_looked_for_each_agent(
     assert done.exit_code == 1, done.output
     said = " ".join(done.output.split())
     assert "no coding agent found on this machine" in said
-    for spec in registry.BUILTIN:
+    for spec in registry.builtin():
         assert f"{spec.label}: no " in said, (spec.label, said)
 
 
@@ -133,7 +133,7 @@ def test_import_with_no_history_anywhere_says_where_it_looked_for_each_agent(
     said = " ".join(done.output.split())
     assert done.exit_code == 0 and "nothing to import" in said, done.output
     assert "Tiny Bot's at /nowhere/tinybot" in said, said
-    for spec in registry.BUILTIN:
+    for spec in registry.builtin():
         assert (spec.label in said) == (spec.history is not None), (spec.label, said)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.cli import reference
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,8 +20,7 @@ from support.fixtures import DATA, TRANSCRIPTS
 from support.host import InProcessHost
 from support.payloads import codex, copilot, gemini, opencode
 
-from nmemd import config
-from nmemd.agents import registry
+from nmemd import config, registry
 from nmemd.capture.ingest import Ingestor
 from nmemd.history import backfill
 from nmemd.history.importer import Importer

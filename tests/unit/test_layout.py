@@ -17,10 +17,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nmemd"
 
 # Top to bottom. A folder may import its own modules and any folder on a lower line;
 # folders on one line are independent of each other. "" is the package's own modules
-# (config, model, errors), which everything may use.
+# (config, model, errors, the agents' registry), which everything may use.
 LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__"),
-    ("agents/*",),  # each agent's own code (nmemd/agents/<name>/*.py): it uses capture, history and setup
+    ("agents",),  # each agent's folder (nmemd/agents/<name>/): its code uses capture, history and setup
     ("setup", "web"),
     ("client",),
     ("daemon",),
@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("team",),
     ("recall",),
     ("capture",),
-    ("store", "agents"),
+    ("store",),
     ("",),
 ]
 RANK = {folder: rank for rank, line in enumerate(LAYERS) for folder in line}
@@ -42,18 +42,16 @@ PROCESS_EDGES: dict[tuple[str, str], str] = {
 # The edges that point up on purpose, reached only when first called (never imported at module level):
 # (module, target) as `fnmatch` patterns.
 LAZY_EDGES: dict[tuple[str, str], str] = {
-    ("agents/*/__init__.py", "nmemd.agents.*.*"): "a built-in agent's spec names the code in its own folder"
-    " by `Lazy` (nmemd/agents/spec.py says why)",
-    ("agents/spec.py", "nmemd.setup.agent_setup"): "the type of `AgentSpec.setup`, for the type checker only",
-    ("agents/spec.py", "nmemd.history.sources"): "the type of `AgentSpec.history`, for the type checker only",
+    ("registry.py", "nmemd.agents"): "the registry imports the built-in agents' specs when first read"
+    " (nmemd/registry.py says why)",
+    ("agent_spec.py", "nmemd.setup.agent_setup"): "the type of `AgentSpec.setup`, for the type checker only",
+    ("agent_spec.py", "nmemd.history.sources"): "the type of `AgentSpec.history`, for the type checker only",
 }
 
 
 def _folder(module: str) -> str:
     """`nmemd.store.database` -> `store`; `nmemd.config` and `nmemd` -> ``."""
     parts = module.split(".")
-    if len(parts) > 3 and parts[1] == "agents":  # `nmemd.agents.codex.capture`: an agent's own code
-        return "agents/*"
     if len(parts) > 1 and parts[1] == "__main__":
         return "__main__"
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else ""
@@ -150,7 +148,7 @@ def test_an_agents_spec_names_only_its_own_folders_code() -> None:
     for init in sorted(PACKAGE.glob("agents/*/__init__.py")):
         own = f"nmemd.agents.{init.parent.name}"
         for line, target in _imports(init):
-            if _folder(target) == "agents/*":
+            if target.startswith("nmemd.agents.") and target.count(".") > 2:
                 assert target.startswith(own + "."), f"{init.relative_to(PACKAGE)}:{line} reaches {target}"
 
 
@@ -236,3 +234,75 @@ def test_a_leading_underscore_means_private() -> None:
                 if there is not None and there != here:
                     wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.value.id}.{node.attr}")
     assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def _loaded_imports(path: Path) -> list[tuple[int, str]]:
+    """The nmemd modules `path` imports when it is itself imported: its module-level `import`s, inside an
+    `if`, `try` or `with` too, but not those under `if TYPE_CHECKING:` nor those inside a function."""
+    found: list[tuple[int, str]] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for part in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                    visit(part)
+            elif isinstance(node, ast.With):
+                visit(node.body)
+            elif isinstance(node, ast.Import):
+                found.extend((node.lineno, a.name) for a in node.names if _is_nmemd(a.name))
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and _is_nmemd(node.module):
+                if node.module == "nmemd":  # `from nmemd import store` names a folder or a module
+                    found.extend((node.lineno, f"nmemd.{a.name}") for a in node.names)
+                else:
+                    found.append((node.lineno, str(node.module)))
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return found
+
+
+def _top_folder(module: str) -> str:
+    """`nmemd.agents.codex.setup` -> `agents`; a module of the package itself (`nmemd.config`) -> ``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else ""
+
+
+def test_no_import_cycle_between_folders() -> None:
+    """What a folder imports at load never imports that folder back, through any number of folders: two
+    folders that need each other are one, and the first import of either would depend on the order
+    (issue #38). Lazy imports inside functions and TYPE_CHECKING ones are left out: they run later."""
+    edges: dict[str, dict[str, str]] = {}  # folder -> folder it imports -> the first such import
+    for path in _modules():
+        here = _top_folder(_module_name(path))
+        for line, target in _loaded_imports(path):
+            there = _top_folder(target)
+            if here and there and there != here:
+                edges.setdefault(here, {}).setdefault(there, f"{path.relative_to(PACKAGE)}:{line} imports {target}")
+
+    def cycle_from(start: str) -> list[str] | None:
+        """The folders of a way from `start` back to itself (depth first), or None."""
+        trail, seen = [start], set()
+
+        def walk(folder: str) -> bool:
+            for there in sorted(edges.get(folder, {})):
+                if there == start:
+                    return True
+                if there not in seen:
+                    seen.add(there)
+                    trail.append(there)
+                    if walk(there):
+                        return True
+                    trail.pop()
+            return False
+
+        return trail if walk(start) else None
+
+    for start in sorted(edges):
+        cycle = cycle_from(start)
+        if cycle:
+            ring = [*cycle, start]
+            steps = [edges[a][b] for a, b in zip(ring, ring[1:], strict=False)]
+            pytest.fail("import cycle " + " -> ".join(ring) + ":\n" + "\n".join(steps))

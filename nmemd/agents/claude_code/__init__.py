@@ -4,7 +4,7 @@ What nmem knows of it: README.md beside this file."""
 
 from __future__ import annotations
 
-from nmemd.agents.spec import AgentSpec, Lazy
+from nmemd.agent_spec import AgentSpec, Lazy
 from nmemd.model import CLAUDE_CODE
 
 SPEC = AgentSpec(

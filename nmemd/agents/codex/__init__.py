@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nmemd.agents.spec import AgentSpec, Lazy
+from nmemd.agent_spec import AgentSpec, Lazy
 
 SPEC = AgentSpec(
     name="codex",

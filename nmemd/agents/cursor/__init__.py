@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from nmemd.agents.spec import AgentSpec, Lazy
+from nmemd.agent_spec import AgentSpec, Lazy
 
 
 def _reply(event: str, text: str) -> bytes:

@@ -1,36 +1,71 @@
 """Every coding agent nmem knows, by name, in the order nmem lists them; the core loops over `AGENTS`.
 
 Where it sits: below every folder that reads it (capture's extraction, recall's replies, setup's
-doctor, the CLI's install), beside `store`, so those import it downward. Each built-in agent is its
-folder, `nmemd/agents/<name>/`, whose `__init__` holds its `AgentSpec` (data, and `Lazy` names of the
-code in its folder, so importing the specs loads none of that code).
+doctor, the CLI's install), beside `config` and `model`, so those import it downward. Each built-in
+agent is its folder, `nmemd/agents/<name>/`, whose `__init__` holds its `AgentSpec` (data, and `Lazy`
+names of the code in its folder). That folder sits high (its code uses capture, history and setup), so
+the registry imports the built-in specs when first asked (`AGENTS`), never at load: no import cycle
+between folders (`tests/unit/test_layout.py`).
 
-A new agent is one folder and one line below; `register(AgentSpec(...))` adds one at run time (a test
-registers a fake one the same way).
+A new agent is one folder and one line in `BUILTIN`; `register(AgentSpec(...))` adds one at run time (a
+test registers a fake one the same way).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, MutableMapping
 from typing import Any, Final
 
-from nmemd.agents import claude_code, cline, codex, copilot, cursor, gemini, opencode
-from nmemd.agents.spec import AgentSpec as AgentSpec
-from nmemd.agents.spec import Lazy, Normalizer, Parser
+from nmemd.agent_spec import AgentSpec as AgentSpec
+from nmemd.agent_spec import Lazy, Normalizer, Parser
 
-BUILTIN: Final[tuple[AgentSpec, ...]] = (
-    claude_code.SPEC,
-    codex.SPEC,
-    gemini.SPEC,
-    copilot.SPEC,
-    cursor.SPEC,
-    cline.SPEC,
-    opencode.SPEC,
-)
+# The built-in agents, by their folder in nmemd/agents/, in the order nmem lists them.
+BUILTIN: Final[tuple[str, ...]] = ("claude_code", "codex", "gemini", "copilot", "cursor", "cline", "opencode")
+
+
+class _Agents(MutableMapping[str, AgentSpec]):
+    """A dict of specs by name whose built-in ones are imported when it is first read."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, AgentSpec] | None = None
+
+    def load(self) -> dict[str, AgentSpec]:
+        """The specs by name, the built-in ones imported now if they were not yet."""
+        if self._specs is None:
+            specs = [importlib.import_module(f"nmemd.agents.{folder}").SPEC for folder in BUILTIN]
+            self._specs = {spec.name: spec for spec in specs}
+            _ALIASES.update({alias: spec.name for spec in specs for alias in spec.aliases})
+        return self._specs
+
+    def __getitem__(self, name: str) -> AgentSpec:
+        return self.load()[name]
+
+    def __setitem__(self, name: str, spec: AgentSpec) -> None:
+        self.load()[name] = spec
+
+    def __delitem__(self, name: str) -> None:
+        del self.load()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.load())
+
+    def __len__(self) -> int:
+        return len(self.load())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.load()
+
 
 # Every agent nmem knows, by name, in the order nmem lists them. `register` adds one.
-AGENTS: Final[dict[str, AgentSpec]] = {spec.name: spec for spec in BUILTIN}
-_ALIASES: Final[dict[str, str]] = {alias: spec.name for spec in BUILTIN for alias in spec.aliases}
+AGENTS: Final = _Agents()
+_ALIASES: Final[dict[str, str]] = {}  # filled with AGENTS
 _READERS: Final[dict[str, tuple[Normalizer | None, Parser | None]]] = {}  # by name or alias (`readers`)
+
+
+def builtin() -> tuple[AgentSpec, ...]:
+    """The built-in agents' specs, in `BUILTIN`'s order."""
+    return tuple(importlib.import_module(f"nmemd.agents.{folder}").SPEC for folder in BUILTIN)
 
 
 def register(spec: AgentSpec) -> AgentSpec:
@@ -53,6 +88,7 @@ def unregister(name: str) -> None:
 
 def canonical(name: str) -> str:
     """An agent's own name for a name or alias (`claude` -> `claude-code`); other names as given."""
+    AGENTS.load()  # the built-in agents' aliases with them
     return _ALIASES.get(name, name)
 
 

@@ -1,12 +1,12 @@
 """What nmem knows of one coding agent (`AgentSpec`), and `Lazy`: how a built-in agent's spec names the
 code in its own folder without importing it.
 
-The spec sits low (beside `store`): extraction, replies, the context, doctor and the CLI read it. The
-code it names sits high, in `nmemd/agents/<name>/` (capture.py, history.py, setup.py), above the
-capture, history and setup folders it uses. A built-in spec names that code by `Lazy`, imported when
-first called: the daemon loads an agent's parser with the agent's first event and never an installer;
-no import cycle can form. `tests/unit/test_layout.py` checks that an agent's `__init__` reaches its own
-folder only this way.
+The spec and the registry sit low (beside `config`): extraction, replies, the context, doctor and the
+CLI read them. The code a spec names sits high, in `nmemd/agents/<name>/` (capture.py, history.py,
+setup.py), above the capture, history and setup folders it uses. A built-in spec names that code by
+`Lazy`, imported when first called: the daemon loads an agent's parser with the agent's first event and
+never an installer; no import cycle can form. `tests/unit/test_layout.py` checks that an agent's
+`__init__` reaches its own folder only.
 """
 
 from __future__ import annotations
