@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.model import CLAUDE_CODE
 from nmemd.recall.replies import shaped_reply
 
@@ -20,7 +20,7 @@ def forms() -> dict[str, tuple[bytes, ...]]:
     """Each built-in agent's name and alias (and "": Claude Code's hooks pass none) -> the parts of its
     SessionStart reply around the notice's JSON string, as the daemon shapes it (`shaped_reply`)."""
     out: dict[str, tuple[bytes, ...]] = {}
-    for spec in registry.BUILTIN:
+    for spec in registry.builtin():
         parts = tuple(shaped_reply("SessionStart", "", spec.name, _MARK).split(f'"{_MARK}"'.encode()))
         for name in ("" if spec.name == CLAUDE_CODE else None, spec.name, *spec.aliases):
             if name is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.recall.summary import ago, clip, command_kind, command_line, rel, short_path
 
 HEADING: Final = "## What teammates did here lately (newest first)"

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlencode
 
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.printable import printable
 from nmemd.recall import snippets
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nmem_client import fallback
-from nmemd.agents import registry
+from nmemd import registry
 from nmemd.recall import notice_forms
 from nmemd.recall.replies import shaped_reply
 
@@ -26,7 +26,7 @@ def test_the_clients_notice_forms_are_what_the_registry_renders() -> None:
 )
 def test_the_fallback_notice_is_the_daemons_reply_for_every_agent(notice: str) -> None:
     """Without a daemon the client answers SessionStart as the daemon would, in each agent's own form."""
-    for spec in registry.BUILTIN:
+    for spec in registry.builtin():
         for name in (spec.name, *spec.aliases):
             ours = fallback.notice_reply(name.encode(), notice)
             daemons = shaped_reply("SessionStart", "", name, notice)
