@@ -23,3 +23,8 @@ class Host(Protocol):
     last_activity: float  # time.monotonic() of the last request: maintenance waits for quiet
     skip_tools: frozenset[str]  # tools whose events are not stored
     problems: list[str]  # what the daemon left out at start (config), said at SessionStart
+
+    async def catch_up(self, project: str, budget_s: float) -> bool:
+        """Team memory: a pull of `project`'s link before its SessionStart context, when the last one is
+        old, waited for at most `budget_s` (nmemd.team.sync); False at once where nothing is shared."""
+        ...

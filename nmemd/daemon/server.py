@@ -130,6 +130,9 @@ class Daemon:
             store=self.store_id.decode(),
         )
 
+    async def catch_up(self, project: str, budget_s: float) -> bool:
+        return await self.team.catch_up(project, budget_s)
+
     async def _delete_pulled(self, ids: list[int]) -> None:
         """A pulled tombstone's delete: purge's own (full text, prompts, every copy), nothing queued back."""
         from nmemd.jobs import purge

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from nmemd import registry
-from nmemd.config import Settings
+from nmemd.config import Settings, tunable
 from nmemd.errors import QueryError
 from nmemd.model import CLAUDE_CODE, Extracted
 from nmemd.recall.context import CLOSE, HARD_CAP, OPEN, build_context
@@ -34,6 +34,8 @@ SUMMARY_EVENTS: Final = ("Stop", "SessionEnd")
 # SessionStart's context must reach a client that waits 500 ms for the whole round trip
 # (nmem_client.send): sections not built within this much are left out.
 CONTEXT_TIME_BUDGET_S: Final = 0.3
+# Of which a SessionStart in a shared project may wait this long for a pull first, when the last is old.
+TEAM_CATCH_UP_S = tunable("TEAM_CATCH_UP_S", CONTEXT_TIME_BUDGET_S / 2, 0.0)
 
 _encoder = msgspec.json.Encoder()
 
@@ -66,12 +68,12 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
     """The bytes `nmem-send` prints on the hook's stdout (empty: nothing to say)."""
     settings = daemon.settings
     if extracted.hook_event == "SessionStart" and (notice := notice_of(daemon.problems)):
-        text = await session_context(settings, extracted) if extracted.project else ""
+        text = await session_context(settings, extracted, daemon) if extracted.project else ""
         return shaped_reply("SessionStart", text, extracted.agent, notice)
     if not extracted.project:
         return b""
     if extracted.hook_event == "SessionStart" and settings.context_budget > 0:
-        text = await session_context(settings, extracted)
+        text = await session_context(settings, extracted, daemon)
         return shaped_reply("SessionStart", text, extracted.agent) if text else b""
     if extracted.hook_event == "UserPromptSubmit" and settings.prompt_recall and settings.prompt_recall_budget > 0:
         prompt = next((o.content for o in extracted.observations if o.type == "prompt"), "")
@@ -85,13 +87,19 @@ async def hook_reply(daemon: Host, extracted: Extracted) -> bytes:
     return b""
 
 
-async def session_context(settings: Settings, extracted: Extracted) -> str:
+async def session_context(settings: Settings, extracted: Extracted, daemon: Host | None = None) -> str:
+    """The context, built within CONTEXT_TIME_BUDGET_S; in a shared project whose last pull is old (the
+    daemon just started, a laptop back from sleep) a pull goes first, within the first half of it
+    (team memory's `catch_up`), so the teammates' section shows what they did meanwhile."""
     if settings.context_budget <= 0 or not extracted.project:
         return ""
+    began = time.monotonic()
+    if daemon is not None:
+        await daemon.catch_up(extracted.project, TEAM_CATCH_UP_S)
+    deadline = max(began + CONTEXT_TIME_BUDGET_S, time.monotonic() + CONTEXT_TIME_BUDGET_S / 2)
     return await readers.run(
         settings.db, build_context, extracted.project, session_id=extracted.session_id,
-        source=extracted.source or "startup", budget=settings.context_budget,
-        deadline=time.monotonic() + CONTEXT_TIME_BUDGET_S,
+        source=extracted.source or "startup", budget=settings.context_budget, deadline=deadline,
     )  # fmt: skip
 
 

@@ -55,6 +55,10 @@ PULL_LINGER_S: Final = 0.05
 ACK_EVERY_S: Final = 2.0  # pushed rows leave the outbox in one write this often at most
 ACK_MAX: Final = 20_000  # or once this many wait (a big backlog)
 LAG_EVERY_S: Final = 10.0  # the server's newest seq is asked this often at most (`nmem team status`'s lag)
+# A member's day (issue #36, finding 21): a SessionStart of a shared project whose last pull is older than
+# this (a daemon just started, a laptop back from sleep) waits for one pull, within a budget of the
+# context's time (nmemd.recall.replies), so its context shows what teammates did meanwhile.
+CATCH_UP_AFTER_S = tunable("TEAM_CATCH_UP_AFTER_S", 60.0, 0.0)
 T = TypeVar("T")
 
 
@@ -75,6 +79,8 @@ class TeamSync:
         self.status: dict[str, LinkStatus] = {}
         self.links: dict[str, Link] = {}
         self._wake: dict[str, _Wake] = {}
+        self._links_read = anyio.Event()  # the shared projects were read once (links stand)
+        self._catching_up: dict[str, list[anyio.Event]] = {}  # link key -> set by the next whole pull
         self._stop_listening: Callable[[], None] | None = None
         self._search_pools: dict[str, Any] = {}  # link key -> psycopg_pool.AsyncConnectionPool
         self._search_lock = anyio.Lock()
@@ -120,6 +126,7 @@ class TeamSync:
                 LOG.warning("cannot read the shared projects: %s", exc)
                 projects = []
             self.links = {link.key: link for link in local.links(projects)}
+            self._links_read.set()
             self.status = {k: v for k, v in self.status.items() if k in self.links}
             await self._close_search_pools(keep=set(self.links))
             if not self.links:
@@ -277,8 +284,10 @@ class TeamSync:
         projects = [p.project_id for p in link.projects]
         lag_at = 0.0
         while True:
-            await anyio.sleep(PULL_LINGER_S)
+            if not self._catching_up.get(link.key):  # a SessionStart waiting: no linger
+                await anyio.sleep(PULL_LINGER_S)
             wake.pull = anyio.Event()
+            waiting = self._catching_up.pop(link.key, [])  # a pull that starts now: what they wait for
             while True:
                 after = await readers.run(db, local.cursors, link.key)
                 if "observations" not in after:  # a join: only the window it keeps, not the project's history
@@ -295,6 +304,8 @@ class TeamSync:
                 st.last_pull_at = time.time()
                 if not more:
                     break
+            for done in waiting:
+                done.set()
             if time.monotonic() - lag_at >= LAG_EVERY_S:
                 lag_at = time.monotonic()
                 after = await readers.run(db, local.cursors, link.key)
@@ -363,6 +374,36 @@ class TeamSync:
                 await conn.execute("SELECT 1")
 
     # --- asked by the CLI and recall ---------------------------------------------------------------
+
+    async def catch_up(self, root: str, budget_s: float) -> bool:
+        """Before a SessionStart's context in `root`: when its link last pulled more than CATCH_UP_AFTER_S
+        ago (or never, since the daemon started), wake its puller and wait, at most `budget_s`, for a
+        whole pull that began after this call. True when one ended in time. Nothing is waited for in
+        a project not shared, or when the link knows its server to be away (it is retrying)."""
+        with anyio.move_on_after(budget_s):
+            return await self._catch_up(root)
+        return False
+
+    async def _catch_up(self, root: str) -> bool:
+        await self._links_read.wait()  # a daemon just started reads its shared projects first (a few ms)
+        link = next((k for k in self.links.values() if root in k.roots), None)
+        if link is None:
+            return False
+        st = self.status.get(link.key)
+        if st is not None and st.state == "retrying":
+            return False
+        if st is not None and st.last_pull_at is not None and time.time() - st.last_pull_at < CATCH_UP_AFTER_S:
+            return False
+        done = anyio.Event()
+        self._catching_up.setdefault(link.key, []).append(done)
+        self._wake.setdefault(link.key, _Wake()).pull.set()
+        try:
+            await done.wait()
+        finally:
+            waiting = self._catching_up.get(link.key, [])
+            if done in waiting:  # given up on: the next pull owes it nothing
+                waiting.remove(done)
+        return True
 
     async def statuses(self) -> list[LinkStatus]:
         db = self.daemon.settings.db

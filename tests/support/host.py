@@ -23,3 +23,6 @@ class InProcessHost:
 
     def __post_init__(self) -> None:
         self.skip_tools = frozenset(self.settings.skip_tools)
+
+    async def catch_up(self, project: str, budget_s: float) -> bool:
+        return False  # no team sync in process

@@ -1,0 +1,111 @@
+"""A member's day (issue #36, finding 21): the first SessionStart after a gap (a daemon just started, a
+laptop back from sleep) shows what teammates did meanwhile, through one pull bounded by the context's
+time, and a stalled server never holds the hook past it. Against a real PostgreSQL, real daemons and
+the real hook client; a TCP proxy stalls the server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from support.helpers import claude_event, wait_until
+from support.pg_cluster import Database
+from support.team_world import Member, Proxy, bash_event, two_members, via
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
+SYNC_S = 60.0
+TEAMMATES = "## What teammates did here lately"
+# The machine these tests run on is shared and busy (a daemon's first reply after its start can take
+# more than the hook's 500 ms there, team or not): the pull a SessionStart waits for gets more than the
+# 0.15 s a user's does, and the hook client as long to wait for it.
+PATIENT = {"NMEM_TUNE_TEAM_CATCH_UP_S": "5", "NMEM_TIMEOUT_MS": "8000"}
+# With the default catch-up budget, a hook client that waits less than the link's own bound on a server
+# statement (20 s): an unbounded wait for the stalled server would leave it with nothing.
+BELOW_THE_LINKS_BOUND = {"NMEM_TIMEOUT_MS": "8000"}
+
+
+@pytest.fixture
+def team(pg_db: Database, tmp_path: Path) -> Iterator[tuple[Member, Member]]:
+    with two_members(pg_db.admin_dsn, tmp_path) as (a, b):
+        yield a, b
+
+
+def _join(m: Member, project: Path, dsn: str | None = None) -> None:
+    done = m.nmem("team", "join", "--project", str(project), "--json", stdin=dsn or m.dsn)
+    assert done.returncode == 0, done.stderr
+
+
+def _on_server(m: Member, marker: str) -> bool:
+    with psycopg.connect(m.dsn, autocommit=True) as conn:
+        return bool(conn.execute("SELECT 1 FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",)).fetchall())
+
+
+def _session_start(m: Member, repo: Path, session: str, env: dict[str, str] | None = None) -> str:
+    """The context the real hook client prints for a new session in `repo` ("" when none came)."""
+    payload: dict[str, Any] = claude_event("SessionStart", session, str(repo), source="startup")
+    saved = m.env
+    m.env = {**saved, **(env or {})}
+    try:
+        done = m.hook(payload)
+    finally:
+        m.env = saved
+    assert done.returncode == 0 and not done.stderr
+    if not done.stdout.strip():
+        return ""
+    return str(json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"])
+
+
+def test_the_first_session_after_a_gap_shows_what_a_teammate_did_meanwhile(team: tuple[Member, Member]) -> None:
+    """al works while bo's daemon is down; bo's daemon starts and bo's first SessionStart shows it."""
+    a, b = team
+    repo_a = a.checkout("api", "git@github.com:acme/api.git")
+    repo_b = b.checkout("api", "https://github.com/acme/api")
+    a.start()
+    _join(a, repo_a)
+    b.start()
+    _join(b, repo_b)
+    b.stop()  # bo's laptop is shut
+
+    assert a.hook(bash_event("al-s1", repo_a, "pytest -k zq21gap", "12 passed")).returncode == 0
+    wait_until(lambda: _on_server(a, "zq21gap"), SYNC_S, "al's row on the server")
+
+    b.start(PATIENT)  # bo is back: the daemon starts, a session starts at once
+    context = _session_start(b, repo_b, "bo-s1", PATIENT)
+    assert TEAMMATES in context, context
+    teammates = context.partition(TEAMMATES)[2]
+    assert "al" in teammates and "pytest -k zq21gap" in teammates, context
+
+
+def test_a_stalled_server_never_holds_the_session_start_past_its_budget(
+    pg_db: Database, team: tuple[Member, Member]
+) -> None:
+    """bo's daemon starts while the server does not answer: the context (bo's own work) still reaches the
+    hook client after the catch-up's budget, without the teammates' rows the pull would have brought."""
+    a, b = team
+    proxy = Proxy((pg_db.cluster.host, pg_db.cluster.port))
+    try:
+        repo_a = a.checkout("api", "git@github.com:acme/api.git")
+        repo_b = b.checkout("api", "https://github.com/acme/api")
+        a.start()
+        _join(a, repo_a)
+        b.start()
+        _join(b, repo_b, via(b.dsn, proxy))
+        assert b.hook(bash_event("bo-s0", repo_b, "make zq21own", "built")).returncode == 0
+        b.stop()
+
+        assert a.hook(bash_event("al-s1", repo_a, "pytest -k zq21late", "3 passed")).returncode == 0
+        wait_until(lambda: _on_server(a, "zq21late"), SYNC_S, "al's row on the server")
+        proxy.stall()  # the server takes connections and answers nothing
+        b.start()
+        context = _session_start(b, repo_b, "bo-s1", BELOW_THE_LINKS_BOUND)
+        assert "make zq21own" in context, context  # the context came, in the hook's time
+        assert "zq21late" not in context, context
+
+        proxy.resume()  # the server answers again: the pull brings al's row after all
+        wait_until(lambda: "zq21late" in _session_start(b, repo_b, "bo-s2", PATIENT), SYNC_S, "al's row at bo's")
+    finally:
+        proxy.close()
