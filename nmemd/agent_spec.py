@@ -12,8 +12,11 @@ never an installer; no import cycle can form. `tests/unit/test_layout.py` checks
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,6 +31,34 @@ Parser = Callable[[dict[str, Any], "Extracted", "str | None"], "list[Observation
 Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
 # (hook event, context text) -> the bytes the hook prints for its agent; b"" for none.
 ReplyShape = Callable[[str, str], bytes]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentHome:
+    """Where an agent keeps its settings, and how nmem sees that it is on this machine: one implementation
+    every installer uses (`nmemd/agents/<name>/setup.py`), fed by its spec."""
+
+    env: str  # the variable that names the folder (with `inside`: the folder it is in)
+    default: str  # else this folder, under the user's home
+    inside: str = ""  # the settings folder inside the one `env` or `default` names (`.gemini`)
+    commands: tuple[str, ...]  # its commands: one on PATH means the agent is here
+    # The agent is here when this folder exists: the settings folder, or one of its parents (1: its parent).
+    sign_levels: int = 0
+
+    def path(self) -> Path:
+        """The settings folder, absolute."""
+        return (Path(os.environ.get(self.env) or Path.home() / self.default) / self.inside).absolute()
+
+    def sign(self) -> Path:
+        """The folder whose presence says the agent is on this machine."""
+        folder = self.path()
+        for _ in range(self.sign_levels):
+            folder = folder.parent
+        return folder
+
+    def found(self) -> bool:
+        """Whether the agent is on this machine: its folder, or one of its commands on PATH."""
+        return self.sign().is_dir() or any(shutil.which(c) is not None for c in self.commands)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +82,7 @@ class AgentSpec:
     # Where its history lives and how it is read (a `history.sources.HistorySource`), for `nmem import-transcripts`.
     history: Callable[[], HistorySource] | None = None
     history_at: str = ""  # where that history is by default, as `nmem import-transcripts --help` says it
+    home: AgentHome | None = None  # where its settings live and how nmem finds it (None: its setup knows)
 
 
 class Lazy:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from nmemd.setup.checks import Check, home_tilde
 
 if TYPE_CHECKING:
+    from nmemd.agent_spec import AgentHome
     from nmemd.config import Settings
     from nmemd.setup.install import HooksAndMcp, Written
 
@@ -57,6 +58,11 @@ def outcome(w: Written) -> str:
 def not_found(folder: Path | str, command: str) -> str:
     """An `AgentSetup.looked`: where nmem looked for an agent it did not find."""
     return f"no {home_tilde(folder)}, no {command} on PATH"
+
+
+def looked_for(home: AgentHome) -> Callable[[], str]:
+    """The `AgentSetup.looked` of an agent found by its `AgentHome`."""
+    return lambda: not_found(home.sign(), home.commands[0])
 
 
 # The install and uninstall of an agent whose hooks and MCP server are two JSON files of its own

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import msgspec
 
-from nmemd.agent_spec import AgentSpec, Lazy
+from nmemd.agent_spec import AgentHome, AgentSpec, Lazy
 
 
 def _reply(event: str, text: str) -> bytes:
     """README.md: Replies."""
     return msgspec.json.encode({"cancel": False, "contextModification": text})
 
+
+HOME = AgentHome(env="NMEM_CLINE_HOOKS_DIR", default="Documents/Cline/Hooks", commands=("cline",), sign_levels=1)
 
 SPEC = AgentSpec(
     name="cline",
@@ -21,6 +23,7 @@ SPEC = AgentSpec(
     normalized=Lazy("nmemd.agents.cline.capture", "normalized"),
     observations=Lazy("nmemd.agents.cline.capture", "observations"),
     setup=Lazy("nmemd.agents.cline.setup", "SETUP"),
+    home=HOME,
     history=Lazy("nmemd.agents.cline.history", "SOURCE"),
     history_at="~/.cline/data/sessions",
 )

@@ -10,17 +10,17 @@ extension storage, so nmem does not write them: it prints how to add `nmem-mcp` 
 
 from __future__ import annotations
 
+import functools
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from nmem_client import paths
-from nmemd.agents.cline import SPEC
+from nmemd.agents.cline import HOME, SPEC
 from nmemd.errors import SettingsError
 from nmemd.setup import files, install
-from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 
 AGENT: Final = SPEC.name
@@ -29,18 +29,10 @@ MARK: Final = "# nmem hook: written by `nmem install --agent cline`, removed by 
 HOOKS: Final = SPEC.hooks
 
 
-def hooks_dir() -> Path:
-    """`~/Documents/Cline/Hooks` (NMEM_CLINE_HOOKS_DIR names another, for tests and unusual setups)."""
-    return Path(os.environ.get("NMEM_CLINE_HOOKS_DIR") or Path.home() / "Documents" / "Cline" / "Hooks").absolute()
+hooks_dir: Final = HOME.path  # `~/Documents/Cline/Hooks` (NMEM_CLINE_HOOKS_DIR names another, for tests)
 
 
-def found() -> bool:
-    """Whether Cline is on this machine: its Documents folder, or `cline` on PATH."""
-    return hooks_dir().parent.is_dir() or shutil.which("cline") is not None
-
-
-def hook_command() -> str:
-    return install.hook_command(AGENT)
+hook_command: Final = functools.partial(install.hook_command, AGENT)
 
 
 def script(command: str) -> str:
@@ -180,8 +172,8 @@ def check() -> list[Check]:
 
 
 SETUP: Final = AgentSetup(
-    found=found,
-    looked=lambda: not_found(hooks_dir().parent, "cline"),
+    found=HOME.found,
+    looked=looked_for(HOME),
     install=_install,
     uninstall=_uninstall,
     checks=(("cline", lambda settings: check()),),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from nmemd.agent_spec import AgentSpec, Lazy
+from nmemd.agent_spec import AgentHome, AgentSpec, Lazy
+
+HOME = AgentHome(env="CODEX_HOME", default=".codex", commands=("codex",))
 
 SPEC = AgentSpec(
     name="codex",
@@ -11,6 +13,7 @@ SPEC = AgentSpec(
     shows_system_message=True,
     observations=Lazy("nmemd.agents.codex.capture", "observations"),
     setup=Lazy("nmemd.agents.codex.setup", "SETUP"),
+    home=HOME,
     history=Lazy("nmemd.agents.codex.history", "SOURCE"),
     history_at="${CODEX_HOME:-~/.codex}/sessions",
 )

@@ -36,6 +36,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+from nmemd.agents.codex import HOME
 from nmemd.agents.codex.capture import AGENT, exit_code
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history.records import STRING_MAX, Record, nonempty_str, parse_ts
@@ -359,8 +360,7 @@ class RolloutReader(SessionLines[_Call]):
 
 def sessions_root() -> str:
     """Where Codex keeps its rollout files: `$CODEX_HOME/sessions` (default `~/.codex/sessions`)."""
-    base = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-    return os.path.join(base, "sessions")
+    return str(HOME.path() / "sessions")
 
 
 SOURCE: Final = HistorySource(

@@ -14,6 +14,7 @@ before, or nothing is written.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,11 +23,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.agents.codex import SPEC, history
+from nmemd.agents.codex import HOME, SPEC, history
 from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import files, install
 from nmemd.setup.agent_checks import mcp_executable
-from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
 
@@ -46,8 +47,7 @@ _HEADER: Final = re.compile(r"^\s*\[(?!\[)(.+?)\]\s*(?:#.*)?$")
 _ARRAY_HEADER: Final = re.compile(r"^\s*\[\[")
 
 
-def codex_home() -> Path:
-    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").absolute()
+codex_home: Final = HOME.path
 
 
 def hooks_path() -> Path:
@@ -58,15 +58,7 @@ def config_path() -> Path:
     return codex_home() / "config.toml"
 
 
-def found() -> bool:
-    """Whether Codex is on this machine: its home folder, or `codex` on PATH."""
-    import shutil
-
-    return codex_home().is_dir() or shutil.which("codex") is not None
-
-
-def hook_command() -> str:
-    return install.hook_command(AGENT)
+hook_command: Final = functools.partial(install.hook_command, AGENT)
 
 
 # --- trust ---------------------------------------------------------------------------------------
@@ -460,8 +452,8 @@ def check() -> list[Check]:
 
 
 SETUP: Final = AgentSetup(
-    found=found,
-    looked=lambda: not_found(codex_home(), "codex"),
+    found=HOME.found,
+    looked=looked_for(HOME),
     install=_install,
     uninstall=_uninstall,
     checks=(("codex", lambda settings: check()),),

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from nmemd.agents.claude_code.capture import stop_observations
 from nmemd.agents.codex import capture as codex
-from nmemd.agents.copilot import SPEC
+from nmemd.agents.copilot import HOME, SPEC
 from nmemd.capture.fields import dict_or_empty, str_or_none
 from nmemd.capture.tools import ToolCall
 from nmemd.model import Extracted, Observation
@@ -29,8 +29,7 @@ _SHELL_EXIT: Final = re.compile(r"<shellId: [^>]*? completed with exit code (-?\
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def copilot_home() -> Path:
-    return Path(os.environ.get("COPILOT_HOME") or Path.home() / ".copilot").absolute()
+copilot_home: Final = HOME.path
 
 
 def session_state() -> Path:

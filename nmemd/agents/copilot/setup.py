@@ -9,11 +9,11 @@ other key, hook and server in both files is kept; both are backed up before a ch
 
 from __future__ import annotations
 
-import shutil
+import functools
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.agents.copilot import SPEC
+from nmemd.agents.copilot import HOME, SPEC
 from nmemd.agents.copilot.capture import copilot_home, session_state
 from nmemd.errors import NmemError
 from nmemd.setup import install
@@ -23,7 +23,7 @@ from nmemd.setup.agent_setup import (
     Installed,
     InstallOptions,
     install_hooks_and_mcp,
-    not_found,
+    looked_for,
     uninstall_hooks_and_mcp,
 )
 from nmemd.setup.checks import Check, fail, home_tilde, ok
@@ -45,13 +45,7 @@ def mcp_path() -> Path:
     return copilot_home() / "mcp-config.json"
 
 
-def found() -> bool:
-    """Whether Copilot is on this machine: its home folder, or `copilot` on PATH."""
-    return copilot_home().is_dir() or shutil.which("copilot") is not None
-
-
-def hook_command() -> str:
-    return install.hook_command(AGENT)
+hook_command: Final = functools.partial(install.hook_command, AGENT)
 
 
 def handler(command: str) -> dict[str, Any]:
@@ -119,8 +113,8 @@ def check() -> list[Check]:
 
 
 SETUP: Final = AgentSetup(
-    found=found,
-    looked=lambda: not_found(copilot_home(), "copilot"),
+    found=HOME.found,
+    looked=looked_for(HOME),
     install=_install,
     uninstall=lambda o: uninstall_hooks_and_mcp("Copilot", plan_uninstall, o),
     checks=(("copilot", lambda settings: check()),),

@@ -9,16 +9,15 @@ is in README.md.
 
 from __future__ import annotations
 
-import os
-import shutil
+import functools
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.agents.cursor import SPEC
+from nmemd.agents.cursor import HOME, SPEC
 from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import install
 from nmemd.setup.agent_checks import hooks_check, mcp_check, mcp_server
-from nmemd.setup.agent_setup import AgentSetup, install_hooks_and_mcp, not_found, uninstall_hooks_and_mcp
+from nmemd.setup.agent_setup import AgentSetup, install_hooks_and_mcp, looked_for, uninstall_hooks_and_mcp
 from nmemd.setup.checks import Check, fail, home_tilde, ok
 from nmemd.setup.handler_lists import HandlerLists, HooksFileAndMcpFile
 
@@ -30,9 +29,7 @@ HOOKS: Final = SPEC.hooks
 TIMEOUT_S: Final = 10
 
 
-def cursor_dir() -> Path:
-    """`~/.cursor` (NMEM_CURSOR_DIR names another, for tests and unusual setups)."""
-    return Path(os.environ.get("NMEM_CURSOR_DIR") or Path.home() / ".cursor").absolute()
+cursor_dir: Final = HOME.path  # `~/.cursor` (NMEM_CURSOR_DIR names another, for tests and unusual setups)
 
 
 def hooks_path() -> Path:
@@ -43,13 +40,7 @@ def mcp_path() -> Path:
     return cursor_dir() / "mcp.json"
 
 
-def found() -> bool:
-    """Whether Cursor is on this machine: its folder, or `cursor` / `cursor-agent` on PATH."""
-    return cursor_dir().is_dir() or any(shutil.which(c) for c in ("cursor", "cursor-agent"))
-
-
-def hook_command() -> str:
-    return install.hook_command(AGENT)
+hook_command: Final = functools.partial(install.hook_command, AGENT)
 
 
 def handler(command: str) -> dict[str, Any]:
@@ -103,8 +94,8 @@ def check() -> list[Check]:
 
 
 SETUP: Final = AgentSetup(
-    found=found,
-    looked=lambda: not_found(cursor_dir(), "cursor"),
+    found=HOME.found,
+    looked=looked_for(HOME),
     install=lambda o: install_hooks_and_mcp("Cursor", plan_install, o),
     uninstall=lambda o: uninstall_hooks_and_mcp("Cursor", plan_uninstall, o),
     checks=(("cursor", lambda settings: check()),),

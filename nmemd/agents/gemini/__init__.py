@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from nmemd.agent_spec import AgentSpec, Lazy
+from nmemd.agent_spec import AgentHome, AgentSpec, Lazy
+
+HOME = AgentHome(env="GEMINI_CLI_HOME", default="", inside=".gemini", commands=("gemini",))
 
 SPEC = AgentSpec(
     name="gemini",
@@ -12,6 +14,7 @@ SPEC = AgentSpec(
     normalized=Lazy("nmemd.agents.gemini.capture", "normalized"),
     observations=Lazy("nmemd.agents.gemini.capture", "observations"),
     setup=Lazy("nmemd.agents.gemini.setup", "SETUP"),
+    home=HOME,
     history=Lazy("nmemd.agents.gemini.history", "SOURCE"),
     history_at="~/.gemini/tmp",
 )

@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+from nmemd.agents.gemini import HOME
 from nmemd.agents.gemini.capture import AGENT, prompt_id, prompt_text, tool_call_id
 from nmemd.capture.fields import dict_or_empty
 from nmemd.history import files
@@ -233,8 +234,7 @@ class SessionReader(SessionLines[Any]):
 
 def tmp_root() -> str:
     """Where the Gemini CLI keeps its session files: `~/.gemini/tmp` (`$GEMINI_CLI_HOME/.gemini/tmp`)."""
-    base = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
-    return os.path.join(base, ".gemini", "tmp")
+    return str(HOME.path() / "tmp")
 
 
 def _in_tmp(folder: str) -> bool:

@@ -11,16 +11,16 @@ is not JSON to nmem, which then says so and changes nothing.
 from __future__ import annotations
 
 import copy
+import functools
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Final
 
-from nmemd.agents.gemini import SPEC, history
+from nmemd.agents.gemini import HOME, SPEC, history
 from nmemd.errors import NmemError
 from nmemd.setup import install
 from nmemd.setup.agent_checks import mcp_executable
-from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.setup.install import HookSpec, Written
 
@@ -31,21 +31,14 @@ HOOK_NAME: Final = "nmem"
 HOOKS: Final = tuple(HookSpec(e, timeout=5_000 if e == "SessionEnd" else 10_000) for e in SPEC.hooks)
 
 
-def gemini_dir() -> Path:
-    return (Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini").absolute()
+gemini_dir: Final = HOME.path
 
 
 def settings_path() -> Path:
     return gemini_dir() / "settings.json"
 
 
-def found() -> bool:
-    """Whether the Gemini CLI is on this machine: its folder, or `gemini` on PATH."""
-    return gemini_dir().is_dir() or shutil.which("gemini") is not None
-
-
-def hook_command() -> str:
-    return install.hook_command(AGENT)
+hook_command: Final = functools.partial(install.hook_command, AGENT)
 
 
 def handler(spec: HookSpec, command: str) -> dict[str, Any]:
@@ -184,8 +177,8 @@ def check() -> list[Check]:
 
 
 SETUP: Final = AgentSetup(
-    found=found,
-    looked=lambda: not_found(gemini_dir(), "gemini"),
+    found=HOME.found,
+    looked=looked_for(HOME),
     install=_install,
     uninstall=_uninstall,
     checks=(("gemini", lambda settings: check()),),
