@@ -61,7 +61,8 @@ def search(
     why = bool(snippets.ASKS_WHY.search(text))
     twins: dict[int, list[Hit]] = {}
     folded = _fold(hits, twins)[: limit + turns.TURN_TOP]
-    best = turns.surface(conn, query, folded, idf, why, turns.asks(text), twins)[:limit]
+    outcome = turns.asks_outcome(query, text)
+    best = turns.surface(conn, query, folded, idf, why, turns.asks(text), twins, outcome)[:limit]
     if kinds := vocabulary.kinds_only(query, text):  # "what changed": the newest edits
         best = vocabulary.with_newest(conn, best, kinds, filters, limit)
     teammates_of(conn, best)

@@ -72,6 +72,10 @@ _TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
 _WORDISH: Final = re.compile(r"\w", re.UNICODE)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
 _EDGE_PUNCT: Final = re.compile(r"^[^\w./~*-]+|[^\w*]+$", re.UNICODE)  # "file?" -> "file", "(x)" -> "x"
+# A word's clitic: "wasn't", "couldn't" (a negated auxiliary: a stop word, whatever it negates), and "codex's",
+# "we've", "it'll" (the word before it is the term). The index splits them at the apostrophe: "wasn" and "t".
+_NEGATED: Final = re.compile(r"^[A-Za-z]+n['\u2019]t$")
+_CLITIC: Final = re.compile(r"^(.+?)['\u2019](?:s|re|ve|ll|d|m)$", re.IGNORECASE)
 _KEBAB: Final = re.compile(r"^[^\W\d_]+(?:-[^\W\d_]+)+$", re.UNICODE)  # words-joined-by-hyphens
 _CAMEL: Final = re.compile(r"[a-z][A-Z]")
 _IDENT: Final = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
@@ -361,6 +365,9 @@ def parse(text: str) -> Query:
     for place, match in enumerate(_TOKEN.finditer(plain(text))):
         phrase = match.group(1) is not None
         raw = match.group(1) if phrase else _EDGE_PUNCT.sub("", match.group(2))
+        negated = not phrase and bool(_NEGATED.match(raw))
+        if not phrase and (clitic := _CLITIC.match(raw)):
+            raw = clitic.group(1)
         term = _term(raw, phrase=phrase)
         if term is None or term.fts.lower() in seen:
             continue
@@ -373,6 +380,9 @@ def parse(text: str) -> Query:
             if lower in STOP_WORDS or len(lower) == 1:
                 dropped.append(term)
                 continue
+        if negated:
+            dropped.append(term)
+            continue
         kept.append(term)
         places.append(place)
     if not kept:

@@ -7,7 +7,9 @@ a session's rows from one prompt up to the next), which seldom repeats those wor
 hits is preceded by its turn's best events (followed, for search words rather than a question): the
 event holding most of the query's words (weighted by their idf) of the kind the question asks about,
 its errors, commands and edits before the rest (never its reads), and the turn's first error (before
-the others when the question asks why or what went wrong). The printed line is the event's own.
+the others when the question asks why or what went wrong; with the turn's next error too when it asks
+what came of an attempt, and the first error brought up beside its prompt when ranking found it lower).
+The printed line is the event's own.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ _NOT_ANSWERS: Final = ("prompt", "task", "session", "event", "notification", "re
 _QUESTION: Final = re.compile(
     r"\?\s*$|^\s*(?:what|why|how|which|when|where|who|did|does|do|was|were|is|are|can|could)\b", re.IGNORECASE
 )
+_OUTCOME: Final = re.compile(r"(?i)\b(?:why|what (?:happened|went wrong|broke|failed)|\w+n['\u2019]t|not|never)\b")
+
+
+def asks_outcome(query: Query, text: str) -> bool:
+    """Whether `text` asks what came of an attempt (why, what happened, what went wrong, something that did
+    not work): a turn's failures answer it, its first and its next."""
+    return "error" in query.type_hints or bool(_OUTCOME.search(text))
 
 
 def asks(text: str) -> bool:
@@ -45,6 +54,7 @@ def surface(
     why: bool,
     question: bool = True,
     twins: dict[int, list[Hit]] | None = None,
+    outcome: bool = False,
 ) -> list[Hit]:
     """`hits` with each of the first TURN_TOP prompts beside its turn's best events (not shown already): after
     them for a question (`asks`), before them for search words. `twins`: by prompt id, the same prompt sent
@@ -62,11 +72,19 @@ def surface(
         if not question:
             out.append(hit)
         n = FIRST_EVENTS if first else 1
-        for event in best_events(conn, query, hit, idf, why, n, twins=(twins or {}).get(hit.id)):
-            if event.id not in shown and event.id not in added:
-                event.score = hit.score
-                out.append(event)
-                added.add(event.id)
+        above = {h.id for h in out}
+        events = best_events(conn, query, hit, idf, why, n, twins=(twins or {}).get(hit.id), outcome=outcome)
+        for k, event in enumerate(events):
+            if n <= 0:
+                break
+            # The turn's failure found lower comes up beside its prompt; other events shown already stay.
+            failure = k == 0 and event.type == "error"
+            if event.id in above or event.id in added or (event.id in shown and not failure):
+                continue
+            event.score = hit.score
+            out.append(event)
+            added.add(event.id)
+            n -= 1
         if question:
             out.append(hit)  # after what came of it: the prompt is the question's own words
         first = False
@@ -87,6 +105,7 @@ def best_events(
     why: bool,
     n: int,
     twins: list[Hit] | None = None,
+    outcome: bool = False,
 ) -> list[Hit]:
     """The turn's `n` best events (`surface`): its first error (the failure the rest of the turn worked around:
     what came of the turn, asked or not), then the best, of equally good ones its first and its last.
@@ -101,6 +120,8 @@ def best_events(
     errors = [r for _, r in scored if r[1] == "error"]
     if errors and errors[0] not in picked:  # what went wrong first: the turn's first failure
         picked.insert(0, errors[0])  # before the best: a turn's words seldom are its failure's
+    if outcome and len(errors) > 1 and errors[1] not in picked:  # what came of it: its next failure too
+        picked.insert(1, errors[1])
     if len(picked) < n:
         rest = sorted(((s, r) for s, r in scored if s < top), key=lambda sr: -sr[0])
         picked += [r for _, r in rest[: n - len(picked)]]

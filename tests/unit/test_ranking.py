@@ -165,3 +165,17 @@ def test_a_prompt_sent_again_brings_the_failure_of_its_first_turn(project: str) 
     hits = ranked("what happened when we tried to fix the missing required error components?")
     first = [h.title for h in hits[:3]]
     assert any("npx next build" in t for t in first), first
+
+
+def test_what_happened_brings_the_turns_next_failure_too(project: str) -> None:
+    """Asked what came of a turn, its first failure and the one after it stand beside its prompt (issue #39)."""
+    ranked = searcher([
+        _prompt(project, "please check the walrus server log"),
+        claude_failure(SID, project, "tail -f /var/log/walrus.log", "Permission denied"),
+        claude_bash(SID, project, "ls /var/log", "walrus.log syslog"),
+        claude_failure(SID, project, "open http://localhost:3000", "Cannot access a chrome:// URL from the tool"),
+        claude_bash(SID, project, "ls /var/log/walrus", "old.log"),
+    ])  # fmt: skip
+    hits = ranked("what happened when you tried to check the walrus server log?")
+    first = [h.title for h in hits[:3]]
+    assert any("open http://localhost:3000" in t for t in first), first  # none of the question's words

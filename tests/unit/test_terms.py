@@ -70,3 +70,19 @@ def test_a_word_becomes_the_phrase_of_its_pairs(text: str, expected: str | None)
 def test_pairs_of_a_row() -> None:
     assert grams.pairs("ascii only", None) is None
     assert grams.pairs("東京 ok", "→ サーバ") == "東京 京 サー ーバ バ"  # a run's last character stands alone too
+
+
+def test_a_negated_auxiliary_is_a_stop_word_and_a_clitic_leaves_its_word() -> None:
+    """ "wasn't" is no subject (the index holds "wasn" and "t"); "test_tier_detector's" is the identifier."""
+    assert [t.text for t in terms.parse("why wasn't the report_total column populating?").terms][:3] == [
+        "report_total",
+        "column",
+        "populating",
+    ]
+    assert [t.text for t in terms.parse("why did pytest skip test_tier_detector's test?").terms][:3] == [
+        "pytest",
+        "skip",
+        "test_tier_detector",
+    ]
+    assert [t.text for t in terms.parse("what broke in codex’s work").terms][:3] == ["broke", "codex", "work"]
+    assert [t.text for t in terms.parse("didn't").terms] == ["didn't"]  # nothing else: still searched
