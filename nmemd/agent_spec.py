@@ -40,7 +40,7 @@ class AgentHome:
 
     env: str  # the variable that names the folder (with `inside`: the folder it is in)
     default: str  # else this folder, under the user's home
-    inside: str = ""  # the settings folder inside the one `env` or `default` names (`.gemini`)
+    inside: str = ""  # the settings folder inside the one `env` or `default` names (a dot folder)
     commands: tuple[str, ...]  # its commands: one on PATH means the agent is here
     # The agent is here when this folder exists: the settings folder, or one of its parents (1: its parent).
     sign_levels: int = 0

@@ -157,8 +157,8 @@ async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -
     # A phrase (`save_hook`): the index has rows holding its words; only those where they stand in order go.
     async with conn.execute(
         f"SELECT o.id, o.title, o.content, o.file_path, o.command FROM {source} WHERE {where}", params
-    ) as cursor:
-        while rows := list(await cursor.fetchmany(PHRASE_CHECK_ROWS)):
+    ) as matches:
+        while rows := list(await matches.fetchmany(PHRASE_CHECK_ROWS)):
             check = fts.PhraseCheck(relaxed)
             check.add(rows)
             held = [(r[0],) for r in rows if check.holds(r[0])]
@@ -464,11 +464,11 @@ async def pin(store: Store, ids: list[int], pinned: bool = True) -> PinResult:
     async with store.write() as conn:
         rows = await conn.execute_fetchall(f"SELECT id FROM observations WHERE id IN ({marks})", unique)
         found = {int(r[0]) for r in rows}
-        cursor = await conn.execute(
+        updated = await conn.execute(
             f"UPDATE observations SET pinned = ? WHERE id IN ({marks}) AND pinned != ?",
             [int(pinned), *unique, int(pinned)],
         )
-        changed = max(cursor.rowcount, 0)
+        changed = max(updated.rowcount, 0)
     return PinResult(changed=changed, missing=[i for i in unique if i not in found])
 
 
