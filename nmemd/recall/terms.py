@@ -72,7 +72,7 @@ _TOKEN: Final = re.compile(r'"([^"]*)"?|(\S+)')
 _WORDISH: Final = re.compile(r"\w", re.UNICODE)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # FTS5 reads NUL as the end of the query string
 _EDGE_PUNCT: Final = re.compile(r"^[^\w./~*-]+|[^\w*]+$", re.UNICODE)  # "file?" -> "file", "(x)" -> "x"
-# A word's clitic: "wasn't", "couldn't" (a negated auxiliary: a stop word, whatever it negates), and "codex's",
+# A word's clitic: "wasn't", "couldn't" (a negated auxiliary: a stop word, whatever it negates), and "parser's",
 # "we've", "it'll" (the word before it is the term). The index splits them at the apostrophe: "wasn" and "t".
 _NEGATED: Final = re.compile(r"^[A-Za-z]+n['\u2019]t$")
 _CLITIC: Final = re.compile(r"^(.+?)['\u2019](?:s|re|ve|ll|d|m)$", re.IGNORECASE)
