@@ -60,7 +60,7 @@ class _Agents(MutableMapping[str, AgentSpec]):
 # Every agent nmem knows, by name, in the order nmem lists them. `register` adds one.
 AGENTS: Final = _Agents()
 _ALIASES: Final[dict[str, str]] = {}  # filled with AGENTS
-_READERS: Final[dict[str, tuple[Normalizer | None, Parser | None]]] = {}  # by name or alias (`readers`)
+_PARSERS: Final[dict[str, tuple[Normalizer | None, Parser | None]]] = {}  # by name or alias (`parsers`)
 
 
 def builtin() -> tuple[AgentSpec, ...]:
@@ -74,7 +74,7 @@ def register(spec: AgentSpec) -> AgentSpec:
         _ALIASES.pop(alias, None)
     AGENTS[spec.name] = spec
     _ALIASES.update(dict.fromkeys(spec.aliases, spec.name))
-    _READERS.clear()
+    _PARSERS.clear()
     return spec
 
 
@@ -83,7 +83,7 @@ def unregister(name: str) -> None:
     spec = AGENTS.pop(name, None)
     for alias in spec.aliases if spec else ():
         _ALIASES.pop(alias, None)
-    _READERS.clear()
+    _PARSERS.clear()
 
 
 def canonical(name: str) -> str:
@@ -113,16 +113,16 @@ def start_events() -> frozenset[tuple[str, str]]:
     return frozenset(event for spec in AGENTS.values() for event in spec.start_events)
 
 
-def readers(name: str) -> tuple[Normalizer | None, Parser | None]:
+def parsers(name: str) -> tuple[Normalizer | None, Parser | None]:
     """A known agent's normalizer and payload parser themselves (what their `Lazy` names, imported when
     first asked), by name or alias; (None, None) for an agent nmem does not know. Extraction asks on
     every event, so a known agent's pair is kept once found (`register` and `unregister` forget it)."""
-    found = _READERS.get(name)
+    found = _PARSERS.get(name)
     if found is None:
         spec = get(name)
         if spec is None:  # never kept: the name comes from a payload
             return None, None
-        found = _READERS[name] = (_loaded(spec.normalized), _loaded(spec.observations))
+        found = _PARSERS[name] = (_loaded(spec.normalized), _loaded(spec.observations))
     return found
 
 

@@ -64,7 +64,7 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
             observations=[observation("event", title, json_summary(payload, 1000))],
         )
     p: dict[str, Any] = payload
-    normalized, _ = registry.readers(agent_of(p) or CLAUDE_CODE)
+    normalized, _ = registry.parsers(agent_of(p) or CLAUDE_CODE)
     if normalized is not None:  # its events under Claude Code's names and fields first
         p = normalized(p)
     raw_cwd = str_or_none(p.get("cwd"))
@@ -92,10 +92,10 @@ def _extract(payload: object, skip_tools: frozenset[str]) -> Extracted:
     if _skipped(p.get("tool_name"), skip_tools):
         return ex
     # What the agent sends differently, read by its parser; the rest (None from it) as Claude Code's.
-    _, parse = registry.readers(ex.agent or CLAUDE_CODE)
+    _, parse = registry.parsers(ex.agent or CLAUDE_CODE)
     own = parse(p, ex, root) if parse is not None else None
     if own is None and ex.agent is not None:
-        _, claude = registry.readers(CLAUDE_CODE)
+        _, claude = registry.parsers(CLAUDE_CODE)
         own = claude(p, ex, root) if claude is not None else None
     ex.observations = own or []
     return ex
@@ -123,7 +123,7 @@ def extract(payload: object, *, skip_tools: frozenset[str] = frozenset()) -> Ext
 
 # Every event ends in Claude Code's parser: it loads with this module (the extraction worker says hello
 # once it is loaded), not with the first event.
-registry.readers(CLAUDE_CODE)
+registry.parsers(CLAUDE_CODE)
 
 
 # --- hook payloads -------------------------------------------------------------------------------
