@@ -59,7 +59,7 @@ SMALL = "github.com/acme/svc-12"
 RARE = "rare1"  # ~0.05 % of the team's rows
 RARE_IN_LARGE = "rare2"  # ~0.4 %
 MEMBER = "kim"
-BUDGET_MS = 1000  # the daemon's own budget for the server's part of a search (team.recall.SERVER_BUDGET_S)
+BUDGET_MS = 1000  # the daemon's own budget for the server's part of a search (team.search.SERVER_BUDGET_S)
 SERVER_SETTINGS = {
     "shared_buffers": "1GB",
     "maintenance_work_mem": "1GB",

@@ -32,7 +32,7 @@ def _transports(settings: Settings) -> dict[tuple[str, str], str]:
     import sqlite3
 
     from nmemd.store import readers
-    from nmemd.team import client, local, transport
+    from nmemd.team import local, pg, transport
 
     try:
         conn = readers.open_readonly(settings.db)
@@ -40,7 +40,7 @@ def _transports(settings: Settings) -> dict[tuple[str, str], str]:
         return {}
     try:
         return {
-            (link.team, client.server_label(link.dsn)): transport.describe(link.dsn)
+            (link.team, pg.server_label(link.dsn)): transport.describe(link.dsn)
             for link in local.links(local.shared_projects(conn))
         }
     except sqlite3.Error:

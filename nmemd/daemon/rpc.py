@@ -44,10 +44,10 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         result = await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed)
         if method == "search" and isinstance(result, dict) and daemon.team.links:
             from nmemd.recall.methods import SearchParams
-            from nmemd.team import recall
+            from nmemd.team import search as team_search
 
             assert isinstance(parsed, SearchParams)
-            result = await recall.with_server(daemon, parsed, result, started)
+            result = await team_search.with_server(daemon, parsed, result, started)
         return result
     if method == "status":
         db = await anyio.to_thread.run_sync(database_facts, settings.db, settings.spool)
@@ -69,9 +69,9 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
     if method in transfer.METHODS:  # import: on the daemon's one write connection
         return await transfer.call(daemon.ingestor.store, method, params)
     if method.startswith("team_"):
-        from nmemd.daemon import team_rpc
+        from nmemd.team import rpc as team_rpc
 
-        return await team_rpc.call(daemon, method, params)
+        return await team_rpc.call(daemon.ingestor.store, daemon.team, daemon.settings.team_window_days, method, params)
     if method in backfill.METHODS:  # import_events, import_state: `nmem import-transcripts`
         return await backfill.call(daemon, method, params)
     raise UnknownMethod(f"unknown method {method!r}")

@@ -231,9 +231,9 @@ def build_server() -> "MCPServer[Any]":
         caller = caller_var.get()
         sync = getattr(caller.daemon, "team", None)  # the daemon's TeamSync (team memory)
         if sync is not None and sync.links and not (type or session_id or file or since or until or agent):
-            from nmemd.team import recall  # the server answers what the local store lacks
+            from nmemd.team import search as team_search  # the server answers what the local store lacks
 
-            text = await recall.mcp_lines(caller.daemon, text, query, project or caller.project, limit, now_mono)
+            text = await team_search.mcp_lines(caller.daemon, text, query, project or caller.project, limit, now_mono)
         return printable(text)
 
     @tool

@@ -21,8 +21,8 @@ from nmem_client import paths
 from nmemd.capture.project import project_root
 from nmemd.config import Settings
 from nmemd.errors import NmemError, StorageError, TeamError
-from nmemd.team import client, identity, needs_psycopg, transport
-from nmemd.team.client import ServerFacts
+from nmemd.team import identity, needs_psycopg, pg, transport
+from nmemd.team.pg import ServerFacts
 
 PASSFILE: Final = "team.pgpass"
 
@@ -120,13 +120,13 @@ async def probe(dsn: str, team: str | None = None, timeout_s: float = 10.0) -> S
     """Connect and check (schema version, membership); TeamError with one line otherwise."""
     try:
         with anyio.fail_after(timeout_s):
-            conn = await client.connect(dsn)
+            conn = await pg.connect(dsn)
             try:
-                return await client.check(conn, team)
+                return await pg.check(conn, team)
             finally:
                 await conn.close()
     except Exception as exc:
-        raise TeamError(client.describe(exc, dsn)) from None
+        raise TeamError(pg.describe(exc, dsn)) from None
 
 
 def resolve_root(path: str | None) -> str:
@@ -233,7 +233,7 @@ def offline_statuses(settings: Settings) -> list[dict[str, Any]]:
                 "SELECT last_push_at, last_pull_at FROM team_links WHERE link = ?", (link.key,)
             ).fetchone()
             entry = local.LinkStatus(
-                team=link.team, server=client.server_label(link.dsn), member=link.member,
+                team=link.team, server=pg.server_label(link.dsn), member=link.member,
                 projects=[p.project_id for p in link.projects], roots=roots, state="daemon not running",
                 outbox=local.outbox_depth(conn, roots), last_push_at=row[0] if row else None,
                 last_pull_at=row[1] if row else None, transport=transport.describe(link.dsn), pushed=0, pulled=0,

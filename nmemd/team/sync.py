@@ -26,7 +26,7 @@ from nmemd.config import tunable
 from nmemd.errors import StorageError, TeamError, TeamTimeout
 from nmemd.store import readers
 from nmemd.store.database import Store
-from nmemd.team import client, local, membership, transport
+from nmemd.team import local, membership, pg, transport
 from nmemd.team.local import Link, LinkStatus
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class TeamSync:
         if st is None:
             st = self.status[link.key] = LinkStatus(
                 team=link.team,
-                server=client.server_label(link.dsn),
+                server=pg.server_label(link.dsn),
                 member=link.member,
                 projects=[p.project_id for p in link.projects],
                 roots=[p.root for p in link.projects],
@@ -165,7 +165,7 @@ class TeamSync:
                 await self._session(link, st)
             except Exception as exc:  # every failure: note it, back off, try again
                 leaf = _first_leaf(exc)
-                st.error = client.describe(leaf, link.dsn)
+                st.error = pg.describe(leaf, link.dsn)
                 st.state = "retrying"
                 if isinstance(leaf, StorageError):
                     LOG.warning("team %s: local store: %s", link.team, leaf)
@@ -181,15 +181,15 @@ class TeamSync:
     async def _session(self, link: Link, st: LinkStatus) -> None:
         wake = self._wake.setdefault(link.key, _Wake())
         with anyio.fail_after(OP_TIMEOUT_S):
-            push_conn = await client.connect(link.dsn)
+            push_conn = await pg.connect(link.dsn)
         try:
             with anyio.fail_after(OP_TIMEOUT_S):
-                facts = await client.check(push_conn, link.team)
-                pull_conn = await client.connect(link.dsn)
+                facts = await pg.check(push_conn, link.team)
+                pull_conn = await pg.connect(link.dsn)
             try:
                 with anyio.fail_after(OP_TIMEOUT_S):
-                    listen_conn = await client.connect(link.dsn)
-                    await client.listen(listen_conn, link.team, facts.schema_version)
+                    listen_conn = await pg.connect(link.dsn)
+                    await pg.listen(listen_conn, link.team, facts.schema_version)
                 try:
                     st.schema_version = facts.schema_version
                     await self.store.transaction(local.note_admin, link.key, link.team in facts.admin_of)
@@ -260,7 +260,7 @@ class TeamSync:
         self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, rows: Any, committed: list[bool]
     ) -> None:
         with anyio.fail_after(OP_TIMEOUT_S):
-            refused = await client.push(conn, link.team, self.machine, rows, st.schema_version or 1)
+            refused = await pg.push(conn, link.team, self.machine, rows, st.schema_version or 1)
         committed.append(True)
         st.pushed += len(rows)
         st.last_push_at = time.time()
@@ -292,11 +292,11 @@ class TeamSync:
                 after = await readers.run(db, local.cursors, link.key)
                 if "observations" not in after:  # a join: only the window it keeps, not the project's history
                     with anyio.fail_after(OP_TIMEOUT_S):
-                        start = await client.window_start(conn, link.team, projects, self._window_since())
+                        start = await pg.window_start(conn, link.team, projects, self._window_since())
                     await self.store.transaction(local.move_cursors, link.key, {"observations": start}, 0, time.time())
                     continue
                 with anyio.fail_after(OP_TIMEOUT_S):
-                    page, more = await client.pull(
+                    page, more = await pg.pull(
                         conn, link.team, projects, self.machine, after, version=st.schema_version or 1
                     )
                 if page.cursors:
@@ -310,7 +310,7 @@ class TeamSync:
                 lag_at = time.monotonic()
                 after = await readers.run(db, local.cursors, link.key)
                 with anyio.fail_after(OP_TIMEOUT_S):
-                    st.lag = await client.waiting(conn, link.team, projects, self.machine, after)
+                    st.lag = await pg.waiting(conn, link.team, projects, self.machine, after)
             with anyio.move_on_after(settings.team_pull_interval_s):
                 await wake.pull.wait()
 
@@ -325,7 +325,7 @@ class TeamSync:
         for skipped in page.skipped:
             LOG.warning(
                 "team %s: skipped row seq %d by %s: %d bytes, over the %d a row may have",
-                link.team, skipped.seq, skipped.author, skipped.size, client.ROW_MAX_BYTES,
+                link.team, skipped.seq, skipped.author, skipped.size, pg.ROW_MAX_BYTES,
             )  # fmt: skip
         now = time.time()
         for chunk in _chunks(page.observations):
@@ -335,7 +335,7 @@ class TeamSync:
         admins: list[str] = []
         if page.tombstones:
             with anyio.fail_after(OP_TIMEOUT_S):
-                admins = await client.admins(conn, link.team)
+                admins = await pg.admins(conn, link.team)
             ids = await readers.run(self.daemon.settings.db, local.tombstoned, link, page.tombstones, admins)
             if ids:  # deleted as a purge deletes: full-text entries, prompts, every copy of their text
                 await self.delete_rows(ids)
@@ -363,7 +363,7 @@ class TeamSync:
     async def _listener(
         self, conn: psycopg.AsyncConnection[Any], link: Link, wake: _Wake, own_pid: int, version: int
     ) -> None:
-        v2 = version >= client.DELETES_SINCE
+        v2 = version >= pg.DELETES_SINCE
         while True:
             async for note in conn.notifies(timeout=LISTEN_CHECK_S):
                 if v2 and note.payload == "rotated":  # a member was removed: the team's channel has a new name
@@ -444,7 +444,7 @@ class TeamSync:
                     notes.append(f"{exc}: local hits only")
                     continue
                 except Exception as exc:
-                    notes.append(f"team server not asked: {client.describe(_first_leaf(exc), link.dsn)}")
+                    notes.append(f"team server not asked: {pg.describe(_first_leaf(exc), link.dsn)}")
                     continue
                 hits.extend((project, h) for h in found)
         if scope.cancelled_caught:
@@ -458,7 +458,7 @@ class TeamSync:
         async with self._search_lock:
             pool = self._search_pools.get(link.key)
             if pool is None:
-                pool = self._search_pools[link.key] = await client.search_pool(link.dsn)
+                pool = self._search_pools[link.key] = await pg.search_pool(link.dsn)
             return pool
 
     async def _close_search_pools(self, keep: set[str] | None = None) -> None:

@@ -283,7 +283,7 @@ def test_a_join_starts_at_the_window_it_keeps_through_m003s_index(pg_db: Databas
     the start is the row before the window's first, found without reading the project's history."""
     import anyio
 
-    from nmemd.team import client, schema
+    from nmemd.team import pg, schema
 
     with psycopg.connect(pg_db.admin_dsn) as conn:
         schema.migrate(conn, upto=2)
@@ -301,14 +301,14 @@ def test_a_join_starts_at_the_window_it_keeps_through_m003s_index(pg_db: Databas
     since = time.time() - 30 * 86400
 
     async def start() -> tuple[int, str]:
-        conn = await client.connect(kim)
+        conn = await pg.connect(kim)
         try:
             cur = await conn.execute(
-                "EXPLAIN (ANALYZE, FORMAT TEXT) " + client._WINDOW_START,
+                "EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._WINDOW_START,
                 {"team": "acme", "projects": [PROJECT], "since": since},
             )
             plan = "\n".join(str(r[0]) for r in await cur.fetchall())
-            return await client.window_start(conn, "acme", [PROJECT], since), plan
+            return await pg.window_start(conn, "acme", [PROJECT], since), plan
         finally:
             await conn.close()
 

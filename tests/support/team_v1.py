@@ -1,4 +1,4 @@
-"""The team protocol as a v1 nmem speaks it (nmemd/team/client.py at 9486dd6, its statements
+"""The team protocol as a v1 nmem speaks it (nmemd/team/client.py, now pg.py, at 9486dd6, its statements
 verbatim), for the server tests: a member's raw SQL, a re-push after a crash, and an older client
 against a newer server. Synchronous psycopg, one transaction per push, as v1 did."""
 
