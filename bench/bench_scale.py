@@ -303,7 +303,7 @@ class Summarizer:
     """
 
     def __init__(self) -> None:
-        from nmemd.recall.summary import summarize_session
+        from nmemd.recall.handoff import summarize_session
         from nmemd.store.migrations import MIGRATIONS
 
         self.summarize = summarize_session

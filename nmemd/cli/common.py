@@ -117,24 +117,6 @@ def when(ts: float | None) -> str:
     return _local(ts, "%Y-%m-%d %H:%M:%S")
 
 
-def ago(ts: float | None, now: float) -> str:
-    """Age as a person scans it: just now, 5m ago, 2h ago, 3d ago, then the date."""
-    if not ts:
-        return "-"
-    age = now - ts
-    if age != age:  # NaN
-        return "?"
-    if age < 60:
-        return "just now"
-    if age < 3600:
-        return f"{int(age // 60)}m ago"
-    if age < 86400:
-        return f"{int(age // 3600)}h ago"
-    if age < 7 * 86400:
-        return f"{int(age // 86400)}d ago"
-    return _local(ts, "%Y-%m-%d")
-
-
 # --- reading: one path, two transports -------------------------------------------------------------
 
 

@@ -19,7 +19,6 @@ from nmemd.cli.common import (
     JsonOpt,
     LimitOpt,
     ProjectOpt,
-    ago,
     cell,
     clean_arg,
     fail,
@@ -43,7 +42,7 @@ from nmemd.recall import snippets
 from nmemd.recall.handoff import LABELS, Handoff, refs
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, HandoffLine, Hit, SessionRow
 from nmemd.recall.vocabulary import try_instead
-from nmemd.wording import plural
+from nmemd.wording import ago, plural
 
 
 def _print_status(st: Status) -> None:
@@ -385,7 +384,10 @@ def sessions(
     table.add_column("about", min_width=20)
     short = unique_prefixes([r.session_id for r in rows]) if ui.Console().is_terminal else {}
     for r in rows:
-        row: list[ui.Text | str] = [ui.Text(short.get(r.session_id, r.session_id)), ago(r.last_event_at, now)]
+        row: list[ui.Text | str] = [
+            ui.Text(short.get(r.session_id, r.session_id)),
+            ago(r.last_event_at, now, unknown="-"),
+        ]
         if scope in (None, ALL_PROJECTS):
             row.append(cell(short_name(r.project) if r.project else "-"))
         about = r.first_prompt or (r.summary or "").strip().split("\n", 1)[0]

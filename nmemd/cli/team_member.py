@@ -14,8 +14,9 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
-from nmemd.cli.common import JsonOpt, ago, fail, load_settings, out
+from nmemd.cli.common import JsonOpt, fail, load_settings, out
 from nmemd.errors import DaemonUnavailable, NmemError, TeamError
+from nmemd.wording import ago
 
 JOIN_TIMEOUT_S = 30.0
 

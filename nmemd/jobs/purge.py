@@ -34,8 +34,8 @@ import msgspec
 from nmemd.errors import QueryError
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall import queries
+from nmemd.recall.handoff import summarize_session
 from nmemd.recall.queries import ALL_PROJECTS, Filters, convert_params
-from nmemd.recall.summary import summarize_session
 from nmemd.store import fts
 from nmemd.store.database import Store
 from nmemd.store.keys import KEY_DIGEST_FUNCTION, TOOL_CALL_ROW, TOOL_CALL_ROW_KEY

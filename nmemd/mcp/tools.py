@@ -23,8 +23,9 @@ from nmemd.errors import ToolInputError
 from nmemd.recall import queries, search, snippets
 from nmemd.recall.context import build_context
 from nmemd.recall.handoff import fit, handoff
-from nmemd.recall.summary import ago, clip, rel
+from nmemd.recall.text import clip, rel
 from nmemd.recall.vocabulary import try_instead
+from nmemd.wording import ago
 
 SEARCH_MAX: Final = 50
 HISTORY_MAX: Final = 100

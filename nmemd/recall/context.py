@@ -28,21 +28,11 @@ from nmemd import registry
 from nmemd.capture.project import short_name
 from nmemd.capture.redact import CONTEXT_TAG
 from nmemd.printable import printable
-from nmemd.recall.handoff import LABELS, handoff, refs
+from nmemd.recall.handoff import LABELS, NOT_WORK, first_prompt, handoff, refs
 from nmemd.recall.outcomes import CHECK_WORD, command_key, concluded, decisions, failures, open_tasks, rows_of
 from nmemd.recall.queries import HandoffLine, agent_column, marks
-from nmemd.recall.summary import (
-    NOT_WORK,
-    ago,
-    clip,
-    command_kind,
-    command_line,
-    first_prompt,
-    looks_around,
-    rel,
-    short_path,
-)
-from nmemd.wording import plural
+from nmemd.recall.text import clip, command_kind, command_line, looks_around, rel, short_path
+from nmemd.wording import ago, plural
 
 # Why 5,000 characters (~1,250 tokens): it is well under 1% of a 200k-token
 # window and half of Claude Code's 10,000-character cap (past which the text is

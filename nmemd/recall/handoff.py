@@ -34,9 +34,12 @@ from nmemd.recall.outcomes import (
     open_tasks,
 )
 from nmemd.recall.queries import HandoffLine, agent_column
-from nmemd.recall.summary import clip, rel, short_path
+from nmemd.recall.text import clip, rel, short_path
 
-__all__ = ["Handoff", "HandoffLine", "fit", "handoff", "refs", "render_line"]
+__all__ = [
+    "NOT_WORK", "SUMMARY_MAX", "Handoff", "HandoffLine", "first_prompt", "fit", "handoff", "refs", "render_line",
+    "summarize_session",
+]  # fmt: skip
 
 # What each line kind is called where a handoff is printed, in the order lines come.
 LABELS: Final = {
@@ -53,6 +56,11 @@ LABELS: Final = {
     "concluded": "Concluded",
     "activity": "Recorded",
 }
+# A session's summary, stored on its row at Stop/SessionEnd and after an import (`summarize_session`):
+# its handoff as whole `Label: text (#ids)` lines, bounded.
+SUMMARY_MAX: Final = 1500
+# Types that describe the session's bookkeeping rather than its work.
+NOT_WORK: Final = ("session", "event", "notification")
 MAX_REDIRECTS: Final = 3
 MAX_FILES: Final = 6
 MAX_TASKS: Final = 6
@@ -271,3 +279,19 @@ def _delta(changes: list[Row]) -> str:
     if removed or added:
         parts.append(f"+{added} -{removed} lines")
     return ", ".join(parts)
+
+
+def first_prompt(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, int]:
+    """The session's first prompt title and how many prompts it had."""
+    rows = conn.execute(
+        "SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id"
+        " WHERE p.session_id = ? ORDER BY p.prompt_number",
+        (session_id,),
+    ).fetchall()
+    return (rows[0][0] if rows else None), len(rows)
+
+
+def summarize_session(conn: sqlite3.Connection, session_id: str) -> str:
+    """The session's handoff (`nmemd.recall.handoff`) as whole `Label: text (#ids)` lines, at most
+    SUMMARY_MAX chars, the most useful kinds kept first ("" when it did nothing worth saying)."""
+    return "\n".join(fit(handoff(conn, session_id).lines, SUMMARY_MAX))

@@ -19,7 +19,7 @@ from typing import Final
 
 from nmemd.recall.queries import HandoffLine, marks
 from nmemd.recall.snippets import CONCLUSION, error_lines
-from nmemd.recall.summary import clip, command_kind, command_line, rel, short_path
+from nmemd.recall.text import clip, command_kind, command_line, rel, short_path
 
 MAX_FAILURES: Final = 4
 MAX_CHECKS: Final = 4

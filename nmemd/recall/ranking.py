@@ -19,8 +19,8 @@ from typing import Any, Final
 
 from nmemd.recall import vocabulary
 from nmemd.recall.queries import HIT_COLUMNS, Hit, marks
-from nmemd.recall.summary import command_kind
 from nmemd.recall.terms import Query, occurrences
+from nmemd.recall.text import command_kind
 
 # How much an observation type matters when ranking equally relevant text. What changed the
 # code (edits, writes) and what went wrong (errors) answer most questions; reads and todo

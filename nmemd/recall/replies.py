@@ -21,10 +21,12 @@ from nmemd.config import Settings, tunable
 from nmemd.errors import QueryError
 from nmemd.model import CLAUDE_CODE, Extracted
 from nmemd.recall.context import CLOSE, HARD_CAP, OPEN, build_context
+from nmemd.recall.handoff import NOT_WORK, summarize_session
 from nmemd.recall.queries import Filters, Hit
 from nmemd.recall.search import search
-from nmemd.recall.summary import NOT_WORK, ago, clip, summarize_session
+from nmemd.recall.text import clip
 from nmemd.store import readers
+from nmemd.wording import ago
 
 if TYPE_CHECKING:
     from nmemd.capture.host import Host

@@ -12,7 +12,8 @@ import sqlite3
 from typing import Final
 
 from nmemd import registry
-from nmemd.recall.summary import ago, clip, command_kind, command_line, rel, short_path
+from nmemd.recall.text import clip, command_kind, command_line, rel, short_path
+from nmemd.wording import ago
 
 HEADING: Final = "## What teammates did here lately (newest first)"
 MAX_SESSIONS: Final = 6

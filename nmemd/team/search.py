@@ -79,7 +79,8 @@ async def with_server(daemon: TeamHost, p: SearchParams, reply: dict[str, Any], 
 async def mcp_lines(daemon: Any, text: str, query: str, project: str | None, limit: int, started: float) -> str:
     """The MCP search tool's text with the server's hits added (one line each, `server` where the id
     is) when the local ones fall short; a note line when the server could not be asked."""
-    from nmemd.recall.summary import ago, clip, rel
+    from nmemd.recall.text import clip, rel
+    from nmemd.wording import ago
 
     shown = sum(1 for line in text.splitlines() if line.startswith("#"))
     roots = {root for link in daemon.team.links.values() for root in link.roots}

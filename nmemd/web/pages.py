@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -16,6 +15,7 @@ from urllib.parse import urlencode
 from nmemd import registry
 from nmemd.printable import printable
 from nmemd.recall import snippets
+from nmemd.wording import ago
 
 NAV: Final = (
     ("./", "Home"),
@@ -225,20 +225,6 @@ def detail(d: Mapping[str, Any], timeline: list[Mapping[str, Any]], token: str) 
     )
 
 
-def ago(ts: float | None, now: float | None = None) -> str:
-    """'5 min ago', '3 h ago', '2 days ago': how long since `ts`, as a person says it."""
-    if not ts:
-        return "never"
-    seconds = (now or time.time()) - ts
-    if seconds < 90:
-        return "just now"
-    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size * (1.5 if unit == "day" else 1):
-            n = round(seconds / size)
-            return f"{n} {unit}{'s' if unit == 'day' and n != 1 else ''} ago"
-    return "just now"
-
-
 def handoff(lines: Sequence[Mapping[str, Any]], first_prompt: str | None = None) -> str:
     """A session's handoff: each line's label and text, its observations linked."""
     from nmemd.recall.handoff import LABELS
@@ -301,7 +287,7 @@ def project_list(projects: Sequence[Any], link: str, table_id: str = "projects")
     rows = "".join(
         f'<tr><td class="what"><a href="{escape(link + "?" + urlencode({"project": p.project}))}">'
         f"{escape(p.project)}</a></td><td class=t>{_plural(p.sessions, 'session')}</td>"
-        f'<td class="t">{ago(p.last_ts)}<br>{when(p.last_ts)}</td></tr>'
+        f'<td class="t">{ago(p.last_ts, unknown="never")}<br>{when(p.last_ts)}</td></tr>'
         for p in projects
     )
     if not rows:
@@ -367,8 +353,8 @@ def team_section(links: Sequence[Mapping[str, Any]]) -> str:
         f"<td>{escape(', '.join(str(p) for p in st.get('projects') or []))}</td>"
         f"<td>{escape(str(st.get('transport') or '?'))}</td>"
         f"<td class={'warn' if st.get('error') else 'ok'}>{escape(str(st.get('error') or st.get('state') or ''))}</td>"
-        f"<td class=t>outbox {int(st.get('outbox') or 0):,}<br>push {ago(st.get('last_push_at'))},"
-        f" pull {ago(st.get('last_pull_at'))}</td></tr>"
+        f"<td class=t>outbox {int(st.get('outbox') or 0):,}<br>push {ago(st.get('last_push_at'), unknown='never')},"
+        f" pull {ago(st.get('last_pull_at'), unknown='never')}</td></tr>"
         for st in links
     )
     return (
@@ -397,7 +383,8 @@ def status(
     failed = [j for j in db.get("jobs") or [] if str(j.get("outcome") or "").startswith("failed")]
     for j in failed:
         problems.append(
-            f"Job {j['name']} failed {ago(j.get('last_run'))}: {str(j['outcome']).removeprefix('failed: ')}"
+            f"Job {j['name']} failed {ago(j.get('last_run'), unknown='never')}:"
+            f" {str(j['outcome']).removeprefix('failed: ')}"
         )
     for st in team:
         if st.get("error"):
@@ -412,12 +399,12 @@ def status(
         else '<p class="ok" id="problems">Nothing needs a look.</p>'
     )
     up = (
-        f"Running since {when(d.get('started_at'))} ({ago(d.get('started_at')).removesuffix(' ago')}),"
+        f"Running since {when(d.get('started_at'))} ({ago(d.get('started_at'), unknown='never').removesuffix(' ago')}),"
         f" pid {d.get('pid')}, version {escape(str(d.get('version') or '?'))}."
         if d.get("running")
         else "Not running."
     )
-    last = f" The last event came {ago(db.get('last_event_at'))}." if db.get("last_event_at") else ""
+    last = f" The last event came {ago(db.get('last_event_at'), unknown='never')}." if db.get("last_event_at") else ""
     store = (
         f"{_size(int(db.get('size_bytes') or 0))} on disk (and {_size(int(db.get('wal_bytes') or 0))} of log):"
         f" {int(db.get('observations') or 0):,} observations in {int(db.get('sessions') or 0):,} sessions;"
@@ -433,7 +420,7 @@ def status(
     jobs = (
         "".join(
             f"<tr><td>{escape(str(j.get('name')))}</td>"
-            f"<td class=t>{ago(j.get('last_run'))}<br>{when(j.get('last_run'))}</td>"
+            f"<td class=t>{ago(j.get('last_run'), unknown='never')}<br>{when(j.get('last_run'))}</td>"
             f"<td class={'warn' if str(j.get('outcome') or '').startswith('failed') else 'ok'}>"
             f"{escape(str(j.get('outcome') or ''))}</td></tr>"
             for j in db.get("jobs") or []
@@ -443,7 +430,7 @@ def status(
     kinds = ", ".join(f"{n:,} {escape(str(k))}" for k, n in (db.get("by_type") or {}).items())
     return (
         f"{head}<h3>The daemon</h3><p id=up>{up}</p><h3>The store</h3><p id=store>{store}</p>"
-        f'<p class="t">Counted {ago(counted)} ({when(counted)}).</p>'
+        f'<p class="t">Counted {ago(counted, unknown="never")} ({when(counted)}).</p>'
         f'<p class="t">{kinds}</p>{growth_svg}<h3>What waits</h3><ul id=waits>{waits}</ul>'
         f'<h3>Maintenance jobs</h3><table class="l" id="jobs"><colgroup><col class="c-n"><col class="c-when"><col>'
         f"</colgroup><thead><tr><th>job</th><th>last run</th><th>outcome</th></tr></thead><tbody>{jobs}</tbody></table>"

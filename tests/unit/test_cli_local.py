@@ -77,7 +77,7 @@ def test_status_without_a_daemon_says_so_and_what_the_file_holds(db: str) -> Non
 def test_search_reads_the_file_best_first_in_a_table_or_json_lines(db: str, project: str) -> None:
     table = ok("search", "zebra").splitlines()
     assert table[0].split() == ["id", "when", "type", "title", "path"]
-    assert [line.split()[3] for line in table[1:]] == ["prompt", "edit", "error"]  # after `59m ago`
+    assert [line.split(" ago ")[1].split()[0] for line in table[1:]] == ["prompt", "edit", "error"]  # `59 min ago`
     assert "zebra" in table[2] and "⟦" not in table[2]  # plain text for a pipe (issue #37, 4)
     assert "⟦zebra⟧" in ok("search", "zebra", "--marks").splitlines()[2]  # marked when asked
     rows = [json.loads(line) for line in ok("search", "zebra", "--json").splitlines()]

@@ -21,8 +21,7 @@ from support.store import stored
 
 from nmemd.errors import NmemError
 from nmemd.mcp.tools import search_tool, sessions_tool
-from nmemd.recall.handoff import Handoff, fit, handoff
-from nmemd.recall.summary import SUMMARY_MAX, summarize_session
+from nmemd.recall.handoff import SUMMARY_MAX, Handoff, fit, handoff, summarize_session
 
 NOW = 1_800_000_000.0
 CWD = "/tmp/nmem-handoff-project"

@@ -1,23 +1,12 @@
-"""Deterministic session summaries, and the small formatting helpers recall shares.
-
-A summary is the session's handoff (`nmemd.recall.handoff`: asked, changed, failed and fixed,
-last runs, open tasks, concluded), computed by counting and listing, never by a model. It is
-stored on the session row at Stop/SessionEnd and after an import, so it is bounded
-(`SUMMARY_MAX`) and made of whole `Label: text (#ids)` lines.
-"""
+"""The small text helpers recall shares: a line clipped at a word, a path relative to its project or
+cut to its tail, a command's first line, and what kind of command it is (build and test, other work,
+looking around)."""
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from functools import lru_cache
 from typing import Final
-
-SUMMARY_MAX: Final = 1500
-# Types that describe the session's bookkeeping rather than its work.
-NOT_WORK: Final = ("session", "event", "notification")
-
-# --- shared formatting helpers ------------------------------------------------------------
 
 
 def clip(text: str, limit: int) -> str:
@@ -41,25 +30,6 @@ def rel(path: str, project: str | None) -> str:
 def short_path(path: str, limit: int = 120) -> str:
     """A path of at most `limit` chars, keeping its tail: the file name says the most."""
     return path if len(path) <= limit else "…" + path[-(limit - 1) :]
-
-
-def ago(ts: float | None, now: float) -> str:
-    """A coarse relative age ("3 h ago"): enough to tell today from last month, stable across seconds."""
-    if ts is None:
-        return "at an unknown time"
-    s = max(0.0, now - ts)
-    if s < 90:
-        return "just now"
-    if s < 90 * 60:
-        return f"{round(s / 60)} min ago"
-    if s < 36 * 3600:
-        return f"{round(s / 3600)} h ago"
-    days = s / 86400
-    if days < 14:
-        return f"{round(days)} days ago"
-    if days < 60:
-        return f"{round(days / 7)} weeks ago"
-    return f"{round(days / 30)} months ago"
 
 
 def command_line(command: str, limit: int = 100) -> str:
@@ -104,24 +74,3 @@ def command_kind(command: str) -> int:
     if _TRIVIAL_RE.match(first):
         return 0
     return 1
-
-
-# --- the summary ---------------------------------------------------------------------------
-
-
-def first_prompt(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, int]:
-    """The session's first prompt title and how many prompts it had."""
-    rows = conn.execute(
-        "SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id"
-        " WHERE p.session_id = ? ORDER BY p.prompt_number",
-        (session_id,),
-    ).fetchall()
-    return (rows[0][0] if rows else None), len(rows)
-
-
-def summarize_session(conn: sqlite3.Connection, session_id: str) -> str:
-    """The session's handoff (`nmemd.recall.handoff`) as whole `Label: text (#ids)` lines, at most
-    SUMMARY_MAX chars, the most useful kinds kept first ("" when it did nothing worth saying)."""
-    from nmemd.recall.handoff import fit, handoff  # handoff builds on the helpers above
-
-    return "\n".join(fit(handoff(conn, session_id).lines, SUMMARY_MAX))
