@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from support import pg_cluster as pgc
+from support.agent_clis import CLIS
 from support.daemon import Daemon
 from support.env import UNSET_FOR_TESTS, isolated_env, remove_fallbacks
 from support.fixtures import SHARED
@@ -90,6 +91,15 @@ def pg_db(pg_cluster: pgc.Cluster) -> Iterator[pgc.Database]:
         yield db
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    for cli in CLIS.values():  # one marker per real agent CLI, from the table .ci/run installs them by
+        config.addinivalue_line(
+            "markers",
+            f"{cli.marker}: end to end with the real {cli.label} ({cli.bin_var}); skipped, with the reason,"
+            " where absent; .ci/run installs it",
+        )
+
+
 LAYERS = ("unit", "daemon", "e2e")  # tests/<layer>/: `pytest -m unit` is `pytest tests/unit`, and so on
 
 
@@ -103,21 +113,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Tests marked `shared` run over the real captures beside the repository, which a user's clone
     # has not: skipped there, with the reason. .ci/run sets NMEM_REQUIRE_SHARED where they exist,
     # so there they can never be skipped silently.
-    # Tests marked `claude_code` run the real Claude Code binary; .ci/run sets NMEM_REQUIRE_CLAUDE
-    # when it installed it, so there a missing binary is an error, never a skip.
-    if os.environ.get("NMEM_REQUIRE_CLAUDE") == "1" and not os.access(os.environ.get("NMEM_CLAUDE_BIN", ""), os.X_OK):
-        raise pytest.UsageError("NMEM_REQUIRE_CLAUDE=1 but NMEM_CLAUDE_BIN is not an executable Claude Code binary")
-    if os.environ.get("NMEM_REQUIRE_CODEX") == "1" and not os.access(os.environ.get("NMEM_CODEX_BIN", ""), os.X_OK):
-        raise pytest.UsageError("NMEM_REQUIRE_CODEX=1 but NMEM_CODEX_BIN is not an executable Codex CLI binary")
-    if os.environ.get("NMEM_REQUIRE_GEMINI") == "1" and not os.access(os.environ.get("NMEM_GEMINI_BIN", ""), os.X_OK):
-        raise pytest.UsageError("NMEM_REQUIRE_GEMINI=1 but NMEM_GEMINI_BIN is not an executable Gemini CLI")
-    if os.environ.get("NMEM_REQUIRE_COPILOT") == "1" and not os.access(os.environ.get("NMEM_COPILOT_BIN", ""), os.X_OK):
-        raise pytest.UsageError("NMEM_REQUIRE_COPILOT=1 but NMEM_COPILOT_BIN is not an executable Copilot CLI")
-    if os.environ.get("NMEM_REQUIRE_CLINE") == "1" and not os.access(os.environ.get("NMEM_CLINE_BIN", ""), os.X_OK):
-        raise pytest.UsageError("NMEM_REQUIRE_CLINE=1 but NMEM_CLINE_BIN is not an executable Cline CLI")
-    opencode = os.environ.get("NMEM_OPENCODE_BIN", "")
-    if os.environ.get("NMEM_REQUIRE_OPENCODE") == "1" and not os.access(opencode, os.X_OK):
-        raise pytest.UsageError("NMEM_REQUIRE_OPENCODE=1 but NMEM_OPENCODE_BIN is not an executable OpenCode")
+    # Tests marked with an agent CLI's marker (`claude_code`, ...: tests/support/agent_clis.txt) run the
+    # real binary; .ci/run sets NMEM_REQUIRE_<KEY> when it installed it, so there a missing binary is an
+    # error, never a skip.
+    for cli in CLIS.values():
+        if os.environ.get(cli.require_var) == "1" and cli.binary() is None:
+            raise pytest.UsageError(f"{cli.require_var}=1 but {cli.bin_var} is not an executable {cli.label}")
     if os.environ.get("NMEM_REQUIRE_BROWSER") == "1" and not (
         os.environ.get("NMEM_CHROMIUM") or shutil.which("chromium")
     ):
@@ -134,7 +135,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Say why the `shared` tests and those of a real agent or browser were skipped, even under -q."""
-    for marker in ("claude_code", "codex", "gemini", "copilot", "opencode", "cline", "browser", "postgres"):
+    for marker in (*CLIS, "browser", "postgres"):
         missed = [r for r in terminalreporter.stats.get("skipped", []) if marker in r.keywords]
         if missed:
             reason = str(missed[0].longrepr[-1]) if isinstance(missed[0].longrepr, tuple) else "see -rs"

@@ -10,7 +10,6 @@ installs the pinned version from npm and sets it).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -18,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_world import KEEP_ENV, AgentWorld
+from support.agent_clis import CLIS
 
 REPO = Path(__file__).resolve().parents[2]
-PINNED = "2.1.330"
 TOOLS = "Bash,Read,Write,Edit,Grep,Glob,Agent"
 RUN_TIMEOUT_S = 300.0  # a whole `claude -p` session on a 2-core machine others share
 # A hook's line in Claude Code's --debug-file: `Hooks: PostToolUse:Bash [<command>] moved to the
@@ -34,16 +33,9 @@ HOOK_LINE = re.compile(
 )
 
 
-def claude_bin() -> str | None:
-    """The Claude Code binary to test with, or None (the tests are then skipped, with the reason)."""
-    path = os.environ.get("NMEM_CLAUDE_BIN", "")
-    return path if path and os.access(path, os.X_OK) else None
-
-
-SKIP_REASON = (
-    "the real Claude Code binary is not here: set NMEM_CLAUDE_BIN to a Claude Code "
-    f"{PINNED} binary (.ci/run installs it with npm when npm is available)"
-)
+CLI = CLIS["claude_code"]
+claude_bin = CLI.binary  # the binary to test with, or None (the tests are then skipped, with the reason)
+SKIP_REASON = CLI.skip_reason()
 
 
 @dataclass

@@ -9,29 +9,21 @@ because `nmem install --agent codex` recorded their trust: no `--dangerously-byp
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 
 from agent_world import AgentWorld
+from support.agent_clis import CLIS
 
-PINNED = "0.169.0"
 MODEL = "gpt-5.5"  # a model Codex knows: it offers `exec_command` and the freeform `apply_patch` to it
 RUN_TIMEOUT_S = 300.0
 KEY_VAR = "NMEM_E2E_CODEX_KEY"
 HOOK_RAN = re.compile(r"^hook: (?P<event>[A-Za-z]+) Completed$", re.MULTILINE)  # `codex exec`'s stderr
 
 
-def codex_bin() -> str | None:
-    """The Codex binary to test with, or None (the tests are then skipped, with the reason)."""
-    path = os.environ.get("NMEM_CODEX_BIN", "")
-    return path if path and os.access(path, os.X_OK) else None
-
-
-SKIP_REASON = (
-    "the real Codex CLI is not here: set NMEM_CODEX_BIN to a Codex CLI "
-    f"{PINNED} binary (.ci/run installs it with npm when npm is available)"
-)
+CLI = CLIS["codex"]
+codex_bin = CLI.binary  # the binary to test with, or None (the tests are then skipped, with the reason)
+SKIP_REASON = CLI.skip_reason()
 
 
 def provider_config(api_url: str) -> str:

@@ -12,27 +12,19 @@ and sets it); it unpacks its runtime under `~/.cache/copilot` on its first run i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 from agent_world import AgentWorld
+from support.agent_clis import CLIS
 
-PINNED = "1.0.102"
 MODEL = "gpt-5.4"  # a model Copilot knows: it offers `bash` and the freeform `apply_patch` to it
 RUN_TIMEOUT_S = 300.0
 
 
-def copilot_bin() -> str | None:
-    """The Copilot CLI binary to test with, or None (the tests are then skipped, with the reason)."""
-    path = os.environ.get("NMEM_COPILOT_BIN", "")
-    return path if path and os.access(path, os.X_OK) else None
-
-
-SKIP_REASON = (
-    "the real GitHub Copilot CLI is not here: set NMEM_COPILOT_BIN to a Copilot CLI "
-    f"{PINNED} `copilot` binary (.ci/run installs it with npm when npm is available)"
-)
+CLI = CLIS["copilot"]
+copilot_bin = CLI.binary  # the binary to test with, or None (the tests are then skipped, with the reason)
+SKIP_REASON = CLI.skip_reason()
 
 
 class CopilotWorld(AgentWorld):

@@ -10,28 +10,24 @@ place under that HOME. The CLI reaches the fake API through `GOOGLE_GEMINI_BASE_
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from agent_world import AgentWorld
+from support.agent_clis import CLIS
 
-PINNED = "0.61.0"
 MODEL = "gemini-2.5-pro"
 RUN_TIMEOUT_S = 300.0
 
 
+CLI = CLIS["gemini"]
+SKIP_REASON = CLI.skip_reason() + "; it needs Node >= 20 on PATH"
+
+
 def gemini_bin() -> str | None:
     """The Gemini CLI to test with, or None (the tests are then skipped, with the reason)."""
-    path = os.environ.get("NMEM_GEMINI_BIN", "")
-    return path if path and os.access(path, os.X_OK) and shutil.which("node") else None
-
-
-SKIP_REASON = (
-    "the real Gemini CLI is not here: set NMEM_GEMINI_BIN to a Gemini CLI "
-    f"{PINNED} `gemini` (with Node >= 20 on PATH; .ci/run installs it with npm when npm is available)"
-)
+    return CLI.binary() if shutil.which("node") else None
 
 
 class GeminiWorld(AgentWorld):

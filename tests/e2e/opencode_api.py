@@ -15,7 +15,6 @@ writes, a git project folder, nmem's data in its default place under that HOME. 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -25,23 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from agent_world import AgentWorld
+from support.agent_clis import CLIS
 
-PINNED = "1.18.33"
 MARKER = re.compile(r"E2E-([A-Za-z0-9_]+)")
 RUN_TIMEOUT_S = 300.0
 Turn = list[tuple[str, dict[str, Any]]] | str
 
 
-def opencode_bin() -> str | None:
-    """The OpenCode CLI to test with, or None (the tests are then skipped, with the reason)."""
-    path = os.environ.get("NMEM_OPENCODE_BIN", "")
-    return path if path and os.access(path, os.X_OK) else None
-
-
-SKIP_REASON = (
-    f"the real OpenCode is not here: set NMEM_OPENCODE_BIN to an OpenCode {PINNED} `opencode`"
-    " (.ci/run installs it with npm when npm is available)"
-)
+CLI = CLIS["opencode"]
+opencode_bin = CLI.binary  # the binary to test with, or None (the tests are then skipped, with the reason)
+SKIP_REASON = CLI.skip_reason()
 
 
 def last_user(body: dict[str, Any]) -> tuple[str, int]:

@@ -24,25 +24,18 @@ from pathlib import Path
 
 import pytest
 from opencode_api import FakeChat
+from support.agent_clis import CLIS
 from support.env import BIN
 from support.helpers import wait_until
 
-VERSION = "3.0.65"
+CLI = CLIS["cline"]
 STORE_WAIT_S = 60.0
 
 
-def cline_bin() -> str | None:
-    path = os.environ.get("NMEM_CLINE_BIN", "")
-    return path if path and os.access(path, os.X_OK) else None
-
-
+cline_bin = CLI.binary
 pytestmark = [
     pytest.mark.cline,
-    pytest.mark.skipif(
-        cline_bin() is None,
-        reason=f"the real Cline CLI is not here: set NMEM_CLINE_BIN to a Cline CLI {VERSION} `cline`"
-        " (.ci/run installs it with npm when npm is available)",
-    ),
+    pytest.mark.skipif(cline_bin() is None, reason=CLI.skip_reason()),
     pytest.mark.timeout(600),
 ]
 
