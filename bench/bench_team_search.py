@@ -63,7 +63,7 @@ BUDGET_MS = 1000  # the daemon's own budget for the server's part of a search (t
 SERVER_SETTINGS = {
     "shared_buffers": "1GB",
     "maintenance_work_mem": "1GB",
-    "max_wal_size": "16GB",
+    "max_wal_size": "4GB",
     "checkpoint_timeout": "30min",
     "wal_level": "minimal",
     "max_wal_senders": "0",
@@ -128,6 +128,7 @@ class Grower:
         author = rnd.choices(self.authors[team], cum_weights=self.author_cum[team])[0]
         project = rnd.choices(self.projects[team], cum_weights=self.project_cum[team])[0]
         return {
+            "team": team,
             "head": f"{team}\t{project}",
             "tail": f"{author}\t{author}-laptop\t{rnd.choice(AGENTS)}\ts{self.worker}-{self.sessions_started:07d}",
             "records": self.corpus[source],
@@ -145,8 +146,9 @@ class Grower:
             words.insert(int(rnd() * n), f"{self.rnd.getrandbits(36):09x}")
         return " ".join(words)
 
-    def rows(self, count: int, first: int = 0, total: int = 0) -> Iterator[str]:
-        """Rows `first` .. `first + count` of `total`, as COPY text lines."""
+    def rows(self, count: int, first: int = 0, total: int = 0, slots: dict[str, int] | None = None) -> Iterator[str]:
+        """Rows `first` .. `first + count` of `total`, as COPY text lines; with `slots` (schema v2 on:
+        each team's seq slot), each row's seq first, as the team's feed would have drawn it."""
         rnd = self.rnd
         active = [self._session() for _ in range(self.ACTIVE)]
         step = 500 * 86400 / max(total or count, 1)
@@ -163,8 +165,9 @@ class Grower:
                 active[i] = self._session()
             title = self._vary(rec.title) if rnd.random() < 0.3 else rec.title
             body = self._vary(rec.body) if rec.body else ""
+            seq = f"{(n + 1) * 65536 + slots[s['team']]}\t" if slots is not None else ""
             yield (
-                f"{s['head']}\t{rnd.getrandbits(128):032x}\t0\t{s['tail']}\t{rec.kind}\t{title}\t{body}"
+                f"{seq}{s['head']}\t{rnd.getrandbits(128):032x}\t0\t{s['tail']}\t{rec.kind}\t{title}\t{body}"
                 f"\t{rec.files_copy}\t{stamp}\n"
             )
 
@@ -192,10 +195,14 @@ def _copy_part(dsn: str, corpus: list[list[Record]], worker: int, first: int, co
     grower = Grower(corpus, worker=worker)
     t0 = time.monotonic()
     with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
-        conn.execute("SET session_replication_role = replica")
-        with cur.copy(f"COPY nmem.observations ({COLUMNS}) FROM STDIN") as copy:
+        conn.execute("SET session_replication_role = replica")  # no triggers: v2's draws the seq, so it is given
+        slots = None
+        if conn.execute("SELECT to_regclass('nmem.feeds')").fetchone() != (None,):
+            slots = {str(t): int(s) for t, s in conn.execute("SELECT team, slot FROM nmem.feeds")}
+        columns = COLUMNS if slots is None else f"seq, {COLUMNS}"
+        with cur.copy(f"COPY nmem.observations ({columns}) FROM STDIN") as copy:
             chunk: list[str] = []
-            for i, line in enumerate(grower.rows(count, first, total), 1):
+            for i, line in enumerate(grower.rows(count, first, total, slots), 1):
                 chunk.append(line)
                 if len(chunk) == 2000:
                     copy.write("".join(chunk))
@@ -241,6 +248,8 @@ def load(
             state["copied"] = rows
             save()
         conn.execute("SELECT setval('nmem.feed_seq', (SELECT max(seq) FROM nmem.observations))")
+        if conn.execute("SELECT to_regclass('nmem.feeds')").fetchone() != (None,):  # v2: each team's feed
+            conn.execute("SELECT setval(f.seq, (%s + 1) * 65536 + f.slot) FROM nmem.feeds f", (rows,))
     build_indexes(dsn, [(n, d) for n, d in state["index_defs"]] + extra)
     with psycopg.connect(dsn, autocommit=True) as conn:
         for name, _ in state["index_defs"]:  # the unique constraint, on the index just built
@@ -549,14 +558,18 @@ def _show(conn: psycopg.Connection[Any], names: list[str], valid: bool) -> None:
     )
 
 
+def has_ledger(conn: psycopg.Connection[Any]) -> bool:
+    return conn.execute("SELECT to_regclass('nmem.migrations')").fetchone() != (None,)
+
+
 def pending(server: Server) -> tuple[str, list[tuple[str, str]]]:
     """The SQL of this tree's migrations the server lacks (their extensions created) and the
     indexes they create."""
     from nmemd.team import schema
 
     with psycopg.connect(server.superuser_dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT max(version) FROM nmem.schema_version").fetchone()
-        version = int(row[0]) if row and row[0] is not None else 0
+        found = schema.read_version(conn.execute(schema.version_sql(has_ledger(conn))).fetchone())
+        version = found.version if found else 0
         sql = "\n".join(m.sql for m in schema.MIGRATIONS if m.version > version)
         server.state["base_version"] = version
         for statement in EXTENSION.findall(sql):
