@@ -438,6 +438,57 @@ def same_hits(a: dict[str, list[str]], b: dict[str, list[str]]) -> str:
     return f"{same}/{len(keys)} searches with identical hits; mean overlap of the top 10 {mean:.0%}"
 
 
+UNBOUNDED = """
+SELECT o.event_id FROM nmem.observations o
+WHERE o.team = %(team)s AND (%(project)s::text IS NULL OR o.project = %(project)s)
+  AND (%(author)s::name IS NULL OR o.author = %(author)s)
+  AND (o.tsv @@ websearch_to_tsquery('simple', %(query)s)
+       OR (%(pattern)s::text IS NOT NULL AND (o.title ILIKE %(pattern)s OR nmem.files_text(o.files) ILIKE %(pattern)s)))
+ORDER BY (ts_rank_cd(o.tsv, websearch_to_tsquery('simple', %(query)s), 1)
+          + CASE WHEN %(pattern)s::text IS NULL THEN 0 WHEN o.title ILIKE %(pattern)s THEN 1.0
+                 WHEN nmem.files_text(o.files) ILIKE %(pattern)s THEN 0.5 ELSE 0 END)::real DESC, o.seq DESC
+LIMIT 10
+"""
+
+
+def quality(dsn: str, hits: dict[str, dict[str, list[str]]], timeout_s: int) -> None:
+    """The share of each search's top 10 that the unbounded query (every match in the scope ranked,
+    by the same rank) also puts in its top 10, per kind; searches whose unbounded query takes more
+    than `timeout_s` are left out and counted."""
+    from nmemd.team.server_search import like_pattern, substring_term, words_query
+
+    scopes = {name: (project, author) for name, project, author in SCOPES}
+    keys = sorted(set.intersection(*(set(h) for h in hits.values())))
+    share: dict[str, dict[str, list[float]]] = {which: {} for which in hits}
+    skipped: Counter[str] = Counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"SET statement_timeout = '{timeout_s}s'")
+        conn.execute("SET jit = off")
+        for key in keys:
+            scope, kind, q = key.split("|", 2)
+            project, author = scopes[scope]
+            term = substring_term(q)
+            args = {"team": TEAM, "project": project, "author": author, "query": words_query(q)}
+            args["pattern"] = like_pattern(term) if term else None
+            try:
+                best = [str(r[0]) for r in conn.execute(UNBOUNDED, args)]
+            except psycopg.errors.QueryCanceled:
+                skipped[kind] += 1
+                continue
+            for which, found in hits.items():
+                if best or found[key]:
+                    got = len(set(best) & set(found[key])) / max(len(best), 1)
+                    share[which].setdefault(kind, []).append(got)
+                    share[which].setdefault("ALL", []).append(got)
+    left = sum(skipped.values())
+    print(f"\ntop 10 shared with the unbounded query (mean per search; {left} left out past {timeout_s} s)")
+    kinds = sorted({k for v in share.values() for k in v})
+    print(f"{'kind':<20} " + " ".join(f"{w:>10}" for w in share) + "  left out")
+    for kind in kinds:
+        cells = [share[w].get(kind, []) for w in share]
+        print(f"{kind:<20} " + " ".join(f"{sum(c) / max(len(c), 1):10.0%}" for c in cells) + f"  {skipped[kind]}")
+
+
 # --- the cluster -----------------------------------------------------------------------------------
 
 
@@ -664,6 +715,9 @@ def main() -> None:
     parser.add_argument("--stop", action="store_true", help="stop the cluster kept in --pgdata and exit")
     parser.add_argument("--refresh", action="store_true", help="replace this tree's functions on a kept server first")
     parser.add_argument("--baseline-only", action="store_true", help="build (or reuse) and measure the baseline only")
+    parser.add_argument(
+        "--quality", type=int, metavar="S", help="compare each top 10 with the unbounded query's (at most S s each)"
+    )
     parser.add_argument("--measure", metavar="MEMBER_DSN", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--warm", type=int, default=1, help=argparse.SUPPRESS)
@@ -729,6 +783,8 @@ def main() -> None:
             "\nthe same searches, baseline vs this tree: " + same_hits(results["base"]["hits"], results["mine"]["hits"])
         )
         use(server, "mine")
+        if args.quality:
+            quality(server.superuser_dsn, {w: results[w]["hits"] for w in ("base", "mine")}, args.quality)
     finally:
         server.close()
 
