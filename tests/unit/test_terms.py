@@ -86,3 +86,10 @@ def test_a_negated_auxiliary_is_a_stop_word_and_a_clitic_leaves_its_word() -> No
     ]
     assert [t.text for t in terms.parse("what broke in codex’s work").terms][:3] == ["broke", "codex", "work"]
     assert [t.text for t in terms.parse("didn't").terms] == ["didn't"]  # nothing else: still searched
+
+
+def test_a_word_whose_inflection_ends_in_i_counts_its_y_form() -> None:
+    """ "verified" is counted in "verify it fully" as the index stems both (`verifi`)."""
+    verified, copies = terms.parse("verified copies").terms[:2]
+    assert verified.count("verify it fully, then verifying") == 2 and copies.count("copy the copy") == 2
+    assert verified.count("a verifying step") == 1 and copies.count("the copyright") == 0
