@@ -61,7 +61,7 @@ K1: Final = 1.2  # BM25's term-frequency saturation
 B: Final = 0.5  # and its length normalisation (less than 0.75: long outputs hold answers too)
 AVERAGE_CHARS: Final = 1200.0  # a typical observation's text, for the length normalisation
 RECENCY_HALF_LIFE_DAYS: Final = 14.0
-RESCORE: Final = 60  # best candidates ranked on their title, path and command
+RESCORE: Final = 90  # best candidates ranked on their title, path and command (a turn's rows crowd 60)
 WITH_CONTENT: Final = 20  # the best of those ranked again with their content
 SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long before, and regexes cost per char
 

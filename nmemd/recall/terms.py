@@ -33,7 +33,7 @@ STOP_WORDS: Final = frozenset(
     out over own same she should so some such than that the their theirs them themselves then there these they
     this those through to too under until up us very was we were what when where which while who whom why will
     with would you your yours yourself yourselves again already anything something everything last recent
-    recently earlier previous previously before one ones thing things way ask asked tell told know say said see
+    recently earlier previous previously before first one ones thing things way ask asked tell told know say said see
     saw use used using need needed want wanted try tried happen happened happens exactly kind sort lot please
     show find found look looked remember mean here there today yesterday""".split()
 )
