@@ -9,7 +9,7 @@ can get to that floor on two cores at best:
 2. reader side: read, decode, `TranscriptReader`, the daemon's `extract`, natural keys:
    what the importer does, without encoding or sending anything;
 3. storage side: the daemon's batch transaction (`store.batches.write_batch`, batches of
-   `backfill.BATCH_EVENTS`, the daemon's pragmas and schema, the FTS catch-up at the end)
+   `import_rpc.BATCH_EVENTS`, the daemon's pragmas and schema, the FTS catch-up at the end)
    over those events: what the daemon's writer does, without decoding or a loop.
 
 On two free cores the import's wall time cannot drop below the larger of (2) and (3),
@@ -36,7 +36,7 @@ from common import VENV_BIN, add_quiet_arg, print_machine, wait_quiet
 from nmemd import config
 from nmemd.agents.claude_code.history import TranscriptReader, decode_line
 from nmemd.capture.extract import extract
-from nmemd.history.backfill import BATCH_EVENTS, event_id_for
+from nmemd.history.import_rpc import BATCH_EVENTS, event_id_for
 from nmemd.store import batches, database, fts, sqlite_tuning
 from nmemd.store.batches import Incoming
 from nmemd.store.dedup import Deduper

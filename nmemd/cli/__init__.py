@@ -50,7 +50,7 @@ COMMANDS: Final = (
     ("export", "data", "export", "Write every observation and session (or one project's) to stdout as JSON lines."),
     (
         "import-transcripts",
-        "backfill",
+        "import_transcripts",
         "import_transcripts",
         "Import every coding agent's past sessions into memory; a second run imports only what is new.",
     ),

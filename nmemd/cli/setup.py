@@ -103,7 +103,7 @@ def install(
     failed = _each_agent(agents, step)
     _backups_said()
     if offer:
-        from nmemd.cli.backfill import offer_import
+        from nmemd.cli.import_transcripts import offer_import
 
         offer_import(import_history)
     if not print_only and len(failed) < len(agents):

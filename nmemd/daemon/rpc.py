@@ -16,7 +16,7 @@ import anyio
 from nmemd.capture.drain import drain_once
 from nmemd.daemon.status import Status, database_facts
 from nmemd.errors import QueryError, UnknownMethod
-from nmemd.history import backfill, transfer
+from nmemd.history import import_rpc, transfer
 from nmemd.jobs import purge
 from nmemd.recall.methods import QUERIES, execute, parse_params
 from nmemd.store import readers
@@ -72,6 +72,6 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         from nmemd.team import rpc as team_rpc
 
         return await team_rpc.call(daemon.ingestor.store, daemon.team, daemon.settings.team_window_days, method, params)
-    if method in backfill.METHODS:  # import_events, import_state: `nmem import-transcripts`
-        return await backfill.call(daemon, method, params)
+    if method in import_rpc.METHODS:  # import_events, import_state: `nmem import-transcripts`
+        return await import_rpc.call(daemon, method, params)
     raise UnknownMethod(f"unknown method {method!r}")

@@ -1,4 +1,4 @@
-"""Other sources of events: agents' transcript files read back into memory (`transcripts`; the
-CLI's `importer`, the daemon's `backfill`) and nmem's own JSONL export and import (`transfer`). All go
-through capture's extraction.
+"""Other sources of events: agents' history files read back into memory by `nmem import-transcripts`
+(each agent's reader gives `records`; the CLI's `importer`, the daemon's side `import_rpc`) and nmem's own
+JSONL export and import (`transfer`). All go through capture's extraction.
 """

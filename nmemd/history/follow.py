@@ -204,7 +204,7 @@ class Follower:
     def _incoming(self, records: list[Record]) -> list[Incoming]:
         """On a thread: the records extracted as a live event would be, keyed as the importer keys them."""
         from nmemd.capture.extract import extract
-        from nmemd.history.backfill import event_id_for
+        from nmemd.history.import_rpc import event_id_for
         from nmemd.store.batches import Incoming
         from nmemd.store.keys import natural_key
 

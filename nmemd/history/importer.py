@@ -1,5 +1,5 @@
 """Import every agent's history: find its files, read what is new in each, send it to the daemon
-(`nmem import-transcripts`; the daemon's side is `nmemd.history.backfill`).
+(`nmem import-transcripts`; the daemon's side is `nmemd.history.import_rpc`).
 
 Each agent in the registry names its history (`AgentSpec.history`, nmemd.history.sources): where it
 lives, which files are its, and how they are read (JSONL line by line, a document whole, a database by
@@ -28,7 +28,7 @@ import msgspec
 
 from nmemd import registry
 from nmemd.history import files
-from nmemd.history.backfill import (
+from nmemd.history.import_rpc import (
     BATCH_BYTES,
     BATCH_EVENTS,
     BATCH_WIRE_BYTES,
@@ -42,7 +42,7 @@ from nmemd.history.pipeline import Pipeline
 from nmemd.history.records import Counts, Record
 from nmemd.history.sources import DatabaseReader, DocumentReader, HistorySource, LineReader
 
-LOG = logging.getLogger("nmemd.backfill")
+LOG = logging.getLogger("nmemd.import_transcripts")
 _encode = msgspec.json.Encoder().encode
 LINE_MAX: Final = 32 * 1024 * 1024  # a longer line is skipped, read in chunks, never held whole
 HEAD_BYTES: Final = 1024  # hashed to notice a file replaced under the same name

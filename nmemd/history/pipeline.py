@@ -11,9 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from nmemd.history.backfill import IN_FLIGHT, RPC_TIMEOUT_S, FileState, encode_batch
+from nmemd.history.import_rpc import IN_FLIGHT, RPC_TIMEOUT_S, FileState, encode_batch
 
-LOG = logging.getLogger("nmemd.backfill")
+LOG = logging.getLogger("nmemd.import_transcripts")
 
 
 class Sent(Protocol):

@@ -41,7 +41,7 @@ def test_the_hook_client_starts_the_daemon_on_the_registrys_start_events() -> No
 
 
 def test_import_transcripts_names_every_agent_whose_history_it_reads() -> None:
-    from nmemd.cli.backfill import import_transcripts
+    from nmemd.cli.import_transcripts import import_transcripts
 
     doc = " ".join((import_transcripts.__doc__ or "").split())
     assert all(spec.label in doc for spec in registry.AGENTS.values() if spec.history is not None), doc

@@ -1,5 +1,5 @@
 """Every agent's history into the store, in process: the CLI's importer (`nmemd.history.importer`) reads each
-agent's recorded history file and asks the daemon's own import methods (`nmemd.history.backfill.call`),
+agent's recorded history file and asks the daemon's own import methods (`nmemd.history.import_rpc.call`),
 run here over a real store and its ingestor with no socket between them. A second run adds nothing. The
 same through `nmem import-transcripts` and a real daemon: tests/daemon/test_agents_*_import.py."""
 
@@ -22,7 +22,7 @@ from support.payloads import codex, copilot, gemini, opencode
 
 from nmemd import config, registry
 from nmemd.capture.ingest import Ingestor
-from nmemd.history import backfill
+from nmemd.history import import_rpc
 from nmemd.history.importer import Importer
 from nmemd.model import CLAUDE_CODE, stored_agent
 from nmemd.store.database import open_store
@@ -32,7 +32,7 @@ Ask = Callable[[str, dict[str, Any], float], Any]
 
 @contextmanager
 def daemon_methods() -> Iterator[tuple[Ask, str]]:
-    """`ask` as the CLI's importer calls the daemon, answered by backfill.call in an event loop of its own
+    """`ask` as the CLI's importer calls the daemon, answered by import_rpc.call in an event loop of its own
     over the test's store; the database's path."""
     settings = config.load()
     with anyio.from_thread.start_blocking_portal() as portal:
@@ -41,7 +41,7 @@ def daemon_methods() -> Iterator[tuple[Ask, str]]:
             running = portal.start_task_soon(host.ingestor.run)
 
             def ask(method: str, params: dict[str, Any], timeout: float) -> Any:
-                reply = portal.call(backfill.call, host, method, params)
+                reply = portal.call(import_rpc.call, host, method, params)
                 return msgspec.json.decode(msgspec.json.encode(reply))  # as it crosses the socket
 
             try:
