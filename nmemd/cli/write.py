@@ -29,7 +29,7 @@ from nmemd.recall.queries import ALL_PROJECTS
 from nmemd.wording import plural
 
 MAINTAIN_TIMEOUT_S = 600.0
-LISTED_ROWS = 50  # nmemd.jobs.purge.LISTED_ROWS: a purge names this many of its observations
+LISTED_ROWS = 50  # nmemd.history.purge.LISTED_ROWS: a purge names this many of its observations
 
 
 def _maintain_locally(job: str | None) -> Any:
@@ -119,7 +119,7 @@ def _write(method: str, params: dict[str, Any]) -> Any:
     write beside us while the store is open.
     """
     from nmemd.errors import AlreadyRunning, DaemonUnavailable
-    from nmemd.jobs import purge
+    from nmemd.history import purge
 
     try:
         purge.parse(method, params)  # a bad param is reported here, with its message

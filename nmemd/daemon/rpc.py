@@ -16,8 +16,7 @@ import anyio
 from nmemd.capture.drain import drain_once
 from nmemd.daemon.status import Status, database_facts
 from nmemd.errors import QueryError, UnknownMethod
-from nmemd.history import import_rpc, transfer
-from nmemd.jobs import purge
+from nmemd.history import import_rpc, purge, transfer
 from nmemd.recall.methods import QUERIES, execute, parse_params
 from nmemd.store import readers
 

@@ -135,7 +135,7 @@ class Daemon:
 
     async def _delete_pulled(self, ids: list[int]) -> None:
         """A pulled tombstone's delete: purge's own (full text, prompts, every copy), nothing queued back."""
-        from nmemd.jobs import purge
+        from nmemd.history import purge
 
         await purge.purge(self.ingestor.store, purge.PurgeFilter(ids=ids), share=False)
 

@@ -39,7 +39,7 @@ import msgspec
 
 from nmemd.capture import clock
 from nmemd.config import tunable
-from nmemd.jobs import purge
+from nmemd.history import purge
 from nmemd.store import readers
 from nmemd.store.database import Store
 from nmemd.store.repair import FTS_MERGES, set_fts_merges

@@ -33,7 +33,7 @@ from nmemd import config
 from nmemd.capture import ingest
 from nmemd.capture.extract import extract
 from nmemd.capture.ingest import Ingestor
-from nmemd.jobs.purge import PurgeFilter, purge
+from nmemd.history.purge import PurgeFilter, purge
 from nmemd.store.batches import Incoming
 from nmemd.store.database import open_store
 from nmemd.store.keys import key_digest

@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("setup", "web"),
     ("client",),
     ("daemon",),
-    ("jobs", "history", "mcp"),
+    ("jobs", "mcp"),
+    ("history",),  # the history import, export/import and purge: retention (jobs) removes through purge
     ("team",),
     ("recall",),
     ("capture",),

@@ -234,7 +234,7 @@ async def test_a_crash_before_indexing_is_caught_up_at_the_next_open(tmp_path: o
 
 async def test_purge_by_query_reaches_rows_not_indexed_yet() -> None:
     """A purge's full-text match must see the newest observations: it indexes them first."""
-    from nmemd.jobs.purge import PurgeFilter, purge
+    from nmemd.history.purge import PurgeFilter, purge
 
     settings = config.load()
     secret = Observation(type="command", title="echo wombat-7731", content="wombat-7731", command="echo wombat-7731")
@@ -426,7 +426,7 @@ def _scanned(db: str) -> tuple[int, int, dict[str, int], float | None]:
 
 async def test_status_counts_kept_as_rows_are_written_match_a_count_of_the_rows() -> None:
     """Counted once when an older store is migrated, then by triggers: written, merged, purged rows."""
-    from nmemd.jobs.purge import PurgeFilter, purge
+    from nmemd.history.purge import PurgeFilter, purge
 
     settings = config.load()
     _store_at_m007(Path(settings.db), [("Edit a.py", "x", "/p/a.py"), ("Edit b.py", "y", "/p/b.py")], version=14)
