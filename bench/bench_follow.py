@@ -6,7 +6,8 @@ tool call or a turn, that event's hook payload (naming the copy as `transcript_p
 hook client sends it (a new connection per event, acked after commit). This checkout's daemon (which
 reads the words from the copy as it grows, `nmemd.history.follow`) and the daemon code of another tree
 (`--compare-tree`, which does not) take turns, a fresh store each; the daemon's CPU (its threads and the
-extraction worker) per hook event is compared, with what was stored.
+extraction worker) per hook event is compared, with what was stored. Both trees' bytecode is compiled
+first and each daemon's CPU counted from its worker's readiness: start-up is not an event's cost.
 
     .venv/bin/python bench/bench_follow.py --compare-tree /work/base [--sessions 12] [--rounds 3]
 """
@@ -29,6 +30,7 @@ from common import Daemon, Home, median
 UNPACK = Path("/work/shared/corpus/unpack.sh")
 QUIET_S = 3.0  # the daemon's CPU unchanged this long (over the follower's READ_DELAY_S): it has read all
 QUIET_TIMEOUT_S = 60.0
+WORKER_TIMEOUT_S = 30.0
 
 
 def _hooks(lines: list[bytes], path: str) -> list[tuple[int, dict[str, Any]]]:
@@ -83,6 +85,26 @@ def common_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _worker_ready(sock: str) -> None:
+    """Wait (bounded) until the extraction worker has imported what it needs: its start-up is not an
+    event's cost."""
+    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        worker = common.ping_facts(sock).get("worker")
+        if not isinstance(worker, dict) or worker.get("ready"):
+            return
+        time.sleep(0.05)
+
+
+def compile_bytecode(trees: list[str]) -> None:
+    """Each tree's modules compiled once, as an installed package has them (pip compiles at install).
+    Under PYTHONDONTWRITEBYTECODE every daemon would compile its lazily imported modules after its
+    start, a cost of the environment counted per event (and more of it for the tree with more code)."""
+    for tree in trees:
+        packages = [str(Path(tree) / name) for name in ("nmemd", "nmem_client")]
+        subprocess.run([common.PYTHON, "-m", "compileall", "-q", *packages], check=True, stdout=subprocess.DEVNULL)
+
+
 def run_once(sessions: list[Path], env: dict[str, str]) -> tuple[int, float, int, int]:
     """Replay `sessions` into a fresh daemon: (events, daemon CPU s, observations, words stored)."""
     events = 0
@@ -90,7 +112,7 @@ def run_once(sessions: list[Path], env: dict[str, str]) -> tuple[int, float, int
         daemon = Daemon(home, env=env)
         daemon.start()
         try:
-            common.ping(home.socket)
+            _worker_ready(home.socket)
             start = _cpu(daemon.pid)
             for source in sessions:
                 copy = os.path.join(copies, source.name)
@@ -137,6 +159,7 @@ def main() -> None:
     sessions = sorted(Path(projects).rglob("*.jsonl"), key=lambda p: p.stat().st_size, reverse=True)[: args.sessions]
     common.print_machine()
     tree = os.path.abspath(args.compare_tree)
+    compile_bytecode([str(Path(__file__).resolve().parent.parent), tree])
     variants = {"this tree": {}, tree: {"PYTHONPATH": tree}}
     runs: dict[str, list[tuple[int, float, int, int]]] = {label: [] for label in variants}
     for _ in range(args.rounds):
