@@ -134,14 +134,15 @@ def _fit_line(line: HandoffLine, line_max: int) -> str:
 
 
 def _session_rows(conn: sqlite3.Connection, session_id: str) -> list[Row]:
-    """The session's newest SESSION_ROWS rows of every kind, oldest first, in one read of its index (a
-    session's rows come sorted from it, never in order): the line builders take the ids they quote from
-    these, so a long session is read once."""
+    """The session's newest SESSION_ROWS rows of every kind a line is built from, oldest first, in one read
+    of its index (a session's rows come sorted from it, never in order): the line builders take the ids
+    they quote from these, so a long session is read once. Not the agent's words (no line quotes them):
+    every Stop summarizes its session, and they are half of a long session's rows."""
     rows = [
         Row(*r)
         for r in conn.execute(
             """SELECT id, type, title, command, file_path, session_id, ts, tool_name FROM observations
-                WHERE session_id = ? AND +type NOT IN ('session', 'event', 'notification')
+                WHERE session_id = ? AND +type NOT IN ('session', 'event', 'notification', 'assistant', 'thinking')
                 ORDER BY ts DESC, id DESC LIMIT ?""",
             (session_id, SESSION_ROWS),
         )

@@ -377,15 +377,23 @@ def decisions(
     out: list[HandoffLine | None] = []
     seen: set[str] = set()
     for oid, text in rows:
-        for sentence in _sentences(text):
-            if len(sentence.split()) < 6 or sentence.endswith(":") or not CONCLUSION.search(sentence):
-                continue
-            key = sentence.lower()[:80]
+        for key, line in _stated(text):
             if key in seen:
                 continue
             seen.add(key)
-            out.append(handoff_line("learned", clip(_unmarked(sentence), 240), [oid]))
+            out.append(handoff_line("learned", line, [oid]))
             break  # one sentence per message: the first that states it
         if len(out) >= limit:
             break
     return out
+
+
+@lru_cache(maxsize=256)
+def _stated(text: str) -> tuple[tuple[str, str], ...]:
+    """The sentences of a message that state a cause, a fix or a decision, as (key, line). Cached: every
+    Stop's summary reads the session's last 30 messages again, and all but one are the same."""
+    return tuple(
+        (sentence.lower()[:80], clip(_unmarked(sentence), 240))
+        for sentence in _sentences(text)
+        if len(sentence.split()) >= 6 and not sentence.endswith(":") and CONCLUSION.search(sentence)
+    )
