@@ -104,10 +104,13 @@ class _RowsInsert:
             text = self._sql[rows] = f"{self.head} VALUES {', '.join([self.row] * rows)}{self.tail}"
         return text
 
-    def run(self, db: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> None:
+    def run(self, db: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """Insert `rows`; return what a RETURNING tail returns (nothing without one)."""
+        out: list[Any] = []
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
             chunk = rows[start : start + ROWS_PER_STATEMENT]
-            db.execute(self.sql(len(chunk)), [value for row in chunk for value in row])
+            out += db.execute(self.sql(len(chunk)), [value for row in chunk for value in row]).fetchall()
+        return out
 
 
 _OBSERVATIONS = _RowsInsert(
@@ -158,7 +161,8 @@ ON CONFLICT(session_id) DO UPDATE SET
     event_count = sessions.event_count + excluded.event_count,
     agent = coalesce(sessions.agent, excluded.agent)
 """
-_SESSIONS = _RowsInsert(_SESSION_COLUMNS, 14, _SESSION_UPDATE)
+# Each session's project as stored after the upsert: where the batch's rows are outside it (store.places).
+_SESSIONS = _RowsInsert(_SESSION_COLUMNS, 14, _SESSION_UPDATE + " RETURNING session_id, project")
 
 
 def _json_list(values: Sequence[str]) -> str:
@@ -356,9 +360,8 @@ def write_batch(
         if plan.prompts:
             db.executemany(_INSERT_PROMPT, plan.prompts)
         if plan.sessions:
-            _SESSIONS.run(db, [s.row() for s in plan.sessions.values()])
-        if plan.observations:  # after the sessions: a new session's project is known now
-            places.note(db, plan.observations[0][0], plan.next_id)
+            launches = dict(_SESSIONS.run(db, [s.row() for s in plan.sessions.values()]))
+            places.note(db, ((o[2], o[3]) for o in plan.observations), launches)
         if plan.events:
             _EVENTS.run(db, plan.events)
         if plan.inbox_done:

@@ -11,27 +11,34 @@ A folder under the session's project needs no entry: a project's search takes th
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Mapping
 from typing import Final
 
-# The rows of a batch (ids in [?1, ?2), or `rows` a condition) done outside their session's project. Paths
-# compared as strings: a teammate's or an imported session's folders need not exist on this machine.
+# The rows `rows` names (a condition) done outside their session's project (migration m013; a batch's rows:
+# `note`). Paths compared as strings: a teammate's or an imported session's folders need not exist here.
 FILL: Final = """INSERT OR IGNORE INTO session_places(launch, project, session_id)
 SELECT DISTINCT s.project, o.project, o.session_id FROM observations o JOIN sessions s ON s.session_id = o.session_id
 WHERE {rows} AND o.author IS NULL AND o.project IS NOT NULL AND s.project IS NOT NULL AND o.project <> s.project
   AND NOT (o.project > rtrim(s.project, '/') || '/' AND o.project < rtrim(s.project, '/') || '0')"""
-# The same for a batch's rows, each row's session looked up by its primary key. Not a join: once statistics
-# are taken, the planner expects a range of ids to hold many rows and reads every session into a Bloom filter
-# first (7-15 ms a batch at a million observations, three quarters of its cost: ingest 0.3x an empty
-# store's, issue #40); a scalar subquery is one lookup per row stored, whatever the statistics say.
-_FILL_RANGE: Final = """INSERT OR IGNORE INTO session_places(launch, project, session_id)
-SELECT DISTINCT launch, project, session_id FROM (
-    SELECT (SELECT s.project FROM sessions s WHERE s.session_id = o.session_id) AS launch, o.project AS project,
-           o.session_id AS session_id
-    FROM observations o WHERE o.id >= ? AND o.id < ? AND o.author IS NULL AND o.project IS NOT NULL)
-WHERE launch IS NOT NULL AND project <> launch
-  AND NOT (project > rtrim(launch, '/') || '/' AND project < rtrim(launch, '/') || '0')"""
+INSERT: Final = "INSERT OR IGNORE INTO session_places(launch, project, session_id) VALUES (?, ?, ?)"
 
 
-def note(db: sqlite3.Connection, first_id: int, next_id: int) -> None:
-    """List the places of the rows just stored (ids first_id up to next_id), in the batch's transaction."""
-    db.execute(_FILL_RANGE, (first_id, next_id))
+def outside(launch: str, project: str) -> bool:
+    """Whether a row of `project` lies outside its session's `launch` project: FILL's test, in Python (str
+    order is code point order, as SQLite's byte order of UTF-8 is)."""
+    base = launch.rstrip("/")
+    return project != launch and not (base + "/" < project < base + "0")
+
+
+def note(db: sqlite3.Connection, rows: Iterable[tuple[str, str | None]], launches: Mapping[str, str | None]) -> None:
+    """List the places of a batch's rows ((session id, project) each) outside their session's project, in
+    the batch's transaction. `launches`: each session's project as the batch's upsert left it (its
+    RETURNING), so no row's session is looked up again (at a million observations a lookup per batch
+    cost ingest a quarter of its rate, issue #40); most batches have no such row and write nothing."""
+    found = {
+        (launch, project, sid)
+        for sid, project in rows
+        if project is not None and (launch := launches.get(sid)) is not None and outside(launch, project)
+    }
+    if found:
+        db.executemany(INSERT, sorted(found))

@@ -115,32 +115,38 @@ def test_the_sibling_checkout_finds_what_was_done_there(db: str) -> None:
     assert not _search(db, "wombat", SIBLING)
 
 
-# sqlite_stat1 of a store of a million observations (bench/bench_scale.py's, after the daemon's ANALYZE)
-_MILLION_STATS = [
-    ("observations", "observations_session_tool", "1132800 51 2"),
-    ("observations", "observations_type_ts", "1126167 401 1"),
-    ("observations", "observations_project_ts", "1106944 401 1"),
-    ("observations", "sqlite_autoindex_observations_1", "514188 1"),
-    ("sessions", "sessions_project_last", "7344 134 1"),
-    ("sessions", "sqlite_autoindex_sessions_1", "6097 1"),
-]
-
-
-def test_a_batch_looks_its_rows_sessions_up_whatever_the_statistics_say(db: str) -> None:
-    """With a million rows' statistics, the join of a batch's rows with their sessions (`places.FILL`) read
-    every session into a Bloom filter first (7-15 ms a batch, issue #40): the batch's fill looks each row's
-    session up by its key."""
-    conn = sqlite3.connect(db)
+@pytest.mark.parametrize(
+    ("launch", "project"),
+    [
+        (LAUNCH, LAUNCH),
+        (LAUNCH, SUB),
+        (LAUNCH, SIBLING),
+        (LAUNCH, LAUNCH + "-old"),
+        (LAUNCH, LAUNCH + "0"),
+        (LAUNCH + "/", SUB),
+        (LAUNCH + "/", LAUNCH),
+        (LAUNCH, "/nonexistent-nmem"),
+        ("/", "/etc"),
+        (LAUNCH, LAUNCH + "/é/ü"),
+        (LAUNCH + "/é", LAUNCH + "/éa"),
+        (LAUNCH, LAUNCH + "\u00ff"),
+    ],
+)
+def test_a_batch_tells_a_place_as_the_migration_does(launch: str, project: str) -> None:
+    """A batch lists its rows' places in Python (`places.note`, the session's project from its upsert):
+    the same test as the SQL every row stored before it went through (`places.FILL`, migration m013)."""
+    conn = sqlite3.connect(":memory:")
     try:
-        conn.execute("ANALYZE")
-        conn.execute("DELETE FROM sqlite_stat1 WHERE tbl IN ('observations', 'sessions')")
-        conn.executemany("INSERT INTO sqlite_stat1(tbl, idx, stat) VALUES (?, ?, ?)", _MILLION_STATS)
-        conn.commit()
-        conn.execute("ANALYZE sqlite_schema")  # read the statistics again
-        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + places._FILL_RANGE, (1, 17))]
+        conn.execute("CREATE TABLE sessions (session_id TEXT, project TEXT)")
+        conn.execute("CREATE TABLE observations (session_id TEXT, project TEXT, author TEXT)")
+        conn.execute("CREATE TABLE session_places (launch TEXT, project TEXT, session_id TEXT)")
+        conn.execute("INSERT INTO sessions VALUES ('s', ?)", (launch,))
+        conn.execute("INSERT INTO observations VALUES ('s', ?, NULL)", (project,))
+        conn.execute(places.FILL.format(rows="1"))
+        by_sql = conn.execute("SELECT count(*) FROM session_places").fetchone()[0] == 1
     finally:
         conn.close()
-    assert not [p for p in plan if "BLOOM FILTER" in p or p.startswith("SCAN")], plan
+    assert places.outside(launch, project) == by_sql
 
 
 def test_the_context_of_where_it_started_holds_what_it_did_in_the_sibling(db: str) -> None:
