@@ -9,7 +9,9 @@ event holding most of the query's words (weighted by their idf) of the kind the 
 its errors, commands and edits before the rest (never its reads), and the turn's first error (before
 the others when the question asks why or what went wrong; with the turn's next error too when it asks
 what came of an attempt, and the first error brought up beside its prompt when ranking found it lower).
-The printed line is the event's own.
+A failure ranked first, when the question asks what was done rather than why, is followed by the
+agent's next command or edit (how it got past it: `git config user.email` after a commit refused for
+want of an identity). The printed line is the event's own.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ TURN_TOP: Final = 5  # prompts among this many first hits get their turn's best 
 FIRST_EVENTS: Final = 2  # events surfaced for the first such prompt (one for the others)
 TURN_ROWS: Final = 400  # rows of a turn looked at, at most (a turn of a long autonomous run is longer)
 WHY_ERROR: Final = 1.6  # "why" / "what went wrong": an error of the turn before its other events
+NEXT_SPAN: Final = 64  # rowids after a failure looked at for the agent's next move (other sessions interleave)
 OWN_WORDS: Final = 1.0  # an event's own words (idf-weighted) against its kind's weight
 # What never answers for its turn: the prompt itself, todo snapshots, bookkeeping, and reads (what was looked at).
 _NOT_ANSWERS: Final = ("prompt", "task", "session", "event", "notification", "read")
@@ -66,6 +69,14 @@ def surface(
     for rank, hit in enumerate(hits):
         if hit.id in added:
             continue  # surfaced earlier, beside its prompt
+        if rank == 0 and hit.type == "error" and not (why or outcome or query.asks_why):
+            out.append(hit)  # a failure first, asked what was done (not why): how the agent got past it
+            fix = _next_move(conn, hit)
+            if fix is not None and fix.id not in added:
+                fix.score = hit.score
+                out.append(fix)
+                added.add(fix.id)
+            continue
         if rank >= TURN_TOP or hit.type != "prompt":
             out.append(hit)
             continue
@@ -129,6 +140,23 @@ def best_events(
         Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6], count=r[7])
         for r in picked[:n]
     ]
+
+
+def _next_move(conn: sqlite3.Connection, failure: Hit) -> Hit | None:
+    """What the agent did right after a failure (its next command, edit or write in the session, among its
+    next four rows and within NEXT_SPAN rowids): how it got past it."""
+    r = conn.execute(
+        f"""SELECT {HIT_COLUMNS} FROM observations o
+            WHERE o.id > ? AND o.id <= ? AND o.session_id = ? ORDER BY o.id LIMIT 4""",
+        (failure.id, failure.id + NEXT_SPAN, failure.session_id),
+    ).fetchall()
+    for row in r:
+        if row[1] in ("command", "edit", "write"):
+            return Hit(id=row[0], type=row[1], project=row[2], session_id=row[3], ts=row[4], title=row[5],
+                       file_path=row[6], count=row[7])  # fmt: skip
+        if row[1] in ("prompt", "error"):
+            return None
+    return None
 
 
 def _turn_rows(conn: sqlite3.Connection, prompt: Hit) -> list[tuple[Any, ...]]:

@@ -179,3 +179,15 @@ def test_what_happened_brings_the_turns_next_failure_too(project: str) -> None:
     hits = ranked("what happened when you tried to check the walrus server log?")
     first = [h.title for h in hits[:3]]
     assert any("open http://localhost:3000" in t for t in first), first  # none of the question's words
+
+
+def test_a_failure_found_first_brings_what_the_agent_did_next(project: str) -> None:
+    """The failure holds the question's words; the command right after it is how the agent got past it."""
+    ranked = searcher([
+        _prompt(project, "push the walrus report"),
+        claude_failure(SID, project, "git commit -m 'walrus report'", "Author identity unknown: set user.email"),
+        claude_bash(SID, project, "git config user.email tusk@example.org", ""),
+        claude_bash(SID, project, "git commit -m 'walrus report'", "[main 1a2b3c] walrus report"),
+    ])  # fmt: skip
+    hits = ranked("which identity did we set to commit the walrus report?")
+    assert [h.title for h in hits[:2]][1].startswith("$ git config user.email"), [h.title for h in hits[:3]]
