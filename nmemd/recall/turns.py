@@ -35,12 +35,16 @@ _NOT_ANSWERS: Final = ("prompt", "task", "session", "event", "notification", "re
 _QUESTION: Final = re.compile(
     r"\?\s*$|^\s*(?:what|why|how|which|when|where|who|did|does|do|was|were|is|are|can|could)\b", re.IGNORECASE
 )
-_OUTCOME: Final = re.compile(r"(?i)\b(?:why|what (?:happened|went wrong|broke|failed)|\w+n['\u2019]t|not|never)\b")
+_OUTCOME: Final = re.compile(
+    r"(?i)\b(?:why|what (?:happened|went wrong|broke|failed|stopped)|\w+n['\u2019]t|not|never|able to|managed to"
+    r"|prevent\w*|stopp?ed)\b"
+)
 
 
 def asks_outcome(query: Query, text: str) -> bool:
-    """Whether `text` asks what came of an attempt (why, what happened, what went wrong, something that did
-    not work): a turn's failures answer it, its first and its next."""
+    """Whether `text` asks what came of an attempt (why, what happened, what went wrong, whether the agent was
+    able to, what stopped or prevented it, something that did not work): a turn's failures answer it, its
+    first and its next."""
     return "error" in query.type_hints or bool(_OUTCOME.search(text))
 
 
