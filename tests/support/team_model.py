@@ -32,7 +32,7 @@ from typing import Any
 
 import anyio
 
-from nmemd.team import admin, client, schema
+from nmemd.team import admin, pg, schema
 from nmemd.team.local import OutRow
 from support.team_world import Member, bash_event
 
@@ -244,9 +244,9 @@ class TeamSyncModel:
         who, row = self.replayable[marker]
 
         async def push() -> None:
-            conn = await client.connect(self.members[who].dsn)
+            conn = await pg.connect(self.members[who].dsn)
             try:
-                await client.push(conn, "acme", f"{who}-box", [row], schema.SCHEMA_VERSION)
+                await pg.push(conn, "acme", f"{who}-box", [row], schema.SCHEMA_VERSION)
             finally:
                 await conn.close()
 
