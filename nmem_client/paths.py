@@ -216,19 +216,29 @@ def store_socket() -> str | None:
     return socket if socket.startswith("/") else None
 
 
-def read_regular(path: str, limit: int, *, follow: bool = False) -> bytes:
-    """The bytes of the regular file at `path` (not through a symlink unless `follow`), at most
-    `limit` of them.
+def open_regular(path: str, *, follow: bool = False) -> int:
+    """A descriptor of the regular file at `path` (not through a symlink unless `follow`), opened for
+    reading: the one safe way nmem opens a file others may have planted something at.
 
-    Never waits: opened non-blocking, so a FIFO planted there answers at once; anything that is
-    not a regular file, or is larger than `limit` (`/dev/zero`, a 2 GB file), raises OSError."""
+    Never waits: opened non-blocking, so a FIFO planted there answers at once; anything that is not a
+    regular file (a FIFO, a device, a folder) raises OSError, its descriptor closed."""
     flags = posix.O_RDONLY | posix.O_NONBLOCK | posix.O_NOCTTY | posix.O_CLOEXEC | (0 if follow else posix.O_NOFOLLOW)
     fd = posix.open(path, flags)
     try:
-        st = posix.fstat(fd)
-        if st.st_mode & 0o170000 != 0o100000:  # S_IFREG
+        if posix.fstat(fd).st_mode & 0o170000 != 0o100000:  # S_IFREG
             raise OSError(22, "not a regular file", path)
-        if st.st_size > limit:
+    except BaseException:
+        posix.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str, limit: int, *, follow: bool = False) -> bytes:
+    """The bytes of the regular file at `path` (`open_regular`), at most `limit` of them: a larger one
+    (a 2 GB file, one that grows while read) raises OSError."""
+    fd = open_regular(path, follow=follow)
+    try:
+        if posix.fstat(fd).st_size > limit:
             raise OSError(27, f"larger than {limit} bytes", path)  # EFBIG
         chunks = []
         left = limit + 1  # a file that grew since fstat is refused too
@@ -255,9 +265,32 @@ def spool_dir() -> str:
     return join(home(), "spool")
 
 
+def create_private(path: str, data: bytes, mode: int = 0o600) -> None:
+    """A new file at `path` holding `data`, fsynced, with `mode` (0600: private from its first byte,
+    whatever the umask): the one way nmem writes a file. Never through a link nor over anything already
+    there (FileExistsError); a failed write leaves no file."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)  # the umask took bits away: give back the ones `mode` has, no more
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise
+    os.close(fd)
+
+
 def write_private(final: str, data: bytes) -> None:
-    """`final` complete or absent: a new 0600 temp file beside it (never through a link), fsynced,
-    then renamed over it. A temp file a crashed writer of the same pid left is removed first."""
+    """`final` complete or absent: a new 0600 temp file beside it (`create_private`), then renamed over
+    it. A temp file a crashed writer of the same pid left is removed first."""
     import os
 
     tmp = f"{final}.{os.getpid()}.tmp"
@@ -265,14 +298,7 @@ def write_private(final: str, data: bytes) -> None:
         os.unlink(tmp)
     except FileNotFoundError:
         pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    create_private(tmp, data)
     os.replace(tmp, final)
 
 

@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from nmem_client import paths
 from nmemd.cli.common import fail, load_settings
 from nmemd.client import control
 from nmemd.config import Settings
@@ -166,13 +167,10 @@ def open_file(home: str, port: int, url: str) -> Path:
     folder = Path(home) / "ui"
     ensure_private_dir(str(folder))
     path = folder / f"open-{port}.html"
-    path.unlink(missing_ok=True)
     target = html.escape(url)
     page = (
         f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={target}">'
         f'<title>nmem</title></head><body><p><a href="{target}">Open the nmem viewer</a></p></body></html>\n'
     )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(page)
+    paths.write_private(str(path), page.encode("utf-8"))
     return path

@@ -152,7 +152,7 @@ def holder(path: str) -> tuple[int, str] | None:
     """The pid (-1 when unreadable) and note of the daemon holding the lock at `path`; None when
     nobody holds it. The note is the socket a store's daemon serves (empty for a socket's lock)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = paths.open_regular(path)  # never waits: a FIFO planted there is not a lock
     except OSError:
         return None
     try:

@@ -1,11 +1,11 @@
 """How the history readers open an agent's file: never waiting, regular files only, every read bounded.
 
-An import runs every hour over folders other programs write (issue #28, finding 4): a FIFO where a
-side file belongs hung it for good, `/dev/zero` behind a link filled memory until the whole run
-died, and a line of tiny JSON values (`[[],[],...]`) cost 27 bytes of memory per byte of line.
-Every reader opens through `open_file` (`O_NONBLOCK`, so a FIFO answers at once; then `fstat`: a
-regular file or an OSError) or reads through `read_file` (the same, at most `limit` bytes), and
-every JSON text is counted before it is decoded (`too_many_values`). A file that fails is the
+An import runs every hour over folders other programs write (issue #28, finding 4): a FIFO where a side
+file belongs hung it for good, `/dev/zero` behind a link filled memory until the whole run died, and a
+line of tiny JSON values (`[[],[],...]`) cost 27 bytes of memory per byte of line. Every reader opens
+through `open_file` (`nmem_client.paths.open_regular`: `O_NONBLOCK`, so a FIFO answers at once; then
+`fstat`: a regular file or an OSError) or reads through `read_file` (the same, at most `limit` bytes),
+and every JSON text is counted before it is decoded (`too_many_values`). A file that fails is the
 caller's to report; the run goes on with the next.
 """
 
@@ -14,8 +14,9 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 from typing import BinaryIO, Final
+
+from nmem_client import paths
 
 SIDE_MAX: Final = 64 * 1024  # a side file that names a folder (Gemini's `.project_root`, Cline's `<id>.json`)
 PROJECTS_MAX: Final = 4 * 1024 * 1024  # Gemini's `projects.json`: one short line per project
@@ -28,16 +29,13 @@ _STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 def open_file(path: str, *, follow: bool = True) -> BinaryIO:
     """`path` opened for reading, if it is a regular file (`follow`: through a symlink too). Raises
     OSError at once for anything else: a FIFO, a device, a folder, a link when not `follow`."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        fd = paths.open_regular(path, follow=follow)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise OSError(errno.ELOOP, "a symbolic link, not read", path) from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
         os.set_blocking(fd, True)  # a regular file never waits; clear the flag for Python's buffered reads
         return os.fdopen(fd, "rb")
     except BaseException:

@@ -1,12 +1,12 @@
-"""How nmem changes a file of the user's: private from its first byte, through a link to the file it
-names, and never a file the user made read-only or another user owns.
+"""How nmem changes a file of the user's: private from its first byte, through a link to the file it names,
+and never a file the user made read-only or another user owns.
 
-Every file an installer writes goes through `replace` (issue #28, findings 5 and 10): the new content
-is written to a temporary file created with `O_CREAT|O_EXCL|O_NOFOLLOW` and its final mode (the
-replaced file's, else 0600), so no other user can read or open it at any moment, whatever the umask;
-it is fsynced, then renamed over the file. A settings file that is a symlink (a dotfile manager's)
-stays one: the file it leads to is the one replaced (`target`). A backup of what is replaced is a
-new 0600 file each time, never one overwritten (`backup`).
+Every file an installer writes goes through `replace` (issue #28, findings 5 and 10): the new content is
+written to a temporary file created with `O_CREAT|O_EXCL|O_NOFOLLOW` and its final mode (the replaced
+file's, else 0600: `nmem_client.paths.create_private`), so no other user can read or open it at any
+moment, whatever the umask; it is fsynced, then renamed over the file. A settings file that is a symlink
+(a dotfile manager's) stays one: the file it leads to is the one replaced (`target`). A backup of what
+is replaced is a new 0600 file each time, never one overwritten (`backup`).
 """
 
 from __future__ import annotations
@@ -55,24 +55,6 @@ def mode_of(path: Path, default: int = PRIVATE) -> int:
         return default
 
 
-def create(path: Path, data: bytes, mode: int) -> None:
-    """A new file holding `data`, created with `mode` (never wider) and fsynced; FileExistsError
-    if anything, a link included, is at `path` already."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        os.fchmod(fd, mode)  # the umask took bits away: give back the ones `mode` has, no more
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    os.close(fd)
-
-
 def replace(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace the file at `path` (already `target`ed) by `data`, atomically; its mode is `mode`, else
     the replaced file's, else 0600. Its folder is made (private) when missing. Raises OSError."""
@@ -81,7 +63,7 @@ def replace(path: Path, data: bytes, mode: int | None = None) -> None:
     for attempt in range(100):
         tmp = path.with_name(f".{path.name}.nmem-tmp-{os.getpid()}-{attempt}")
         try:
-            create(tmp, data, mode)
+            paths.create_private(str(tmp), data, mode)
             break
         except FileExistsError:
             continue  # someone else's file of that name, or a link: never written through, never removed
@@ -112,7 +94,7 @@ def backup(path: Path, old: bytes) -> Path:
     for n in range(1000):
         name = path.with_name(f"{path.name}{BACKUP_INFIX}{stamp}" + (f"-{n}" if n else ""))
         try:
-            create(name, old, PRIVATE)
+            paths.create_private(str(name), old, PRIVATE)
         except FileExistsError:
             continue
         made.append(name)

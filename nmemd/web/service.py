@@ -26,6 +26,8 @@ from typing import Final
 
 import msgspec
 
+from nmem_client import paths
+
 DEFAULT_PORT: Final = 47613  # an unassigned port: the same address every time
 STATE_FILE: Final = "viewer.json"
 COOKIE_DAYS: Final = 400  # browsers keep a cookie at most this long
@@ -62,12 +64,12 @@ def load(home: str) -> Viewer | None:
     """The state file, or None when there is none (or it is unreadable: a new one is made)."""
     path = Path(home) / "ui" / STATE_FILE
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = paths.open_regular(str(path))
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not os.path.isfile(path):
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
             return None  # not ours, or others may read it: not a secret any more
         data = os.read(fd, 4096)
     finally:
@@ -80,13 +82,7 @@ def load(home: str) -> Viewer | None:
 
 def save(home: str, viewer: Viewer) -> None:
     """Write the state file private from its first byte, replacing the old one atomically."""
-    where = folder(home)
-    tmp = where / f".{STATE_FILE}.{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(msgspec.json.encode(viewer))
-    os.replace(tmp, where / STATE_FILE)
+    paths.write_private(str(folder(home) / STATE_FILE), msgspec.json.encode(viewer))
 
 
 def for_port(home: str, port: int) -> Viewer:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from typing import Any, Final
 
+from nmem_client import paths
 from nmemd.agents.codex import SPEC
 from nmemd.capture.fields import (
     CMD_MAX,
@@ -173,13 +173,11 @@ def rollout_exit_code(path: object, call_id: object) -> int | None:
     if not (os.path.isabs(path) and name.startswith("rollout-") and name.endswith(".jsonl")):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = paths.open_regular(path)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
         start = max(st.st_size - ROLLOUT_TAIL, 0)
         data = os.pread(fd, st.st_size - start, start)
     except OSError:
