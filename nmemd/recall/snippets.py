@@ -11,9 +11,10 @@ so `[100%]` from pytest stays `[100%]` and a single ⟦ always opens a mark.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # the CLI marks snippets without paying for the query parser's start
     from nmemd.recall.terms import Query
@@ -95,27 +96,103 @@ _FACT_KEYS: Final[tuple[Callable[[str, str], bool], ...]] = (
     lambda line, low: low != line or "_" in line or "@" in line or "::" in line,
     lambda line, low: any(map(line.__contains__, "0123456789")),
 )
-_FACTS: Final = tuple((pattern, weight, may) for (pattern, weight), may in zip(_FACT_WEIGHTS, _FACT_KEYS, strict=True))
 
 
-def _facts_in(line: str) -> tuple[tuple[re.Pattern[str], float], ...]:
-    """The patterns of _FACT_WEIGHTS that may match `line` (it holds their keys), in order; none for an
-    empty line. Their weights' sum bounds the line's `fact_weight`."""
+class _Test(Protocol):
+    def __call__(self, line: str, low: str, /) -> bool: ...
+
+
+def _plain(pattern: re.Pattern[str]) -> _Test:
+    """The pattern read over the line."""
+    return lambda line, low: pattern.search(line) is not None
+
+
+def _lowered(pattern: re.Pattern[str]) -> _Test:
+    """A case-insensitive pattern as a case-sensitive one over the lowercase line: on an ASCII line the same
+    answer (IGNORECASE folds ASCII letters as `lower()` does), in half the time."""
+    assert pattern.flags & re.IGNORECASE and not re.search(r"\\[A-Z]", pattern.pattern)  # no \W, \S, \D to lower
+    low_pattern = re.compile(pattern.pattern.removeprefix("(?i)").lower())
+    return lambda line, low: low_pattern.search(low) is not None
+
+
+def _split(*parts: tuple[tuple[str, ...] | None, str]) -> _Test:
+    """A pattern as its alternatives, each searched alone and only in a line that holds one of its keys (None:
+    no key): the same answer as the whole pattern at a fraction of its cost (an alternation is tried at
+    every position, and a word-long run that must end in an underscore backtracks through every word)."""
+    compiled = tuple((keys, re.compile(pattern)) for keys, pattern in parts)
+    return lambda line, low: any(
+        (keys is None or any(map(line.__contains__, keys))) and pattern.search(line) is not None
+        for keys, pattern in compiled
+    )
+
+
+_DIGITS: Final = tuple("0123456789")
+# How each pattern of _FACT_WEIGHTS is read on an ASCII line: the same answer, cheaper. _CODE, _PATH and
+# _IDENT alternative by alternative; tests/unit/test_snippets.py checks that each agrees with its pattern.
+_ASCII_TESTS: Final = (
+    _lowered(_ERRORISH),
+    _lowered(CONCLUSION),
+    _split(
+        (_DIGITS, r"\b[A-Z]{1,5}\d{2,6}\b"),
+        (("_",), r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b"),
+        (("Error",), r"\b[A-Z]\w*Error\b"),
+        (("Exception",), r"\b[A-Z]\w*Exception\b"),
+        (("CVE-",), r"\bCVE-\d{4}-\d+\b"),
+    ),
+    _split(
+        (("/",), r"[\w.@~-]/[\w.@-]"),  # a folder's last character, its slash, the next name's first
+        ((".",), r"\b[\w-]+\.[a-z]{1,5}\b"),  # tsx, json, yaml and toml are [a-z]{1,5} too
+    ),
+    _plain(_COMMAND),
+    _split(
+        (None, r"\b[a-z]+[A-Z]"),  # its `\w*` may match nothing
+        (("_",), r"\w_\w"),  # a word with an underscore inside it
+        (("::",), r"\b\w+(?:::\w+)+"),
+        (("@",), r"@[\w-]+/[\w.-]+"),
+        (("@",), r"\b\w+@\d"),
+    ),
+    _plain(_NUMBER),
+)
+_FACTS: Final = tuple(
+    (test, weight, may) for test, (_, weight), may in zip(_ASCII_TESTS, _FACT_WEIGHTS, _FACT_KEYS, strict=True)
+)
+_ANY_LINE: Final = tuple((_plain(pattern), weight) for pattern, weight in _FACT_WEIGHTS)
+_Facts = tuple[tuple[_Test, float], ...]
+
+
+def _facts_in(line: str) -> tuple[_Facts, str]:
+    """The patterns of _FACT_WEIGHTS that may match `line` (it holds their keys), in order, as tests; none for
+    an empty line. Their weights' sum bounds the line's `fact_weight`. And the line in lowercase (the tests
+    read it)."""
     if _EMPTY.match(line):
-        return ()
+        return (), line
     if not line.isascii():
-        return _FACT_WEIGHTS
+        return _ANY_LINE, line
     low = line.lower()
-    return tuple((pattern, weight) for pattern, weight, may in _FACTS if may(line, low))
+    return tuple((test, weight) for test, weight, may in _FACTS if may(line, low)), low
 
 
-def _weight(line: str, facts: tuple[tuple[re.Pattern[str], float], ...]) -> float:
-    return sum((weight for pattern, weight in facts if pattern.search(line)), 0.0)
+def _weight(line: str, low: str, facts: _Facts, floor: float | None = None, cap: float = FACT_CAP) -> float:
+    """The weights of `facts` that match `line` (`low`: it in lowercase), summed in order; the patterns left
+    are not read once the sum reaches `cap` (FACT_CAP: all a fact counts for), nor once they could not lift
+    it to `floor` (it would lose: the sum returned is then below `floor` too)."""
+    total = 0.0
+    left = sum(weight for _, weight in facts)
+    for test, weight in facts:
+        left -= weight
+        if test(line, low):
+            total += weight
+            if total >= cap:
+                break
+        elif floor is not None and total + left < floor:
+            break
+    return total
 
 
 def fact_weight(line: str) -> float:
     """How much of a fact one line carries (the sum of _FACT_WEIGHTS it matches; 0 for an empty line)."""
-    return _weight(line, _facts_in(line))
+    facts, low = _facts_in(line)
+    return _weight(line, low, facts, cap=math.inf)
 
 
 def errorish(line: str) -> bool:
@@ -225,10 +302,12 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
         if _EMPTY.match(text[start:end]):
             continue
         near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
-        facts = _facts_in(near)
-        if best is not None and score + min(sum(w for _, w in facts), FACT_CAP) + cause + _EPSILON < best[0]:
+        facts, low = _facts_in(near)
+        floor = None if best is None else best[0] - score - cause - _EPSILON  # the least fact that could win
+        if floor is not None and min(sum(w for _, w in facts), FACT_CAP) < floor:
             continue  # not even with every fact it may hold (the regexes are not read)
-        total = score + min(_weight(near, facts), FACT_CAP) + (cause if why and CONCLUSION.search(near) else 0.0)
+        fact = min(_weight(near, low, facts, floor), FACT_CAP)
+        total = score + fact + (cause if why and CONCLUSION.search(near) else 0.0)
         if best is None or total > best[0] or (total == best[0] and order < best[1]):
             best = (total, order, start, end)
     return None if best is None else (best[2], best[3])
@@ -241,10 +320,11 @@ def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
         if n >= lines or (best is not None and best[0] >= FACT_CAP - n * 0.002):
             break  # no line from here on can score more than the best one
         line = m.group()
-        facts = _facts_in(line)
-        if not facts or (best is not None and min(sum(w for _, w in facts), FACT_CAP) - n * 0.002 + _EPSILON < best[0]):
+        facts, low = _facts_in(line)
+        floor = None if best is None else best[0] + n * 0.002 - _EPSILON  # the least fact that could win
+        if not facts or (floor is not None and min(sum(w for _, w in facts), FACT_CAP) < floor):
             continue  # no fact, or not enough of one with every fact it may hold (the regexes are not read)
-        score = min(_weight(line, facts), FACT_CAP) - n * 0.002
+        score = min(_weight(line, low, facts, floor), FACT_CAP) - n * 0.002
         if score > 0 and (best is None or score > best[0]):
             best = (score, *m.span())
     return None if best is None else (best[1], best[2])

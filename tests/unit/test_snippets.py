@@ -124,6 +124,9 @@ _PIECES = [
     "fooBar", "snake_case", "a::b", "@scope/pkg", "pkg@1.2", "12", "3.14", "10:30", ":8080", "7",
     "İnvalid", "ſolution", "\u212anown", "⚠", "✗", "é", " ", "  ", "\t", "-", ".", "/", ":", "_", "'", "`", "(", "#",
     "====", "exit code 1",
+    # the alternatives _CODE, _PATH and _IDENT are read one by one (`snippets._split`), and their edges
+    "a_", "_b", "x__", "__init__", "A_B", "AB12", "ABCDEF123", "Ab", "aB", "ab", "-.py", "a-.md", "x.toolong",
+    "a.b.c", "@a/b", "a@1", "a::", "::b", "CVE-", "CVE-1234-5", "ValueError", "Errors", "1.2", "12:30:45",
 ]  # fmt: skip
 
 
