@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from nmemd import registry
 from nmemd.capture.project import short_name
@@ -68,6 +68,7 @@ LINE_MAX: Final = 300
 FIRST_PASS: Final = 3  # lines per section before any section gets more
 CHANGE_WEIGHT: Final = 4  # one edit or write counts like four reads when ranking changed files
 
+_T = TypeVar("_T")
 _TAG_RE: Final = re.compile(rf"<(/?)\s*({CONTEXT_TAG})", re.IGNORECASE)
 _WORK: Final = ",".join(f"'{t}'" for t in NOT_WORK)
 
@@ -179,16 +180,21 @@ def _with_ids(line: HandoffLine, limit: int = LINE_MAX) -> str:
     return "- " + label + clip(line.text, limit - len(label) - len(ids) - 2) + ids
 
 
-def _latest(conn: sqlite3.Connection, s: _Session, lines: list[HandoffLine], session_id: str | None, source: str,
-            now: float) -> _Section:  # fmt: skip
+def _latest(s: _Session, items: tuple[str, ...], session_id: str | None, source: str, now: float) -> _Section:
     """The latest session's handoff: what was asked, how it ended, what is left, what it changed."""
+    heading = f"## Latest session: {ago(s.last, now)}, {_label(s, session_id, source)} ({_status(s)})"
+    return _Section(heading, list(items))
+
+
+def _latest_items(conn: sqlite3.Connection, recent: list[_Session]) -> tuple[_Session, tuple[str, ...]]:
+    """The session whose handoff the context shows (`_with_handoff`), and its lines."""
+    s, lines = _with_handoff(conn, recent)
     capped = {"changed": LATEST_CHANGED, "checks": LATEST_CHECKS}
     shown = [line for kind in LATEST_KINDS for line in [x for x in lines if x.kind == kind][: capped.get(kind)]]
     if not shown:
         prompt, _ = first_prompt(conn, s.id)
         shown = [HandoffLine(kind="asked", text=f'"{clip(prompt, 200)}"', ids=[])] if prompt else []
-    heading = f"## Latest session: {ago(s.last, now)}, {_label(s, session_id, source)} ({_status(s)})"
-    return _Section(heading, [_with_ids(line, HANDOFF_LINE) for line in shown])
+    return s, tuple(_with_ids(line, HANDOFF_LINE) for line in shown)
 
 
 def _with_handoff(
@@ -205,23 +211,43 @@ def _with_handoff(
     return first or (recent[0], [])
 
 
-def _earlier(conn: sqlite3.Connection, shown: list[_Session], session_id: str | None, source: str,
+def _earlier(shown: list[_Session], said: tuple[str, ...], session_id: str | None, source: str,
              now: float) -> _Section:  # fmt: skip
-    """Older sessions, one line each: what was asked and how it ended."""
-    items: list[str] = []
-    for s in shown:
-        prompt, _ = first_prompt(conn, s.id)
-        head = f"- {ago(s.last, now)}, {_label(s, session_id, source)} ({_status(s)})"
-        head += f': asked "{clip(prompt, 100)}"' if prompt else ": no prompt recorded"
-        end = concluded(conn, s.id, 110)
-        if end is not None:
-            head += f"; concluded: {end.text} ({refs(end.ids)})"
-        items.append(_item(head))
+    """Older sessions, one line each: what was asked and how it ended (`said`: by `_asked_and_concluded`)."""
+    items = [
+        _item(f"- {ago(s.last, now)}, {_label(s, session_id, source)} ({_status(s)}){tail}")
+        for s, tail in zip(shown, said, strict=True)
+    ]
     return _Section("## Earlier sessions (newest first)", items)
 
 
-def _tasks(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
-    """Not-completed items of the newest todo list (TodoWrite), or of the Task* tools' state."""
+def _asked_and_concluded(conn: sqlite3.Connection, shown: list[_Session]) -> tuple[str, ...]:
+    """What each session was asked and how it concluded, as the end of its `_earlier` line."""
+    out: list[str] = []
+    for s in shown:
+        prompt, _ = first_prompt(conn, s.id)
+        tail = f': asked "{clip(prompt, 100)}"' if prompt else ": no prompt recorded"
+        end = concluded(conn, s.id, 110)
+        if end is not None:
+            tail += f"; concluded: {end.text} ({refs(end.ids)})"
+        out.append(tail)
+    return tuple(out)
+
+
+def _tasks(found: tuple[str, float, tuple[str, ...], int] | None, focus: str | None, now: float) -> _Section:
+    """Not-completed items of the newest todo list (TodoWrite), or of the Task* tools' state (`_open_tasks`)."""
+    if found is None:
+        return _Section("", [])
+    sid, ts, items, task_id = found
+    where = "this session" if sid == focus else f"session {sid[:8]}, {ago(ts, now)}"
+    heading = f"## Open tasks ([~] in progress, [ ] pending; last recorded list, {where}, #{task_id})"
+    return _Section(heading, [_item(f"- {item}") for item in items][:MAX_TASKS])
+
+
+def _open_tasks(
+    conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None
+) -> tuple[str, float, tuple[str, ...], int] | None:
+    """The session of the newest task list, its time, its open items and the id of the row that says so."""
     mine, args = _in(conn, project)
     rows = conn.execute(
         f"""SELECT session_id, max(id), max(ts) FROM observations WHERE {mine} AND +type = 'task'
@@ -230,40 +256,46 @@ def _tasks(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | N
         (*args, *scope.args, focus or ""),
     ).fetchall()
     if not rows:
-        return _Section("", [])
+        return None
     sid, _, ts = rows[0]
     found, task_id = open_tasks(conn, sid, project)
-    items = [_item(f"- {item}") for item in found]
-    where = "this session" if sid == focus else f"session {sid[:8]}, {ago(ts, now)}"
-    heading = f"## Open tasks ([~] in progress, [ ] pending; last recorded list, {where}, #{task_id})"
-    return _Section(heading, items[:MAX_TASKS])
+    return sid, ts, tuple(found), task_id
 
 
-# The sections that read the scope's rows alone (what failed and fixed it, the causes stated) say the same
-# until a row of the scope's sessions is written or deleted, however many sessions start meanwhile: each is
-# kept per (store, project, scope, the scope's state) and built again only when one of those changes.
-KEPT_SECTIONS: Final = 64
-_kept: OrderedDict[tuple[object, ...], _Section] = OrderedDict()
+# The sections say the same until a row of the recent sessions is written, merged or deleted, however many
+# sessions start meanwhile: what each reads is kept per (store, project, the recent sessions and their
+# state) and read again only when one of those changes; what depends on the time (`ago`) or on the
+# session asking is written from it each time.
+KEPT: Final = 256
+_kept: OrderedDict[tuple[object, ...], object] = OrderedDict()
 _kept_lock = threading.Lock()
+_DELETED: Final = """SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'observations'), 0)
+    - (SELECT coalesce(sum(n), 0) FROM counts WHERE name > 'type:' AND name < 'type;')"""
+_HAS_COUNTS: Final = "SELECT 1 FROM schema_migrations WHERE name = 'm015_counts'"
 
 
-def _scope_state(conn: sqlite3.Connection, scope: _Scope) -> tuple[object, ...] | None:
-    """What the scope's sections change with: the store (its file), the scope, its newest row (a row written
-    gets a larger id than any before) and how many rows it holds (a row deleted lowers it); None for a
-    store without a file (nothing is kept)."""
+def _scope_state(conn: sqlite3.Connection, scope: _Scope, recent: list[_Session]) -> tuple[object, ...] | None:
+    """What the sections change with: the store (its file), the recent sessions as listed (a row merged into
+    another counts as an event of its session), the scope, its newest row (a row written gets a larger id
+    than any before), how many rows it holds (a row deleted lowers it), and how many rows the store ever
+    deleted (ids are never reused: the largest ever given less the rows there are; a row deleted out of
+    the scope, by retention or purge, changes what a whole session's handoff says). None for a store
+    without a file, or from before the counts the last needs (nothing is kept)."""
     path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
-    if not path:
+    if not path or not conn.execute(_HAS_COUNTS).fetchone():
         return None
     try:
         inode = os.stat(path).st_ino
     except OSError:
         return None
     newest, count = conn.execute(f"SELECT max(id), count(*) FROM observations WHERE {scope.sql}", scope.args).fetchone()
-    return (path, inode, tuple(scope.ids), scope.floor, newest, count)
+    deleted = conn.execute(_DELETED).fetchone()[0]
+    sessions = tuple((s.id, s.last, s.ended, s.end_reason, s.events, s.agent) for s in recent)
+    return (path, inode, sessions, scope.floor, newest, count, deleted)
 
 
-def _kept_section(name: str, state: tuple[object, ...] | None, build: Callable[[], _Section]) -> _Section:
-    """`build()`, or what it returned for the same `name` and `state` (see KEPT_SECTIONS)."""
+def _kept_value(name: str, state: tuple[object, ...] | None, build: Callable[[], _T]) -> _T:
+    """`build()`, or what it returned for the same `name` and `state` (see KEPT): immutable values only."""
     if state is None:
         return build()
     key = (name, *state)
@@ -271,13 +303,24 @@ def _kept_section(name: str, state: tuple[object, ...] | None, build: Callable[[
         kept = _kept.get(key)
         if kept is not None:
             _kept.move_to_end(key)
-    if kept is None:
-        kept = build()
-        with _kept_lock:
-            _kept[key] = kept
-            while len(_kept) > KEPT_SECTIONS:
-                _kept.popitem(last=False)
-    return _Section(kept.heading, list(kept.items))
+            return kept  # type: ignore[return-value]  # what `build` returned for this name
+    value = build()
+    with _kept_lock:
+        _kept[key] = value
+        while len(_kept) > KEPT:
+            _kept.popitem(last=False)
+    return value
+
+
+def _kept_section(name: str, state: tuple[object, ...] | None, build: Callable[[], _Section]) -> _Section:
+    """`build()`, or what it returned for the same `name` and `state`, as a section of its own."""
+
+    def frozen() -> tuple[str, tuple[str, ...]]:
+        section = build()
+        return section.heading, tuple(section.items)
+
+    heading, items = _kept_value(name, state, frozen)
+    return _Section(heading, list(items))
 
 
 def _fixes(conn: sqlite3.Connection, project: str, scope: _Scope) -> _Section:
@@ -302,7 +345,19 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("s" if n != 1 else "")
 
 
-def _files(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
+_FileRow = tuple[str, int, int, int | None, float, int]  # path, edits, writes, reads, latest, own
+
+
+def _files(rows: tuple[_FileRow, ...], project: str, now: float) -> _Section:
+    """Files ranked by work (`_file_rows`), each with its edits, writes, reads and when it was last worked on."""
+    items = []
+    for path, edits, writes, reads, last, _own in rows:
+        parts = [_plural(n, w) for n, w in ((edits, "edit"), (writes, "write"), (reads or 0, "read")) if n]
+        items.append(_item(f"- {short_path(rel(path, project))}: {', '.join(parts)} (latest: {ago(last, now)})"))
+    return _Section("## Files most worked on", items)
+
+
+def _file_rows(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None) -> tuple[_FileRow, ...]:
     """Files ranked by work: changed files first (an edit or write counts CHANGE_WEIGHT reads),
     then files only read. Claude Code reads a file before editing it, so reads alone are context."""
     mine, args = _in(conn, project)
@@ -318,14 +373,23 @@ def _files(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | N
             LIMIT ?""",
         (focus or "", *args, *scope.args, focus or "", MAX_FILES),
     ).fetchall()
+    return tuple(rows)
+
+
+_CommandRun = tuple[str, bool, int, float, int]  # its first line, failed, runs, latest, its newest row's id
+_FLAG: Final = re.compile(r"(?<!\S)--?[a-z][\w-]*")
+
+
+def _commands(runs: tuple[_CommandRun, ...], now: float) -> _Section:
+    """Build, test and other non-trivial commands (`_command_runs`), each with how its last run ended."""
     items = []
-    for path, edits, writes, reads, last, _own in rows:
-        parts = [_plural(n, w) for n, w in ((edits, "edit"), (writes, "write"), (reads or 0, "read")) if n]
-        items.append(_item(f"- {short_path(rel(path, project))}: {', '.join(parts)} (latest: {ago(last, now)})"))
-    return _Section("## Files most worked on", items)
+    for line, failed, n, last, top in runs:
+        count = f"{n} runs, " if n > 1 else ""
+        items.append(_item(f"- `{line}`: {'failed' if failed else 'passed'} ({count}{ago(last, now)}, #{top})"))
+    return _Section("## Build, test and run commands (how each last ended; build and test first)", items)
 
 
-def _commands(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None, now: float) -> _Section:
+def _command_runs(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str | None) -> tuple[_CommandRun, ...]:
     """Build, test and other non-trivial commands, each with how its last run ended (build and test
     first, then the latest), deduplicated by their first line."""
     mine, args = _in(conn, project)
@@ -343,22 +407,20 @@ def _commands(conn: sqlite3.Connection, project: str, scope: _Scope, focus: str 
             checks = bool(CHECK_WORD.search(command_key(command)))
             ranked.append((own > 0, checks, kind, top, command, runs, last, failed == top))
     ranked.sort(key=lambda r: (not r[0], not r[1], -r[2], -r[3]))
-    items: list[str] = []
+    out: list[_CommandRun] = []
     seen: set[tuple[str, ...]] = set()
     for *_, top, command, runs, last, failed in ranked:
         # `pnpm test --run x` and `pnpm test --run y`: one way to test, shown once; `gh run view 1` and
         # `gh run view 2 --log-failed` are two
-        key = (command_key(command), *sorted(set(re.findall(r"(?<!\S)--?[a-z][\w-]*", command_line(command, 300)))))
+        key = (command_key(command), *sorted(set(_FLAG.findall(command_line(command, 300)))))
         if key in seen:
             continue
         seen.add(key)
-        line = command_line(command, COMMAND_CHARS)  # only for the commands shown: hundreds may qualify
-        outcome = "failed" if failed else "passed"
-        count = f"{runs} runs, " if runs > 1 else ""
-        items.append(_item(f"- `{line}`: {outcome} ({count}{ago(last, now)}, #{top})"))
-        if len(items) >= MAX_COMMANDS:
+        # its first line only for the commands shown: hundreds may qualify
+        out.append((command_line(command, COMMAND_CHARS), failed, runs, last, top))
+        if len(out) >= MAX_COMMANDS:
             break
-    return _Section("## Build, test and run commands (how each last ended; build and test first)", items)
+    return tuple(out)
 
 
 def _teammates(conn: sqlite3.Connection, project: str, now: float) -> _Section:
@@ -460,23 +522,42 @@ def build_context(
 
         def state() -> tuple[object, ...] | None:
             if not states:
-                states.append(_scope_state(conn, scope))
+                states.append(_scope_state(conn, scope, recent))
             return states[0]
 
         def latest() -> _Section:
-            s, lines = _with_handoff(conn, recent)
+            s, items = _kept_value(f"latest\0{project}", state(), lambda: _latest_items(conn, recent))
             chosen.append(s)
-            return _latest(conn, s, lines, session_id, source, now)
+            return _latest(s, items, session_id, source, now)
+
+        def earlier() -> _Section:
+            shown = [s for s in recent[:MAX_SESSIONS] if s not in chosen]
+            key = f"earlier\0{project}\0" + "\0".join(s.id for s in shown)
+            said = _kept_value(key, state(), lambda: _asked_and_concluded(conn, shown))
+            return _earlier(shown, said, session_id, source, now)
 
         builders: list[Callable[[], _Section]] = [
             latest,
             lambda: team,  # teammates lately (team memory)
             lambda: _kept_section(f"fixes\0{project}", state(), lambda: _fixes(conn, project, scope)),
-            lambda: _commands(conn, project, scope, focus, now),
-            lambda: _kept_section("decisions", state(), lambda: _decisions(conn, scope)),
-            lambda: _earlier(conn, [s for s in recent[:MAX_SESSIONS] if s not in chosen], session_id, source, now),
-            lambda: _tasks(conn, project, scope, focus, now),
-            lambda: _files(conn, project, scope, focus, now),
+            lambda: _commands(
+                _kept_value(
+                    f"commands\0{project}\0{focus}", state(), lambda: _command_runs(conn, project, scope, focus)
+                ),
+                now,
+            ),
+            lambda: _kept_section(f"decisions\0{project}", state(), lambda: _decisions(conn, scope)),
+            earlier,
+            lambda: _tasks(
+                _kept_value(f"tasks\0{project}\0{focus}", state(), lambda: _open_tasks(conn, project, scope, focus)),
+                focus,
+                now,
+            ),
+            lambda: _files(
+                _kept_value(f"files\0{project}\0{focus}", state(), lambda: _file_rows(conn, project, scope, focus)),
+                project,
+                now,
+            ),
         ]
         sections: list[_Section] = []
         for build in builders:

@@ -243,6 +243,28 @@ def test_kept_sections_are_built_again_once_a_row_of_their_sessions_is_written_o
     assert "`cargo test` failed" in third and "make all" not in third
 
 
+def test_kept_sections_follow_a_run_merged_a_row_deleted_outside_the_scope_and_the_time(conn_to: Any) -> None:
+    """Every section is kept between SessionStarts, and read again after what their rows say changed: a command
+    run again (merged into its row: no new row), a row deleted outside the newest MAX_ROWS (a session's first
+    prompt, which its line quotes); what depends on the time is written each time."""
+    cwd = "/m"
+    old = [_prompt("old", cwd, "early work"), _edit("old", cwd, "early.py")]
+    new = [_prompt("new", cwd, "later work")] + [_edit("new", cwd, f"late{n % 5}.py") for n in range(MAX_ROWS)]
+    db = _build(old + new + [_bash("new", cwd, "make late")])
+    first = build_context(conn_to(db), cwd, now=NOW, budget=HARD_CAP)
+    assert 'asked "early work"' in first and "- `make late`: passed (" in first
+    assert build_context(conn_to(db), cwd, session_id="next", now=NOW, budget=HARD_CAP) == first
+    later = build_context(conn_to(db), cwd, now=NOW + 3 * 86400, budget=HARD_CAP)
+    assert "(latest: 4 days ago)" in later and "(latest: 4 days ago)" not in first  # written for its own time
+    stored([_bash("new", cwd, "make late")], NOW - 60)  # the same command again: merged into its row
+    assert "- `make late`: passed (2 runs, " in build_context(conn_to(db), cwd, now=NOW, budget=HARD_CAP)
+    writer = sqlite3.connect(db)
+    writer.execute("DELETE FROM observations WHERE title LIKE '%early work%'")
+    writer.commit()
+    writer.close()
+    assert 'asked "early work"' not in build_context(conn_to(db), cwd, now=NOW, budget=HARD_CAP)
+
+
 def test_task_tools_state_is_rebuilt(conn_to: Any) -> None:
     sid, cwd = "tasks", "/t"
     created = [_tool(sid, cwd, "TaskCreate", {"subject": f"step {n}"}, {"task": {"id": str(n), "subject": f"step {n}"}})
