@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:  # the CLI marks snippets without paying for the query parser's start
     from nmemd.recall.terms import Query
@@ -98,8 +98,7 @@ _FACT_KEYS: Final[tuple[Callable[[str, str], bool], ...]] = (
 )
 
 
-class _Test(Protocol):
-    def __call__(self, line: str, low: str, /) -> bool: ...
+_Test = Callable[[str, str], bool]  # (a line, it in lowercase) -> whether a pattern matches it
 
 
 def _plain(pattern: re.Pattern[str]) -> _Test:
