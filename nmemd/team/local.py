@@ -427,9 +427,13 @@ _INSERT_OBS: Final = (
 
 
 def _command_of(o: InObservation) -> str | None:
-    """The command a pushed command or error row carries on its body's first line (`read_outbox`)."""
-    if o.body.startswith("$ "):
-        return o.body[2:].split("\n", 1)[0] or None
+    """The command a pushed command or error row carries on its body's first line: `$ cmd`, which
+    `read_outbox` adds, or `command: cmd`, a failed call's own first line (every agent's capture
+    writes it so), which it keeps as it is. Without it a teammate's open failure is no failure here."""
+    first = o.body.split("\n", 1)[0]
+    for prefix in ("$ ", "command: "):
+        if first.startswith(prefix):
+            return first[len(prefix) :] or None
     return None
 
 

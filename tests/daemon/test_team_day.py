@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.helpers import claude_event, wait_until
+from support.helpers import claude_event, claude_failure, claude_tool, wait_until
 from support.pg_cluster import Database
 from support.team_world import Member, Proxy, bash_event, two_members, via
 
@@ -60,7 +60,8 @@ def _session_start(m: Member, repo: Path, session: str, env: dict[str, str] | No
 
 
 def test_the_first_session_after_a_gap_shows_what_a_teammate_did_meanwhile(team: tuple[Member, Member]) -> None:
-    """al works while bo's daemon is down; bo's daemon starts and bo's first SessionStart shows it."""
+    """al works while bo's daemon is down; bo's daemon starts and bo's first SessionStart shows it, a line
+    per session that has something to say, with al's failure not fixed since."""
     a, b = team
     repo_a = a.checkout("api", "git@github.com:acme/api.git")
     repo_b = b.checkout("api", "https://github.com/acme/api")
@@ -71,13 +72,19 @@ def test_the_first_session_after_a_gap_shows_what_a_teammate_did_meanwhile(team:
     b.stop()  # bo's laptop is shut
 
     assert a.hook(bash_event("al-s1", repo_a, "pytest -k zq21gap", "12 passed")).returncode == 0
-    wait_until(lambda: _on_server(a, "zq21gap"), SYNC_S, "al's row on the server")
+    assert a.hook(claude_failure("al-s1", str(repo_a), "make zq21deploy", "Exit code 2")).returncode == 0
+    readme = str(repo_a / "README.md")  # a session with nothing to say: no line of its own
+    assert a.hook(claude_tool("al-s2", str(repo_a), "Read", {"file_path": readme}, {})).returncode == 0
+    wait_until(lambda: _on_server(a, "zq21deploy") and _on_server(a, "zq21gap"), SYNC_S, "al's rows on the server")
 
     b.start(PATIENT)  # bo is back: the daemon starts, a session starts at once
     context = _session_start(b, repo_b, "bo-s1", PATIENT)
     assert TEAMMATES in context, context
-    teammates = context.partition(TEAMMATES)[2]
-    assert "al" in teammates and "pytest -k zq21gap" in teammates, context
+    teammates = context.partition(TEAMMATES)[2].split("</nmem-context>")[0]
+    assert "al" in teammates and "`pytest -k zq21gap` ok" in teammates, context
+    assert "`make zq21deploy` failed (open)" in teammates, context  # a failure not fixed since is said
+    lines = [line for line in teammates.splitlines() if line.startswith("- ")]
+    assert len(lines) == 1 and ": " in lines[0], context  # al-s2, with nothing to say, has no bare line
 
 
 def test_a_stalled_server_never_holds_the_session_start_past_its_budget(
