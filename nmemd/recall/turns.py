@@ -135,8 +135,11 @@ def best_events(
     errors = [r for _, r in scored if r[1] == "error"]
     if errors and errors[0] not in picked:  # what went wrong first: the turn's first failure
         picked.insert(0, errors[0])  # before the best: a turn's words seldom are its failure's
-    if outcome and len(errors) > 1 and errors[1] not in picked:  # what came of it: its next failure too
-        picked.insert(1, errors[1])
+    if outcome and len(errors) > 1:  # what came of it: its next failure too, the one holding most of the words
+        worth = {r[0]: s for s, r in scored}
+        then = max(errors[1:], key=lambda r: worth[r[0]])  # of equally good ones, the first
+        if then not in picked:
+            picked.insert(1, then)
     if len(picked) < n:
         rest = sorted(((s, r) for s, r in scored if s < top), key=lambda sr: -sr[0])
         picked += [r for _, r in rest[: n - len(picked)]]
@@ -165,12 +168,11 @@ def _next_move(conn: sqlite3.Connection, failure: Hit) -> Hit | None:
 
 def _turn_rows(conn: sqlite3.Connection, prompt: Hit) -> list[tuple[Any, ...]]:
     """The rows of the prompt's turn that may answer for it (ids after it, before the session's next prompt)."""
-    # Along the session's (session_id, ts) index: a turn's rows, however many other sessions stored meanwhile.
+    # Along the session's index: a turn's rows, however many other sessions stored meanwhile. Bounded by the next
+    # prompt's id, not by the times of the later prompts: a prompt sent again can carry its first sending's time.
     return conn.execute(
         f"""SELECT {HIT_COLUMNS}, o.command, substr(o.content, 1, ?) FROM observations o
-            WHERE o.session_id = ? AND o.ts >= ? AND o.id > ? AND o.ts <= coalesce(
-                (SELECT min(p.ts) FROM prompts p WHERE p.session_id = ? AND p.observation_id > ?), 1e300)
-              AND o.id < coalesce(
+            WHERE o.session_id = ? AND o.ts >= ? AND o.id > ? AND o.id < coalesce(
                 (SELECT min(p.observation_id) FROM prompts p WHERE p.session_id = ? AND p.observation_id > ?),
                 9223372036854775807)
               AND o.type NOT IN ({",".join("?" * len(_NOT_ANSWERS))})
@@ -180,7 +182,8 @@ def _turn_rows(conn: sqlite3.Connection, prompt: Hit) -> list[tuple[Any, ...]]:
             prompt.session_id,
             prompt.ts,
             prompt.id,
-            *(prompt.session_id, prompt.id) * 2,
+            prompt.session_id,
+            prompt.id,
             *_NOT_ANSWERS,
             TURN_ROWS,
         ),

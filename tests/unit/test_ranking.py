@@ -192,3 +192,26 @@ def test_a_failure_found_first_brings_what_the_agent_did_next(project: str) -> N
     ])  # fmt: skip
     hits = ranked("which identity did we set to commit the walrus report?")
     assert [h.title for h in hits[:2]][1].startswith("$ git config user.email"), [h.title for h in hits[:3]]
+
+
+def test_a_prompt_sent_again_with_its_first_time_keeps_the_first_turn(project: str) -> None:
+    """A prompt sent again can carry its first sending's time (a resumed session's copy): the first turn still
+    ends at the next prompt after it, not at the copy's time, and its failure is found (issue #39)."""
+    rows = [
+        _prompt(project, "deploy the walrus site to the edge network"),
+        claude_failure(SID, project, "npx wrangler pages publish", "set CLOUDFLARE_API_TOKEN: non-interactive"),
+        _prompt(project, "now tidy the walrus readme"),
+        claude_bash(SID, project, "cat README.md", "walrus"),
+        _prompt(project, "deploy the walrus site to the edge network"),
+        claude_bash(SID, project, "npm run build", "compiled"),
+    ]  # fmt: skip
+    db = stored(rows, start=NOW - 3600)
+    conn = sqlite3.connect(db)
+    first, _, again = (r[0] for r in conn.execute("SELECT observation_id FROM prompts ORDER BY observation_id"))
+    conn.execute("UPDATE prompts SET ts = (SELECT ts FROM prompts WHERE observation_id = ?) WHERE observation_id = ?",
+                 (first, again))  # fmt: skip
+    conn.execute("UPDATE observations SET ts = (SELECT ts FROM observations WHERE id = ?) WHERE id = ?", (first, again))
+    conn.commit()
+    hits = search(conn, "why couldn't you deploy the walrus site to the edge network?", Filters(), limit=5, now=NOW)
+    conn.close()
+    assert any("wrangler" in h.title for h in hits[:3]), [h.title for h in hits]
