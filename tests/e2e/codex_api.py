@@ -11,13 +11,11 @@ without one gets a short text reply. Every request body is kept (`requests`).
 from __future__ import annotations
 
 import json
-import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from scripted_api import Reply, ScriptedAPI, marker
+
 Item = dict[str, Any]
-MARKER = re.compile(r"E2E-([A-Za-z0-9_]+)")
 OUTPUTS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
 
 
@@ -76,74 +74,22 @@ def tool_outputs(body: dict[str, Any]) -> int:
 
 
 def script_name(body: dict[str, Any]) -> str | None:
-    for text in reversed(user_texts(body)):
-        found = MARKER.findall(text)
-        if found:
-            return str(found[-1])
-    return None
+    return marker(user_texts(body))
 
 
-class FakeResponses:
+class FakeResponses(ScriptedAPI):
     """`with FakeResponses() as api:` serves on `api.url` (the `base_url`, ending in /v1)."""
 
-    def __init__(self) -> None:
-        self.scripts: dict[str, list[list[Item]]] = {}
-        self.requests: list[dict[str, Any]] = []
-        self.unknown: list[str] = []
-        self.lock = threading.Lock()
-        self._ids = 0
-        api = self
+    URL_PATH = "/v1"
+    NOT_FOUND = b"{}"
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                if not self.path.rstrip("/").endswith("/responses"):
-                    api._note(f"POST {self.path}")
-                    self._send(404, b'{"error": {"message": "not found"}}', "application/json")
-                    return
-                body = json.loads(raw)
-                with api.lock:
-                    api.requests.append(body)
-                data = b"".join(api.events(body))
-                self._send(200, data, "text/event-stream")
-
-            def do_GET(self) -> None:
-                api._note(f"GET {self.path}")
-                self._send(404, b"{}", "application/json")
-
-            def _send(self, code: int, data: bytes, kind: str) -> None:
-                self.send_response(code)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeResponses:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def _note(self, what: str) -> None:
-        with self.lock:
-            self.unknown.append(what)
-
-    def _id(self, prefix: str) -> str:
-        with self.lock:
-            self._ids += 1
-            return f"{prefix}_e2e{self._ids:05d}"
+    def post(self, path: str, raw: bytes) -> Reply:
+        if not path.rstrip("/").endswith("/responses"):
+            self.note(f"POST {path}")
+            return 404, b'{"error": {"message": "not found"}}', "application/json"
+        body = json.loads(raw)
+        self.keep(body)
+        return 200, b"".join(self.events(body)), "text/event-stream"
 
     def answer(self, body: dict[str, Any]) -> list[Item]:
         script = self.scripts.get(script_name(body) or "")
@@ -153,12 +99,12 @@ class FakeResponses:
         return [dict(i) for i in script[step]] if step < len(script) else [message("Done.")]
 
     def events(self, body: dict[str, Any]) -> list[bytes]:
-        response = self._id("resp")
+        response = self.next_id("resp")
         out = [{"type": "response.created", "response": {"id": response}}]
         for item in self.answer(body):
-            item.setdefault("id", self._id("item"))
+            item.setdefault("id", self.next_id("item"))
             if item["type"] in ("function_call", "custom_tool_call", "tool_search_call"):
-                item.setdefault("call_id", self._id("call"))
+                item.setdefault("call_id", self.next_id("call"))
             out.append({"type": "response.output_item.done", "item": item})
         usage = {"input_tokens": 100, "input_tokens_details": None, "output_tokens": 20,
                  "output_tokens_details": None, "total_tokens": 120}  # fmt: skip

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from codex_api import MARKER, FakeResponses, Item, message, patch, user_texts
+from codex_api import FakeResponses, Item, message, patch, user_texts
+from scripted_api import MARKER
 
 __all__ = ["FakeCopilotAPI", "call", "message", "output_texts", "patch", "shell", "tool_names", "user_texts"]
 
@@ -62,15 +63,15 @@ class FakeCopilotAPI(FakeResponses):
         return [dict(i) for i in script[step]]
 
     def events(self, body: dict[str, Any]) -> list[bytes]:
-        response = self._id("resp")
+        response = self.next_id("resp")
         out: list[dict[str, Any]] = [
             {"type": "response.created", "response": {"id": response, "status": "in_progress", "output": []}}
         ]
         items = []
         for index, item in enumerate(self.answer(body)):
-            item.setdefault("id", self._id("item"))
+            item.setdefault("id", self.next_id("item"))
             if item["type"] in ("function_call", "custom_tool_call"):
-                item.setdefault("call_id", self._id("call"))
+                item.setdefault("call_id", self.next_id("call"))
             item.setdefault("status", "completed")
             out.append({"type": "response.output_item.added", "output_index": index, "item": item})
             if item["type"] == "message":

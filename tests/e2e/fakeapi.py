@@ -12,16 +12,14 @@ Every request body is kept (`requests`) so a test can check what the model was s
 from __future__ import annotations
 
 import json
-import re
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from scripted_api import MARKER, Reply, ScriptedAPI
 
 Block = dict[str, Any]
 Turn = list[Block]
 MODEL = "claude-sonnet-4-5-20250929"
-MARKER = re.compile(r"E2E-([A-Za-z0-9_]+)")
 DEFAULT_REPLY = (
     "<analysis>A scripted session.</analysis>\n<summary>1. Primary request: the scripted end-to-end"
     " session ran Bash, Write, Read, Edit and Grep on notes.txt. Nothing is pending.</summary>"
@@ -80,88 +78,23 @@ def script_name(body: dict[str, Any]) -> str | None:
     return None
 
 
-class FakeAPI:
+class FakeAPI(ScriptedAPI):
     """`with FakeAPI() as api:` serves on `api.url`; `api.scripts[name] = [turn, ...]`."""
 
-    def __init__(self) -> None:
-        self.scripts: dict[str, list[Turn]] = {}
-        self.requests: list[dict[str, Any]] = []
-        self.unknown: list[str] = []  # paths other than /v1/messages
-        self.lock = threading.Lock()
-        self._ids = 0
-        api = self
+    NOT_FOUND = b"{}"
+    ID_DIGITS = 6
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes: with Nagle's algorithm the body waited for the
-            # client's delayed ACK, 40 ms on about half of the requests (bench_claude_code.py's walls).
-            disable_nagle_algorithm = True
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length)
-                if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
-                    api._note_unknown(f"POST {self.path}")
-                    self._send(404, b'{"type":"error","error":{"type":"not_found_error","message":"nope"}}')
-                    return
-                body = json.loads(raw)
-                with api.lock:
-                    api.requests.append(body)
-                blocks = api.answer(body)
-                stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-                if body.get("stream"):
-                    self._stream(body, blocks, stop)
-                else:
-                    message = api._message(body, blocks, stop)
-                    self._send(200, json.dumps(message).encode())
-
-            def do_GET(self) -> None:
-                api._note_unknown(f"GET {self.path}")
-                self._send(404, b"{}")
-
-            do_HEAD = do_GET
-
-            def _send(self, code: int, data: bytes) -> None:
-                self.send_response(code)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _stream(self, body: dict[str, Any], blocks: list[Block], stop: str) -> None:
-                events = api._events(body, blocks, stop)
-                data = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeAPI:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def _note_unknown(self, what: str) -> None:
-        with self.lock:
-            self.unknown.append(what)
-
-    def _next_id(self, prefix: str) -> str:
-        with self.lock:
-            self._ids += 1
-            return f"{prefix}_e2e{self._ids:06d}"
+    def post(self, path: str, raw: bytes) -> Reply:
+        if not path.startswith("/v1/messages") or "count_tokens" in path:
+            self.note(f"POST {path}")
+            return 404, b'{"type":"error","error":{"type":"not_found_error","message":"nope"}}', "application/json"
+        body = json.loads(raw)
+        self.keep(body)
+        blocks = self.answer(body)
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        if body.get("stream"):
+            return 200, self.sse(self._events(body, blocks, stop)), "text/event-stream"
+        return 200, json.dumps(self._message(body, blocks, stop)).encode(), "application/json"
 
     def answer(self, body: dict[str, Any]) -> list[Block]:
         name = script_name(body)
@@ -176,10 +109,10 @@ class FakeAPI:
         content = []
         for b in blocks:
             if b["type"] == "tool_use":
-                b = {**b, "id": self._next_id("toolu")}
+                b = {**b, "id": self.next_id("toolu")}
             content.append(b)
         return {
-            "id": self._next_id("msg"),
+            "id": self.next_id("msg"),
             "type": "message",
             "role": "assistant",
             "model": body.get("model") or MODEL,
@@ -196,7 +129,7 @@ class FakeAPI:
         events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
         for index, b in enumerate(blocks):
             if b["type"] == "tool_use":
-                start = {"type": "tool_use", "id": self._next_id("toolu"), "name": b["name"], "input": {}}
+                start = {"type": "tool_use", "id": self.next_id("toolu"), "name": b["name"], "input": {}}
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}
             else:
                 start = {"type": "text", "text": ""}

@@ -13,13 +13,11 @@ reply. Every streamed request body is kept (`requests`), the others in `side`.
 from __future__ import annotations
 
 import json
-import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from scripted_api import Reply, ScriptedAPI, marker
+
 Part = dict[str, Any]
-MARKER = re.compile(r"E2E-([A-Za-z0-9_]+)")
 
 
 def text(value: str) -> Part:
@@ -63,11 +61,7 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 
 def script_name(body: dict[str, Any]) -> str | None:
-    for value in reversed(user_texts(body)):
-        found = MARKER.findall(value)
-        if found:
-            return str(found[-1])
-    return None
+    return marker(user_texts(body))
 
 
 def _response(parts: list[Part], finish: str = "STOP") -> dict[str, Any]:
@@ -78,72 +72,30 @@ def _response(parts: list[Part], finish: str = "STOP") -> dict[str, Any]:
     }
 
 
-class FakeGemini:
-    """`with FakeGemini() as api:` serves on `api.url` (the `GOOGLE_GEMINI_BASE_URL`)."""
+class FakeGemini(ScriptedAPI):
+    """`with FakeGemini() as api:` serves on `api.url` (the `GOOGLE_GEMINI_BASE_URL`); the side questions
+    it was asked in `side`."""
 
     def __init__(self) -> None:
-        self.scripts: dict[str, list[list[Part]]] = {}
-        self.requests: list[dict[str, Any]] = []
+        super().__init__()
         self.side: list[tuple[str, dict[str, Any]]] = []
-        self.unknown: list[str] = []
-        self.lock = threading.Lock()
-        api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                path = self.path.split("?", 1)[0]
-                if path.endswith(":streamGenerateContent"):
-                    with api.lock:
-                        api.requests.append(body)
-                    data = f"data: {json.dumps(_response(api.answer(body)))}\r\n\r\n".encode()
-                    self._send(200, data, "text/event-stream")
-                elif path.endswith(":generateContent"):
-                    with api.lock:
-                        api.side.append((path, body))
-                    self._send(200, json.dumps(api.side_answer(body)).encode(), "application/json")
-                elif path.endswith(":countTokens"):
-                    self._send(200, b'{"totalTokens": 100}', "application/json")
-                else:
-                    api._note(f"POST {self.path}")
-                    self._send(404, b'{"error": {"code": 404, "message": "not found"}}', "application/json")
-
-            def do_GET(self) -> None:
-                api._note(f"GET {self.path}")
-                self._send(404, b'{"error": {"code": 404, "message": "not found"}}', "application/json")
-
-            def _send(self, code: int, data: bytes, kind: str) -> None:
-                self.send_response(code)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeGemini:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def _note(self, what: str) -> None:
-        with self.lock:
-            self.unknown.append(what)
+    def post(self, path: str, raw: bytes) -> Reply:
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        route = path.split("?", 1)[0]
+        if route.endswith(":streamGenerateContent"):
+            self.keep(body)
+            return 200, f"data: {json.dumps(_response(self.answer(body)))}\r\n\r\n".encode(), "text/event-stream"
+        if route.endswith(":generateContent"):
+            with self.lock:
+                self.side.append((route, body))
+            return 200, json.dumps(self.side_answer(body)).encode(), "application/json"
+        if route.endswith(":countTokens"):
+            return 200, b'{"totalTokens": 100}', "application/json"
+        return self.not_found(path)
 
     def answer(self, body: dict[str, Any]) -> list[Part]:
         script = self.scripts.get(script_name(body) or "")
