@@ -37,7 +37,7 @@ from nmemd.cli.common import (
 )
 from nmemd.client import control
 from nmemd.daemon.status import Status, capture_problems
-from nmemd.model import OBSERVATION_TYPES
+from nmemd.model import CLAUDE_CODE, OBSERVATION_TYPES
 from nmemd.recall import snippets
 from nmemd.recall.handoff import LABELS, Handoff, refs
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT, Detail, HandoffLine, Hit, SessionRow
@@ -162,7 +162,7 @@ def _hits_grid(hits: list[Hit], *, show_project: bool, anchor: int | None = None
             row.append(one_line(short_name(hit.project) if hit.project else "-"))
         if by_team:
             row.append(
-                f"{hit.author}{f' ({hit.agent})' if hit.agent and hit.agent != 'claude-code' else ''}"
+                f"{hit.author}{f' ({hit.agent})' if hit.agent and hit.agent != CLAUDE_CODE else ''}"
                 if hit.author
                 else "you"
             )

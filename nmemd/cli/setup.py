@@ -8,6 +8,7 @@ import typer
 
 from nmemd.cli.common import confirmed, fail, load_settings, out
 from nmemd.errors import NmemError
+from nmemd.model import CLAUDE_CODE
 from nmemd.registry import AGENTS, AgentSpec
 
 if TYPE_CHECKING:  # nmemd.setup loads when a command runs
@@ -70,7 +71,7 @@ def install(
             help="Import existing Claude Code history now (default: ask once, on a terminal only).",
         ),
     ] = None,
-    agent: AgentOpt = "claude-code",
+    agent: AgentOpt = CLAUDE_CODE,
 ) -> None:
     """Add nmem's hooks to a coding agent's settings and register the nmem MCP server (idempotent).
 
@@ -137,7 +138,7 @@ def _failed(failed: list[AgentSpec], agents: list[AgentSpec], what: str) -> None
 def uninstall(
     project_scope: ProjectScopeOpt = False,
     no_mcp: NoMcpOpt = False,
-    agent: AgentOpt = "claude-code",
+    agent: AgentOpt = CLAUDE_CODE,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     stop: Annotated[
         bool, typer.Option("--stop", help="Also stop the daemon (and remove its service, if installed).")

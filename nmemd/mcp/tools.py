@@ -20,6 +20,7 @@ from typing import Final
 
 from nmemd.capture.project import short_name
 from nmemd.errors import ToolInputError
+from nmemd.model import CLAUDE_CODE
 from nmemd.recall import queries, search, snippets
 from nmemd.recall.context import build_context
 from nmemd.recall.handoff import fit, handoff
@@ -97,7 +98,7 @@ def _hit_line(hit: queries.Hit, now: float, mark: str = "", all_projects: bool =
     snippet's matched words as ⟦word⟧, a ⟦ or ⟧ of the stored text doubled (`snippets.marked`)."""
     parts = [f"{mark}{ref(hit.id)} {hit.type}", ago(hit.ts, now), f"s:{hit.session_id[:8]}"]
     if hit.author:  # a teammate's (team memory)
-        parts.append(f"by {hit.author}" + (f" with {hit.agent}" if hit.agent and hit.agent != "claude-code" else ""))
+        parts.append(f"by {hit.author}" + (f" with {hit.agent}" if hit.agent and hit.agent != CLAUDE_CODE else ""))
     if all_projects and hit.project:
         parts.append(f"[{short_name(hit.project)}]")
     title = clip(hit.title, TEXT_TITLE)

@@ -20,6 +20,7 @@ from typing import Final
 
 import msgspec
 
+from nmemd.model import CLAUDE_CODE
 from nmemd.recall.outcomes import (
     SESSION_ROWS,
     TASK_TOOLS,
@@ -185,7 +186,7 @@ def handoff(conn: sqlite3.Connection, session_id: str, kinds: Iterable[str] | No
     if not any(lines) and "activity" in want:
         lines.append(_activity(conn, session_id))
     kept = [x for x in lines if x and x.kind in want]
-    return Handoff(session_id=session_id, project=project, agent=agent or "claude-code", lines=kept)
+    return Handoff(session_id=session_id, project=project, agent=agent or CLAUDE_CODE, lines=kept)
 
 
 def _activity(conn: sqlite3.Connection, session_id: str) -> HandoffLine | None:

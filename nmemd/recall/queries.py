@@ -19,6 +19,7 @@ import msgspec
 
 from nmemd.capture.project import project_root
 from nmemd.errors import QueryError
+from nmemd.model import CLAUDE_CODE
 
 MAX_TERMS = 32  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS = 200
@@ -80,7 +81,7 @@ class Detail(msgspec.Struct, kw_only=True):
     tool_use_id: str | None
     agent_id: str | None
     pinned: bool
-    agent: str = "claude-code"
+    agent: str = CLAUDE_CODE
     author: str | None = None  # a teammate's row (team memory): who wrote it, on which machine
     machine: str | None = None
 
@@ -105,7 +106,7 @@ class SessionRow(msgspec.Struct, kw_only=True):
     event_count: int
     summary: str | None
     first_prompt: str | None = None
-    agent: str = "claude-code"
+    agent: str = CLAUDE_CODE
     handoff: list[HandoffLine] = []  # read from its observations (`sessions` unless `handoff` is false)
 
 
@@ -269,7 +270,7 @@ def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
     found = {r[0]: r for r in rows}
     for hit in hits:
         if r := found.get(hit.id):
-            hit.agent = r[2] or "claude-code"
+            hit.agent = r[2] or CLAUDE_CODE
             if r[1] is not None:
                 hit.author = r[1]
 
@@ -332,7 +333,7 @@ def _detail(r: Sequence[Any]) -> Detail:
         tool_use_id=r[13],
         agent_id=r[14],
         pinned=bool(r[15]),
-        agent=r[16] or "claude-code",
+        agent=r[16] or CLAUDE_CODE,
         author=r[17],
         machine=r[18],
     )
@@ -446,7 +447,7 @@ def sessions(
             event_count=r[7],
             summary=r[8],
             first_prompt=r[9],
-            agent=r[10] or "claude-code",
+            agent=r[10] or CLAUDE_CODE,
         )
         for r in rows
     ]

@@ -21,7 +21,7 @@ from typing import Any, Final
 import msgspec
 
 from nmemd.capture import redact
-from nmemd.model import OBSERVATION_TYPES, stored_agent
+from nmemd.model import CLAUDE_CODE, OBSERVATION_TYPES, stored_agent
 from nmemd.team import outgoing
 from nmemd.team.identity import to_local
 
@@ -191,7 +191,7 @@ class OutRow(msgspec.Struct, kw_only=True):
     project_id: str
     event_id: str = ""
     session_id: str = ""
-    agent: str = "claude-code"
+    agent: str = CLAUDE_CODE
     kind: str = ""
     title: str = ""
     body: str = ""
@@ -284,7 +284,7 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
             out.append(
                 OutRow(
                     outbox_id=outbox_id, op=op, project_id=project.project_id, event_id=o[1], session_id=o[2],
-                    agent=o[9] or "claude-code", kind=o[3],
+                    agent=o[9] or CLAUDE_CODE, kind=o[3],
                     title=_shareable(o[4], 1000, project, prompts.get(o[2], [])),
                     body=_shareable(body, TEXT_MAX, project, prompts.get(o[2], [])),
                     files=[rel] if rel else [], created_at=float(o[8]),
@@ -294,7 +294,7 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
             s = sessions.get(ref)
             if s is None or not s[3]:  # purged, or its summary removed: an empty summary replaces it everywhere
                 out.append(OutRow(outbox_id=outbox_id, op=op, project_id=project.project_id, session_id=ref,
-                                  agent=(s[4] if s else None) or "claude-code", gone=s is None))  # fmt: skip
+                                  agent=(s[4] if s else None) or CLAUDE_CODE, gone=s is None))  # fmt: skip
                 continue
             out.append(
                 OutRow(
@@ -302,7 +302,7 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
                     started_at=s[1], ended_at=s[2],
                     summary=_shareable(shareable_summary(s[3], project.share_prompts), TEXT_MAX, project,
                                        prompts.get(ref, [])),
-                    agent=s[4] or "claude-code",
+                    agent=s[4] or CLAUDE_CODE,
                 )
             )  # fmt: skip
         else:

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from nmemd.capture.host import Host
+from nmemd.model import CLAUDE_CODE
 from nmemd.recall.methods import SearchParams
 from nmemd.recall.queries import ALL_PROJECTS, Hit
 from nmemd.store import readers
@@ -91,7 +92,7 @@ async def mcp_lines(daemon: Any, text: str, query: str, project: str | None, lim
     now = time.time()
     lines = []
     for h in extra["hits"]:
-        who = f"by {h.author}" + (f" with {h.agent}" if h.agent and h.agent != "claude-code" else "")
+        who = f"by {h.author}" + (f" with {h.agent}" if h.agent and h.agent != CLAUDE_CODE else "")
         parts = [f"server {h.type}", ago(h.ts, now), who, clip(h.title, 120)]
         if h.file_path:
             parts.append(rel(h.file_path, h.project))

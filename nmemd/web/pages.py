@@ -13,6 +13,7 @@ from typing import Any, Final
 from urllib.parse import urlencode
 
 from nmemd import registry
+from nmemd.model import CLAUDE_CODE
 from nmemd.printable import printable
 from nmemd.recall import snippets
 from nmemd.wording import ago
@@ -99,7 +100,7 @@ def highlight(snippet: str | None, spans: Iterable[Sequence[int]] = ()) -> str:
 def hit_row(h: Mapping[str, Any]) -> str:
     more = f' <span class="t">(+{h["similar"]} alike)</span>' if h.get("similar") else ""
     if h.get("author"):  # a teammate's (team memory)
-        agent = h.get("agent") if h.get("agent") not in (None, "claude-code") else None
+        agent = h.get("agent") if h.get("agent") not in (None, CLAUDE_CODE) else None
         more += f' <span class="t">by {escape(str(h["author"]))}{f" with {escape(str(agent))}" if agent else ""}</span>'
     snippet = f'<div class="t">{highlight(h.get("snippet"), h.get("spans") or ())}</div>' if h.get("snippet") else ""
     return (
