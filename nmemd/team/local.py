@@ -20,7 +20,6 @@ from typing import Any, Final
 
 import msgspec
 
-from nmemd.capture import redact
 from nmemd.model import CLAUDE_CODE, OBSERVATION_TYPES, stored_agent
 from nmemd.team import outgoing
 from nmemd.team.identity import to_local
@@ -203,14 +202,12 @@ class OutRow(msgspec.Struct, kw_only=True):
     gone: bool = False  # a session purged here: its summary removed, and on v2 servers a session tombstone
 
 
-def clean(text: str | None, limit: int = TEXT_MAX) -> str:
-    """Today's rules again before anything leaves: `<private>` blocks out, secrets redacted; no NUL
-    (PostgreSQL text holds none), valid UTF-8, bounded."""
+def bounded(text: str, limit: int = TEXT_MAX) -> str:
+    """A column as PostgreSQL may hold it: no NUL (its text holds none), valid UTF-8, at most `limit`
+    characters. Redaction is `outgoing.shareable`'s, run once before this."""
     if not text:
         return ""
-    text = redact.redact(redact.strip_private(text[: limit * 2]))
-    text = text.replace("\0", "").encode("utf-8", "replace").decode("utf-8")
-    return text[:limit]
+    return text.replace("\0", "").encode("utf-8", "replace").decode("utf-8")[:limit]
 
 
 _PROMPT_LINES: Final = ("Asked:", "Then asked:", "Prompt:")  # a summary's lines that quote what was typed
@@ -311,11 +308,11 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
 
 
 def _shareable(text: str | None, limit: int, project: SharedProject, prompts: list[str]) -> str:
-    """What may leave of one text column (team.outgoing), bounded as `clean` bounds it."""
+    """What may leave of one text column (team.outgoing), then `bounded`."""
     kept = outgoing.shareable(
         (text or "")[: limit * 2], root=project.root, prompts=prompts, share_prompts=project.share_prompts
     )
-    return clean(kept, limit)
+    return bounded(kept, limit)
 
 
 def _prompts_of(conn: sqlite3.Connection, sessions: set[str]) -> dict[str, list[str]]:

@@ -126,9 +126,9 @@ INSERT INTO nmem.observations (team, project, event_id, ordinal, machine, agent,
                                files, created_at)
 SELECT %(team)s, u.project, u.event_id, 0, %(machine)s, u.agent, u.session_id, u.kind, u.title, u.body,
        CASE WHEN u.file IS NULL THEN '{}'::text[] ELSE ARRAY[u.file] END, to_timestamp(u.created_at)
-FROM unnest(%(project)s::text[], %(event_id)s::text[], %(agent)s::text[], %(session_id)s::text[], %(kind)s::text[],
-            %(title)s::text[], %(body)s::text[], %(file)s::text[], %(created_at)s::float8[])
-     AS u(project, event_id, agent, session_id, kind, title, body, file, created_at)
+FROM json_to_recordset(%(rows)s::json)
+     AS u(project text, event_id text, agent text, session_id text, kind text, title text, body text, file text,
+          created_at float8)
 ON CONFLICT DO NOTHING
 """
 _PUSH_SESSION: Final = """
@@ -160,22 +160,7 @@ async def push(
         if not v2:
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
         if obs:
-            await conn.execute(
-                _PUSH_OBS,
-                {
-                    "team": team,
-                    "machine": machine,
-                    "project": [r.project_id for r in obs],
-                    "event_id": [r.event_id for r in obs],
-                    "agent": [r.agent for r in obs],
-                    "session_id": [r.session_id for r in obs],
-                    "kind": [r.kind for r in obs],
-                    "title": [r.title for r in obs],
-                    "body": [r.body for r in obs],
-                    "file": [r.files[0] if r.files else None for r in obs],
-                    "created_at": [r.created_at for r in obs],
-                },
-            )
+            await conn.execute(_PUSH_OBS, {"team": team, "machine": machine, "rows": _obs_json(obs)})
         for r in rows:
             if r.op == "session" and r.gone and v2:
                 await _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.session_id, "session", r.project_id))
@@ -201,6 +186,34 @@ async def push(
         if not v2:
             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team))
     return refused
+
+
+class _ObsRow(msgspec.Struct):
+    """One observation of a push, as `json_to_recordset` reads it (`_PUSH_OBS`)."""
+
+    project: str
+    event_id: str
+    agent: str
+    session_id: str
+    kind: str
+    title: str
+    body: str
+    file: str | None
+    created_at: float
+
+
+_OBS_JSON: Final = msgspec.json.Encoder()
+
+
+def _obs_json(obs: Sequence[OutRow]) -> str:
+    """The batch as one JSON document: encoded in C, where nine text[] parameters are dumped element by
+    element in Python (a fifth of a push's CPU in the daemon)."""
+    rows = [
+        _ObsRow(r.project_id, r.event_id, r.agent, r.session_id, r.kind, r.title, r.body,
+                r.files[0] if r.files else None, r.created_at)
+        for r in obs
+    ]  # fmt: skip
+    return _OBS_JSON.encode(rows).decode()
 
 
 async def _tombstone(conn: psycopg.AsyncConnection[Any], refused: list[str], sql: str, params: tuple[Any, ...]) -> None:
