@@ -132,7 +132,7 @@ class Memory:
     def __init__(self, home: RecallHome) -> None:
         os.environ.update(NMEM_HOME=home.home, NMEM_SOCKET=home.socket, NMEM_AUTOSTART="0")
         try:
-            from nmemd.client import control  # reads NMEM_SOCKET at each call
+            from nmemd.control import control  # reads NMEM_SOCKET at each call
         except ImportError:  # a tree from before the client had its own folder (--tree)
             from nmemd.daemon import control  # type: ignore[no-redef]
 

@@ -14,7 +14,7 @@ size), never analysed: every phase runs on a scratch copy.
 
 Phases, each on a fresh copy of the cached store with its own daemon:
 
-1. search: >= 200 queries through the daemon's RPC (in-process, `nmemd.client.control`):
+1. search: >= 200 queries through the daemon's RPC (in-process, `nmemd.control.control`):
    words in ~30 % down to ~0.03 % of rows, real prompts as questions, identifiers, paths,
    two-letter prefixes, each with and without `--project` (the largest project);
 2. SessionStart: the real hook client (`python -I -S nmem_client/send.py`) with a
@@ -67,7 +67,7 @@ import common
 import msgspec
 from common import Daemon, Home, median, percentile
 
-from nmemd.client import control
+from nmemd.control import control
 from nmemd.history import transfer
 from nmemd.history.transfer import ObservationRecord, SessionRecord
 

@@ -140,7 +140,7 @@ def _kinds(cls: type[NmemError]) -> dict[str, type[NmemError]]:
 
 
 # The kinds a daemon-side error crosses the RPC under (`ERR <kind> <message>`, daemon.server.rpc_reply),
-# so that the CLI raises what the daemon raised (client.control). Not the DaemonError family: on the
+# so that the CLI raises what the daemon raised (control.control). Not the DaemonError family: on the
 # CLI's side those say the daemon itself could not be reached or started.
 RPC_KINDS: Final[dict[str, type[NmemError]]] = _kinds(NmemError)
 

@@ -13,7 +13,7 @@ import typer
 from nmemd import config
 from nmemd.capture.project import project_root
 from nmemd.cli import ui
-from nmemd.client import control
+from nmemd.control import control
 from nmemd.errors import NmemError, QueryError
 from nmemd.recall import queries
 from nmemd.recall.queries import ALL_PROJECTS, MAX_LIMIT

@@ -8,7 +8,7 @@ import typer
 
 from nmemd.cli import ui
 from nmemd.cli.common import JsonOpt, fail, load_settings, out, print_table
-from nmemd.client import control
+from nmemd.control import control
 from nmemd.errors import NmemError
 
 daemon_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Start, stop or restart the nmemd daemon.")

@@ -12,8 +12,8 @@ import typer
 
 from nmemd.cli import ui
 from nmemd.cli.common import JsonOpt, ProjectOpt, fail, load_settings, out, resolve_scope
-from nmemd.client import control
 from nmemd.config import Settings
+from nmemd.control import control
 from nmemd.errors import AlreadyRunning, DaemonUnavailable, NmemError
 from nmemd.recall.queries import ALL_PROJECTS
 from nmemd.wording import plural

@@ -14,7 +14,7 @@ from nmem_client import paths
 from nmemd import registry
 from nmemd.cli import ui
 from nmemd.cli.common import clean_arg, fail, human_bytes, load_settings
-from nmemd.client import control
+from nmemd.control import control
 from nmemd.errors import NmemError
 from nmemd.wording import plural
 

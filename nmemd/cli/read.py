@@ -35,7 +35,7 @@ from nmemd.cli.common import (
     unique_prefixes,
     when,
 )
-from nmemd.client import control
+from nmemd.control import control
 from nmemd.daemon.status import Status, capture_problems
 from nmemd.model import CLAUDE_CODE, OBSERVATION_TYPES
 from nmemd.recall import snippets

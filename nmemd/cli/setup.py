@@ -194,7 +194,7 @@ def _leftovers(stop: bool, leave_teams: bool, *, ask: bool) -> None:
     for line in leftovers.lines(settings, left):
         out().print(line, highlight=False)
     if left.shared_roots and (leave_teams or (ask and typer.confirm("Stop sharing those projects now?"))):
-        from nmemd.client import control
+        from nmemd.control import control
 
         for root in left.shared_roots:
             try:
@@ -207,7 +207,7 @@ def _leftovers(stop: bool, leave_teams: bool, *, ask: bool) -> None:
     if (left.daemon_pid is not None or left.service_files) and (
         stop or (ask and typer.confirm("Stop the daemon now?"))
     ):
-        from nmemd.client import control
+        from nmemd.control import control
 
         try:
             if left.service_files:

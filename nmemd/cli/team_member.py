@@ -23,7 +23,7 @@ JOIN_TIMEOUT_S = 30.0
 
 def _ask(method: str, params: dict[str, Any]) -> Any:
     """The daemon's answer; a daemon is started when none runs (it is what syncs)."""
-    from nmemd.client import control
+    from nmemd.control import control
 
     try:
         return control.ask(method, params, timeout=JOIN_TIMEOUT_S)

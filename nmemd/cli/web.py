@@ -22,8 +22,8 @@ import typer
 
 from nmem_client import paths
 from nmemd.cli.common import fail, load_settings
-from nmemd.client import control
 from nmemd.config import Settings
+from nmemd.control import control
 from nmemd.errors import NmemError
 
 OPENER_KEPT_S = 60.0  # how long the file that opens a running viewer stays

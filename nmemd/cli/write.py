@@ -22,7 +22,7 @@ from nmemd.cli.common import (
     resolve_scope,
     time_arg,
 )
-from nmemd.client import control
+from nmemd.control import control
 from nmemd.errors import NmemError
 from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall.queries import ALL_PROJECTS

@@ -26,8 +26,8 @@ import msgspec
 
 from nmem_client import paths
 from nmemd import DISTRIBUTION, __version__, config, registry
-from nmemd.client import control
 from nmemd.config import Settings, load
+from nmemd.control import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
 from nmemd.setup import install

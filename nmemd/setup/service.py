@@ -203,7 +203,7 @@ def _stop_hand_started(socket_path: str) -> int | None:
     """Stop a daemon no manager runs: it would hold the lock, and the managed one would exit 4."""
     from nmem_client import paths
     from nmemd import config
-    from nmemd.client import control
+    from nmemd.control import control
     from nmemd.daemon.instance import lock_holder
 
     if lock_holder(paths.lock_path(socket_path)) is None:
@@ -288,7 +288,7 @@ def _undo(written: list[Path], existed: set[Path], stopped: int | None) -> str:
     said = "The unit files it added were removed"
     if stopped is not None:
         from nmemd import config
-        from nmemd.client import control
+        from nmemd.control import control
 
         try:
             control.start(config.load())

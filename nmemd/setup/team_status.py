@@ -1,9 +1,9 @@
-"""`nmem doctor`'s team lines, from team memory's links (nmemd.client.team)."""
+"""`nmem doctor`'s team lines, from team memory's links (nmemd.control.team)."""
 
 from __future__ import annotations
 
-from nmemd.client.team import statuses
 from nmemd.config import Settings
+from nmemd.control.team import statuses
 from nmemd.setup.checks import Check, ok, warn
 
 __all__ = ["health", "statuses"]

@@ -22,8 +22,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from nmemd.capture.project import project_root
-from nmemd.client import control
 from nmemd.config import Settings
+from nmemd.control import control
 from nmemd.daemon.status import DaemonFacts, Status
 from nmemd.errors import DaemonUnavailable, NmemError, QueryError
 from nmemd.recall.queries import ALL_PROJECTS, when
@@ -339,7 +339,7 @@ def _describe(flt: dict[str, Any]) -> str:
 
 def _team_links(settings: Settings) -> list[dict[str, Any]]:
     """Team memory's links for the Status page ([] when no project is shared)."""
-    from nmemd.client import team
+    from nmemd.control import team
 
     try:
         return team.statuses(settings)

@@ -101,7 +101,7 @@ def test_a_daemon_side_error_reaches_the_cli_as_its_kind(daemon: Daemon) -> None
     import resource
     import time
 
-    from nmemd.client import control
+    from nmemd.control import control
     from nmemd.errors import DaemonError, QueryError, StorageError, StorageFullError, UnknownMethod
 
     daemon.start()

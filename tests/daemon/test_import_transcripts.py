@@ -577,7 +577,7 @@ def test_an_imported_session_without_a_stop_gets_a_summary(daemon: Daemon, tmp_p
 
 def test_an_import_with_no_daemon_starts_one_that_exits_when_idle(nmem_env: dict[str, str], tmp_path: Path) -> None:
     """The daemon an import starts is an on-demand one, like a hook's (it used to run forever)."""
-    from nmemd.client import control
+    from nmemd.control import control
 
     settings = config.load()
     try:

@@ -67,7 +67,7 @@ from support.helpers import (
 
 from nmem_client import inbox, protocol
 from nmem_client.hook import deliver
-from nmemd.client import control
+from nmemd.control import control
 from nmemd.errors import DaemonUnavailable
 
 SCALE_ENV = "NMEM_RELIABILITY_SCALE"
@@ -590,7 +590,7 @@ def scenario_6(daemon: Daemon, scale: float = 1.0) -> Figures:
     markers: set[str] = set()
 
     def health_check() -> None:
-        """`nmem status`'s own ping (nmemd.client.control), which waits out a full listen backlog (EAGAIN)."""
+        """`nmem status`'s own ping (nmemd.control.control), which waits out a full listen backlog (EAGAIN)."""
         assert os.environ["NMEM_SOCKET"] == daemon.socket
         while not stop.is_set():
             t0 = time.monotonic()

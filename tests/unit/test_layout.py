@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli", "__main__"),
     ("agents",),  # each agent's folder (nmemd/agents/<name>/): its code uses capture, history and setup
     ("setup", "web"),
-    ("client",),
+    ("control",),
     ("daemon",),
     ("jobs", "mcp"),
     ("history",),  # the history import, export/import and purge: retention (jobs) removes through purge

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nmemd.client import control
 from nmemd.config import Settings
+from nmemd.control import control
 from nmemd.errors import DaemonUnavailable, NmemError
 from nmemd.printable import deep
 
