@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Final
 
 from nmemd import DISTRIBUTION, config
-from nmemd.agents.claude_code import plugin, settings
+from nmemd.agents.claude_code import HOME, plugin, settings
 from nmemd.capture.project import project_root
 from nmemd.errors import NmemError
 from nmemd.setup import install
 from nmemd.setup.agent_checks import other_agents
-from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 
 
@@ -195,8 +195,8 @@ def check_mcp() -> Check:
 
 
 SETUP: Final = AgentSetup(
-    found=lambda: settings.claude_dir().is_dir() or shutil.which("claude") is not None,
-    looked=lambda: not_found(settings.claude_dir(), "claude"),
+    found=HOME.found,
+    looked=looked_for(HOME),
     install=_install,
     uninstall=_uninstall,
     checks=(("hooks", lambda config: check_hooks(config.prompt_recall)), ("mcp", lambda config: check_mcp())),

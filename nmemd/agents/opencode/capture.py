@@ -10,7 +10,7 @@ import os
 from typing import Any, Final
 
 from nmemd.agents.codex import capture as codex
-from nmemd.agents.opencode import SPEC
+from nmemd.agents.opencode import HOME, SPEC
 from nmemd.capture.fields import dict_or_empty, int_or_none, str_or_none
 from nmemd.capture.tools import ToolCall, tool_observation
 from nmemd.model import Extracted, Observation
@@ -29,8 +29,7 @@ _KEYS: Final = {
 
 def config_dir() -> str:
     """OpenCode's user configuration folder: `$XDG_CONFIG_HOME/opencode` (default `~/.config/opencode`)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "opencode")
+    return str(HOME.path())
 
 
 def data_dir() -> str:

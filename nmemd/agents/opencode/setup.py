@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Final
 
 from nmem_client import paths
-from nmemd.agents.opencode import SPEC
+from nmemd.agents.opencode import HOME, SPEC
 from nmemd.agents.opencode.capture import config_dir, database
 from nmemd.errors import NmemError, SettingsError
 from nmemd.setup import files, install
 from nmemd.setup.agent_checks import mcp_executable
-from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, not_found, outcome
+from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, fail, home_tilde, ok, warn
 from nmemd.setup.install import Written
 
@@ -136,11 +135,6 @@ def plugin_path() -> Path:
 
 def config_path() -> Path:
     return Path(config_dir()).absolute() / "opencode.json"
-
-
-def found() -> bool:
-    """Whether OpenCode is on this machine: its configuration folder, or `opencode` on PATH."""
-    return Path(config_dir()).is_dir() or shutil.which("opencode") is not None
 
 
 def send_argv() -> list[str]:
@@ -336,8 +330,8 @@ def check() -> list[Check]:
 
 
 SETUP: Final = AgentSetup(
-    found=found,
-    looked=lambda: not_found(Path(config_dir()), "opencode"),
+    found=HOME.found,
+    looked=looked_for(HOME),
     install=_install,
     uninstall=_uninstall,
     checks=(("opencode", lambda settings: check()),),
