@@ -6,7 +6,7 @@ Grep, a final answer; `claude -p` against tests/e2e's fake Messages API, a fresh
 
   a  without nmem
   b  nmem as installed today (`nmem install --no-import --no-mcp`: command hooks, the daemon)
-  c  every nmem hook (same events, matchers, timeouts, async flags as nmemd/setup/install.py HOOKS)
+  c  every nmem hook (same events, matchers, timeouts, async flags as nmemd/agents/claude_code/settings.py HOOKS)
      an http hook to a trivial server in a thread of this process (200 `{}`; SessionStart: a ~3 KB
      additionalContext; but Claude Code 2.1.330 skips an http SessionStart hook: "not supported")
   d  c + an http MCP server stub (streamable HTTP, JSON replies, stateless) on the same server, serving
@@ -50,7 +50,7 @@ from claude_code import Run, World, claude_bin  # noqa: E402
 from common import median, p90, print_machine  # noqa: E402
 from fakeapi import FakeAPI  # noqa: E402
 
-from nmemd.setup.install import HOOKS  # noqa: E402
+from nmemd.agents.claude_code.settings import HOOKS  # noqa: E402
 
 CONTEXT_MARK = "NMEM-HTTP-CONTEXT-MARK"
 CONTEXT = (CONTEXT_MARK + "\n" + "- #123 an earlier observation about notes.txt and the build, kept for recall\n" * 40)[
@@ -195,7 +195,7 @@ def closed_port() -> int:
 
 
 def install_http(world: World, base: str, *, mcp: bool = False, async_flags: bool = True) -> None:
-    """nmem's hook table (nmemd/setup/install.py HOOKS) as http hooks; optionally an http MCP server."""
+    """nmem's hook table (nmemd/agents/claude_code/settings.py HOOKS) as http hooks; optionally an http MCP server."""
     hooks: dict[str, list[dict[str, Any]]] = {}
     for spec in HOOKS:
         handler: dict[str, Any] = {"type": "http", "url": f"{base}/hook", "timeout": spec.timeout}

@@ -49,7 +49,7 @@ DEFAULT_TIMEOUT_MS = 500
 # async, so the agent never waits for them; it waits for SessionStart and the end-of-turn hooks.
 
 _ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
-# SessionStart's hook timeout is 10 s (nmemd.setup.install); a daemon starts in ~0.3-1 s,
+# SessionStart's hook timeout is 10 s (nmemd.setup.settings_file); a daemon starts in ~0.3-1 s,
 # several seconds on a machine kept busy.
 DEFAULT_START_WAIT_MS = 6000
 START_POLL_S = 0.01

@@ -18,7 +18,7 @@ from nmemd.setup.checks import Check, home_tilde
 if TYPE_CHECKING:
     from nmemd.agent_spec import AgentHome
     from nmemd.config import Settings
-    from nmemd.setup.install import HooksAndMcp, Written
+    from nmemd.setup.settings_file import HooksAndMcp, Written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,11 +66,11 @@ def looked_for(home: AgentHome) -> Callable[[], str]:
 
 
 # The install and uninstall of an agent whose hooks and MCP server are two JSON files of its own
-# (Copilot, Cursor: setup.install.HooksAndMcp).
+# (Copilot, Cursor: setup.settings_file.HooksAndMcp).
 
 
 def install_hooks_and_mcp(label: str, plan_install: Callable[..., HooksAndMcp], o: InstallOptions) -> Installed:
-    from nmemd.setup.install import MCP_NAME
+    from nmemd.setup.settings_file import MCP_NAME
 
     plan = plan_install(mcp=o.mcp)
     if o.print_only:
@@ -83,7 +83,7 @@ def install_hooks_and_mcp(label: str, plan_install: Callable[..., HooksAndMcp], 
 
 
 def uninstall_hooks_and_mcp(label: str, plan_uninstall: Callable[..., HooksAndMcp], o: InstallOptions) -> list[str]:
-    from nmemd.setup.install import MCP_NAME
+    from nmemd.setup.settings_file import MCP_NAME
 
     plan = plan_uninstall(mcp=o.mcp)
     hooks_written, mcp_written = plan.apply(uninstall=True)

@@ -30,7 +30,7 @@ from nmemd.config import Settings, load
 from nmemd.control import control
 from nmemd.daemon.instance import lock_holder, socket_dir_is_ours, startup_problem
 from nmemd.errors import NmemError
-from nmemd.setup import install
+from nmemd.setup import settings_file
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 from nmemd.store import readers
 from nmemd.store.checkpointer import WAL_TRUNCATE_BYTES
@@ -83,7 +83,7 @@ def check_config() -> tuple[Check, Settings]:
 
 
 def _reinstall_command() -> str:
-    source = install.install_root()
+    source = settings_file.install_root()
     spec = shlex.quote(str(source)) if (source / "pyproject.toml").exists() else DISTRIBUTION
     editable = "-e " if (source / "pyproject.toml").exists() else ""
     return f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps {editable}{spec}"
@@ -93,7 +93,7 @@ def check_entry_points(bin_dir: str | None = None) -> Check:
     """The executables hooks, services and MCP clients call, beside this Python."""
     where = bin_dir or os.path.dirname(os.path.abspath(sys.executable))
     missing = [n for n in ENTRY_POINTS if not os.access(os.path.join(where, n), os.X_OK)]
-    client = install.install_root() / install.CLIENT_MARKER
+    client = settings_file.install_root() / settings_file.CLIENT_MARKER
     if not client.exists():
         missing.append(str(client))
     if missing:
@@ -167,7 +167,7 @@ def check_daemon(settings: Settings) -> Check:
                     else "nmem daemon start")  # fmt: skip
     if facts is not None:
         detail = f"running, pid {facts.pid}, started by {facts.started_by}, version {facts.version}"
-        here = str(install.install_root())
+        here = str(settings_file.install_root())
         if facts.package is not None and os.path.realpath(facts.package) != os.path.realpath(here):
             exe = home_tilde(facts.executable or "?")
             return warn("daemon", f"{detail}, from {home_tilde(facts.package)} (python {exe}): not this nmem"

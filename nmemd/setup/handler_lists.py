@@ -1,6 +1,6 @@
 """A hooks file that holds one list of handlers per event, `{"hooks": {"<event>": [handler, ...]}}`:
 Copilot's settings.json and Cursor's hooks.json. nmem's handler is recognised by the command it runs
-(`install.is_our_command`) under the key the agent names it by; it is added last, once, and removed
+(`settings_file.is_our_command`) under the key the agent names it by; it is added last, once, and removed
 exactly, every other handler and key kept as it was."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nmemd.errors import SettingsError
-from nmemd.setup import install
+from nmemd.setup import settings_file
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class HandlerLists:
     drop_emptied: bool = False  # remove `hooks` when it held only nmem's handlers
 
     def is_ours(self, h: object) -> bool:
-        return isinstance(h, dict) and install.is_our_command(h.get(self.command_key))
+        return isinstance(h, dict) and settings_file.is_our_command(h.get(self.command_key))
 
     def hooks(self, data: dict[str, Any], path: Path) -> dict[str, Any]:
         """The file's `hooks` object (its lists checked); a clear error for another shape."""
@@ -82,17 +82,19 @@ class HooksFileAndMcpFile:
     without_hooks: Callable[[dict[str, Any], Path], dict[str, Any]]
     with_mcp: Merge
 
-    def plan_install(self, mcp: bool = True) -> install.HooksAndMcp:
+    def plan_install(self, mcp: bool = True) -> settings_file.HooksAndMcp:
         hp, mp = self.hooks_path(), self.mcp_path()
-        data = self.with_hooks(install.load(hp), hp, self.hook_command())
-        servers = self.with_mcp(install.load(mp), mp, install.mcp_command()) if mcp else None
-        return install.HooksAndMcp(hp, data, mp, servers)
+        data = self.with_hooks(settings_file.load(hp), hp, self.hook_command())
+        servers = self.with_mcp(settings_file.load(mp), mp, settings_file.mcp_command()) if mcp else None
+        return settings_file.HooksAndMcp(hp, data, mp, servers)
 
-    def plan_uninstall(self, mcp: bool = True) -> install.HooksAndMcp:
+    def plan_uninstall(self, mcp: bool = True) -> settings_file.HooksAndMcp:
         hp, mp = self.hooks_path(), self.mcp_path()
-        data = self.without_hooks(install.load(hp), hp) if hp.exists() else {}
-        servers = install.without_mcp(install.load(mp), mp) if mcp and mp.exists() else None
-        command, server = self.hook_command(), install.mcp_command()
-        hooks_undo = install.Undo(lambda d: self.with_hooks(d, hp, command), lambda d: self.without_hooks(d, hp))
-        mcp_undo = install.Undo(lambda d: self.with_mcp(d, mp, server), lambda d: install.without_mcp(d, mp))
-        return install.HooksAndMcp(hp, data, mp, servers, hooks_undo, mcp_undo)
+        data = self.without_hooks(settings_file.load(hp), hp) if hp.exists() else {}
+        servers = settings_file.without_mcp(settings_file.load(mp), mp) if mcp and mp.exists() else None
+        command, server = self.hook_command(), settings_file.mcp_command()
+        hooks_undo = settings_file.Undo(lambda d: self.with_hooks(d, hp, command), lambda d: self.without_hooks(d, hp))
+        mcp_undo = settings_file.Undo(
+            lambda d: self.with_mcp(d, mp, server), lambda d: settings_file.without_mcp(d, mp)
+        )
+        return settings_file.HooksAndMcp(hp, data, mp, servers, hooks_undo, mcp_undo)

@@ -13,7 +13,7 @@ from support.env import BIN
 from support.helpers import nmem
 
 from nmemd.agents.gemini import setup as gemini
-from nmemd.setup import install
+from nmemd.setup import settings_file
 
 SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -63,7 +63,10 @@ def test_install_keeps_everything_is_idempotent_and_uninstall_restores(gemini_ho
                for _, h in ours), ours  # fmt: skip
     assert gemini.hook_command().endswith("send.py --agent gemini")
     assert data["hooks"]["AfterTool"][0] == SETTINGS["hooks"]["AfterTool"][0]  # the user's first, untouched
-    assert data["mcpServers"] == {**SETTINGS["mcpServers"], "nmem": {"command": install.mcp_command(), "args": []}}
+    assert data["mcpServers"] == {
+        **SETTINGS["mcpServers"],
+        "nmem": {"command": settings_file.mcp_command(), "args": []},
+    }
     assert {k: v for k, v in data.items() if k not in ("hooks", "mcpServers")} == {
         k: v for k, v in SETTINGS.items() if k not in ("hooks", "mcpServers")
     }
@@ -91,7 +94,9 @@ def test_install_into_no_settings_and_print_and_no_mcp(tmp_path: Path, gemini_ho
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     _ok("install", "--agent", "gemini")
     _ok("uninstall", "--agent", "gemini", "--no-mcp")  # the hooks go, the server stays
-    assert json.loads(path.read_text()) == {"mcpServers": {"nmem": {"command": install.mcp_command(), "args": []}}}
+    assert json.loads(path.read_text()) == {
+        "mcpServers": {"nmem": {"command": settings_file.mcp_command(), "args": []}}
+    }
 
 
 def test_bad_settings_are_a_clear_error_and_unchanged(gemini_home: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from support.daemon import Daemon, run_send
 from support.helpers import count, daemon_processes, kill_all, new_id, payload, wait_until
 
-from nmemd.setup import install
+from nmemd.setup import settings_file
 
 EXIT_BOUND_S = 30.0  # far below the client's own timeout in these tests (NMEM_TIMEOUT_MS below)
 LONG_TIMEOUT = {"NMEM_TIMEOUT_MS": "600000"}
@@ -35,7 +35,7 @@ def no_stray_daemons(nmem_env: dict[str, str]) -> Iterator[None]:
 def _hook(data: bytes, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """The client started as Claude Code starts it: the installed hook command, through sh."""
     proc = subprocess.Popen(
-        install.hook_command(),
+        settings_file.hook_command(),
         shell=True,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

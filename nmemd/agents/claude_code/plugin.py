@@ -19,7 +19,7 @@ from typing import Any, Final
 from nmem_client import paths
 from nmemd import __version__
 from nmemd.agents.claude_code import settings
-from nmemd.setup import files, install
+from nmemd.setup import files, settings_file
 
 NAME: Final = "nmem"
 FOLDER: Final = "claude-plugin"  # the plugin, in the repository
@@ -29,7 +29,7 @@ DESCRIPTION: Final = (
     " Needs nmem installed (pipx install nmem-agent-memory, or uv tool install nmem-agent-memory):"
     " nmem-send and nmem-mcp on PATH."
 )
-# The hook client from PATH, with SIGTERM ignored from before Python starts (install.hook_command);
+# The hook client from PATH, with SIGTERM ignored from before Python starts (settings_file.hook_command);
 # nothing, silently, once nmem is uninstalled and the plugin is not (`command -v` is a builtin).
 HOOK_COMMAND: Final = "trap '' TERM; command -v nmem-send >/dev/null 2>&1 || exec cat >/dev/null; exec nmem-send"
 MCP_COMMAND: Final = "nmem-mcp"
@@ -43,7 +43,7 @@ def plugin_files() -> dict[str, str]:
     """The plugin folder's files, by path relative to it."""
     hooks: dict[str, list[dict[str, Any]]] = {}
     for spec in settings.HOOKS:
-        group: dict[str, Any] = {"hooks": [install.handler(spec, HOOK_COMMAND)]}
+        group: dict[str, Any] = {"hooks": [settings_file.handler(spec, HOOK_COMMAND)]}
         if spec.matcher:
             group = {"matcher": spec.matcher, **group}
         hooks.setdefault(spec.event, []).append(group)
@@ -58,7 +58,7 @@ def plugin_files() -> dict[str, str]:
     return {
         ".claude-plugin/plugin.json": _json(manifest),
         "hooks/hooks.json": _json({"description": "nmem: every event to the local daemon", "hooks": hooks}),
-        ".mcp.json": _json({"mcpServers": {install.MCP_NAME: {"command": MCP_COMMAND, "args": []}}}),
+        ".mcp.json": _json({"mcpServers": {settings_file.MCP_NAME: {"command": MCP_COMMAND, "args": []}}}),
     }
 
 
@@ -88,5 +88,5 @@ def write(root: Path) -> list[Path]:
 
 
 if __name__ == "__main__":  # a maintainer regenerating claude-plugin/ after a change to settings.HOOKS
-    for written_path in write(Path(sys.argv[1]) if len(sys.argv) > 1 else install.install_root()):
+    for written_path in write(Path(sys.argv[1]) if len(sys.argv) > 1 else settings_file.install_root()):
         print(written_path)  # noqa: T201

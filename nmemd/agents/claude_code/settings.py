@@ -1,7 +1,7 @@
 """Claude Code's settings: the hooks `nmem install` writes (`HOOKS`, from the spec's hook events, with
 their matchers, timeouts and async flags) and where its settings files are (`~/.claude/settings.json`,
 a project's `.claude/settings.local.json`, `~/.claude.json` for MCP servers). The plugin renders the
-same table (`plugin`); `setup.install` merges it into the files."""
+same table (`plugin`); `setup.settings_file` merges it into the files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Final
 import msgspec
 
 from nmemd.agents.claude_code import SPEC
-from nmemd.setup.install import HookSpec
+from nmemd.setup.settings_file import HookSpec
 
 # Claude Code waits only for a synchronous hook; an async one is moved to the background at once
 # (`"async": true`). SessionStart is synchronous because its stdout is the injected context, and

@@ -1,6 +1,6 @@
 """What `nmem install`, `nmem uninstall` and `nmem doctor` do for Claude Code: its hooks in settings.json
 (user or project), its MCP server in `~/.claude.json`, and the checks of both (or of nmem's Claude Code
-plugin). The settings files are merged by `setup.install`; their paths and hook table are `settings`."""
+plugin). The settings files are merged by `setup.settings_file`; their paths and hook table are `settings`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from nmemd import DISTRIBUTION, config
 from nmemd.agents.claude_code import HOME, plugin, settings
 from nmemd.capture.project import project_root
 from nmemd.errors import NmemError
-from nmemd.setup import install
+from nmemd.setup import settings_file
 from nmemd.setup.agent_checks import other_agents
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
@@ -42,22 +42,26 @@ def _prompt_recall() -> bool:
 def _install(o: InstallOptions) -> Installed:
     target = settings_target(o.project_scope)
     specs = settings.hook_specs(_prompt_recall())
-    merged = install.with_hooks(install.load(target), target, install.hook_command(), specs)
+    merged = settings_file.with_hooks(settings_file.load(target), target, settings_file.hook_command(), specs)
     state_path = settings.user_state_path()
     state = (
-        install.with_mcp(install.load(state_path), state_path, sys.executable, install.mcp_args()) if o.mcp else None
+        settings_file.with_mcp(settings_file.load(state_path), state_path, sys.executable, settings_file.mcp_args())
+        if o.mcp
+        else None
     )
     if o.print_only:
-        printed = f"# {target}\n{install.render(merged)}"
+        printed = f"# {target}\n{settings_file.render(merged)}"
         if state is not None:
-            printed += f"# {state_path}: mcpServers.{install.MCP_NAME}\n"
-            printed += install.render({"mcpServers": {install.MCP_NAME: state["mcpServers"][install.MCP_NAME]}})
+            printed += f"# {state_path}: mcpServers.{settings_file.MCP_NAME}\n"
+            printed += settings_file.render(
+                {"mcpServers": {settings_file.MCP_NAME: state["mcpServers"][settings_file.MCP_NAME]}}
+            )
         return Installed(printed=printed)
-    hooks_written = install.write(target, merged)
-    mcp_written = install.write(state_path, state) if state is not None else None
+    hooks_written = settings_file.write(target, merged)
+    mcp_written = settings_file.write(state_path, state) if state is not None else None
     lines = [f"hooks: {target} ({outcome(hooks_written)})"]
     if mcp_written is not None:
-        lines.append(f"MCP server '{install.MCP_NAME}': {state_path} ({outcome(mcp_written)})")
+        lines.append(f"MCP server '{settings_file.MCP_NAME}': {state_path} ({outcome(mcp_written)})")
     return Installed(lines=lines, offer_import=True)
 
 
@@ -65,12 +69,12 @@ def _uninstall(o: InstallOptions) -> list[str]:
     target = settings_target(o.project_scope)
     # A project installed by an earlier version has its hooks in .claude/settings.json: clean both.
     targets = [target, target.with_name("settings.json")] if o.project_scope else [target]
-    removed = [t for t in targets if t.exists() and install.uninstall_hooks(t, settings.HOOKS).changed]
+    removed = [t for t in targets if t.exists() and settings_file.uninstall_hooks(t, settings.HOOKS).changed]
     state_path = settings.user_state_path()
-    mcp_removed = o.mcp and state_path.exists() and install.uninstall_mcp(state_path).changed
+    mcp_removed = o.mcp and state_path.exists() and settings_file.uninstall_mcp(state_path).changed
     lines = [f"hooks removed from {t}" for t in removed] or [f"no nmem hooks in {target}"]
     if mcp_removed:
-        lines.append(f"MCP server '{install.MCP_NAME}' removed from {state_path}")
+        lines.append(f"MCP server '{settings_file.MCP_NAME}' removed from {state_path}")
     return lines
 
 
@@ -93,7 +97,7 @@ def _settings_files() -> list[tuple[Path, str]]:
 def _plugin() -> str | None:
     """The id of nmem's Claude Code plugin when the user's settings enable it (`nmem@<marketplace>`)."""
     try:
-        enabled = install.load(settings.user_settings_path()).get("enabledPlugins")
+        enabled = settings_file.load(settings.user_settings_path()).get("enabledPlugins")
     except NmemError:
         return None
     ids = [k for k, on in enabled.items() if on is True and k.startswith(plugin.NAME + "@")] if isinstance(
@@ -121,10 +125,11 @@ def check_hooks(prompt_recall: bool = False) -> Check:
     fix = "nmem install"
     for path, command in _settings_files():
         try:
-            data = install.load(path)
+            data = settings_file.load(path)
         except NmemError as exc:
             return fail("hooks", str(exc), f"repair or restore {path} (nmem install keeps a .nmem-backup-* copy)")
-        for event, _, h in install.our_handlers(data):  # the exact command nmem writes, not a mention of its client
+        # the exact command nmem writes, not a mention of its client
+        for event, _, h in settings_file.our_handlers(data):
             found.setdefault(event, str(h["command"]))
             waits.setdefault(event, h.get("async") is not True)
             if home_tilde(path) not in where:
@@ -149,7 +154,7 @@ def check_hooks(prompt_recall: bool = False) -> Check:
     missing = [e for e in wanted if e not in found]
     if missing:
         return fail("hooks", f"{', '.join(where)} lacks nmem hooks for {', '.join(missing)}", fix)
-    current = install.hook_command()
+    current = settings_file.hook_command()
     broken = sorted({p for c in found.values() for p in command_paths(c) if not os.path.exists(p)})
     if broken:
         return fail("hooks", f"hooks in {', '.join(where)} call {broken[0]}, which does not exist", fix)
@@ -169,29 +174,33 @@ def check_mcp() -> Check:
     """nmem's MCP server in `~/.claude.json` (or the plugin's), running an executable that exists."""
     state_path = settings.user_state_path()
     try:
-        state = install.load(state_path)
+        state = settings_file.load(state_path)
     except NmemError as exc:
         return fail("mcp", str(exc), f"repair or restore {state_path}")
     servers = state.get("mcpServers")
-    entry = servers.get(install.MCP_NAME) if isinstance(servers, dict) else None
+    entry = servers.get(settings_file.MCP_NAME) if isinstance(servers, dict) else None
     where = home_tilde(state_path)
     plugin_id = _plugin()
     if plugin_id and not isinstance(entry, dict):
         return _plugin_check("mcp", plugin.MCP_COMMAND, plugin_id)
     if not isinstance(entry, dict):
         if other_agents():  # another agent's are there: Claude Code is only not set up (yet)
-            return warn("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install  # for Claude Code")
-        return fail("mcp", f"no '{install.MCP_NAME}' MCP server in {where}", "nmem install")
+            return warn(
+                "mcp", f"no '{settings_file.MCP_NAME}' MCP server in {where}", "nmem install  # for Claude Code"
+            )
+        return fail("mcp", f"no '{settings_file.MCP_NAME}' MCP server in {where}", "nmem install")
     command = str(entry.get("command", ""))
     if not os.access(command, os.X_OK):
-        return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {command or '(nothing)'}, not an executable",
-                     "nmem install")  # fmt: skip
+        named = f"the '{settings_file.MCP_NAME}' MCP server runs {command or '(nothing)'}"
+        return fail("mcp", f"{named}, not an executable", "nmem install")
     given = entry.get("args")
     args = [str(a) for a in given] if isinstance(given, list) else []
     gone = [a for a in args if a.startswith("/") and not os.path.exists(a)]
     if gone:
-        return fail("mcp", f"the '{install.MCP_NAME}' MCP server runs {gone[0]}, which does not exist", "nmem install")
-    return ok("mcp", f"'{install.MCP_NAME}' in {where} runs {shlex.join([command, *args])}")
+        return fail(
+            "mcp", f"the '{settings_file.MCP_NAME}' MCP server runs {gone[0]}, which does not exist", "nmem install"
+        )
+    return ok("mcp", f"'{settings_file.MCP_NAME}' in {where} runs {shlex.join([command, *args])}")
 
 
 SETUP: Final = AgentSetup(

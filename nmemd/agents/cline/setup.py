@@ -19,7 +19,7 @@ from typing import Final
 from nmem_client import paths
 from nmemd.agents.cline import HOME, SPEC
 from nmemd.errors import SettingsError
-from nmemd.setup import files, install
+from nmemd.setup import files, settings_file
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
 
@@ -32,7 +32,7 @@ HOOKS: Final = SPEC.hooks
 hooks_dir: Final = HOME.path  # `~/Documents/Cline/Hooks` (NMEM_CLINE_HOOKS_DIR names another, for tests)
 
 
-hook_command: Final = functools.partial(install.hook_command, AGENT)
+hook_command: Final = functools.partial(settings_file.hook_command, AGENT)
 
 
 def script(command: str) -> str:
@@ -47,7 +47,7 @@ def is_ours(path: Path) -> bool:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    return MARK in text and install.CLIENT_MARKER in text
+    return MARK in text and settings_file.CLIENT_MARKER in text
 
 
 def our_hooks() -> list[tuple[str, str]]:
@@ -139,7 +139,7 @@ def _install(o: InstallOptions) -> Installed:
     lines += [f"Cline hook {result.folder / name} is not nmem's: left alone, so nmem does not see {name}"
               for name in result.foreign]  # fmt: skip
     if o.mcp:
-        lines.append(MCP_HINT.format(command=install.mcp_command()))
+        lines.append(MCP_HINT.format(command=settings_file.mcp_command()))
     return Installed(lines=lines)
 
 

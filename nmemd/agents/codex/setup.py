@@ -25,14 +25,14 @@ from typing import Any, Final
 
 from nmemd.agents.codex import HOME, SPEC, history
 from nmemd.errors import NmemError, SettingsError
-from nmemd.setup import files, install
+from nmemd.setup import files, settings_file
 from nmemd.setup.agent_checks import mcp_executable
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
-from nmemd.setup.install import HookSpec, Written
+from nmemd.setup.settings_file import HookSpec, Written
 
 AGENT: Final = SPEC.name
-MCP_NAME: Final = install.MCP_NAME
+MCP_NAME: Final = settings_file.MCP_NAME
 # Every hook is synchronous: `codex exec` may end before a background hook has run, and the client
 # costs a few milliseconds over Python's own start. SessionEnd's timeout is clamped to 1-3 s by Codex.
 HOOKS: Final = tuple(HookSpec(e, timeout=3 if e == "SessionEnd" else 10) for e in SPEC.hooks)
@@ -58,7 +58,7 @@ def config_path() -> Path:
     return codex_home() / "config.toml"
 
 
-hook_command: Final = functools.partial(install.hook_command, AGENT)
+hook_command: Final = functools.partial(settings_file.hook_command, AGENT)
 
 
 # --- trust ---------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def our_handlers(data: dict[str, Any], path: Path) -> list[tuple[str, str]]:
         for gi, group in enumerate(groups):
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for hi, handler in enumerate(handlers if isinstance(handlers, list) else []):
-                if install.is_our_handler(handler):
+                if settings_file.is_our_handler(handler):
                     matcher = group.get("matcher") if isinstance(group.get("matcher"), str) else None
                     found.append((state_key(path, event, gi, hi), trusted_hash(event, matcher, handler)))
     return found
@@ -118,11 +118,11 @@ def our_handlers(data: dict[str, Any], path: Path) -> list[tuple[str, str]]:
 def with_hooks(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
     """hooks.json's content with nmem's handlers present once, current, each in its own group after
     the others', everything else as it was."""
-    return install.with_groups_of_ours(data, path, HOOKS, lambda spec: install.handler(spec, command))
+    return settings_file.with_groups_of_ours(data, path, HOOKS, lambda spec: settings_file.handler(spec, command))
 
 
 def without_hooks(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    cleaned = install.without_hooks(data, path)
+    cleaned = settings_file.without_hooks(data, path)
     if cleaned.get("hooks") == {}:
         del cleaned["hooks"]
     return cleaned
@@ -290,7 +290,7 @@ def write_text(path: Path, old: str, text: str) -> Written:
     backup: Path | None = None
     try:
         if real.exists():
-            backup = install.backup_previous(path, real.read_bytes())
+            backup = settings_file.backup_previous(path, real.read_bytes())
         files.replace(real, text.encode("utf-8"))
     except OSError as exc:
         raise SettingsError(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -310,28 +310,28 @@ class Plan:
         self.config_text = ""
         self.config_old = ""
         self.handlers: list[tuple[str, str]] = []
-        self.undo: install.Undo | None = None  # an uninstall's (install.restored)
+        self.undo: settings_file.Undo | None = None  # an uninstall's (settings_file.restored)
 
 
 def plan_install(mcp: bool = True) -> Plan:
     plan = Plan()
-    old = install.load(plan.hooks)
+    old = settings_file.load(plan.hooks)
     plan.hooks_data = with_hooks(old, plan.hooks, hook_command())
     plan.handlers = our_handlers(plan.hooks_data, plan.hooks)
     plan.config_old, config = load_config(plan.config)
     previous = our_handlers(old, plan.hooks)
     plan.config_text = with_config(
-        plan.config_old, config, plan.config, plan.handlers, previous, install.mcp_command() if mcp else None
+        plan.config_old, config, plan.config, plan.handlers, previous, settings_file.mcp_command() if mcp else None
     )
     return plan
 
 
 def plan_uninstall(mcp: bool = True) -> Plan:
     plan = Plan()
-    old = install.load(plan.hooks)
+    old = settings_file.load(plan.hooks)
     plan.hooks_data = without_hooks(old, plan.hooks)
     path, command = plan.hooks, hook_command()
-    plan.undo = install.Undo(lambda d: with_hooks(d, path, command), lambda d: without_hooks(d, path))
+    plan.undo = settings_file.Undo(lambda d: with_hooks(d, path, command), lambda d: without_hooks(d, path))
     previous = our_handlers(old, plan.hooks)
     ours = our_handlers(with_hooks({}, plan.hooks, hook_command()), plan.hooks)  # this install's, wherever they are
     plan.config_old, config = load_config(plan.config)
@@ -352,12 +352,12 @@ def apply(plan: Plan) -> tuple[Written, Written]:
     undo = plan.undo
     exists = plan.hooks.exists() or plan.hooks.is_symlink()
     keep = plan.hooks_data or plan.hooks.is_symlink()
-    if keep or (undo and exists and install.restored(plan.hooks, {}, undo) is not None):
-        hooks = install.write(plan.hooks, plan.hooks_data, undo)
+    if keep or (undo and exists and settings_file.restored(plan.hooks, {}, undo) is not None):
+        hooks = settings_file.write(plan.hooks, plan.hooks_data, undo)
     elif exists:
         real = files.target(plan.hooks)
         try:
-            backup = install.backup_previous(plan.hooks, real.read_bytes())
+            backup = settings_file.backup_previous(plan.hooks, real.read_bytes())
             real.unlink()
         except OSError as exc:
             raise SettingsError(f"cannot remove {plan.hooks}: {exc.strerror or exc}") from exc
@@ -368,7 +368,7 @@ def apply(plan: Plan) -> tuple[Written, Written]:
 
 
 def printed(plan: Plan) -> str:
-    return f"# {plan.hooks}\n{install.render(plan.hooks_data)}# {plan.config}\n{plan.config_text}"
+    return f"# {plan.hooks}\n{settings_file.render(plan.hooks_data)}# {plan.config}\n{plan.config_text}"
 
 
 # --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for Codex ------------------------
@@ -400,10 +400,10 @@ def _uninstall(o: InstallOptions) -> list[str]:
 def installed_hooks() -> list[tuple[str, str, str]]:
     """(event, command, group matcher or "") of nmem's handlers in Codex's hooks.json; [] when unreadable."""
     try:
-        data = install.load(hooks_path())
+        data = settings_file.load(hooks_path())
     except NmemError:
         return []
-    return [(e, str(h.get("command", "")), str(g.get("matcher") or "")) for e, g, h in install.our_handlers(data)]
+    return [(e, str(h.get("command", "")), str(g.get("matcher") or "")) for e, g, h in settings_file.our_handlers(data)]
 
 
 def check() -> list[Check]:
@@ -411,7 +411,7 @@ def check() -> list[Check]:
     nothing when nmem is not installed for Codex."""
     hooks_file, config_file = hooks_path(), config_path()
     try:
-        data = install.load(hooks_file)
+        data = settings_file.load(hooks_file)
         _, config = load_config(config_file)
     except NmemError as exc:
         return [fail("codex", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]

@@ -4,7 +4,7 @@
 event, in the PascalCase ("VS Code compatible") form whose payloads name their event as Claude
 Code's do (README.md); `$COPILOT_HOME/mcp-config.json` gets `mcpServers.nmem`. Every
 other key, hook and server in both files is kept; both are backed up before a change
-(nmemd.setup.install.write); uninstall removes exactly nmem's handlers and server.
+(nmemd.setup.settings_file.write); uninstall removes exactly nmem's handlers and server.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Final
 from nmemd.agents.copilot import HOME, SPEC
 from nmemd.agents.copilot.capture import copilot_home, session_state
 from nmemd.errors import NmemError
-from nmemd.setup import install
+from nmemd.setup import settings_file
 from nmemd.setup.agent_checks import hooks_check, mcp_check, mcp_server
 from nmemd.setup.agent_setup import (
     AgentSetup,
@@ -30,7 +30,7 @@ from nmemd.setup.checks import Check, fail, home_tilde, ok
 from nmemd.setup.handler_lists import HandlerLists, HooksFileAndMcpFile
 
 AGENT: Final = SPEC.name
-MCP_NAME: Final = install.MCP_NAME
+MCP_NAME: Final = settings_file.MCP_NAME
 # All synchronous (Copilot runs a command hook to its end): `copilot -p` may exit before a
 # background hook has run, and SessionStart's and UserPromptSubmit's stdout is the context.
 HOOKS: Final = SPEC.hooks
@@ -45,7 +45,7 @@ def mcp_path() -> Path:
     return copilot_home() / "mcp-config.json"
 
 
-hook_command: Final = functools.partial(install.hook_command, AGENT)
+hook_command: Final = functools.partial(settings_file.hook_command, AGENT)
 
 
 def handler(command: str) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def with_hooks(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]
 
 
 def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    return install.with_server(data, path, {"type": "local", "command": command, "args": [], "tools": ["*"]})
+    return settings_file.with_server(data, path, {"type": "local", "command": command, "args": [], "tools": ["*"]})
 
 
 _FILES: Final = HooksFileAndMcpFile(settings_path, mcp_path, hook_command, with_hooks, without_hooks, with_mcp)
@@ -84,7 +84,7 @@ def _install(o: InstallOptions) -> Installed:
 def installed_hooks() -> list[tuple[str, str]]:
     """(event, command) of nmem's hooks in Copilot's settings.json; [] when unreadable."""
     try:
-        return our_hooks(install.load(settings_path()), settings_path())
+        return our_hooks(settings_file.load(settings_path()), settings_path())
     except NmemError:
         return []
 
@@ -92,16 +92,16 @@ def installed_hooks() -> list[tuple[str, str]]:
 def check() -> list[Check]:
     """Copilot's hooks (all of nmem's events, a client that exists, hooks not all disabled) and MCP
     server; nothing when nmem is not installed for Copilot."""
-    settings_file, mcp_file = settings_path(), mcp_path()
+    hooks_file, mcp_file = settings_path(), mcp_path()
     try:
-        data, servers = install.load(settings_file), install.load(mcp_file)
-        hooks = our_hooks(data, settings_file)
+        data, servers = settings_file.load(hooks_file), settings_file.load(mcp_file)
+        hooks = our_hooks(data, hooks_file)
     except NmemError as exc:
         return [fail("copilot", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
     mcp = mcp_server(servers, MCP_NAME)
     if not hooks and not mcp:
         return []  # not installed for Copilot (on purpose, perhaps): nothing to check
-    fix, where = "nmem install --agent copilot", home_tilde(settings_file)
+    fix, where = "nmem install --agent copilot", home_tilde(hooks_file)
     verdict = hooks_check("copilot hooks", where, fix, hooks, HOOKS, hook_command())
     if (verdict is None or verdict.status == "warn") and data.get("disableAllHooks") is True:
         verdict = fail("copilot hooks", f"{where} sets disableAllHooks: Copilot runs no hook", "remove it")

@@ -3,7 +3,7 @@
 `~/.cursor/hooks.json` gets one handler of nmem's per event (`{"command": ..., "timeout": ...}`,
 version 1), after every other tool's; `~/.cursor/mcp.json` gets `mcpServers.nmem` running `nmem-mcp`.
 Every other key, hook and server in both files is kept; both are backed up before a change
-(nmemd.setup.install.write); uninstall removes exactly nmem's handlers and server. What the hooks send
+(nmemd.setup.settings_file.write); uninstall removes exactly nmem's handlers and server. What the hooks send
 is in README.md.
 """
 
@@ -15,14 +15,14 @@ from typing import Any, Final
 
 from nmemd.agents.cursor import HOME, SPEC
 from nmemd.errors import NmemError, SettingsError
-from nmemd.setup import install
+from nmemd.setup import settings_file
 from nmemd.setup.agent_checks import hooks_check, mcp_check, mcp_server
 from nmemd.setup.agent_setup import AgentSetup, install_hooks_and_mcp, looked_for, uninstall_hooks_and_mcp
 from nmemd.setup.checks import Check, fail, home_tilde, ok
 from nmemd.setup.handler_lists import HandlerLists, HooksFileAndMcpFile
 
 AGENT: Final = SPEC.name
-MCP_NAME: Final = install.MCP_NAME
+MCP_NAME: Final = settings_file.MCP_NAME
 # The events nmem stores. Not beforeReadFile (it runs before every read with the whole file on stdin),
 # nor postToolUse (the shell, edit and MCP hooks below say the same with their documented fields).
 HOOKS: Final = SPEC.hooks
@@ -40,7 +40,7 @@ def mcp_path() -> Path:
     return cursor_dir() / "mcp.json"
 
 
-hook_command: Final = functools.partial(install.hook_command, AGENT)
+hook_command: Final = functools.partial(settings_file.hook_command, AGENT)
 
 
 def handler(command: str) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def with_hooks(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]
 
 
 def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    return install.with_server(data, path, {"command": command, "args": []})
+    return settings_file.with_server(data, path, {"command": command, "args": []})
 
 
 _FILES: Final = HooksFileAndMcpFile(hooks_path, mcp_path, hook_command, with_hooks, without_hooks, with_mcp)
@@ -78,8 +78,8 @@ def check() -> list[Check]:
     not installed for Cursor."""
     hooks_file, mcp_file = hooks_path(), mcp_path()
     try:
-        hooks = our_hooks(install.load(hooks_file), hooks_file)
-        servers = install.load(mcp_file)
+        hooks = our_hooks(settings_file.load(hooks_file), hooks_file)
+        servers = settings_file.load(mcp_file)
     except NmemError as exc:
         return [fail("cursor", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
     mcp = mcp_server(servers, MCP_NAME)

@@ -18,14 +18,14 @@ from typing import Any, Final
 
 from nmemd.agents.gemini import HOME, SPEC, history
 from nmemd.errors import NmemError
-from nmemd.setup import install
+from nmemd.setup import settings_file
 from nmemd.setup.agent_checks import mcp_executable
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, command_paths, fail, home_tilde, ok, warn
-from nmemd.setup.install import HookSpec, Written
+from nmemd.setup.settings_file import HookSpec, Written
 
 AGENT: Final = SPEC.name
-MCP_NAME: Final = install.MCP_NAME
+MCP_NAME: Final = settings_file.MCP_NAME
 HOOK_NAME: Final = "nmem"
 # Gemini's timeouts are milliseconds, and it waits for every hook, SessionEnd's too.
 HOOKS: Final = tuple(HookSpec(e, timeout=5_000 if e == "SessionEnd" else 10_000) for e in SPEC.hooks)
@@ -38,7 +38,7 @@ def settings_path() -> Path:
     return gemini_dir() / "settings.json"
 
 
-hook_command: Final = functools.partial(install.hook_command, AGENT)
+hook_command: Final = functools.partial(settings_file.hook_command, AGENT)
 
 
 def handler(spec: HookSpec, command: str) -> dict[str, Any]:
@@ -47,45 +47,47 @@ def handler(spec: HookSpec, command: str) -> dict[str, Any]:
 
 def our_hooks(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(event, handler) of each of nmem's handlers in settings.json's content."""
-    return [(event, h) for event, _, h in install.our_handlers(data)]
+    return [(event, h) for event, _, h in settings_file.our_handlers(data)]
 
 
 def with_settings(data: dict[str, Any], path: Path, command: str, mcp: str | None) -> dict[str, Any]:
     """settings.json's content with nmem's handlers present once, current, each in its own group after
     the others', and (`mcp` given) `mcpServers.nmem`; everything else as it was."""
-    merged = install.with_groups_of_ours(data, path, HOOKS, lambda spec: handler(spec, command))
-    return install.with_server(merged, path, {"command": mcp, "args": []}) if mcp is not None else merged
+    merged = settings_file.with_groups_of_ours(data, path, HOOKS, lambda spec: handler(spec, command))
+    return settings_file.with_server(merged, path, {"command": mcp, "args": []}) if mcp is not None else merged
 
 
 def without_settings(data: dict[str, Any], path: Path, mcp: bool = True) -> dict[str, Any]:
     """settings.json's content without nmem's handlers (and, `mcp`, without `mcpServers.nmem`)."""
-    cleaned = install.without_hooks(copy.deepcopy(data), path)
+    cleaned = settings_file.without_hooks(copy.deepcopy(data), path)
     if mcp:
-        cleaned = install.without_mcp(cleaned, path)
+        cleaned = settings_file.without_mcp(cleaned, path)
     return cleaned
 
 
 class Plan:
     """What install or uninstall will write, computed before anything is written."""
 
-    def __init__(self, data: dict[str, Any], old: dict[str, Any], undo: install.Undo | None = None) -> None:
+    def __init__(self, data: dict[str, Any], old: dict[str, Any], undo: settings_file.Undo | None = None) -> None:
         self.path = settings_path()
         self.data = data
         self.old = old
-        self.undo = undo  # an uninstall's (install.restored)
+        self.undo = undo  # an uninstall's (settings_file.restored)
 
 
 def plan_install(mcp: bool = True) -> Plan:
     path = settings_path()
-    old = install.load(path)
-    return Plan(with_settings(old, path, hook_command(), install.mcp_command() if mcp else None), old)
+    old = settings_file.load(path)
+    return Plan(with_settings(old, path, hook_command(), settings_file.mcp_command() if mcp else None), old)
 
 
 def plan_uninstall(mcp: bool = True) -> Plan:
     path = settings_path()
-    old = install.load(path)
-    command, server = hook_command(), install.mcp_command() if mcp else None
-    undo = install.Undo(lambda d: with_settings(d, path, command, server), lambda d: without_settings(d, path, mcp))
+    old = settings_file.load(path)
+    command, server = hook_command(), settings_file.mcp_command() if mcp else None
+    undo = settings_file.Undo(
+        lambda d: with_settings(d, path, command, server), lambda d: without_settings(d, path, mcp)
+    )
     return Plan(without_settings(old, path, mcp), old, undo)
 
 
@@ -93,11 +95,11 @@ def apply(plan: Plan) -> Written:
     """Write settings.json (backup first); an uninstall that changes nothing writes nothing."""
     if plan.data == plan.old and not (plan.data and not plan.path.exists()):
         return Written(changed=False)
-    return install.write(plan.path, plan.data, plan.undo)
+    return settings_file.write(plan.path, plan.data, plan.undo)
 
 
 def printed(plan: Plan) -> str:
-    return f"# {plan.path}\n{install.render(plan.data)}"
+    return f"# {plan.path}\n{settings_file.render(plan.data)}"
 
 
 # --- what `nmem install`, `nmem uninstall` and `nmem doctor` do for the Gemini CLI ---------------
@@ -127,7 +129,7 @@ def _uninstall(o: InstallOptions) -> list[str]:
 def installed_hooks() -> list[tuple[str, dict[str, Any]]]:
     """(event, handler) of nmem's handlers in the Gemini CLI's settings.json; [] when unreadable."""
     try:
-        return our_hooks(install.load(settings_path()))
+        return our_hooks(settings_file.load(settings_path()))
     except NmemError:
         return []
 
@@ -137,7 +139,7 @@ def check() -> list[Check]:
     nothing when nmem is not installed for the Gemini CLI."""
     path = settings_path()
     try:
-        data = install.load(path)
+        data = settings_file.load(path)
     except NmemError as exc:
         return [fail("gemini", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
     hooks = our_hooks(data)

@@ -22,14 +22,14 @@ from nmem_client import paths
 from nmemd.agents.opencode import HOME, SPEC
 from nmemd.agents.opencode.capture import config_dir, database
 from nmemd.errors import NmemError, SettingsError
-from nmemd.setup import files, install
+from nmemd.setup import files, settings_file
 from nmemd.setup.agent_checks import mcp_executable
 from nmemd.setup.agent_setup import AgentSetup, Installed, InstallOptions, looked_for, outcome
 from nmemd.setup.checks import Check, fail, home_tilde, ok, warn
-from nmemd.setup.install import Written
+from nmemd.setup.settings_file import Written
 
 AGENT: Final = SPEC.name
-MCP_NAME: Final = install.MCP_NAME
+MCP_NAME: Final = settings_file.MCP_NAME
 PLUGIN_NAME: Final = "nmem.js"
 MARKER: Final = "// nmem: the OpenCode plugin of nmem"
 START_WAIT_MS: Final = 8000  # the most the first model request waits for nmem's context
@@ -139,7 +139,7 @@ def config_path() -> Path:
 
 def send_argv() -> list[str]:
     """How the plugin starts nmem's hook client: the real interpreter, isolated, no site."""
-    client = install.install_root() / "nmem_client" / "send.py"
+    client = settings_file.install_root() / "nmem_client" / "send.py"
     return [sys.executable, "-I", "-S", str(client), "--agent", AGENT]
 
 
@@ -187,11 +187,11 @@ def mcp_entry(data: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def with_mcp(data: dict[str, Any], path: Path, command: str) -> dict[str, Any]:
-    return install.with_server(data, path, {"type": "local", "command": [command], "enabled": True}, key="mcp")
+    return settings_file.with_server(data, path, {"type": "local", "command": [command], "enabled": True}, key="mcp")
 
 
 def without_mcp(data: dict[str, Any]) -> dict[str, Any]:
-    return install.without_mcp(data, key="mcp")
+    return settings_file.without_mcp(data, key="mcp")
 
 
 class Plan:
@@ -205,7 +205,7 @@ class Plan:
         self.old_plugin = old_plugin
         self.config = config  # None: leave opencode.json alone
         self.old_config = old_config
-        self.undo: install.Undo | None = None  # an uninstall's (install.restored)
+        self.undo: settings_file.Undo | None = None  # an uninstall's (settings_file.restored)
 
 
 def plan_install(mcp: bool = True) -> Plan:
@@ -213,18 +213,18 @@ def plan_install(mcp: bool = True) -> Plan:
     if old_plugin is not None and not is_ours(old_plugin):
         raise SettingsError(f"{plugin_path()} exists and is not nmem's: move it away, then install again")
     path = config_path()
-    old = install.load(path)
-    config = with_mcp(old, path, install.mcp_command()) if mcp else None
+    old = settings_file.load(path)
+    config = with_mcp(old, path, settings_file.mcp_command()) if mcp else None
     return Plan(plugin_text(), old_plugin, config, old)
 
 
 def plan_uninstall(mcp: bool = True) -> Plan:
     old_plugin = read_plugin()
     path = config_path()
-    old = install.load(path) if mcp else {}
+    old = settings_file.load(path) if mcp else {}
     plan = Plan(None, old_plugin, without_mcp(old) if mcp else None, old)
-    command = install.mcp_command()
-    plan.undo = install.Undo(lambda d: with_mcp(d, path, command), without_mcp)
+    command = settings_file.mcp_command()
+    plan.undo = settings_file.Undo(lambda d: with_mcp(d, path, command), without_mcp)
     return plan
 
 
@@ -250,7 +250,7 @@ def apply(plan: Plan) -> tuple[Written, Written | None]:
         if plan.config == plan.old_config and (plan.config_path.exists() or not plan.config):
             config_written = Written(changed=False)
         else:
-            config_written = install.write(plan.config_path, plan.config, plan.undo)
+            config_written = settings_file.write(plan.config_path, plan.config, plan.undo)
     return plugin_written, config_written
 
 
@@ -266,7 +266,7 @@ def _write_plugin(path: Path, text: str) -> Written:
 def printed(plan: Plan) -> str:
     out = f"# {plan.plugin_path}\n{plan.plugin or ''}"
     if plan.config is not None:
-        out += f"# {plan.config_path}\n{install.render(plan.config)}"
+        out += f"# {plan.config_path}\n{settings_file.render(plan.config)}"
     return out
 
 
@@ -301,7 +301,7 @@ def check() -> list[Check]:
     nmem is not installed for OpenCode."""
     plugin_file, config_file = plugin_path(), config_path()
     try:
-        text, data = read_plugin(plugin_file), install.load(config_file)
+        text, data = read_plugin(plugin_file), settings_file.load(config_file)
     except NmemError as exc:
         return [fail("opencode", str(exc), "repair or restore it (nmem install keeps a .nmem-backup-* copy)")]
     mcp = mcp_entry(data)
