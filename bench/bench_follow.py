@@ -175,7 +175,9 @@ def main() -> None:
               f" (runs {', '.join(f'{cpu / events * 1e6:.0f}' for _, cpu, _, _ in results)});"
               f" {results[0][2]} observations, {results[0][3]} of the agent's words")  # fmt: skip
     first, second = per_event.values()
-    print(f"  CPU per event, this tree / {tree}: {first / second:.2f}")
+    mine, theirs = runs.values()
+    paired = median([a[1] / b[1] for a, b in zip(mine, theirs, strict=True)])  # each round's pair: the load drifts
+    print(f"  CPU per event, this tree / {tree}: {first / second:.2f} (medians), {paired:.2f} (rounds' ratios' median)")
 
 
 if __name__ == "__main__":
