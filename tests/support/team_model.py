@@ -2,8 +2,9 @@
 with its own store, PostgreSQL role and checkout of one shared project; random sequences of capture,
 forget (one's own row: for the team; a teammate's: hidden here), purge of a session, leave, rejoin,
 a forget whose tombstone waits through a leave while the server is away, daemon kill -9, server
-restart, and a late redelivery of a push the server took before (at-least-once: a COMMIT whose reply
-was lost, retried after the row was deleted). Push and pull run as they always do, in the daemons'
+restart, a late redelivery of a push the server took before (at-least-once: a COMMIT whose reply
+was lost, retried after the row was deleted), and a leave and join at once of a member who hid a
+teammate's row (the history pulled again). Push and pull run as they always do, in the daemons'
 background. At every quiescence (mid-run when a rule asks, and at the end) four invariants hold:
 every member's view of the project is the model's (each live event once: nothing lost, duplicated
 or resurrected), so is the server's, every member's full-text index names only rows that exist and
@@ -161,16 +162,28 @@ class TeamSyncModel:
         assert done.returncode == 0, done.stderr
         del self.events[marker]
 
+    def _hideable(self, who: str) -> list[str]:
+        """The live events of joined teammates that `who` (joined) may hide: they reach their store."""
+        if not self.joined[who]:
+            return []
+        return sorted(
+            k
+            for k, (author, _) in self.events.items()
+            if author != who and self.joined[author] and k not in self.hidden[who]
+        )
+
     def can_forget_teammates(self) -> bool:
-        return any(author != who for who in NAMES for author, _ in self.events.values())
+        return any(self._hideable(n) for n in NAMES)
 
     def forget_teammates(self, rng: random.Random) -> None:
-        """A teammate's row forgotten here: hidden on this machine only, for good."""
-        who = rng.choice(NAMES)
-        theirs = [r for r in self._local(who, mine=False) if r[1] in self.events]
-        if not theirs:
-            return
-        oid, marker, _ = rng.choice(theirs)
+        """A teammate's row forgotten here, once it arrived: hidden on this machine only, for good."""
+        who = rng.choice([n for n in NAMES if self._hideable(n)])
+        marker = rng.choice(self._hideable(who))
+        deadline = time.monotonic() + ON_SERVER_S
+        while (oid := next((r[0] for r in self._local(who, mine=False) if r[1] == marker), None)) is None:
+            if time.monotonic() > deadline:
+                raise Violation(f"{who}: {marker} of a teammate did not arrive in {ON_SERVER_S:.0f} s")
+            time.sleep(0.1)
         done = self.members[who].nmem("forget", str(oid), "--yes")
         assert done.returncode == 0 and "hidden on this machine only" in done.stdout, done.stdout + done.stderr
         self.hidden[who].add(marker)
@@ -224,6 +237,16 @@ class TeamSyncModel:
         who = rng.choice([n for n in NAMES if not self.joined[n]])
         self._join(who)
         self.joined[who] = True
+
+    def can_share_again(self) -> bool:
+        return any(self.joined[n] and self.hidden[n] for n in NAMES)
+
+    def share_again(self, rng: random.Random) -> None:
+        """A member who hid a teammate's row leaves and joins at once: the project's history is pulled
+        again, and what they hid must stay hidden."""
+        who = rng.choice([n for n in NAMES if self.joined[n] and self.hidden[n]])
+        assert self.members[who].nmem("team", "leave", "--project", str(self.repos[who])).returncode == 0
+        self._join(who)
 
     def kill_9(self, rng: random.Random) -> None:
         m = self.members[rng.choice(NAMES)]
@@ -337,7 +360,7 @@ class TeamSyncModel:
 OPERATIONS: dict[str, tuple[int, Callable[[TeamSyncModel], bool]]] = {
     "capture": (4, lambda m: True),
     "forget_own": (2, TeamSyncModel.can_forget_own),
-    "forget_teammates": (1, TeamSyncModel.can_forget_teammates),
+    "forget_teammates": (2, TeamSyncModel.can_forget_teammates),
     "purge_session": (1, TeamSyncModel.can_forget_own),
     "forget_then_leave_while_the_server_is_away": (1, TeamSyncModel.can_forget_own),
     "leave": (1, TeamSyncModel.can_leave),
@@ -346,6 +369,7 @@ OPERATIONS: dict[str, tuple[int, Callable[[TeamSyncModel], bool]]] = {
     "restart_server": (1, lambda m: True),
     "late_redelivery_of_a_deleted_events_push": (2, TeamSyncModel.can_redeliver),
     "quiesce": (1, lambda m: True),
+    "share_again": (2, TeamSyncModel.can_share_again),
 }
 
 
