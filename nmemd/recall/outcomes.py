@@ -38,7 +38,7 @@ _NOISE: Final = re.compile(
 CHECK_WORD: Final = re.compile(r"(?i)test|build|lint|check|tsc|mypy|ruff|clippy|vet|compile|spec")
 _INSTALL: Final = re.compile(r"^\S+ (?:install|add|i|ci|sync|update|upgrade)\b")
 _TEST_FAILED: Final = re.compile(r"(?i)\b[1-9]\d* (?:failed|failing|errors?)\b|\bFAILED\b|\bBUILD FAILED\b")
-_CD: Final = re.compile(r"^\s*(?:cd\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*&&\s*|(?:[A-Z_][A-Z0-9_]*=\S*\s+)+)")
+_CD: Final = re.compile(r"^\s*(?:cd\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*&&\s*|[A-Z_][A-Z0-9_]*=\S*\s+)+")  # both, any order
 # What runs another command: the command it runs is the one that says what was done.
 _WRAPPER: Final = re.compile(
     r"^(?:sudo|time|env|nohup|timeout\s+\S+|nix\s+develop(?:\s+\S+)*?\s+--command|nix-shell\s+--run|uv\s+run"
@@ -160,6 +160,11 @@ def _what_went_wrong(outputs: list[str], lines: int, chars: int = 170) -> str:
     return first + (f" / {clip(found[1], rest)}" if len(found) > 1 and rest >= 30 else "")
 
 
+def reports_failures(output: str) -> bool:
+    """Whether a run's output reports failures its exit status did not ("2 failed" through `| tail`)."""
+    return bool(_TEST_FAILED.search(output))
+
+
 def _rank(failed: Row) -> tuple[int, int]:
     """Builds and tests first, then other commands, then tools, then looking around (`ls`, `stat`) that
     failed; the latest first within each."""
@@ -229,7 +234,7 @@ def checks(conn: sqlite3.Connection, rows: list[Row], limit: int = MAX_CHECKS) -
     for _, r in shown:
         if r.type == "error":
             state = "failed"
-        elif _TEST_FAILED.search(outputs.get(r.id, "")):
+        elif reports_failures(outputs.get(r.id, "")):
             state = "ran; its output reports failures"
         else:
             state = "passed"

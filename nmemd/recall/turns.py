@@ -11,7 +11,8 @@ the others when the question asks why or what went wrong; with the turn's next e
 what came of an attempt, and the first error brought up beside its prompt when ranking found it lower).
 A failure ranked first, when the question asks what was done rather than why, is followed by the
 agent's next command or edit (how it got past it: `git config user.email` after a commit refused for
-want of an identity). The printed line is the event's own.
+want of an identity); a run ranked first whose output reports failures, by the same command's next run
+in its turn (after the fix: "78 passed" after "76 passed, 2 failed"). The printed line is the event's own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import sqlite3
 from typing import Any, Final
 
+from nmemd.recall.outcomes import command_key, reports_failures
 from nmemd.recall.queries import HIT_COLUMNS, Hit
 from nmemd.recall.ranking import SCORED_CHARS, TYPE_WEIGHT, command_weight
 from nmemd.recall.terms import Query
@@ -28,6 +30,7 @@ TURN_TOP: Final = 5  # prompts among this many first hits get their turn's best 
 FIRST_EVENTS: Final = 2  # events surfaced for the first such prompt (one for the others)
 TURN_ROWS: Final = 400  # rows of a turn looked at, at most (a turn of a long autonomous run is longer)
 WHY_ERROR: Final = 1.6  # "why" / "what went wrong": an error of the turn before its other events
+RERUN_CHARS: Final = 3000  # of a run's output read for the failures it reports (a summary line ends `| tail`)
 NEXT_SPAN: Final = 64  # rowids after a failure looked at for the agent's next move (other sessions interleave)
 OWN_WORDS: Final = 1.0  # an event's own words (idf-weighted) against its kind's weight
 # What never answers for its turn: the prompt itself, todo snapshots, bookkeeping, and reads (what was looked at).
@@ -80,6 +83,14 @@ def surface(
                 fix.score = hit.score
                 out.append(fix)
                 added.add(fix.id)
+            continue
+        if rank == 0 and hit.type == "command" and not (why or outcome or query.asks_why):
+            out.append(hit)  # a run that reported failures: the same command run again in its turn is its outcome
+            rerun = _rerun(conn, hit)
+            if rerun is not None:
+                rerun.score = hit.score
+                out.append(rerun)
+                added.add(rerun.id)
             continue
         if rank >= TURN_TOP or hit.type != "prompt":
             out.append(hit)
@@ -163,6 +174,29 @@ def _next_move(conn: sqlite3.Connection, failure: Hit) -> Hit | None:
                        file_path=row[6], count=row[7])  # fmt: skip
         if row[1] in ("prompt", "error"):
             return None
+    return None
+
+
+def _rerun(conn: sqlite3.Connection, run: Hit) -> Hit | None:
+    """The next run of the same command (`command_key`) in the run's turn, when the run's output reports
+    failures (`reports_failures`): whether what came between fixed them. None otherwise."""
+    row = conn.execute("SELECT command, substr(content, 1, ?) FROM observations WHERE id = ?", (RERUN_CHARS, run.id))
+    command, output = row.fetchone() or (None, None)
+    if not command or not reports_failures(output or ""):
+        return None
+    key = command_key(command)
+    for r in conn.execute(
+        f"""SELECT {HIT_COLUMNS}, o.command FROM observations o
+            WHERE o.session_id = ? AND o.id > ? AND o.id < coalesce(
+                (SELECT min(p.observation_id) FROM prompts p WHERE p.session_id = ? AND p.observation_id > ?),
+                9223372036854775807)
+              AND o.type IN ('command', 'error') AND o.command IS NOT NULL
+            ORDER BY o.id LIMIT ?""",
+        (run.session_id, run.id, run.session_id, run.id, TURN_ROWS),
+    ):
+        if command_key(r[8]) == key:
+            return Hit(id=r[0], type=r[1], project=r[2], session_id=r[3], ts=r[4], title=r[5], file_path=r[6],
+                       count=r[7])  # fmt: skip
     return None
 
 

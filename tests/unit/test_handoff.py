@@ -270,6 +270,7 @@ def test_the_mcp_search_tool_takes_a_session_prefix_as_the_cli_does(conn_to: Any
         ("uv run ruff check src/", "ruff check src/"),
         ("timeout 3s ./app serve --port 1", "./app serve --port"),
         ("PYTHONPATH=src python3 -m pytest tests/", "python3 -m pytest"),
+        ("cd /tmp/kit && PYTHONPATH=src python3 -m pytest tests/", "python3 -m pytest"),
         ("bun install react@19 react-dom@19", "bun install"),
     ],
 )

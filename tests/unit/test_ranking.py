@@ -215,3 +215,19 @@ def test_a_prompt_sent_again_with_its_first_time_keeps_the_first_turn(project: s
     hits = search(conn, "why couldn't you deploy the walrus site to the edge network?", Filters(), limit=5, now=NOW)
     conn.close()
     assert any("wrangler" in h.title for h in hits[:3]), [h.title for h in hits]
+
+
+def test_a_run_that_reported_failures_brings_its_rerun_in_the_turn(project: str) -> None:
+    """A test run found first whose output reports failures (its exit status did not, through `| tail`) is
+    followed by the same command's next run in its turn: what came of the fix (issue #39)."""
+    ranked = searcher([
+        _prompt(project, "build the anomaly detector package"),
+        claude_bash(SID, project, "python3 scripts/walrus_cusum.py --tests", "walrus cusum tests written"),
+        claude_bash(SID, project, "python3 scripts/walrus_cusum.py --check", "walrus cusum tests found"),
+        claude_bash(SID, project, "cd /tmp/walrus && PYTHONPATH=src python3 -m pytest tests/ -v | tail -60",
+                    "walrus cusum tests: 76 passed, 2 failed"),
+        claude_edit(SID, project, "src/detector.py", "baseline=1.0", "baseline=2.0"),
+        claude_bash(SID, project, "PYTHONPATH=src python3 -m pytest tests/ -v | tail -20", "78 passed"),
+    ])  # fmt: skip
+    hits = ranked("how many walrus tests passed after the cusum fix?")
+    assert [h.title for h in hits[:2]][1].startswith("$ PYTHONPATH=src python3 -m pytest"), [h.title for h in hits[:3]]
