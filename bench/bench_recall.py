@@ -133,8 +133,11 @@ class Memory:
         os.environ.update(NMEM_HOME=home.home, NMEM_SOCKET=home.socket, NMEM_AUTOSTART="0")
         try:
             from nmemd.control import control  # reads NMEM_SOCKET at each call
-        except ImportError:  # a tree from before the client had its own folder (--tree)
-            from nmemd.daemon import control  # type: ignore[no-redef]
+        except ImportError:  # an older tree (--tree): nmemd/client/ before its rename, nmemd/daemon/ before that
+            try:
+                from nmemd.client import control  # type: ignore[no-redef]
+            except ImportError:
+                from nmemd.daemon import control  # type: ignore[no-redef]
 
         self._ask = control.ask
         self.calls = 0
