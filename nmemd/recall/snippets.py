@@ -128,8 +128,9 @@ def _split(*parts: tuple[tuple[str, ...] | None, str]) -> _Test:
 _DIGITS: Final = tuple("0123456789")
 # How each pattern of _FACT_WEIGHTS is read on an ASCII line: the same answer, cheaper. _CODE, _PATH and
 # _IDENT alternative by alternative; tests/unit/test_snippets.py checks that each agrees with its pattern.
+_ERRORISH_ASCII: Final = _lowered(_ERRORISH)
 _ASCII_TESTS: Final = (
-    _lowered(_ERRORISH),
+    _ERRORISH_ASCII,
     _lowered(CONCLUSION),
     _split(
         (_DIGITS, r"\b[A-Z]{1,5}\d{2,6}\b"),
@@ -196,9 +197,10 @@ def fact_weight(line: str) -> float:
 
 def errorish(line: str) -> bool:
     """Whether the line names something that went wrong (`_ERRORISH`), its keys tested first (`_FACT_KEYS`)."""
-    if line.isascii() and not any(map(line.lower().__contains__, _ERRORISH_KEYS)):
-        return False
-    return _ERRORISH.search(line) is not None
+    if not line.isascii():
+        return _ERRORISH.search(line) is not None
+    low = line.lower()
+    return any(map(low.__contains__, _ERRORISH_KEYS)) and _ERRORISH_ASCII(line, low)
 
 
 def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
