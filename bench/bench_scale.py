@@ -562,12 +562,22 @@ def stats(values: list[float]) -> dict[str, float]:
             "max": max(values)}  # fmt: skip
 
 
-def run_searches(queries: list[dict[str, str]], project: str, rounds: int) -> dict[str, Any]:
+def daemon_cpu_s(pid: int | None) -> float:
+    """The daemon's own CPU so far (utime + stime, Linux): per call, what a busy machine's waits leave out."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_searches(queries: list[dict[str, str]], project: str, rounds: int, pid: int | None = None) -> dict[str, Any]:
     """Each query with and without the project, `rounds` times in a shuffled order; RPC round trip in ms."""
     runs = [(q, p) for q in queries for p in (None, project)]
     times: dict[tuple[str, str | None], list[float]] = {}
     hits: dict[tuple[str, str | None], int] = {}
     rng = random.Random(7)
+    cpu = daemon_cpu_s(pid)
     for _ in range(rounds):
         rng.shuffle(runs)
         for q, p in runs:
@@ -579,12 +589,13 @@ def run_searches(queries: list[dict[str, str]], project: str, rounds: int) -> di
             times.setdefault((q["query"], p), []).append((time.perf_counter_ns() - start) / 1e6)
             hits[(q["query"], p)] = len(reply)
     every = [t for ts in times.values() for t in ts]
+    cpu_ms = (daemon_cpu_s(pid) - cpu) / len(every) * 1000
     kinds: dict[str, list[float]] = {}
     for q in queries:
         for p in (None, project):
             kinds.setdefault(q["kind"].split(" ")[0] + ("+project" if p else ""), []).extend(times[(q["query"], p)])
     slowest = sorted(times, key=lambda k: -median(times[k]))[:8]
-    return {"queries": len(runs), "rounds": rounds, **stats(every),
+    return {"queries": len(runs), "rounds": rounds, **stats(every), "daemon_cpu_ms": cpu_ms,
             "by_kind": {k: {"p50": median(v), "p99": percentile(v, 99)} for k, v in sorted(kinds.items())},
             "slowest": [{"query": q, "project": p is not None, "ms": round(median(times[(q, p)]), 1),
                          "hits": hits[(q, p)]} for q, p in slowest]}  # fmt: skip
@@ -677,29 +688,33 @@ def use_tree(tree: Path) -> None:
 _HEADING = re.compile(r"^## ([^(:\n]+)", re.MULTILINE)
 
 
-def run_context_rpc(project: str, runs: int) -> dict[str, Any]:
+def run_context_rpc(project: str, runs: int, pid: int | None = None) -> dict[str, Any]:
     """The `context` RPC a SessionStart has the daemon answer (a new session each time), in ms; and the
     sections of the context it returned."""
     walls: list[float] = []
     text = ""
+    cpu = daemon_cpu_s(pid)
     for _ in range(runs):
         params = {"project": project, "session_id": str(uuid.uuid4()), "source": "startup"}
         start = time.perf_counter_ns()
         text = control.ask("context", params, timeout=RPC_TIMEOUT_S)["context"]
         walls.append((time.perf_counter_ns() - start) / 1e6)
     return {**stats(walls), "first_ms": walls[0], "chars": len(text),
+            "daemon_cpu_ms": (daemon_cpu_s(pid) - cpu) / runs * 1000,
             "sections": [h.strip() for h in _HEADING.findall(text)]}  # fmt: skip
 
 
-def run_status_rpc(runs: int) -> dict[str, Any]:
+def run_status_rpc(runs: int, pid: int | None = None) -> dict[str, Any]:
     """The `status` RPC (`nmem status`: counts by type, events, the last event's time), in ms."""
     walls: list[float] = []
     facts: dict[str, Any] = {}
+    cpu = daemon_cpu_s(pid)
     for _ in range(runs):
         start = time.perf_counter_ns()
         facts = control.ask("status", timeout=RPC_TIMEOUT_S)["database"]
         walls.append((time.perf_counter_ns() - start) / 1e6)
-    return {**stats(walls), "observations": facts.get("observations"), "events": facts.get("events")}
+    return {**stats(walls), "observations": facts.get("observations"), "events": facts.get("events"),
+            "daemon_cpu_ms": (daemon_cpu_s(pid) - cpu) / runs * 1000}  # fmt: skip
 
 
 MAINTAIN_JOBS = ("retention", "fts_merge", "vacuum", "optimize", "integrity", "checkpoint")  # `nmem maintain`'s order
@@ -827,7 +842,8 @@ def report(r: dict[str, Any]) -> None:
 
 def print_search(label: str, s: dict[str, Any]) -> None:
     print(f"  {label}: {s['queries']} queries x {s['rounds']}: p50 {s['p50']:.1f} ms, p95 {s['p95']:.1f} ms,"
-          f" p99 {s['p99']:.1f} ms, max {s['max']:.0f} ms")  # fmt: skip
+          f" p99 {s['p99']:.1f} ms, max {s['max']:.0f} ms; daemon CPU"
+          f" {s.get('daemon_cpu_ms', math.nan):.2f} ms a search")  # fmt: skip
     for kind, v in s["by_kind"].items():
         print(f"    {kind:<22} p50 {v['p50']:8.1f} ms  p99 {v['p99']:8.1f} ms")
     print("    slowest: " + "; ".join(f"{x['query']!r}{' +project' if x['project'] else ''} {x['ms']:.0f} ms"
@@ -872,7 +888,7 @@ def main() -> None:
     queries = meta["queries"]
     if "search" not in args.skip:
         with Scratch(db, env=NO_OPTIMIZE) as s:
-            results["search_fresh"] = run_searches(queries, project, args.search_rounds)
+            results["search_fresh"] = run_searches(queries, project, args.search_rounds, s.daemon.pid)
             results["search_fresh"]["analysed"] = s.analysed()
             results["completeness"] = run_completeness(Path(s.home.db))
         print_search("search, fresh store", results["search_fresh"])
@@ -885,16 +901,18 @@ def main() -> None:
         with Scratch(db, env=NO_OPTIMIZE) as s:
             results["sessionstart_fresh"] = run_sessionstarts(s.home, project, args.starts)
             results["sessionstart_fresh"]["analysed"] = s.analysed()
-            results["context_rpc"] = run_context_rpc(project, args.rpcs)
-            results["status_rpc"] = run_status_rpc(args.rpcs)
+            results["context_rpc"] = run_context_rpc(project, args.rpcs, s.daemon.pid)
+            results["status_rpc"] = run_status_rpc(args.rpcs, s.daemon.pid)
         ss = results["sessionstart_fresh"]
         print(f"  SessionStart, fresh store: p50 {ss['p50']:.1f} ms, p99 {ss['p99']:.1f} ms, first {ss['first_ms']:.0f}"
               f" ms, delivered {ss['delivered']:.0%}; daemon busy after the client returned: p50"
               f" {ss['busy_after_p50_ms']:.0f} ms; planner statistics after the phase: {analysed(ss)}")  # fmt: skip
         cr, st = results["context_rpc"], results["status_rpc"]
-        print(f"  context RPC: p50 {cr['p50']:.1f} ms, p99 {cr['p99']:.1f} ms, first {cr['first_ms']:.1f} ms;"
+        print(f"  context RPC: p50 {cr['p50']:.1f} ms, p99 {cr['p99']:.1f} ms, first {cr['first_ms']:.1f} ms,"
+              f" daemon CPU {cr['daemon_cpu_ms']:.2f} ms a call;"
               f" {cr['chars']:,} chars, sections: {'; '.join(cr['sections'])}")  # fmt: skip
-        print(f"  status RPC: p50 {st['p50']:.1f} ms, p99 {st['p99']:.1f} ms ({st['observations']:,} observations,"
+        print(f"  status RPC: p50 {st['p50']:.1f} ms, p99 {st['p99']:.1f} ms, daemon CPU {st['daemon_cpu_ms']:.2f} ms a"
+              f" call ({st['observations']:,} observations,"
               f" {st['events']:,} events)")  # fmt: skip
     if "maintain" not in args.skip:
         with Scratch(db) as s:
