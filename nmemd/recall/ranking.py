@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from nmemd.recall import vocabulary
 from nmemd.recall.queries import HIT_COLUMNS, Hit, marks
+from nmemd.recall.snippets import CONCLUSION
 from nmemd.recall.terms import Query, occurrences
 from nmemd.recall.text import command_kind
 
@@ -52,6 +53,7 @@ HINT_BOOST: Final = 1.6  # "which file did we edit": an edit beats a read of the
 # "why did it fail": what the agent said between its tool calls (its diagnosis) before the tool rows
 SAID: Final = ("assistant", "thinking")
 WHY_BOOST: Final = 1.5
+CAUSE_BOOST: Final = 1.5  # and of its words, those that state a cause ("because", "due to", "the root cause")
 FIELD_WEIGHTS: Final = (4.0, 1.0, 1.0, 2.5, 2.5)  # title, content, file_path's folders and its name, command
 PART_WEIGHT: Final = 0.5  # a word as part of an identifier (camelCase, kebab-case), against the word itself
 HINT_WORD_WEIGHT: Final = 0.5  # a word that names a kind of work ("error", "command"), against another word
@@ -124,7 +126,8 @@ def rank(
     }
     asked = _turn_prompts(conn, query, lacking)
     first = {
-        rowid: _score(query, found[rowid], idf, r, short[rowid], now, asked.get(rowid)) for rowid, r in rows.items()
+        rowid: _score(query, found[rowid], idf, r, short[rowid], now, asked.get(rowid), r[5])
+        for rowid, r in rows.items()
     }
     top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
     top = top[:WITH_CONTENT]
@@ -140,7 +143,7 @@ def rank(
             score = first[rowid]
         else:
             whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid], unsaid=unsaid)
-            score = _score(query, found[rowid], idf, r, whole, now, asked.get(rowid))
+            score = _score(query, found[rowid], idf, r, whole, now, asked.get(rowid), f"{r[5]} {content}")
         if score is None:
             continue
         hits.append(
@@ -249,11 +252,13 @@ def _score(
     counted: _Counted,
     now: float,
     asked: Sequence[int] | None = None,
+    said: str = "",
 ) -> float | None:
     """Negative (lower is better), as FTS5 ranks; None: it holds none of the words.
 
     `asked`: each term's count in the prompt of the row's turn, a field of low weight for the words
-    the row lacks (`_turn_prompts`)."""
+    the row lacks (`_turn_prompts`). `said`: the row's text read so far (its title, then its content
+    too), for the agent's words that state a cause."""
     length_norm = K1 * (1 - B + B * (counted.length / AVERAGE_CHARS))
     relevance = 0.0
     covered: set[int] = set()
@@ -284,6 +289,8 @@ def _score(
     weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
     if query.asks_why and r[1] in SAID:
         weight *= WHY_BOOST
+        if CONCLUSION.search(said[:SCORED_CHARS]):
+            weight *= CAUSE_BOOST
     if r[1] == "command" and r[9]:
         weight *= command_weight(r[9])
     # coverage counts most: all the words before some of them

@@ -10,12 +10,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from support.helpers import claude_bash, claude_edit, claude_event, claude_failure, claude_tool
 from support.store import STEP_S, stored
 
+from nmemd import config
+from nmemd.model import Extracted, Observation
 from nmemd.recall.queries import Filters, Hit
 from nmemd.recall.search import search
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
 
 SID = "sess-rank-0001"
 NOW = time.time()
@@ -231,3 +236,24 @@ def test_a_run_that_reported_failures_brings_its_rerun_in_the_turn(project: str)
     ])  # fmt: skip
     hits = ranked("how many walrus tests passed after the cusum fix?")
     assert [h.title for h in hits[:2]][1].startswith("$ PYTHONPATH=src python3 -m pytest"), [h.title for h in hits[:3]]
+
+
+def test_asked_why_the_agents_words_that_state_a_cause_rank_before_its_plans(project: str) -> None:
+    """Of two things the agent said holding the same words, a why is answered by the one that states a
+    cause ("because", "due to"), not a shorter, newer one that says what it will do next (issue #39)."""
+    said = [
+        ("The walrus parsing is failing because the field names carry a `Raster.` prefix.", NOW - 600),
+        ("Walrus parsing failing: let me print it.", NOW - 300),
+    ]
+
+    async def add() -> None:
+        async with open_store(config.load()) as store:
+            for n, (text, at) in enumerate(said):
+                obs = Observation(type="assistant", title=text, content=text)
+                ex = Extracted(hook_event="Stop", session_id=SID, cwd=project, project=project, observations=[obs])
+                await store.commit_batch([Incoming(event_id=f"said{n}", received_at=at, extracted=ex)])
+
+    ranked = searcher([_prompt(project, "make the walrus dashboard load")])
+    anyio.run(add)
+    hits = ranked("why was the walrus parsing failing?")
+    assert hits[0].title.startswith("The walrus parsing is failing because"), [h.title for h in hits[:3]]
