@@ -55,7 +55,7 @@ from nmemd.recall.context import build_context
 
 TOOLS = {"search", "timeline", "get_observations", "recent_context", "sessions", "file_history"}
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("mcp_corpus")]  # one worker starts `corpus` once
 
 
 # --- real-shaped hook payloads ----------------------------------------------------------------

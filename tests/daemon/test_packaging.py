@@ -36,7 +36,10 @@ FOUND_WITHIN_S = 30.0  # an event the hook put in the inbox (a slow ack) is stor
 COMMANDS = ("nmem", "nmem-send", "nmem-mcp", "nmemd")
 Done = subprocess.CompletedProcess[str]
 
-pytestmark = pytest.mark.timeout(300)  # a build, a venv, an install: seconds, more on a busy machine
+pytestmark = [
+    pytest.mark.timeout(300),  # a build, a venv, an install: seconds, more on a busy machine
+    pytest.mark.xdist_group("packaging"),  # one worker: `python -m build` writes build/ and *.egg-info in the repo
+]
 INDEX = pytest.mark.skipif(
     os.environ.get("NMEM_TEST_PACKAGING") != "1",
     reason="installs pipx and uv from the package index: set NMEM_TEST_PACKAGING=1 (.ci/run does)",

@@ -35,6 +35,7 @@ from nmemd.recall.queries import Filters
 from nmemd.store import fts, readers
 
 CLI_TIMEOUT_S = 20.0
+pytestmark = pytest.mark.xdist_group("search_corpus")  # one worker starts `corpus` once
 
 
 # --- synthetic events: real hook payload shapes -----------------------------------------------

@@ -23,7 +23,12 @@ pytestmark = [pytest.mark.timeout(900)]
 
 
 def _marks(case: AgentCase) -> list[Any]:
-    return [getattr(pytest.mark, case.cli.marker), pytest.mark.skipif(case.binary() is None, reason=case.skip_reason())]
+    """Its agent's marker, its skip, and its xdist group: one worker plays each agent's scenario once."""
+    return [
+        getattr(pytest.mark, case.cli.marker),
+        pytest.mark.skipif(case.binary() is None, reason=case.skip_reason()),
+        pytest.mark.xdist_group(f"agent_cli_{case.agent}"),
+    ]
 
 
 @pytest.fixture(scope="module", params=[pytest.param(case, id=case.agent, marks=_marks(case)) for case in CASES])

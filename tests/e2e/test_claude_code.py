@@ -29,6 +29,7 @@ pytestmark = [
     pytest.mark.claude_code,
     pytest.mark.skipif(claude_bin() is None, reason=SKIP_REASON),
     pytest.mark.timeout(1800),
+    pytest.mark.xdist_group("claude_code"),  # its module fixture plays the agent once: one worker runs the file
 ]
 STORE_WAIT_S = 45.0  # async hooks still in flight, or in the inbox until the daemon drains it (every 2 s)
 MCP_TOOLS = ("search", "timeline", "get_observations", "recent_context", "sessions", "file_history")

@@ -24,6 +24,7 @@ pytestmark = [
     pytest.mark.claude_code,
     pytest.mark.skipif(claude_bin() is None, reason=SKIP_REASON),
     pytest.mark.timeout(900),
+    pytest.mark.xdist_group("claude_code_plugin"),  # its module fixture plays the agent once: one worker runs the file
 ]
 CONTEXT_OPEN = "<nmem-context>"
 

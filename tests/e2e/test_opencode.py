@@ -28,6 +28,7 @@ pytestmark = [
     pytest.mark.opencode,
     pytest.mark.skipif(opencode_bin() is None, reason=SKIP_REASON),
     pytest.mark.timeout(900),
+    pytest.mark.xdist_group("opencode"),  # its module fixture plays the agent once: one worker runs the file
 ]
 STORE_WAIT_S = 30.0
 MCP_SEARCH = "nmem_search"  # OpenCode names an MCP server's tools <server>_<tool>
