@@ -249,7 +249,7 @@ def load(
             save()
         conn.execute("SELECT setval('nmem.feed_seq', (SELECT max(seq) FROM nmem.observations))")
         if conn.execute("SELECT to_regclass('nmem.feeds')").fetchone() != (None,):  # v2: each team's feed
-            conn.execute("SELECT setval(f.seq, (%s + 1) * 65536 + f.slot) FROM nmem.feeds f", (rows,))
+            conn.execute("SELECT setval(f.seq, (%s::bigint + 1) * 65536 + f.slot) FROM nmem.feeds f", (rows,))
     build_indexes(dsn, [(n, d) for n, d in state["index_defs"]] + extra)
     with psycopg.connect(dsn, autocommit=True) as conn:
         for name, _ in state["index_defs"]:  # the unique constraint, on the index just built
