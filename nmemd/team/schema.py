@@ -89,6 +89,7 @@ MIGRATIONS: Final = (
     Migration(4, "m004_clamp_stored_times", 1, "times stored before v2 clamped to [1970, when the row arrived]"),
     Migration(5, "m005_members_by_oid", 1, "membership keyed by role OID: a new role of an old name is no member"),
     Migration(6, "m006_bounded_search", 1, "search bounded in every scope: the scope inside its indexes (btree_gin)"),
+    Migration(7, "m007_search_reads_once", 1, "search reads and ranks each row once, names and wide scopes bounded"),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
 NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with
