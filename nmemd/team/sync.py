@@ -10,9 +10,12 @@ locally meanwhile and the outbox keeps what waits. psycopg is imported by the fi
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import random
 import sqlite3
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -132,6 +135,7 @@ class TeamSync:
             if not self.links:
                 await self.changed.wait()
                 continue
+            await _import_psycopg()
             self._listen_to_commits()
             async with anyio.create_task_group() as tg:
                 for link in self.links.values():
@@ -470,6 +474,15 @@ class TeamSync:
                     await pool.close(timeout=2.0)
                 except Exception:
                     LOG.debug("closing a team search pool failed", exc_info=True)
+
+
+async def _import_psycopg() -> None:
+    """psycopg imported on a worker thread before the first link needs it: imported on the event loop
+    (by the first DSN parsed), it held every hook's ack for the whole import, 0.7 s on a loaded
+    machine (bench_team_pull.py, push phase). A missing psycopg is each link's error, as before."""
+    if "psycopg" not in sys.modules:
+        with contextlib.suppress(ImportError):
+            await anyio.to_thread.run_sync(importlib.import_module, "psycopg")
 
 
 async def _yield_after(took: float = 0.0) -> None:
