@@ -141,6 +141,7 @@ def test_a_new_database_runs_no_job_under_load_until_it_is_due_and_quiet(daemon:
     assert count(daemon.db, "events") == sent
 
 
+@pytest.mark.slow
 def test_ingestion_keeps_working_while_a_big_vacuum_runs(daemon: Daemon) -> None:
     settings = config.load()
     anyio.run(_fill_and_delete_half, settings)

@@ -7,7 +7,7 @@ import pytest
 from support.pg_cluster import Cluster
 from support.team_model import run
 
-pytestmark = [pytest.mark.postgres, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(900)]
 STEPS = 16
 
 

@@ -292,6 +292,7 @@ def test_purge_from_a_search_keeps_every_filter_of_the_search(viewer: Viewer) ->
     assert status == 200 and "Purge will delete <b>1</b> observations" in page, page
 
 
+@pytest.mark.slow
 def test_half_open_connections_neither_stall_the_viewer_nor_flood_its_stderr(daemon: Daemon) -> None:
     """Issue #28, finding 9 (slow-loris by any local user): 400 connections that send half a request
     head, against a viewer whose file limit is 256. The page still answers, the oldest half-open
