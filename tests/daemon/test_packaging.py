@@ -34,11 +34,14 @@ INSTALL_TIMEOUT_S = 600.0
 STEP_TIMEOUT_S = 60.0
 FOUND_WITHIN_S = 30.0  # an event the hook put in the inbox (a slow ack) is stored at the next drain
 COMMANDS = ("nmem", "nmem-send", "nmem-mcp", "nmemd")
+# Built from a copy without these: other workers write bytecode into the repo while setuptools lists it,
+# and the build's own build/ and *.egg-info stay out of the checkout.
+NOT_SOURCE = (".git", ".venv", ".ci", "__pycache__", "*.pyc", "build", "dist", "*.egg-info", ".*_cache", "node_modules")
 Done = subprocess.CompletedProcess[str]
 
 pytestmark = [
     pytest.mark.timeout(300),  # a build, a venv, an install: seconds, more on a busy machine
-    pytest.mark.xdist_group("packaging"),  # one worker: `python -m build` writes build/ and *.egg-info in the repo
+    pytest.mark.xdist_group("packaging"),  # one worker: the module's build is shared by its tests
 ]
 INDEX = pytest.mark.skipif(
     os.environ.get("NMEM_TEST_PACKAGING") != "1",
@@ -55,7 +58,9 @@ TEST_RUN = (
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel built from it, as `python -m build` makes them for a release."""
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+    source = tmp_path_factory.mktemp("source") / "nmem"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return out
