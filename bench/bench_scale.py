@@ -516,6 +516,16 @@ def pick_queries(seed: Seed, roots: list[str], rng: random.Random) -> list[dict[
 # --- phases ------------------------------------------------------------------------------------
 
 
+def _written(path: str) -> None:
+    """Wait until the copy is on disk: otherwise the daemon's first checkpoint fsyncs the whole copy (a
+    million observations: ~1.2 GB written back, charged to its checkpointer thread's CPU and its time)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Scratch:
     """A daemon on a fresh copy of the cached store (removed afterwards): the cache is never analysed."""
 
@@ -528,6 +538,7 @@ class Scratch:
         try:
             if self.source is not None:
                 shutil.copyfile(self.source, self.home.db)
+                _written(self.home.db)
             self.daemon.start(READY_TIMEOUT_S)
             os.environ.update(NMEM_SOCKET=self.home.socket, NMEM_HOME=self.home.home)
         except BaseException:
@@ -755,9 +766,11 @@ def size_facts(db: Path) -> dict[str, Any]:
             "types": types, "days": (span[1] - span[0]) / 86400 if span[0] else 0}  # fmt: skip
 
 
-def ingest_round(db: Path | None, events: int, connections: int, merged: bool = False) -> float:
-    """events/s into a copy of `db` (None: an empty store); `merged`: after `nmem maintain --job fts_merge`
-    (untimed), as the daily full merge leaves a store, instead of with the merges its import left under way."""
+def ingest_round(db: Path | None, events: int, connections: int, merged: bool = False) -> tuple[float, float, str]:
+    """events/s into a copy of `db` (None: an empty store), the daemon's CPU per event (µs: its process,
+    every thread, and its extraction worker) and how its threads share it; `merged`: after `nmem maintain
+    --job fts_merge` (untimed), as the daily full merge leaves a store, instead of with the merges its
+    import left under way."""
     tag = os.urandom(3).hex()
     frames = [common.frame(body) for body in bench_ingest.make_bodies(events, "unique", tag)]
     with Scratch(db, env=NO_OPTIMIZE) as s:
@@ -765,26 +778,54 @@ def ingest_round(db: Path | None, events: int, connections: int, merged: bool = 
             subprocess.run([NMEM, "maintain", "--job", "fts_merge", "--json"], env=s.home.env(), capture_output=True,
                            timeout=MAINTAIN_TIMEOUT_S, check=True)  # fmt: skip
         before = common.ping_facts(s.home.socket).get("committed", 0)
+        cpu0, threads0 = _daemon_cpu(s.daemon.pid), _threads(s.daemon.pid)
         elapsed, _ = asyncio.run(bench_ingest.load(s.home.socket, frames, connections))
+        cpu, threads = _daemon_cpu(s.daemon.pid) - cpu0, _threads(s.daemon.pid)
+        # The event loop's thread, then the others (the writer, the checkpointer's worker, ...), busiest first.
+        loop = threads.pop(s.daemon.pid, 0.0) - threads0.get(s.daemon.pid, 0.0)
+        others = sorted((v - threads0.get(k, 0.0) for k, v in threads.items()), reverse=True)
+        split = ", ".join(f"{v / events * 1e6:,.0f}" for v in others[:3])
         committed = common.ping_facts(s.home.socket).get("committed", 0) - before
     if committed != events:
         print(f"  warning: {committed} of {events} events committed")
-    return events / (elapsed / 1e9)
+    return events / (elapsed / 1e9), cpu / events * 1e6, f"loop {loop / events * 1e6:,.0f}, threads {split}"
+
+
+def _threads(pid: int) -> dict[int, float]:
+    """CPU seconds of each of the daemon's threads, by thread id."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[int(task.name)] = bench_ingest.cpu_seconds(pid, int(task.name))
+        except OSError:  # the thread ended meanwhile
+            continue
+    return out
+
+
+def _daemon_cpu(pid: int) -> float:
+    """CPU seconds of the daemon and its children (the extraction worker)."""
+    return bench_ingest.cpu_seconds(pid) + sum(bench_ingest.cpu_seconds(kid) for kid in common.child_pids(pid))
 
 
 def run_ingest(db: Path, events: int, connections: int, rounds: int, merged: bool = False) -> dict[str, Any]:
     big: list[float] = []
     empty: list[float] = []
     merged_runs: list[float] = []
+    cpu: dict[str, list[float]] = {"store": [], "empty": [], "store after fts_merge": []}
     stores = [("store", db, big, False), ("empty", None, empty, False)]
     if merged:
         stores.insert(1, ("store after fts_merge", db, merged_runs, True))
     for r in range(rounds):
         for label, source, out, merge in stores:
-            out.append(ingest_round(source, events, connections, merge))
-            print(f"  ingest round {r + 1}: {label} {out[-1]:,.0f} events/s", flush=True)
+            eps, us, split = ingest_round(source, events, connections, merge)
+            out.append(eps)
+            cpu[label].append(us)
+            print(f"  ingest round {r + 1}: {label} {eps:,.0f} events/s, daemon CPU {us:,.0f} µs/event ({split})",
+                  flush=True)  # fmt: skip
     out = {"store_eps": median(big), "empty_eps": median(empty), "ratio": median(big) / median(empty),
-           "store_runs": big, "empty_runs": empty}  # fmt: skip
+           "store_runs": big, "empty_runs": empty, "store_cpu_us": median(cpu["store"]),
+           "empty_cpu_us": median(cpu["empty"]), "store_cpu_runs": cpu["store"],
+           "empty_cpu_runs": cpu["empty"]}  # fmt: skip
     if merged:
         out.update(merged_eps=median(merged_runs), merged_ratio=median(merged_runs) / median(empty),
                    merged_runs=merged_runs)  # fmt: skip
@@ -831,6 +872,9 @@ def report(r: dict[str, Any]) -> None:
     if ing := r.get("ingest"):
         print(row("ingest, store / empty", f"{ing['ratio']:.2f}x", f">= {t['ingest_ratio']}x",
                   ing["ratio"] >= t["ingest_ratio"]))  # fmt: skip
+        if "store_cpu_us" in ing:
+            cpu = f"{ing['store_cpu_us']:,.0f} / {ing['empty_cpu_us']:,.0f}"
+            print(row("  daemon CPU µs/event, store / empty", cpu, "", None))
         print(row("  events/s, store / empty", f"{ing['store_eps']:,.0f} / {ing['empty_eps']:,.0f}"))
         if "merged_ratio" in ing:
             ratio = ing["merged_ratio"]
