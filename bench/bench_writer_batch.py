@@ -20,6 +20,7 @@ import _sqlite3
 import argparse
 import ctypes
 import json
+import os
 import shutil
 import sqlite3
 import statistics
@@ -100,11 +101,11 @@ class _Rows:
         return self.rows
 
 
-def open_writer(path: str) -> sqlite3.Connection:
-    """The daemon's write connection: its pragmas, functions and migrations."""
+def open_writer(path: str, pragmas: list[str] = []) -> sqlite3.Connection:  # noqa: B006 - never mutated
+    """The daemon's write connection: its pragmas (and `pragmas` after them), functions and migrations."""
     db = sqlite3.connect(path, isolation_level=None, cached_statements=256, check_same_thread=False)
     db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-    for pragma in database.connection_pragmas(config.load()):
+    for pragma in [*database.connection_pragmas(config.load()), *(f"PRAGMA {p}" for p in pragmas)]:
         db.execute(pragma)
     db.create_function(grams.SQL_FUNCTION, 2, grams.pairs, deterministic=True)
     db.create_function(KEY_DIGEST_FUNCTION, 1, key_digest, deterministic=True)
@@ -127,11 +128,16 @@ def events(n: int) -> list[Incoming]:
 class _Side:
     """One store under test: a scratch copy (or an empty store), its writer connection and its figures."""
 
-    def __init__(self, source: Path | None, work: Path, name: str) -> None:
+    def __init__(self, source: Path | None, work: Path, name: str, pragmas: list[str]) -> None:
         self.path = str(work / f"{name}.db")
         if source is not None:
             shutil.copyfile(source, self.path)
-        self.db = open_writer(self.path)
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # else the first checkpoint writes the whole copy back (bench_scale.py's `_written`)
+            finally:
+                os.close(fd)
+        self.db = open_writer(self.path, pragmas)
         settings = config.load()
         self.store = Store(conn=None, settings=settings, dedup=Deduper(settings.dedup_window_s), redact=redact)  # type: ignore[arg-type]
         self.store.next_observation_id = (
@@ -146,6 +152,7 @@ class _Side:
         self.store.indexed_below = int(self.db.execute("SELECT indexed_below FROM fts_state").fetchone()[0])
         self.timed = _Timed(self.db)
         self.per_batch: list[float] = []
+        self.checkpoint_s = 0.0  # the checkpoints' CPU (the daemon's checkpointer thread's share)
 
     def commit(self, items: list[Incoming]) -> None:
         t0 = time.thread_time()
@@ -154,15 +161,15 @@ class _Side:
 
     def figures(self) -> dict[str, Any]:
         return {"per_batch": self.per_batch, "statements": self.timed.seconds, "misses": self.timed.misses,
-                "batches": len(self.per_batch)}  # fmt: skip
+                "batches": len(self.per_batch), "checkpoint_s": self.checkpoint_s}  # fmt: skip
 
 
-def run(source: Path, n: int, batch: int, checkpoint_every: int) -> dict[str, dict[str, Any]]:
+def run(source: Path, n: int, batch: int, checkpoint_every: int, pragmas: list[str]) -> dict[str, dict[str, Any]]:
     """CPU per batch and per statement kind over `n` events into a copy of `source` and into an empty store,
     batch by batch in turn (the same events into each), so the machine's load falls on both alike."""
     work = Path(tempfile.mkdtemp(prefix="nmem-wb-", dir="/tmp"))
     try:
-        sides = {"store": _Side(source, work, "store"), "empty": _Side(None, work, "empty")}
+        sides = {"store": _Side(source, work, "store", pragmas), "empty": _Side(None, work, "empty", pragmas)}
         items = events(n)
         for k, start in enumerate(range(0, n, batch)):
             order = ("store", "empty") if k % 2 == 0 else ("empty", "store")
@@ -170,7 +177,9 @@ def run(source: Path, n: int, batch: int, checkpoint_every: int) -> dict[str, di
                 sides[name].commit(items[start : start + batch])
             if (k + 1) % checkpoint_every == 0:
                 for side in sides.values():
+                    t0 = time.thread_time()
                     database_checkpoint(side.path)
+                    side.checkpoint_s += time.thread_time() - t0
         for side in sides.values():
             side.db.close()
         return {name: side.figures() for name, side in sides.items()}
@@ -196,13 +205,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each on fresh copies")
     parser.add_argument("--checkpoint-every", type=int, default=16)
+    parser.add_argument("--pragma", action="append", default=[], help="e.g. cache_size=-65536, on both writers")
     args = parser.parse_args()
     print_machine()
     sqlite_tuning.disable_memstatus()
     source = args.store / f"obs-{args.observations}" / "nmem.db"
     results: dict[str, list[dict[str, Any]]] = {"store": [], "empty": []}
     for r in range(args.rounds):
-        both = run(source, args.events, args.batch, args.checkpoint_every)
+        both = run(source, args.events, args.batch, args.checkpoint_every, args.pragma)
         for label, out in both.items():
             results[label].append(out)
             print(f"  round {r + 1} {label}: {statistics.mean(out['per_batch']) * 1e3:.3f} ms CPU a batch"
@@ -211,6 +221,10 @@ def main() -> None:
     print(
         f"writer CPU a {args.batch}-event batch, medians of round means: store {means['store'] * 1e3:.3f} ms,"
         f" empty {means['empty'] * 1e3:.3f} ms = {means['store'] / means['empty']:.2f}x"
+    )
+    checkpoint = {k: statistics.median(o["checkpoint_s"] / o["batches"] for o in v) * 1e6 for k, v in results.items()}
+    print(
+        f"checkpoints (not in a batch): store {checkpoint['store']:.1f} µs, empty {checkpoint['empty']:.1f} µs a batch"
     )
     kinds = sorted({k for v in results.values() for o in v for k in o["statements"]})
     print(f"  {'statement':<32} {'store us/batch':>15} {'empty us/batch':>15} {'ratio':>6}"
