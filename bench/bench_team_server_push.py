@@ -1,17 +1,24 @@
 """The team server's side of a push, measured: v1's schema against this nmem's, on one cluster.
 
 Two databases of one throwaway cluster, one at schema v1 (as v1's `nmem team init` left it) and one
-at this nmem's; a member pushes batches of observations into each with v1's statements (the
-client's INSERT ... SELECT FROM unnest, one transaction a batch), alternating rounds, so the only
-difference is what the server does per row (v2: the team's row lock, its own sequence, the
-tombstone check, the clamp, the size check). Prints rows/s of each and their ratio (median of the
-rounds). Nothing here asserts. Run from the repo root:
+at this nmem's. Pushes of `batches` x `batch` new observations each, one transaction a batch, in
+alternating rounds (the load of the moment falls on each), three ways:
+  * `v1`: v1's statements into the v1 database (the client's advisory lock, INSERT ... FROM unnest);
+  * `vN insert`: the INSERT of a v2-v7 client into this nmem's database: the server's per-row
+    trigger locks the team's feed and draws each seq (what older clients and raw SQL get);
+  * `vN push`: this nmem's own push (nmemd.team.pg.push: from v8, nmem.push_observations, the lock
+    taken once and the seqs drawn in one statement).
+For each: the server's CPU per 1,000 rows (the backend's utime + stime from /proc, which the
+machine's load hardly moves) and rows/s, medians of the rounds, and their ratio to v1. Nothing
+here asserts. Run from the repo root:
   .venv/bin/python bench/bench_team_server_push.py [--rounds 6] [--batches 10] [--batch 1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,17 +31,44 @@ from common import median, print_machine  # noqa: E402
 from support import team_v1 as v1  # noqa: E402
 from support.pg_cluster import running_cluster  # noqa: E402
 
-from nmemd.team import admin, schema  # noqa: E402
+from nmemd.team import admin, pg, schema  # noqa: E402
+from nmemd.team.local import OutRow  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+TITLE = "edited src/module_{}.py to fix the parser"
 
 
-def push_round(dsn: str, tag: str, batches: int, batch: int) -> float:
-    """Rows per second of `batches` pushes of `batch` new observations each."""
+def backend_cpu(pid: int) -> float:
+    """CPU seconds of one server backend (Linux /proc: utime + stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rows_of(tag: str, batch: int) -> list[OutRow]:
+    return [
+        OutRow(outbox_id=i, op="obs", project_id=v1.PROJECT, event_id=f"{tag}-{i}", session_id="s1", agent="codex",
+               kind="edit", title=TITLE.format(i % 50), body=f"body of {TITLE.format(i % 50)}", files=["src/app.py"],
+               created_at=time.time())
+        for i in range(batch)
+    ]  # fmt: skip
+
+
+def v1_round(dsn: str, tag: str, batches: int, batch: int) -> tuple[float, float]:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        began = time.perf_counter()
+        pid, cpu, began = conn.info.backend_pid, backend_cpu(conn.info.backend_pid), time.perf_counter()
         for b in range(batches):
-            ops = [v1.obs(f"{tag}-{b}-{i}", f"edited src/module_{i % 50}.py to fix the parser") for i in range(batch)]
-            v1.push(conn, "acme", ops)
-        return batches * batch / (time.perf_counter() - began)
+            v1.push(conn, "acme", [v1.obs(f"{tag}-{b}-{i}", TITLE.format(i % 50)) for i in range(batch)])
+        return backend_cpu(pid) - cpu, time.perf_counter() - began
+
+
+async def nmem_round(dsn: str, tag: str, batches: int, batch: int, version: int) -> tuple[float, float]:
+    """This nmem's pg.push, as against a server of `version` (7: the INSERT and its per-row trigger)."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        pid, cpu, began = conn.info.backend_pid, backend_cpu(conn.info.backend_pid), time.perf_counter()
+        for b in range(batches):
+            await pg.push(conn, "acme", "laptop", rows_of(f"{tag}-{b}", batch), version)
+        return backend_cpu(pid) - cpu, time.perf_counter() - began
 
 
 def main() -> None:
@@ -52,21 +86,30 @@ def main() -> None:
         old_dsn = admin.add_member(old.admin_dsn, "acme", "al").dsn
         with cluster.database() as new:
             admin.init(new.admin_dsn, "acme")
-            dsn = {"v1": old_dsn, f"v{schema.SCHEMA_VERSION}": admin.add_member(new.admin_dsn, "acme", "bo").dsn}
-            measure(dsn, args.rounds, args.batches, args.batch)
+            measure(old_dsn, admin.add_member(new.admin_dsn, "acme", "bo").dsn, args.rounds, args.batches, args.batch)
 
 
-def measure(dsn: dict[str, str], rounds: int, batches: int, batch: int) -> None:
-    """Alternating rounds (v1 first, then v2 first, ...): the load of the moment falls on both."""
-    rates: dict[str, list[float]] = {k: [] for k in dsn}
+def measure(old_dsn: str, new_dsn: str, rounds: int, batches: int, batch: int) -> None:
+    """Alternating rounds (the order turned each round): the load of the moment falls on all three."""
+    v = schema.SCHEMA_VERSION
+    ways = {
+        "v1": lambda tag: v1_round(old_dsn, tag, batches, batch),
+        f"v{v} insert": lambda tag: asyncio.run(nmem_round(new_dsn, tag, batches, batch, 7)),
+        f"v{v} push": lambda tag: asyncio.run(nmem_round(new_dsn, tag, batches, batch, v)),
+    }
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in ways}
     for r in range(rounds):
-        for name in list(dsn) if r % 2 == 0 else list(reversed(dsn)):
-            rates[name].append(push_round(dsn[name], f"r{r}", batches, batch))
-    for name, got in rates.items():
-        print(f"{name} server: push {median(got):,.0f} rows/s (median of {len(got)} rounds of "
-              f"{batches} x {batch}; min {min(got):,.0f}, max {max(got):,.0f})")  # fmt: skip
-    old_rate, new_rate = (median(v) for v in rates.values())
-    print(f"ratio v{schema.SCHEMA_VERSION}/v1: {new_rate / old_rate:.2f}")
+        for name in list(ways) if r % 2 == 0 else list(reversed(ways)):
+            got[name].append(ways[name](f"r{r}-{name.replace(' ', '-')}"))
+    rows = batches * batch
+    base_cpu = median([c for c, _ in got["v1"]]) / rows * 1e6
+    base_rate = median([rows / t for _, t in got["v1"]])
+    for name, runs in got.items():
+        cpu = median([c for c, _ in runs]) / rows * 1e6
+        rate = median([rows / t for _, t in runs])
+        print(f"{name:>10} server: {cpu:5.1f} ms CPU per 1,000 rows ({cpu / base_cpu:.2f}x v1),"
+              f" push {rate:,.0f} rows/s ({rate / base_rate:.2f}x v1)"
+              f" (median of {len(runs)} rounds of {batches} x {batch})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """Talking to the team's PostgreSQL server: connect, check, push a batch, pull a page.
 
-The sync protocol (docs/team.md): a push is one transaction per batch, holding the team's advisory
-lock (so rows become visible in `seq` order and a reader's cursor never skips one that commits later
-with a lower seq), `INSERT ... ON CONFLICT DO NOTHING`, `pg_notify`, COMMIT; the outbox row is deleted
-only after COMMIT returned. A pull reads each feed's rows with `seq > cursor` in pages. Every failure
-becomes a `TeamError` with one line that says what is wrong.
+The sync protocol (docs/team.md): a push is one transaction per batch, holding the team's lock (so
+rows become visible in `seq` order and a reader's cursor never skips one that commits later with a
+lower seq: v1's advisory lock, taken by the client; from v2 the server's, taken by its triggers, from
+v8 once a batch by nmem.push_observations), `INSERT ... ON CONFLICT DO NOTHING`, a wake-up, COMMIT;
+the outbox row is deleted only after COMMIT returned. A pull reads each feed's rows with
+`seq > cursor` in pages. Every failure becomes a `TeamError` with one line that says what is wrong.
 """
 
 from __future__ import annotations
@@ -144,6 +145,10 @@ _PUSH_TOMB_V2: Final = (
     "INSERT INTO nmem.tombstones (team, event_id, kind, project) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 DELETES_SINCE: Final = 2  # the server schema whose tombstones carry kind and project, and whose feed lock is its own
+# Schema v8 on: the server draws a batch's seqs in one statement under the team's lock, taken once
+# (sql/m008), where the INSERT above runs its per-row trigger for each row.
+_PUSH_OBS_V8: Final = "SELECT nmem.push_observations(%(team)s, %(machine)s, %(rows)s::json)"
+ONE_STATEMENT_SINCE: Final = 8
 
 
 async def push(
@@ -160,7 +165,8 @@ async def push(
         if not v2:
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
         if obs:
-            await conn.execute(_PUSH_OBS, {"team": team, "machine": machine, "rows": _obs_json(obs)})
+            sql = _PUSH_OBS_V8 if version >= ONE_STATEMENT_SINCE else _PUSH_OBS
+            await conn.execute(sql, {"team": team, "machine": machine, "rows": _obs_json(obs)})
         for r in rows:
             if r.op == "session" and r.gone and v2:
                 await _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.session_id, "session", r.project_id))

@@ -18,7 +18,9 @@ of observations, sessions and tombstones takes its `seq` in a BEFORE trigger tha
 is in the team, locks the team's row of `nmem.feeds` (no member can lock it otherwise) and draws
 from the team's own sequence: one team's writers commit one at a time, in seq order, so a reader's
 `seq > cursor` never skips a row that commits later with a lower seq, whatever the client does, and
-no other team's writes show in the gaps. A tombstone (`kind` 'observation' or 'session') is judged
+no other team's writes show in the gaps. Since v8 (sql/m008) a push's observations take that lock
+once a batch and their seqs in one statement (nmem.push_observations); the trigger still orders
+every raw INSERT, which arrives without a seq. A tombstone (`kind` 'observation' or 'session') is judged
 and applied by the server after that lock: only for an event it holds, in the project named, from
 its author or a team admin; a tombstoned event of that author is never inserted again. Members
 delete only through tombstones. Wake-ups go to the team's own channel (named in `nmem.feeds`), renamed when
@@ -90,6 +92,7 @@ MIGRATIONS: Final = (
     Migration(5, "m005_members_by_oid", 1, "membership keyed by role OID: a new role of an old name is no member"),
     Migration(6, "m006_bounded_search", 1, "search bounded in every scope: the scope inside its indexes (btree_gin)"),
     Migration(7, "m007_search_reads_once", 1, "search reads and ranks each row once, names and wide scopes bounded"),
+    Migration(8, "m008_push_in_one_statement", 1, "a push takes its lock once and its seqs in one statement"),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
 NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with

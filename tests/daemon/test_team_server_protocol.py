@@ -8,6 +8,7 @@ Each test speaks to a real PostgreSQL through the members' own DSNs: the stateme
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -286,3 +287,87 @@ def test_a_tombstone_that_waited_for_the_authors_push_is_judged_on_the_committed
     else:
         assert done == ["ok"]
         assert (world.held("a-9"), tombstones) == (0, 1)
+
+
+# --- schema v8: a push's rows take their seqs in one statement, under the lock taken once ---------
+
+
+def push_fn(conn: psycopg.Connection[Any], event_ids: list[str], *, team: str = "acme", **cols: Any) -> int:
+    """nmem.push_observations, as this nmem's client calls it (and as raw SQL may)."""
+    rows = [
+        {
+            "project": v1.PROJECT, "event_id": e, "agent": "codex", "session_id": "s1", "kind": "edit",
+            "title": f"title of {e}", "body": "b", "file": "src/app.py", "created_at": 1.7e9, **cols,
+        }
+        for e in event_ids
+    ]  # fmt: skip
+    row = conn.execute("SELECT nmem.push_observations(%s, 'laptop', %s::json)", (team, json.dumps(rows))).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_push_function_holds_every_promise_of_a_raw_insert(world: World) -> None:
+    """Member, author, clamp, size, tombstones and the team's own sequence: what the per-row trigger
+    enforces on a raw INSERT, the function enforces on a push, whatever the rows say."""
+    with world.connect("alice") as alice, world.connect("dave") as dave:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            push_fn(dave, ["d-1"])  # another team's member
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            push_fn(dave, ["d-1"], team=None)
+        # a row that names its author, seq or push time names nothing: the keys are not columns here
+        assert push_fn(alice, ["a-1"], author="bob", seq=1, pushed_at="2099-01-01") == 1
+        assert push_fn(alice, ["a-1"]) == 0  # a retry stores nothing twice
+        assert push_fn(alice, ["far"], created_at=4.1e9) == 1  # 2099
+        assert push_fn(alice, ["old"], created_at=-1e10) == 1
+        with pytest.raises(psycopg.errors.CheckViolation):
+            push_fn(alice, ["huge"], body="x" * 300_000)
+        alice.execute("INSERT INTO nmem.tombstones (team, event_id, kind) VALUES ('acme', 'a-1', 'observation')")
+        assert world.held("a-1") == 0
+        push_fn(alice, ["a-1", "a-2"])  # a crash in the ack window: the tombstoned event stays deleted
+        assert (world.held("a-1"), world.held("a-2")) == (0, 1)
+        push_fn(dave, ["d-2"], team="beta")
+    rows = world.db.execute(
+        "SELECT o.event_id, o.author::text, o.machine, o.seq % 65536 = f.slot,"
+        " isfinite(o.created_at) AND o.created_at <= now() AND o.created_at >= '1970-01-01', o.files"
+        " FROM nmem.observations o JOIN nmem.feeds f USING (team) ORDER BY o.team, o.seq"
+    )
+    assert [r[0] for r in rows] == ["far", "old", "a-2", "d-2"]
+    assert all(r[1:] == ("alice", "laptop", True, True, ["src/app.py"]) for r in rows[:-1])
+    assert rows[-1][1] == "dave"
+
+
+@pytest.mark.parametrize("first", ["function", "insert"])
+def test_the_push_function_and_a_raw_insert_wait_for_each_other_in_seq_order(world: World, first: str) -> None:
+    """The function locks the team's row before it draws a seq, as the trigger does for an older
+    client's INSERT: whichever writes second waits for the first one's COMMIT and draws larger seqs,
+    so a reader's `seq > cursor` never skips a row that commits late; another team never waits."""
+    second = "insert" if first == "function" else "function"
+
+    def write(how: str, conn: psycopg.Connection[Any], event_id: str, team: str = "acme") -> None:
+        if how == "function":
+            push_fn(conn, [event_id], team=team)
+        else:
+            insert_obs(conn, event_id, team=team)
+
+    with world.connect("alice") as alice, world.connect("bob") as bob, world.connect("dave") as dave:
+        alice.execute("BEGIN")
+        write(first, alice, "a-1")  # uncommitted: the team's lock is held
+        write(second, dave, "d-1", team="beta")
+        done: list[object] = []
+        waiter = threading.Thread(target=lambda: done.append(write(second, bob, "b-1")))
+        waiter.start()
+        wait_until(
+            lambda: world.count(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = 'bob' AND wait_event_type = 'Lock'"
+            ),
+            10,
+            "bob's write to wait on alice's",
+        )
+        assert done == []
+        alice.execute("COMMIT")
+        waiter.join(30)
+        assert len(done) == 1
+    assert world.db.execute("SELECT event_id FROM nmem.observations WHERE team = 'acme' ORDER BY seq") == [
+        ("a-1",),
+        ("b-1",),
+    ]

@@ -163,3 +163,59 @@ def test_times_a_v1_server_took_unclamped_are_clamped_by_the_upgrade(pg_db: Data
     ]
     (started, ended, seq_after) = pg_db.execute("SELECT started_at, ended_at, seq FROM nmem.sessions")[0]
     assert started.year < 2099 and ended.year < 2099 and seq_after > seq_before
+
+
+def test_a_v7_server_upgraded_to_v8_live_keeps_older_inserts_and_orders_them_with_v8_pushes(pg_db: Database) -> None:
+    """M008 under a member pushing with a v2-v7 client's INSERT (the per-row trigger's path): the
+    upgrade waits for the push in flight, the INSERTs go on, and this nmem's pushes
+    (nmem.push_observations) take later seqs from the same team's sequence: one feed, each row once."""
+    import json
+
+    from nmemd.team import pg
+
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        schema.migrate(conn, upto=7)
+        conn.execute("INSERT INTO nmem.teams (name) VALUES ('acme')")
+        conn.commit()
+    dsn = {who: admin.add_member(pg_db.admin_dsn, "acme", who).dsn for who in ("alice", "bob")}
+
+    def rows(ids: list[str]) -> str:
+        return json.dumps([
+            {"project": v1.PROJECT, "event_id": i, "agent": "codex", "session_id": "s1", "kind": "edit",
+             "title": f"title of {i}", "body": "b", "file": None, "created_at": 1.7e9}
+            for i in ids
+        ])  # fmt: skip
+
+    stop = threading.Event()
+    older = Pusher("alice", dsn["alice"], stop)
+
+    def push_v7() -> None:
+        with psycopg.connect(older.dsn, autocommit=True) as conn:
+            while not stop.is_set():
+                ids = [f"alice-{older.batches}-{i}" for i in range(BATCH)]
+                with conn.transaction():
+                    conn.execute(pg._PUSH_OBS, {"team": "acme", "machine": "m", "rows": rows(ids)})  # noqa: SLF001
+                older.committed.update(ids)
+                older.batches += 1
+
+    thread = threading.Thread(target=push_v7)
+    thread.start()
+    try:
+        wait_until(lambda: older.batches >= 3, 60, "v7 pushes before the upgrade")
+        assert admin.init(pg_db.admin_dsn, "acme") == admin.Initialized(7, schema.SCHEMA_VERSION, False)
+        at_upgrade = older.batches
+        wait_until(lambda: older.batches >= at_upgrade + 3, 60, "v7 pushes after it")
+        with psycopg.connect(dsn["bob"], autocommit=True) as bob:
+            for b in range(3):
+                with bob.transaction():
+                    bob.execute("SELECT nmem.push_observations('acme', 'm', %s::json)", (rows([f"bob-{b}"]),))
+        wait_until(lambda: older.batches >= at_upgrade + 6, 60, "v7 pushes beside v8's")
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    with psycopg.connect(dsn["bob"], autocommit=True) as conn:
+        feed = [str(r[2]) for r in v1.pull(conn, "acme", 0, 100_000)]
+    assert len(feed) == len(set(feed))
+    assert set(feed) == older.committed | {"bob-0", "bob-1", "bob-2"}
+    assert pg_db.execute("SELECT count(*), count(DISTINCT seq % 65536) FROM nmem.observations") == [(len(feed), 1)]
