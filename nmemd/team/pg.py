@@ -64,6 +64,13 @@ async def connect(dsn: str) -> psycopg.AsyncConnection[Any]:
     return await psycopg.AsyncConnection.connect(with_keepalives(dsn), autocommit=True)
 
 
+def connect_blocking(dsn: str) -> psycopg.Connection[Any]:
+    """A blocking connection, for a worker thread (team.threaded): what pushes and pulls."""
+    import psycopg
+
+    return psycopg.Connection.connect(with_keepalives(dsn), autocommit=True)
+
+
 SEARCH_POOL_MAX: Final = 4  # team searches at once per server; one more waits for a free connection
 
 
@@ -151,27 +158,26 @@ _PUSH_OBS_V8: Final = "SELECT nmem.push_observations(%(team)s, %(machine)s, %(ro
 ONE_STATEMENT_SINCE: Final = 8
 
 
-async def push(
-    conn: psycopg.AsyncConnection[Any], team: str, machine: str, rows: Sequence[OutRow], version: int = 1
-) -> list[str]:
+def push(conn: psycopg.Connection[Any], team: str, machine: str, rows: Sequence[OutRow], version: int = 1) -> list[str]:
     """One batch in one transaction (see the module docstring). Returns the event ids of tombstones
     the server refused (another member's row, and we are not the team's admin): they are dropped.
     A v1 server orders pushes by an advisory lock the client takes too and hears `nmem_feed`; from
-    v2 its triggers order and announce them (a lock no login can hold, a channel of the team's)."""
+    v2 its triggers order and announce them (a lock no login can hold, a channel of the team's).
+    Blocking: run on a worker thread (team.threaded), so the batch's send never holds the event loop."""
     obs = [r for r in rows if r.op == "obs"]
     refused: list[str] = []
     v2 = version >= DELETES_SINCE
-    async with conn.transaction():
+    with conn.transaction():
         if not v2:
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
         if obs:
             sql = _PUSH_OBS_V8 if version >= ONE_STATEMENT_SINCE else _PUSH_OBS
-            await conn.execute(sql, {"team": team, "machine": machine, "rows": _obs_json(obs)})
+            conn.execute(sql, {"team": team, "machine": machine, "rows": _obs_json(obs)})
         for r in rows:
             if r.op == "session" and r.gone and v2:
-                await _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.session_id, "session", r.project_id))
+                _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.session_id, "session", r.project_id))
             elif r.op == "session":
-                await conn.execute(
+                conn.execute(
                     _PUSH_SESSION,
                     (
                         team,
@@ -186,11 +192,11 @@ async def push(
                     ),
                 )
             elif r.op == "tomb" and v2:
-                await _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.event_id, "observation", r.project_id))
+                _tombstone(conn, refused, _PUSH_TOMB_V2, (team, r.event_id, "observation", r.project_id))
             elif r.op == "tomb":
-                await _tombstone(conn, refused, _PUSH_TOMB, (team, r.event_id))
+                _tombstone(conn, refused, _PUSH_TOMB, (team, r.event_id))
         if not v2:
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team))
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, team))
     return refused
 
 
@@ -222,12 +228,12 @@ def _obs_json(obs: Sequence[OutRow]) -> str:
     return _OBS_JSON.encode(rows).decode()
 
 
-async def _tombstone(conn: psycopg.AsyncConnection[Any], refused: list[str], sql: str, params: tuple[Any, ...]) -> None:
+def _tombstone(conn: psycopg.Connection[Any], refused: list[str], sql: str, params: tuple[Any, ...]) -> None:
     import psycopg.errors as pe
 
     try:
-        async with conn.transaction():  # a savepoint: a refused tombstone does not undo the batch
-            await conn.execute(sql, params)
+        with conn.transaction():  # a savepoint: a refused tombstone does not undo the batch
+            conn.execute(sql, params)
     except pe.InsufficientPrivilege:
         refused.append(str(params[1]))
 
@@ -321,21 +327,21 @@ _AUTHOR_AT: Final = {
 }  # the author's column in a pulled row
 
 
-async def window_start(conn: psycopg.AsyncConnection[Any], team: str, projects: Sequence[str], since: float) -> int:
+def window_start(conn: psycopg.Connection[Any], team: str, projects: Sequence[str], since: float) -> int:
     """The observations cursor a member without one starts from: just before the window it keeps."""
-    cur = await conn.execute(_WINDOW_START, {"team": team, "projects": list(projects), "since": since})
-    row = await cur.fetchone()
+    cur = conn.execute(_WINDOW_START, {"team": team, "projects": list(projects), "since": since})
+    row = cur.fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 
-async def admins(conn: psycopg.AsyncConnection[Any], team: str) -> list[str]:
+def admins(conn: psycopg.Connection[Any], team: str) -> list[str]:
     """The team's admins (whose tombstones may remove any member's rows)."""
-    cur = await conn.execute("SELECT member::text FROM nmem.members WHERE team = %s AND is_admin", (team,))
-    return [str(r[0]) for r in await cur.fetchall()]
+    cur = conn.execute("SELECT member::text FROM nmem.members WHERE team = %s AND is_admin", (team,))
+    return [str(r[0]) for r in cur.fetchall()]
 
 
-async def pull(
-    conn: psycopg.AsyncConnection[Any],
+def pull(
+    conn: psycopg.Connection[Any],
     team: str,
     projects: Sequence[str],
     machine: str,
@@ -345,7 +351,8 @@ async def pull(
     version: int = 1,
 ) -> tuple[Page, bool]:
     """The next page of each feed after its cursor, at most `limit` rows and about `budget` bytes of
-    text each; and whether any feed may hold more. A row too large to pull is in `Page.skipped`."""
+    text each; and whether any feed may hold more. A row too large to pull is in `Page.skipped`.
+    Blocking: run on a worker thread (team.threaded), so the page is fetched and decoded off the loop."""
     got: dict[str, list[Any]] = {}
     more = False
     cursors: dict[str, int] = {}
@@ -356,8 +363,8 @@ async def pull(
             "budget": budget, "row_max": ROW_MAX_BYTES,
         }  # fmt: skip
         query = _PULL["tombstones_v2" if feed == "tombstones" and version >= DELETES_SINCE else feed]
-        cur = await conn.execute(query, params)
-        rows = await cur.fetchall()
+        cur = conn.execute(query, params)
+        rows = cur.fetchall()
         if rows:
             cursors[feed] = int(rows[-1][0])
             more = more or int(rows[0][-1]) >= limit or len(rows) < int(rows[0][-1])
@@ -386,11 +393,11 @@ async def pull(
     return page, more
 
 
-async def waiting(
-    conn: psycopg.AsyncConnection[Any], team: str, projects: Sequence[str], machine: str, after: dict[str, int]
+def waiting(
+    conn: psycopg.Connection[Any], team: str, projects: Sequence[str], machine: str, after: dict[str, int]
 ) -> int:
     """Rows of the feeds a pull would still bring (at most 10,001 counted): `nmem team status`'s lag."""
-    cur = await conn.execute(
+    cur = conn.execute(
         "SELECT (SELECT count(*) FROM (SELECT 1 FROM nmem.observations WHERE team = %(team)s"
         " AND project = ANY(%(projects)s) AND seq > %(obs)s AND NOT (author = session_user AND machine = %(machine)s)"
         " LIMIT 10001) o) + (SELECT count(*) FROM (SELECT 1 FROM nmem.tombstones WHERE team = %(team)s"
@@ -403,5 +410,5 @@ async def waiting(
             "tomb": after.get("tombstones", 0),
         },  # fmt: skip
     )
-    row = await cur.fetchone()
+    row = cur.fetchone()
     return int(row[0]) if row and row[0] is not None else 0

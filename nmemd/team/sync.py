@@ -31,6 +31,7 @@ from nmemd.store import readers
 from nmemd.store.database import Store
 from nmemd.team import local, membership, pg, transport
 from nmemd.team.local import Link, LinkStatus
+from nmemd.team.threaded import ThreadedConnection, short_gil_turns
 
 if TYPE_CHECKING:
     import psycopg
@@ -48,6 +49,9 @@ LISTEN_CHECK_S: Final = 10.0  # the listening connection is checked alive this o
 APPLY_ROWS: Final = 25
 APPLY_BYTES: Final = 32 * 1024
 ACK_CHUNK: Final = 500  # pushed rows removed from the outbox per transaction
+# The outbox is read (and redacted: ~17 ms of CPU per 1,000 rows) this many rows per worker-thread call,
+# with a pause between: the GIL is free for the hooks' event loop between two of them.
+READ_ROWS: Final = 200
 YIELD_MAX_S: Final = 0.01
 PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one push transaction carries
 # After a wake-up, wait this long before reading the outbox (or the feed): the commits and notifications
@@ -183,16 +187,19 @@ class TeamSync:
             await anyio.sleep(delay)
 
     async def _session(self, link: Link, st: LinkStatus) -> None:
+        """The link's three connections: the listener's on the event loop (a LISTEN and a check, small
+        and rare); the pusher's and the puller's driven from worker threads (team.threaded), so a
+        batch's send or a page's decode never holds the loop a hook's ack waits for."""
         wake = self._wake.setdefault(link.key, _Wake())
         with anyio.fail_after(OP_TIMEOUT_S):
-            push_conn = await pg.connect(link.dsn)
+            listen_conn = await pg.connect(link.dsn)
         try:
             with anyio.fail_after(OP_TIMEOUT_S):
-                facts = await pg.check(push_conn, link.team)
-                pull_conn = await pg.connect(link.dsn)
+                facts = await pg.check(listen_conn, link.team)
+                push_conn = await ThreadedConnection.open(link.dsn)
             try:
                 with anyio.fail_after(OP_TIMEOUT_S):
-                    listen_conn = await pg.connect(link.dsn)
+                    pull_conn = await ThreadedConnection.open(link.dsn)
                     await pg.listen(listen_conn, link.team, facts.schema_version)
                 try:
                     st.schema_version = facts.schema_version
@@ -203,23 +210,22 @@ class TeamSync:
                         tg.start_soon(self._pusher, push_conn, link, st, wake)
                         tg.start_soon(self._puller, pull_conn, link, st, wake)
                         tg.start_soon(
-                            self._listener, listen_conn, link, wake, push_conn.info.backend_pid, facts.schema_version
+                            self._listener, listen_conn, link, wake, push_conn.backend_pid, facts.schema_version
                         )
                 finally:
-                    await _close(listen_conn)
+                    await pull_conn.close()
             finally:
-                await _close(pull_conn)
+                await push_conn.close()
         finally:
-            await _close(push_conn)
+            await _close(listen_conn)
 
-    async def _pusher(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, wake: _Wake) -> None:
+    async def _pusher(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
         """Drain the outbox: each batch pushed while the next is read (the server's work and ours overlap).
 
         Pushed rows leave the outbox only after the server's COMMIT returned, and in one write every
         ACK_EVERY_S at most (each ack takes the store's lock a hooks' batch may be waiting for); until
         then `after` keeps them from being read again. A crash before the ack pushes them again: the
         server ignores the repeat."""
-        db = self.daemon.settings.db
         batch = PUSH_BATCH
         after = 0  # the highest outbox id pushed (or skipped) by this connection
         pushed: list[int] = []  # outbox ids pushed, not deleted yet
@@ -229,27 +235,30 @@ class TeamSync:
             while True:
                 await anyio.sleep(PUSH_LINGER_S)
                 wake.push = anyio.Event()  # before reading: a commit from now on wakes the next round
-                rows, skipped = await readers.run(db, local.read_outbox, link, batch, after)
-                while rows or skipped:
-                    ids = [r.outbox_id for r in rows] + skipped
-                    after = max(after, *ids)
-                    committed: list[bool] = []  # set by _push_batch once the server's COMMIT returned
-                    async with anyio.create_task_group() as tg:
-                        if rows:
-                            tg.start_soon(self._push_batch, conn, link, st, rows, committed)
-                        following = await readers.run(db, local.read_outbox, link, batch, after)
-                    if rows and not committed:
-                        # Cancelled mid-push (the link is going down): a task group may end quietly then,
-                        # so the COMMIT is known only by the flag. Not acknowledged: pushed again later.
-                        await anyio.lowlevel.checkpoint()
-                        raise TeamError("a push was interrupted before the server's COMMIT returned")
-                    pushed += ids
-                    LOG.debug("team %s: pushed %d rows, outbox ids %d..%d", link.team, len(rows), min(ids), max(ids))
-                    count += len(rows)
-                    rows, skipped = following
-                    if len(pushed) >= ACK_MAX:
-                        await self._ack(link, pushed, count)
-                        pushed, count, acked_at = [], 0, time.monotonic()
+                rows, skipped = await self._read_outbox(link, batch, after)
+                with short_gil_turns():
+                    while rows or skipped:
+                        ids = [r.outbox_id for r in rows] + skipped
+                        after = max(after, *ids)
+                        committed: list[bool] = []  # set by _push_batch once the server's COMMIT returned
+                        async with anyio.create_task_group() as tg:
+                            if rows:
+                                tg.start_soon(self._push_batch, conn, link, st, rows, committed)
+                            following = await self._read_outbox(link, batch, after)
+                        if rows and not committed:
+                            # Cancelled mid-push (the link is going down): a task group may end quietly then,
+                            # so the COMMIT is known only by the flag. Not acknowledged: pushed again later.
+                            await anyio.lowlevel.checkpoint()
+                            raise TeamError("a push was interrupted before the server's COMMIT returned")
+                        pushed += ids
+                        LOG.debug(
+                            "team %s: pushed %d rows, outbox ids %d..%d", link.team, len(rows), min(ids), max(ids)
+                        )
+                        count += len(rows)
+                        rows, skipped = following
+                        if len(pushed) >= ACK_MAX:
+                            await self._ack(link, pushed, count)
+                            pushed, count, acked_at = [], 0, time.monotonic()
                 if pushed and time.monotonic() - acked_at >= ACK_EVERY_S:
                     await self._ack(link, pushed, count)
                     pushed, count, acked_at = [], 0, time.monotonic()
@@ -260,11 +269,26 @@ class TeamSync:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
                     await self._ack(link, pushed, count)
 
+    async def _read_outbox(self, link: Link, limit: int, after: int) -> tuple[list[local.OutRow], list[int]]:
+        """`local.read_outbox` of `limit` rows, READ_ROWS per worker-thread call with a pause between."""
+        db = self.daemon.settings.db
+        rows: list[local.OutRow] = []
+        skipped: list[int] = []
+        while (wanted := limit - len(rows) - len(skipped)) > 0:
+            began = time.monotonic()
+            part, gone = await readers.run(db, local.read_outbox, link, min(wanted, READ_ROWS), after)
+            rows += part
+            skipped += gone
+            if len(part) + len(gone) < min(wanted, READ_ROWS):
+                break  # the outbox's end
+            after = max(after, *(r.outbox_id for r in part), *gone)
+            await _yield_after(time.monotonic() - began)
+        return rows, skipped
+
     async def _push_batch(
-        self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, rows: Any, committed: list[bool]
+        self, conn: ThreadedConnection, link: Link, st: LinkStatus, rows: Any, committed: list[bool]
     ) -> None:
-        with anyio.fail_after(OP_TIMEOUT_S):
-            refused = await pg.push(conn, link.team, self.machine, rows, st.schema_version or 1)
+        refused = await conn.run(pg.push, OP_TIMEOUT_S, link.team, self.machine, rows, st.schema_version or 1)
         committed.append(True)
         st.pushed += len(rows)
         st.last_push_at = time.time()
@@ -282,7 +306,7 @@ class TeamSync:
             "team %s: acked %d outbox rows (%d..%d)", link.team, len(outbox_ids), min(outbox_ids), max(outbox_ids)
         )
 
-    async def _puller(self, conn: psycopg.AsyncConnection[Any], link: Link, st: LinkStatus, wake: _Wake) -> None:
+    async def _puller(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
         db = self.daemon.settings.db
         settings = self.daemon.settings
         projects = [p.project_id for p in link.projects]
@@ -292,37 +316,41 @@ class TeamSync:
                 await anyio.sleep(PULL_LINGER_S)
             wake.pull = anyio.Event()
             waiting = self._catching_up.pop(link.key, [])  # a pull that starts now: what they wait for
-            while True:
-                after = await readers.run(db, local.cursors, link.key)
-                if "observations" not in after:  # a join: only the window it keeps, not the project's history
-                    with anyio.fail_after(OP_TIMEOUT_S):
-                        start = await pg.window_start(conn, link.team, projects, self._window_since())
-                    await self.store.transaction(local.move_cursors, link.key, {"observations": start}, 0, time.time())
-                    continue
-                with anyio.fail_after(OP_TIMEOUT_S):
-                    page, more = await pg.pull(
-                        conn, link.team, projects, self.machine, after, version=st.schema_version or 1
-                    )
-                if page.cursors:
-                    st.pulled += await self._store_page(conn, link, page)
-                st.last_pull_at = time.time()
-                if not more:
-                    break
+            with short_gil_turns():
+                await self._pull_all(conn, link, st)
             for done in waiting:
                 done.set()
             if time.monotonic() - lag_at >= LAG_EVERY_S:
                 lag_at = time.monotonic()
                 after = await readers.run(db, local.cursors, link.key)
-                with anyio.fail_after(OP_TIMEOUT_S):
-                    st.lag = await pg.waiting(conn, link.team, projects, self.machine, after)
+                st.lag = await conn.run(pg.waiting, OP_TIMEOUT_S, link.team, projects, self.machine, after)
             with anyio.move_on_after(settings.team_pull_interval_s):
                 await wake.pull.wait()
+
+    async def _pull_all(self, conn: ThreadedConnection, link: Link, st: LinkStatus) -> None:
+        """Pages until the feeds have no more: each fetched and decoded on a worker thread, stored in steps."""
+        db = self.daemon.settings.db
+        projects = [p.project_id for p in link.projects]
+        while True:
+            after = await readers.run(db, local.cursors, link.key)
+            if "observations" not in after:  # a join: only the window it keeps, not the project's history
+                start = await conn.run(pg.window_start, OP_TIMEOUT_S, link.team, projects, self._window_since())
+                await self.store.transaction(local.move_cursors, link.key, {"observations": start}, 0, time.time())
+                continue
+            page, more = await conn.run(
+                pg.pull, OP_TIMEOUT_S, link.team, projects, self.machine, after, version=st.schema_version or 1
+            )
+            if page.cursors:
+                st.pulled += await self._store_page(conn, link, page)
+            st.last_pull_at = time.time()
+            if not more:
+                return
 
     def _window_since(self) -> float:
         days = self.daemon.settings.team_window_days
         return time.time() - days * local.DAY_S if days > 0 else 0.0
 
-    async def _store_page(self, conn: psycopg.AsyncConnection[Any], link: Link, page: local.Page) -> int:
+    async def _store_page(self, conn: ThreadedConnection, link: Link, page: local.Page) -> int:
         """One pulled page into the store in short transactions, each with its rows' full-text
         entries and its cursor: a hook's commit waits for one of them at most, never for the page
         (nor indexes the pulled rows itself). A crash between them pulls the rest again."""
@@ -338,8 +366,7 @@ class TeamSync:
             await _yield_after(time.monotonic() - began)
         admins: list[str] = []
         if page.tombstones:
-            with anyio.fail_after(OP_TIMEOUT_S):
-                admins = await pg.admins(conn, link.team)
+            admins = await conn.run(pg.admins, OP_TIMEOUT_S, link.team)
             ids = await readers.run(self.daemon.settings.db, local.tombstoned, link, page.tombstones, admins)
             if ids:  # deleted as a purge deletes: full-text entries, prompts, every copy of their text
                 await self.delete_rows(ids)

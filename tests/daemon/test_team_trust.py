@@ -281,8 +281,6 @@ def test_team_status_json_has_one_shape_whether_or_not_the_daemon_runs(team: tup
 def test_a_join_starts_at_the_window_it_keeps_through_m003s_index(pg_db: Database) -> None:
     """Issue #40: a v2 server upgraded to v3 (members' rows in it) has the index a join's start reads;
     the start is the row before the window's first, found without reading the project's history."""
-    import anyio
-
     from nmemd.team import pg, schema
 
     with psycopg.connect(pg_db.admin_dsn) as conn:
@@ -300,18 +298,10 @@ def test_a_join_starts_at_the_window_it_keeps_through_m003s_index(pg_db: Databas
     (first,) = pg_db.execute("SELECT min(seq) FROM nmem.observations WHERE created_at >= now() - interval '30 days'")[0]
     since = time.time() - 30 * 86400
 
-    async def start() -> tuple[int, str]:
-        conn = await pg.connect(kim)
-        try:
-            cur = await conn.execute(
-                "EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._WINDOW_START,
-                {"team": "acme", "projects": [PROJECT], "since": since},
-            )
-            plan = "\n".join(str(r[0]) for r in await cur.fetchall())
-            return await pg.window_start(conn, "acme", [PROJECT], since), plan
-        finally:
-            await conn.close()
-
-    got, plan = anyio.run(start)
+    with pg.connect_blocking(kim) as conn:
+        params = {"team": "acme", "projects": [PROJECT], "since": since}
+        cur = conn.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._WINDOW_START, params)
+        plan = "\n".join(str(r[0]) for r in cur.fetchall())
+        got = pg.window_start(conn, "acme", [PROJECT], since)
     assert got == first - 1
     assert "observations_team_project_created" in plan, plan

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from nmemd.team import admin, pg, schema
 from nmemd.team.local import OutRow
 from support.team_world import Member, bash_event
@@ -266,14 +264,8 @@ class TeamSyncModel:
         marker = rng.choice(sorted(self.replayable))
         who, row = self.replayable[marker]
 
-        async def push() -> None:
-            conn = await pg.connect(self.members[who].dsn)
-            try:
-                await pg.push(conn, "acme", f"{who}-box", [row], schema.SCHEMA_VERSION)
-            finally:
-                await conn.close()
-
-        anyio.run(push)
+        with pg.connect_blocking(self.members[who].dsn) as conn:
+            pg.push(conn, "acme", f"{who}-box", [row], schema.SCHEMA_VERSION)
 
     def quiesce(self, rng: random.Random) -> None:
         """Everyone joined, every invariant checked now, mid-run."""

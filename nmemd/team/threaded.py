@@ -1,0 +1,126 @@
+"""A team connection whose statements run on a worker thread, never on the daemon's event loop.
+
+Driven by an asyncio psycopg connection, a push's batch (a JSON document of ~400 kB for 1,000 rows)
+was sent, and a pull's page of 1,000 rows fetched and decoded, each in one step of the event loop,
+which every hook's ack waited behind (bench_team_pull.py: steps of 20-144 ms on a loaded machine).
+Here the loop only waits: psycopg's blocking connection sends and waits for the server without the
+GIL (libpq's calls run `nogil`), and a page's rows become structs on the thread.
+
+One statement at a time per connection. One given up on (its timeout, the link going down) is left
+to its thread at once and cancelled on the server; the connection is closed once that thread has
+returned (a bounded wait), never under it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from nmemd.errors import TeamError
+from nmemd.team import pg
+
+if TYPE_CHECKING:
+    import psycopg
+
+LOG = logging.getLogger("nmemd.team")
+CANCEL_TIMEOUT_S: Final = 5.0  # the server's cancel request, sent from a thread of its own
+CLOSE_WAIT_S: Final = 5.0  # a statement given up on has this long to return before its connection goes
+SWITCH_INTERVAL_S: Final = 0.001  # the GIL's hand-over interval while a push or a pull works (CPython: 5 ms)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class ThreadedConnection:
+    """A blocking psycopg connection (autocommit) whose work the event loop awaits on worker threads."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self._lock = anyio.Lock()
+        self._idle = threading.Event()  # no thread is using the connection
+        self._idle.set()
+
+    @classmethod
+    async def open(cls, dsn: str) -> ThreadedConnection:
+        """Connect on a worker thread (bounded by libpq's connect_timeout, pg.with_keepalives)."""
+        return cls(await anyio.to_thread.run_sync(pg.connect_blocking, dsn, abandon_on_cancel=True))
+
+    @property
+    def backend_pid(self) -> int:
+        return int(self.conn.info.backend_pid)
+
+    async def run(
+        self,
+        fn: Callable[Concatenate[psycopg.Connection[Any], P], T],
+        timeout_s: float,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """`fn(conn, *args)` on a worker thread; TimeoutError after `timeout_s`, and then, as on any
+        cancellation, the statement is cancelled on the server and the thread left to return."""
+        async with self._lock:
+            if not self._idle.is_set():
+                raise TeamError("the team connection is still busy with a statement given up on")
+            self._idle.clear()
+
+            def call() -> T:
+                try:
+                    return fn(self.conn, *args, **kwargs)
+                finally:
+                    self._idle.set()
+
+            try:
+                with anyio.fail_after(timeout_s):
+                    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+            except BaseException:
+                if not self._idle.is_set():  # left running: ask the server to stop it
+                    threading.Thread(target=self._cancel, name="nmemd-team-cancel", daemon=True).start()
+                raise
+
+    def _cancel(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.cancel_safe(timeout=CANCEL_TIMEOUT_S)
+
+    async def close(self) -> None:
+        """Close it once no thread uses it (CLOSE_WAIT_S at most; past that, its last thread's
+        reference keeps it, and it closes with the process)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT_S + 1.0):
+            await anyio.to_thread.run_sync(self._close_when_idle, abandon_on_cancel=True)
+
+    def _close_when_idle(self) -> None:
+        if not self._idle.wait(CLOSE_WAIT_S):
+            LOG.debug("a team connection was left open: a statement given up on has not returned")
+            return
+        try:
+            self.conn.close()
+        except Exception:
+            LOG.debug("closing a team connection failed", exc_info=True)
+
+
+_working = 0  # pushes and pulls under way (event loop only)
+_saved_interval = 0.0
+
+
+@contextlib.contextmanager
+def short_gil_turns() -> Iterator[None]:
+    """While a push or a pull works on threads (reading and redacting the outbox, encoding a batch,
+    decoding a page, storing it), the GIL changes hands every SWITCH_INTERVAL_S instead of every
+    5 ms, so the event loop, when a hook arrives, waits that long at most for a turn. Only then: for
+    the daemon's whole life it cost ingest ~10 % more CPU (BENCHMARKS.md, issue #40)."""
+    global _working, _saved_interval
+    if _working == 0:
+        _saved_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(_saved_interval, SWITCH_INTERVAL_S))
+    _working += 1
+    try:
+        yield
+    finally:
+        _working -= 1
+        if _working == 0:
+            sys.setswitchinterval(_saved_interval)
