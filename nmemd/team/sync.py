@@ -508,7 +508,7 @@ async def _import_psycopg() -> None:
     (by the first DSN parsed), it held every hook's ack for the whole import, 0.7 s on a loaded
     machine (bench_team_pull.py, push phase). A missing psycopg is each link's error, as before."""
     if "psycopg" not in sys.modules:
-        with contextlib.suppress(ImportError):
+        with contextlib.suppress(ImportError), short_gil_turns():
             await anyio.to_thread.run_sync(importlib.import_module, "psycopg")
 
 

@@ -6,15 +6,18 @@ which every hook's ack waited behind (bench_team_pull.py: steps of 20-144 ms on 
 Here the loop only waits: psycopg's blocking connection sends and waits for the server without the
 GIL (libpq's calls run `nogil`), and a page's rows become structs on the thread.
 
-One statement at a time per connection. One given up on (its timeout, the link going down) is left
-to its thread at once and cancelled on the server; the connection is closed once that thread has
-returned (a bounded wait), never under it.
+One statement at a time per connection. One given up on (its timeout, the link going down, the
+daemon stopping) is left to its thread at once, and the connection's socket is shut down under it so
+the thread returns now, whatever the network does (a stalled server would hold it, and the daemon's
+exit, for good); the connection is closed once that thread has returned, never under it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -30,7 +33,6 @@ if TYPE_CHECKING:
     import psycopg
 
 LOG = logging.getLogger("nmemd.team")
-CANCEL_TIMEOUT_S: Final = 5.0  # the server's cancel request, sent from a thread of its own
 CLOSE_WAIT_S: Final = 5.0  # a statement given up on has this long to return before its connection goes
 SWITCH_INTERVAL_S: Final = 0.001  # the GIL's hand-over interval while a push or a pull works (CPython: 5 ms)
 P = ParamSpec("P")
@@ -62,8 +64,8 @@ class ThreadedConnection:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """`fn(conn, *args)` on a worker thread; TimeoutError after `timeout_s`, and then, as on any
-        cancellation, the statement is cancelled on the server and the thread left to return."""
+        """`fn(conn, *args)` on a worker thread; TimeoutError after `timeout_s`. Then, as on any
+        cancellation, the connection is broken (`_abort`): the server rolls back what was not committed."""
         async with self._lock:
             if not self._idle.is_set():
                 raise TeamError("the team connection is still busy with a statement given up on")
@@ -79,13 +81,16 @@ class ThreadedConnection:
                 with anyio.fail_after(timeout_s):
                     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
             except BaseException:
-                if not self._idle.is_set():  # left running: ask the server to stop it
-                    threading.Thread(target=self._cancel, name="nmemd-team-cancel", daemon=True).start()
+                if not self._idle.is_set():
+                    self._abort()
                 raise
 
-    def _cancel(self) -> None:
+    def _abort(self) -> None:
+        """Shut the socket down under the thread still using it: its wait ends with an error at once.
+        Shut down through a duplicate descriptor, so libpq's own stays valid until it closes it."""
         with contextlib.suppress(Exception):
-            self.conn.cancel_safe(timeout=CANCEL_TIMEOUT_S)
+            with socket.socket(fileno=os.dup(self.conn.pgconn.socket)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
 
     async def close(self) -> None:
         """Close it once no thread uses it (CLOSE_WAIT_S at most; past that, its last thread's
