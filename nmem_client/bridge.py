@@ -6,6 +6,14 @@ which already holds the database. The bridge connects to the daemon's socket
 caller's project, then copies stdin to the socket and the socket to stdout.
 Framing is the daemon's business: both sides speak one JSON-RPC message per line.
 
+But for the handshake: a client offers a server's tools only once `initialize` and
+`tools/list` are answered, and Codex waits about a second for that before it leaves
+the server out of its session, far less than a daemon start and its mcp import take
+on a busy machine. So the bridge answers a legacy `initialize` and `tools/list` itself,
+at once, with the daemon's own answers as nmem ships them (`mcp_handshake.json`,
+nmemd/mcp/handshake.py), while the daemon session opens; the client's other lines wait
+for it, behind the bridge's own `initialize` (whose reply the client never sees).
+
 Exit 0 when either side ends the session; 1 (with one line on stderr) when the
 daemon cannot be reached or refuses.
 
@@ -149,42 +157,252 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _stdin_to_socket(sock: _socket.socket) -> None:
-    """Copy stdin to the daemon; on EOF half-close, so the daemon ends the session after its last reply."""
+# --- the handshake, answered here (nmemd/mcp/handshake.py says why) ----------------------------------------
+
+HANDSHAKE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_handshake.json")
+# The id of the `initialize` the bridge sends the daemon for the client (the client's own was answered here).
+OWN_INIT_ID = "nmem-mcp-initialize"
+_OWN_INIT_MARK = b'"' + OWN_INIT_ID.encode() + b'"'
+_ID_MAX = 2**63 - 1  # the daemon refuses ids past a signed 64-bit integer (nmemd.mcp.transport)
+
+
+class Handshake:
+    """The daemon's answers to `initialize` (but its `protocolVersion`) and `tools/list`, as nmem ships them."""
+
+    def __init__(self, versions: list[str], latest: str, initialize: dict[str, object], tools: dict[str, object]):
+        self.versions, self.latest, self.initialize, self.tools = versions, latest, initialize, tools
+
+
+def load_handshake() -> Handshake | None:
+    """The shipped handshake, or None (then the daemon answers it itself, later)."""
+    import json
+
     try:
-        while True:
-            data = os.read(0, CHUNK)
-            if not data:
-                break
-            sock.sendall(data)
-    except OSError:
-        pass  # the daemon left: the main thread sees EOF and exits
-    finally:
+        with open(HANDSHAKE_FILE, "rb") as f:
+            data = json.loads(f.read())
+        versions, latest = list(data["versions"]), str(data["latest"])
+        return Handshake(versions, latest, dict(data["initialize"]), dict(data["tools/list"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _request(line: bytes, method: str) -> dict[str, object] | None:
+    """`line` when it is a JSON-RPC request for `method` with an id the daemon would accept, else None."""
+    import json
+
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") != method:
+        return None
+    rid = msg.get("id")
+    if isinstance(rid, str) or (type(rid) is int and -_ID_MAX - 1 <= rid <= _ID_MAX):
+        return msg
+    return None
+
+
+def _reply(rid: object, result: dict[str, object]) -> bytes:
+    import json
+
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}, separators=(",", ":")).encode() + b"\n"
+
+
+def local_initialize(line: bytes, handshake: Handshake) -> tuple[bytes, bytes] | None:
+    """For a well-formed legacy `initialize`: the reply for the client, and the `initialize` for the daemon
+    (at the version negotiated here, under the bridge's own id). None: the daemon answers this line."""
+    import json
+
+    msg = _request(line, "initialize")
+    params = msg.get("params") if msg else None
+    if msg is None or not isinstance(params, dict) or not isinstance(params.get("capabilities"), dict):
+        return None
+    info, asked = params.get("clientInfo"), params.get("protocolVersion")
+    if not (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)):
+        return None
+    if not isinstance(asked, str):
+        return None
+    version = asked if asked in handshake.versions else handshake.latest  # the SDK's negotiation
+    reply = _reply(msg["id"], {**handshake.initialize, "protocolVersion": version})
+    params = {**params, "protocolVersion": version}
+    own = {"jsonrpc": "2.0", "id": OWN_INIT_ID, "method": "initialize", "params": params}
+    return reply, json.dumps(own, separators=(",", ":")).encode() + b"\n"
+
+
+def local_tools_list(line: bytes, handshake: Handshake) -> bytes | None:
+    """The reply to a first-page `tools/list` (nmem's six tools fit one page), else None."""
+    msg = _request(line, "tools/list")
+    params = msg.get("params", {}) if msg else None
+    if msg is None or not isinstance(params, dict) or params.get("cursor") is not None:
+        return None
+    return _reply(msg["id"], handshake.tools)
+
+
+FIRST, LOCAL, PUMP = 0, 1, 2  # the client's lines: the first one not seen yet; handshake answered here; bytes
+
+
+class Relay:
+    """Both directions of one session. Until the daemon's session is open, the client's lines wait in
+    `queue`, a legacy `initialize` and `tools/list` answered here; then it is a byte pump both ways, but
+    for the daemon's reply to the bridge's own `initialize`, which the client must not see."""
+
+    def __init__(self) -> None:
+        self.lock = _thread.allocate_lock()  # sock, queue, eof: what the client wrote reaches the daemon in order
+        self.out_lock = _thread.allocate_lock()  # whole lines on stdout, from either thread
+        self.sock: _socket.socket | None = None
+        self.queue: list[bytes] = []
+        self.eof = False
+        self.phase = FIRST
+        self.handshake: Handshake | None = None
+        self.own_init_pending = True  # until known that no own `initialize` went (or its reply came back)
+
+    # the client -> the daemon (the stdin thread)
+
+    def read_client(self) -> None:
+        """Copy stdin to the daemon; on EOF half-close, so the daemon ends the session after its last reply."""
+        rest = b""
         try:
-            sock.shutdown(_socket.SHUT_WR)
+            while True:
+                data = os.read(0, CHUNK)
+                if not data:
+                    break
+                rest = self._from_client(rest + data)
+        except OSError:
+            pass  # the daemon left: the main thread sees EOF and exits
+        finally:
+            with self.lock:
+                self.eof = True
+                try:
+                    self._send_locked(rest)  # a last line without its newline
+                except OSError:
+                    pass  # the daemon left: the main thread sees EOF and exits
+                if self.sock is not None:
+                    self._half_close()
+
+    def _from_client(self, data: bytes) -> bytes:
+        """Handle what the client wrote; return the start of a line still to come."""
+        while self.phase == FIRST or (self.phase == LOCAL and self.sock is None):
+            end = data.find(b"\n")
+            if end < 0:
+                return data
+            line, data = data[: end + 1], data[end + 1 :]
+            self._line(line)
+        self._send(data)
+        return b""
+
+    def _line(self, line: bytes) -> None:
+        if self.phase == FIRST:
+            self.handshake = load_handshake()
+            answered = local_initialize(line, self.handshake) if self.handshake else None
+            if answered is None:
+                self.phase, self.own_init_pending = PUMP, False
+                self._send(line)
+                return
+            reply, own = answered
+            self.phase = LOCAL
+            self.write(reply)
+            self._send(own)
+            return
+        assert self.handshake is not None
+        listed = local_tools_list(line, self.handshake)
+        if listed is None:
+            self._send(line)
+        else:
+            self.write(listed)
+
+    def _send(self, data: bytes) -> None:
+        with self.lock:
+            self._send_locked(data)
+
+    def _send_locked(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.sock is None:
+            self.queue.append(data)
+        else:
+            self.sock.sendall(data)
+
+    def _half_close(self) -> None:
+        assert self.sock is not None
+        try:
+            self.sock.shutdown(_socket.SHUT_WR)
         except OSError:
             pass
 
+    def attach(self, sock: _socket.socket) -> None:
+        """The daemon's session is open: send it what waited, then pump."""
+        with self.lock:
+            try:
+                for data in self.queue:
+                    sock.sendall(data)
+            except OSError:
+                pass  # the daemon left: pump() sees EOF
+            self.queue.clear()
+            self.sock = sock
+            if self.eof:
+                self._half_close()
 
-def pump(sock: _socket.socket, early: bytes) -> int:
-    """Relay until the daemon closes; return the exit code."""
-    _thread.start_new_thread(_stdin_to_socket, (sock,))  # never joined: main() ends with os._exit
-    try:
-        if early:
-            _write_all(1, early)
-        while True:
-            data = sock.recv(CHUNK)
-            if not data:
-                return 0  # the session ended (stdin closed, or the daemon stopped)
-            _write_all(1, data)  # unbuffered: each reply line reaches the client as it arrives
-    except BrokenPipeError:
-        return 0  # the client went away
-    except OSError as exc:
-        sys.stderr.write(f"nmem-mcp: lost the connection to nmemd: {exc}\n")
-        return 1
+    # the daemon -> the client (the main thread)
+
+    def write(self, data: bytes) -> None:
+        with self.out_lock:
+            _write_all(1, data)
+
+    def pump(self, sock: _socket.socket, early: bytes) -> int:
+        """Relay until the daemon closes; return the exit code."""
+        rest = early
+        try:
+            while True:
+                if rest:
+                    rest = self._deliver(rest)
+                data = sock.recv(CHUNK)
+                if not data:
+                    if rest:
+                        self.write(rest)
+                    return 0  # the session ended (stdin closed, or the daemon stopped)
+                rest += data
+        except BrokenPipeError:
+            return 0  # the client went away
+        except OSError as exc:
+            sys.stderr.write(f"nmem-mcp: lost the connection to nmemd: {exc}\n")
+            return 1
+
+    def _deliver(self, data: bytes) -> bytes:
+        """Write the daemon's bytes to the client (unbuffered: each reply as it arrives) but the reply to the
+        bridge's own `initialize`; return the start of a line still to come while that reply is awaited."""
+        if not self.own_init_pending:
+            self.write(data)
+            return b""
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].split(b"\n")[:-1]:
+            if self.own_init_pending and _OWN_INIT_MARK in line and self._is_own_init_reply(line):
+                self.own_init_pending = False
+                continue
+            self.write(line + b"\n")
+        if self.own_init_pending:
+            return data[end:]
+        self.write(data[end:])
+        return b""
+
+    @staticmethod
+    def _is_own_init_reply(line: bytes) -> bool:
+        import json
+
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(msg, dict) or msg.get("id") != OWN_INIT_ID or "method" in msg:
+            return False
+        error = msg.get("error")
+        if error is not None:  # the session cannot work: say why once
+            sys.stderr.write(f"nmem-mcp: nmemd refused the session's initialize: {str(error)[:300]}\n")
+        return True
 
 
 def run() -> int:
+    relay = Relay()
+    _thread.start_new_thread(relay.read_client, ())  # never joined: main() ends with os._exit
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
     try:
         sock = connect(deadline)
@@ -197,16 +415,17 @@ def run() -> int:
     except BridgeError as exc:
         sys.stderr.write(f"nmem-mcp: {exc}\n")
         return 1
-    return pump(sock, early)
+    relay.attach(sock)
+    return relay.pump(sock, early)
 
 
 USAGE = """usage: nmem-mcp
 
 A stdio MCP server for any MCP client: a byte pump between stdin/stdout and nmemd's MCP
-server (starting nmemd when none runs). Tools: search, timeline, get_observations,
-recent_context, sessions, file_history, scoped to CLAUDE_PROJECT_DIR or the git top-level
-of the current directory. Register it with `nmem install`, or e.g.
-`claude mcp add nmem -- /abs/path/nmem-mcp`.
+server (starting nmemd when none runs); it answers the handshake itself, at once. Tools:
+search, timeline, get_observations, recent_context, sessions, file_history, scoped to
+CLAUDE_PROJECT_DIR or the git top-level of the current directory. Register it with
+`nmem install`, or e.g. `claude mcp add nmem -- /abs/path/nmem-mcp`.
 """
 
 

@@ -28,7 +28,8 @@ Besides `nmem`, the package installs three programs:
   launchd, debugging). Exit 0: stopped cleanly; 3: start-up failure (config, paths, database); 4:
   another `nmemd` already serves this socket.
 - `nmem-send`: the hook client. The payload on stdin, the hook's reply on stdout, always exit 0.
-- `nmem-mcp`: a stdio MCP server for any client, a byte pump to the daemon, which it starts when absent.
+- `nmem-mcp`: a stdio MCP server for any client, a byte pump to the daemon, which it starts when absent;
+  it answers the MCP handshake itself, at once.
 """
 
 

@@ -19,6 +19,7 @@ from nmemd.jsonsafe import scrub
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCMessage
 
 MAX_LINE: Final = 8 * 1024 * 1024  # one JSON-RPC message; far above anything a client sends
 WRITER_FLUSH_S: Final = 5.0
@@ -47,6 +48,11 @@ def refusal(raw: bytes) -> tuple[dict[str, object] | None, bytes | None]:
     if isinstance(rid, int) and not ID_MIN <= rid <= ID_MAX:
         return None, _error_line(rid, INVALID_REQUEST, "Invalid Request: id is outside the signed 64-bit range")
     return obj, None
+
+
+def wire_line(message: "JSONRPCMessage") -> bytes:
+    """A message as one line on the socket (nmemd.mcp.handshake writes down the same bytes)."""
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
 def _error_line(rid: object, code: int, message: str) -> bytes:
@@ -128,9 +134,8 @@ async def line_transport(
         try:
             async with write_rx:
                 async for sm in write_rx:
-                    data = sm.message.model_dump_json(by_alias=True, exclude_unset=True)
                     async with send_lock:
-                        await stream.send(data.encode() + b"\n")
+                        await stream.send(wire_line(sm.message))
                     if isinstance(sm.message, JSONRPCResponse | JSONRPCError):
                         answered(sm.message.id)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):

@@ -15,6 +15,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -49,7 +50,7 @@ from support.helpers import (
 )
 from support.mcp_client import BRIDGE, STEP_S, bridge_params, call, fails, line_ids, mcp_session, ok, session_ids, text
 
-from nmem_client import protocol
+from nmem_client import bridge, protocol
 from nmemd.mcp.transport import DRAIN_S
 from nmemd.recall.context import build_context
 
@@ -380,6 +381,9 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}}  # fmt: skip
 
 
+INITIALIZED = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+
+
 def _rpc(id_: int, method: str, params: dict[str, Any]) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}).encode() + b"\n"
 
@@ -422,6 +426,84 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
         assert daemon.stop() == 0  # SIGTERM; open connections get the daemon's shutdown grace
         assert proc.wait(timeout=STEP_S) == 0
         assert proc.stderr.read() == b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+
+def test_the_bridge_answers_the_handshake_while_the_daemon_is_still_silent(
+    nmem_env: dict[str, str], short_dir: str, tmp_path: Path
+) -> None:
+    """Codex 0.169 leaves out an optional MCP server that has not answered `initialize` and `tools/list`
+    about a second into the session, and the daemon answers only after its mcp import (seconds on a busy
+    machine): the bridge answers both itself, from nmem_client/mcp_handshake.json. Here a socket accepts
+    the bridge and never answers: the handshake still completes, and nothing but the session request
+    reaches that socket while it stays silent."""
+    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path), "NMEM_AUTOSTART": "0"}
+    os.makedirs(os.path.dirname(nmem_env["NMEM_SOCKET"]), mode=0o700, exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(nmem_env["NMEM_SOCKET"])
+    listener.listen(1)
+    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None and proc.stderr is not None
+        listener.settimeout(STEP_S)
+        silent, _ = listener.accept()
+        proc.stdin.write(json.dumps({**INIT, "params": {**INIT["params"], "protocolVersion": "2025-06-18"}}).encode())
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        reply = json.loads(_read_line(proc, time.monotonic() + STEP_S))
+        assert reply["id"] == 1 and reply["result"]["protocolVersion"] == "2025-06-18"
+        assert reply["result"]["serverInfo"]["name"] == "nmem" and "search" in reply["result"]["instructions"]
+        proc.stdin.write(INITIALIZED + _rpc(2, "tools/list", {}))
+        proc.stdin.flush()
+        listed = json.loads(_read_line(proc, time.monotonic() + STEP_S))
+        assert listed["id"] == 2 and {t["name"] for t in listed["result"]["tools"]} == TOOLS
+        silent.settimeout(STEP_S)
+        request = silent.recv(65536)
+        assert request.startswith(b"NMEM1 mcp ") and b"initialize" not in request  # the rest waits for the daemon
+        silent.close()  # the "daemon" leaves without a word: one line on stderr, exit 1
+        assert proc.wait(timeout=STEP_S) == 1
+        assert proc.stderr.read().startswith(b"nmem-mcp: ")
+    finally:
+        listener.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+
+def test_the_daemon_answers_tools_list_as_the_bridge_does(
+    daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Once the daemon's session is open, a `tools/list` goes to the daemon: its answer is the shipped one,
+    and the daemon's reply to the bridge's own `initialize` never reaches the client."""
+    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
+    daemon.start()
+    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.write(
+            json.dumps(INIT).encode() + b"\n" + b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+        )
+        proc.stdin.write(_rpc(2, "tools/call", {"name": "sessions", "arguments": {}}))
+        proc.stdin.flush()
+        deadline = time.monotonic() + STEP_S
+        replies = [json.loads(_read_line(proc, deadline)) for _ in range(2)]
+        assert [r["id"] for r in replies] == [1, 2]  # the call was answered: the daemon's session is open
+        proc.stdin.write(_rpc(3, "tools/list", {}))
+        proc.stdin.close()
+        listed = json.loads(_read_line(proc, deadline))
+        shipped = json.loads(Path(bridge.HANDSHAKE_FILE).read_text(encoding="utf-8"))
+        assert listed["id"] == 3 and listed["result"] == shipped["tools/list"]
+        assert proc.wait(timeout=STEP_S) == 0
+        assert proc.stdout is not None and proc.stdout.read() == b"" and proc.stderr.read() == b""
     finally:
         if proc.poll() is None:
             proc.kill()
