@@ -45,7 +45,7 @@ async def _play(version: str) -> dict[str, Any]:
             for message in messages:
                 await read_tx.send(SessionMessage(jsonrpc_message_adapter.validate_python(message)))
                 if "id" in message:
-                    reply = json.loads(wire_line((await write_rx.receive()).message))
+                    reply = json.loads(wire_line(await write_rx.receive()))
                     results["initialize" if message["id"] == 1 else "tools/list"] = reply["result"]
         tg.cancel_scope.cancel()
     return results
@@ -54,7 +54,7 @@ async def _play(version: str) -> dict[str, Any]:
 async def answers() -> dict[str, Any]:
     """The server's results, the same for every handshake version but `protocolVersion` (the bridge
     puts in the one it negotiated); `versions` it serves, `latest` the one it gives an unknown one."""
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
     played = [await _play(version) for version in HANDSHAKE_PROTOCOL_VERSIONS]
     for results, version in zip(played, HANDSHAKE_PROTOCOL_VERSIONS, strict=True):

@@ -19,7 +19,6 @@ from nmemd.jsonsafe import scrub
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
-    from mcp.types import JSONRPCMessage
 
 MAX_LINE: Final = 8 * 1024 * 1024  # one JSON-RPC message; far above anything a client sends
 WRITER_FLUSH_S: Final = 5.0
@@ -50,9 +49,9 @@ def refusal(raw: bytes) -> tuple[dict[str, object] | None, bytes | None]:
     return obj, None
 
 
-def wire_line(message: "JSONRPCMessage") -> bytes:
+def wire_line(sm: "SessionMessage") -> bytes:
     """A message as one line on the socket (nmemd.mcp.handshake writes down the same bytes)."""
-    return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+    return sm.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
 def _error_line(rid: object, code: int, message: str) -> bytes:
@@ -135,7 +134,7 @@ async def line_transport(
             async with write_rx:
                 async for sm in write_rx:
                     async with send_lock:
-                        await stream.send(wire_line(sm.message))
+                        await stream.send(wire_line(sm))
                     if isinstance(sm.message, JSONRPCResponse | JSONRPCError):
                         answered(sm.message.id)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
