@@ -153,15 +153,19 @@ class _Side:
         self.timed = _Timed(self.db)
         self.per_batch: list[float] = []
         self.checkpoint_s = 0.0  # the checkpoints' CPU (the daemon's checkpointer thread's share)
+        self.pages_written = 0  # pages the commits wrote to the WAL
+        self.checkpoint_disk = 0  # bytes the checkpoints had the kernel write to the disk (its fsync)
 
     def commit(self, items: list[Incoming]) -> None:
-        t0 = time.thread_time()
+        written, t0 = db_status(self.db, DBSTATUS_CACHE_WRITE), time.thread_time()
         self.store.commit_on_thread(self.timed, items)  # type: ignore[arg-type]
         self.per_batch.append(time.thread_time() - t0)
+        self.pages_written += db_status(self.db, DBSTATUS_CACHE_WRITE) - written
 
     def figures(self) -> dict[str, Any]:
         return {"per_batch": self.per_batch, "statements": self.timed.seconds, "misses": self.timed.misses,
-                "batches": len(self.per_batch), "checkpoint_s": self.checkpoint_s}  # fmt: skip
+                "batches": len(self.per_batch), "checkpoint_s": self.checkpoint_s,
+                "pages_written": self.pages_written, "checkpoint_disk": self.checkpoint_disk}  # fmt: skip
 
 
 def run(source: Path, n: int, batch: int, checkpoint_every: int, pragmas: list[str]) -> dict[str, dict[str, Any]]:
@@ -177,14 +181,21 @@ def run(source: Path, n: int, batch: int, checkpoint_every: int, pragmas: list[s
                 sides[name].commit(items[start : start + batch])
             if (k + 1) % checkpoint_every == 0:
                 for side in sides.values():
-                    t0 = time.thread_time()
+                    t0, disk0 = time.thread_time(), _disk_writes()
                     database_checkpoint(side.path)
                     side.checkpoint_s += time.thread_time() - t0
+                    side.checkpoint_disk += _disk_writes() - disk0
         for side in sides.values():
             side.db.close()
         return {name: side.figures() for name, side in sides.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _disk_writes() -> int:
+    """Bytes this thread had the kernel send to the disk (`write_bytes` of /proc/thread-self/io)."""
+    with open("/proc/thread-self/io") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("write_bytes:"))
 
 
 def database_checkpoint(path: str) -> None:
@@ -226,6 +237,10 @@ def main() -> None:
     print(
         f"checkpoints (not in a batch): store {checkpoint['store']:.1f} µs, empty {checkpoint['empty']:.1f} µs a batch"
     )
+    disk = {k: statistics.median(o["checkpoint_disk"] / o["batches"] for o in v) / 1024 for k, v in results.items()}
+    print(f"  to the disk by the checkpoints: store {disk['store']:.0f} KB, empty {disk['empty']:.0f} KB a batch")
+    pages = {k: statistics.median(o["pages_written"] / o["batches"] for o in v) for k, v in results.items()}
+    print(f"pages written to the WAL: store {pages['store']:.1f}, empty {pages['empty']:.1f} a batch")
     kinds = sorted({k for v in results.values() for o in v for k in o["statements"]})
     print(f"  {'statement':<32} {'store us/batch':>15} {'empty us/batch':>15} {'ratio':>6}"
           f" {'cache misses/batch store, empty':>32}")  # fmt: skip
