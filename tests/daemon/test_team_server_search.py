@@ -245,3 +245,77 @@ async def test_a_word_rare_in_a_wide_project_but_common_elsewhere_is_found(pg_db
     assert len(await search(dsn, "needle")) == 10
     # a phrase none of the newest rows hold, in the whole team (a wide scope): the scoped index
     assert sorted(h.event_id for h in await search(dsn, '"rusty haystack"')) == ["w1", "w2", "w3"]
+
+
+def _nested_statements(pg_db: Database, sql: str) -> tuple[list[tuple[Any, ...]], str]:
+    """`sql`'s rows, run as a team member with every statement nmem.search() runs logged (auto_explain)."""
+    with psycopg.connect(pg_db.superuser_dsn) as conn:
+        conn.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_level = notice"):
+            conn.execute(f"SET auto_explain.{setting}")
+        conn.execute("SET client_min_messages = log")
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("GRANT nmem_admin TO postgres")
+        conn.execute("INSERT INTO nmem.members (team, member) VALUES ('acme', 'postgres') ON CONFLICT DO NOTHING")
+        rows = conn.execute(sql).fetchall()
+    return rows, "\n".join(notices)
+
+
+async def test_a_word_the_newest_rows_lack_goes_to_the_index_without_walking_further(pg_db: Database) -> None:
+    """A word none of the scope's newest 200 rows hold has short postings: the index answers at
+    once, the next 800 newest rows are not read. A word they hold a few times walks on; a common
+    one stops at the first 200, the index untouched."""
+    admin.init(pg_db.admin_dsn, "acme")
+    dsn = admin.add_member(pg_db.admin_dsn, "acme", "bob").dsn
+
+    def rows(prefix: str, count: int, body: str) -> None:
+        pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', 'github.com/acme/api', %s || i, 'lee', 'm', 'codex', 's',"
+            " 'edit', 'note', %s || CASE WHEN i %% 100 = 0 THEN ' marmot' ELSE '' END, now()"
+            " FROM generate_series(1, %s) AS i",
+            (prefix, body, count),
+        )
+
+    rows("z", 3, "a zebrafish in the tank")
+    rows("b", 3000, "the build passed again")
+    walk = "ORDER BY o.seq DESC LIMIT $6"  # the statement that reads the scope's newest rows
+    sql = "SELECT event_id FROM nmem.search('acme', NULL, %s, NULL, NULL, 200, 10)"
+    found, plans = _nested_statements(pg_db, sql.replace("%s", "'zebrafish'"))
+    assert sorted(found) == [("z1",), ("z2",), ("z3",)] and plans.count(walk) == 1 and "tsv @@" in plans
+    found, plans = _nested_statements(pg_db, sql.replace("%s", "'marmot'"))
+    assert len(found) == 10 and plans.count(walk) >= 2
+    found, plans = _nested_statements(pg_db, sql.replace("%s", "'build'"))
+    assert len(found) == 10 and plans.count(walk) == 1 and "tsv @@" not in plans
+    assert sorted(h.event_id for h in await search(dsn, "zebrafish")) == ["z1", "z2", "z3"]
+
+
+async def test_a_long_name_is_looked_up_by_its_first_characters_and_tested_whole(pg_db: Database) -> None:
+    """A long name's trigram scan asks the index for its first characters only (each trigram of a
+    long name costs as much as its commonest); the rows they give are tested for the whole name, so
+    a name that shares those characters is not found; files are read when titles held too few."""
+    admin.init(pg_db.admin_dsn, "acme")
+    dsn = admin.add_member(pg_db.admin_dsn, "acme", "bob").dsn
+
+    def rows(prefix: str, count: int, title: str, files: list[str]) -> None:
+        pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, files, created_at) SELECT 'acme', 'github.com/acme/api', %s || i, 'lee', 'm', 'codex',"
+            " 's', 'edit', %s, 'changed it', %s, now() FROM generate_series(1, %s) AS i",
+            (prefix, title, files, count),
+        )
+
+    rows("hit", 3, "Edited a file", ["src/pipeline/transform_enhanced.py"])
+    rows("near", 2, "Edited transform_enhancer.rs", ["src/pipeline/transform_enhancer.rs"])
+    rows("filler", 1500, "Ran the tests", [])  # the newest rows hold neither: the trigram index answers
+    pg_db.execute("ANALYZE nmem.observations")
+    hits = await search(dsn, "transform_enhanced.py")
+    assert sorted(h.event_id for h in hits) == ["hit1", "hit2", "hit3"]
+    assert sorted(h.event_id for h in await search(dsn, "transform_enhancer.rs")) == ["near1", "near2"]
+    _, plans = _nested_statements(
+        pg_db,
+        "SELECT event_id FROM nmem.search('acme', NULL, 'transform_enhanced.py', '%transform_enhanced.py%',"
+        " NULL, 200, 10)",
+    )
+    assert "ILIKE '%transform_en%'" in plans
