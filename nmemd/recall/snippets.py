@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -77,6 +78,7 @@ _EPSILON: Final = 1e-9  # a bound must miss by more than rounding before a line 
 # line, where IGNORECASE folds ASCII letters only (`low` is the line lowercased); a line with any other
 # character is read by the regexes alone. A word added to a pattern needs its key here
 # (tests/unit/test_snippets.py checks that the two agree).
+_DIGITS: Final = tuple("0123456789")
 _ERRORISH_KEYS: Final = (
     "error", "fail", "fatal", "exception", "traceback", "cannot", "can't", "couldn't", "could not", "unable",
     "denied", "refused", "not found", "no such", "missing", "invalid", "unknown", "undefined", "panic", "abort",
@@ -87,15 +89,21 @@ _CONCLUSION_KEYS: Final = (
     "cause", "issue", "problem", "culprit", "bug", "fix", "solution", "reason", "turned out", "due to",
     "instead of", "decided", "decision", "ll use", "chose", "picked", "conclusion",
 )  # fmt: skip
-_FACT_KEYS: Final[tuple[Callable[[str, str], bool], ...]] = (
-    lambda line, low: any(map(low.__contains__, _ERRORISH_KEYS)),
-    lambda line, low: any(map(low.__contains__, _CONCLUSION_KEYS)),
-    lambda line, low: low != line,  # a capital letter
-    lambda line, low: "/" in line or "." in line,
-    lambda line, low: "`" in line or "$ " in line or "> " in line or "command: " in line,
-    lambda line, low: low != line or "_" in line or "@" in line or "::" in line,
-    lambda line, low: any(map(line.__contains__, "0123456789")),
-)
+
+
+def _keys_held(line: str, low: str) -> int:
+    """Which patterns of _FACT_WEIGHTS may match the ASCII `line` (`low`: it in lowercase), as bits in their
+    order: the line holds what each needs (a capital letter for _CODE, a slash or a dot for _PATH...)."""
+    capital = low != line
+    return (
+        (1 if any(map(low.__contains__, _ERRORISH_KEYS)) else 0)
+        | (2 if any(map(low.__contains__, _CONCLUSION_KEYS)) else 0)
+        | (4 if capital else 0)
+        | (8 if "/" in line or "." in line else 0)
+        | (16 if "`" in line or "$ " in line or "> " in line or "command: " in line else 0)
+        | (32 if capital or "_" in line or "@" in line or "::" in line else 0)
+        | (64 if any(map(line.__contains__, _DIGITS)) else 0)
+    )
 
 
 _Test = Callable[[str, str], bool]  # (a line, it in lowercase) -> whether a pattern matches it
@@ -119,13 +127,16 @@ def _split(*parts: tuple[tuple[str, ...] | None, str]) -> _Test:
     no key): the same answer as the whole pattern at a fraction of its cost (an alternation is tried at
     every position, and a word-long run that must end in an underscore backtracks through every word)."""
     compiled = tuple((keys, re.compile(pattern)) for keys, pattern in parts)
-    return lambda line, low: any(
-        (keys is None or any(map(line.__contains__, keys))) and pattern.search(line) is not None
-        for keys, pattern in compiled
-    )
+
+    def test(line: str, low: str) -> bool:
+        for keys, pattern in compiled:
+            if (keys is None or any(map(line.__contains__, keys))) and pattern.search(line) is not None:
+                return True
+        return False
+
+    return test
 
 
-_DIGITS: Final = tuple("0123456789")
 # How each pattern of _FACT_WEIGHTS is read on an ASCII line: the same answer, cheaper. _CODE, _PATH and
 # _IDENT alternative by alternative; tests/unit/test_snippets.py checks that each agrees with its pattern.
 _ERRORISH_ASCII: Final = _lowered(_ERRORISH)
@@ -153,31 +164,44 @@ _ASCII_TESTS: Final = (
     ),
     _plain(_NUMBER),
 )
-_FACTS: Final = tuple(
-    (test, weight, may) for test, (_, weight), may in zip(_ASCII_TESTS, _FACT_WEIGHTS, _FACT_KEYS, strict=True)
+_Facts = tuple[tuple[_Test, float], ...]
+# By the bits of `_keys_held`: the tests that may match, in order, and their weights' sum (the most they add up to).
+_BY_KEYS: Final[tuple[tuple[_Facts, float], ...]] = tuple(
+    (facts, sum(weight for _, weight in facts))
+    for facts in (
+        tuple(
+            (test, weight)
+            for bit, (test, (_, weight)) in enumerate(zip(_ASCII_TESTS, _FACT_WEIGHTS, strict=True))
+            if keys >> bit & 1
+        )
+        for keys in range(1 << len(_FACT_WEIGHTS))
+    )
 )
 _ANY_LINE: Final = tuple((_plain(pattern), weight) for pattern, weight in _FACT_WEIGHTS)
-_Facts = tuple[tuple[_Test, float], ...]
+_ANY_BOUND: Final = sum(weight for _, weight in _ANY_LINE)
 
 
-def _facts_in(line: str) -> tuple[_Facts, str]:
+def _facts_in(line: str) -> tuple[_Facts, float, str]:
     """The patterns of _FACT_WEIGHTS that may match `line` (it holds their keys), in order, as tests; none for
-    an empty line. Their weights' sum bounds the line's `fact_weight`. And the line in lowercase (the tests
-    read it)."""
+    an empty line. Their weights' sum, which bounds the line's `fact_weight`. And the line in lowercase (the
+    tests read it)."""
     if _EMPTY.match(line):
-        return (), line
+        return (), 0, line
     if not line.isascii():
-        return _ANY_LINE, line
+        return _ANY_LINE, _ANY_BOUND, line
     low = line.lower()
-    return tuple((test, weight) for test, weight, may in _FACTS if may(line, low)), low
+    facts, bound = _BY_KEYS[_keys_held(line, low)]
+    return facts, bound, low
 
 
-def _weight(line: str, low: str, facts: _Facts, floor: float | None = None, cap: float = FACT_CAP) -> float:
-    """The weights of `facts` that match `line` (`low`: it in lowercase), summed in order; the patterns left
-    are not read once the sum reaches `cap` (FACT_CAP: all a fact counts for), nor once they could not lift
-    it to `floor` (it would lose: the sum returned is then below `floor` too)."""
+def _weight(
+    line: str, low: str, facts: _Facts, bound: float, floor: float | None = None, cap: float = FACT_CAP
+) -> float:
+    """The weights of `facts` that match `line` (`low`: it in lowercase; `bound`: their weights' sum), summed
+    in order; the patterns left are not read once the sum reaches `cap` (FACT_CAP: all a fact counts for),
+    nor once they could not lift it to `floor` (it would lose: the sum returned is then below `floor` too)."""
     total = 0.0
-    left = sum(weight for _, weight in facts)
+    left = bound
     for test, weight in facts:
         left -= weight
         if test(line, low):
@@ -191,12 +215,12 @@ def _weight(line: str, low: str, facts: _Facts, floor: float | None = None, cap:
 
 def fact_weight(line: str) -> float:
     """How much of a fact one line carries (the sum of _FACT_WEIGHTS it matches; 0 for an empty line)."""
-    facts, low = _facts_in(line)
-    return _weight(line, low, facts, cap=math.inf)
+    facts, bound, low = _facts_in(line)
+    return _weight(line, low, facts, bound, cap=math.inf)
 
 
 def errorish(line: str) -> bool:
-    """Whether the line names something that went wrong (`_ERRORISH`), its keys tested first (`_FACT_KEYS`)."""
+    """Whether the line names something that went wrong (`_ERRORISH`), its keys tested first (`_keys_held`)."""
     if not line.isascii():
         return _ERRORISH.search(line) is not None
     low = line.lower()
@@ -224,6 +248,10 @@ class Match(NamedTuple):
     end: int
     term: int  # the query term's index
     weight: float  # a word that names a kind of work ("error") weighs half
+
+
+def _start(match: Match) -> int:
+    return match.start
 
 
 def matches(query: Query, low: str) -> list[Match]:
@@ -278,13 +306,19 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
     """The (start, end) of the line whose matches and fact score highest (only lines with a match are read;
     the fact of those only that could still win: a term outweighs any fact)."""
     lines: dict[int, tuple[int, int, dict[int, float]]] = {}  # line start -> (end, first match, term -> weight)
-    for f in found:
-        start = text.rfind("\n", 0, f.start) + 1
-        if start not in lines:
-            end = text.find("\n", f.start)
-            lines[start] = (len(text) if end < 0 else end, f.start, {})
-        terms = lines[start][2]
-        terms[f.term] = max(terms.get(f.term, 0.0), f.weight * (0.5 if f.term in shown else 1.0))
+    end = -1
+    terms: dict[int, float] = {}
+    for f in found:  # in text order: a line's matches one after another
+        at = f.start
+        if at > end:  # past the line of the match before
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            terms = {}
+            lines[start] = (end, at, terms)
+        weight = f.weight * (0.5 if f.term in shown else 1.0)
+        if terms.get(f.term, 0.0) < weight:
+            terms[f.term] = weight
     scored = [(2.0 * sum(terms.values()) - start / SCAN_CHARS, start, end, first) for start, (end, first, terms)
               in lines.items()]  # fmt: skip
     top = max(score for score, *_ in scored)
@@ -303,11 +337,11 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
         if _EMPTY.match(text[start:end]):
             continue
         near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
-        facts, low = _facts_in(near)
+        facts, bound, low = _facts_in(near)
         floor = None if best is None else best[0] - score - cause - _EPSILON  # the least fact that could win
-        if floor is not None and min(sum(w for _, w in facts), FACT_CAP) < floor:
+        if floor is not None and min(bound, FACT_CAP) < floor:
             continue  # not even with every fact it may hold (the regexes are not read)
-        fact = min(_weight(near, low, facts, floor), FACT_CAP)
+        fact = min(_weight(near, low, facts, bound, floor), FACT_CAP)
         total = score + fact + (cause if why and CONCLUSION.search(near) else 0.0)
         if best is None or total > best[0] or (total == best[0] and order < best[1]):
             best = (total, order, start, end)
@@ -321,11 +355,11 @@ def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
         if n >= lines or (best is not None and best[0] >= FACT_CAP - n * 0.002):
             break  # no line from here on can score more than the best one
         line = m.group()
-        facts, low = _facts_in(line)
+        facts, bound, low = _facts_in(line)
         floor = None if best is None else best[0] + n * 0.002 - _EPSILON  # the least fact that could win
-        if not facts or (floor is not None and min(sum(w for _, w in facts), FACT_CAP) < floor):
+        if not facts or (floor is not None and min(bound, FACT_CAP) < floor):
             continue  # no fact, or not enough of one with every fact it may hold (the regexes are not read)
-        score = min(_weight(line, low, facts, floor), FACT_CAP) - n * 0.002
+        score = min(_weight(line, low, facts, bound, floor), FACT_CAP) - n * 0.002
         if score > 0 and (best is None or score > best[0]):
             best = (score, *m.span())
     return None if best is None else (best[1], best[2])
@@ -356,10 +390,15 @@ def _window(text: str, line: tuple[int, int], found: list[Match], limit: int) ->
         start += 1
     if end - start <= limit:
         return start, _word_end(text, min(len(text), start + limit), start)
-    inside = [f for f in found if start <= f.start < end]
+    inside = found[bisect_left(found, start, key=_start) : bisect_left(found, end, key=_start)]
     lo = start
     if inside:
-        held = [(sum(1 for g in inside if f.start <= g.start and g.end <= f.start + limit), -f.start) for f in inside]
+        starts = [f.start for f in inside]
+        held = []  # (the matches within `limit` of one, from it on; its start negated)
+        for f in inside:
+            reach = f.start + limit
+            at = bisect_left(starts, f.start)
+            held.append((sum(1 for g in inside[at : bisect_left(starts, reach, at)] if g.end <= reach), -f.start))
         first = -max(held)[1]
         lo = _word_start(text, max(start, first - limit // 4), start)
     return lo, _word_end(text, min(end, lo + limit), lo)
@@ -383,7 +422,8 @@ def _collapse(content: str, lo: int, hi: int, found: list[Match]) -> tuple[str, 
     """content[lo:hi] with each whitespace run as one space (none at its ends), an ellipsis where it was
     cut, and the spans of the matches inside it, in the new text's offsets."""
     seg = content[lo:hi]
-    runs = [m.span() for m in _SPACE.finditer(seg)]
+    inside = found[bisect_left(found, lo, key=_start) : bisect_left(found, hi, key=_start)]
+    runs = [m.span() for m in _SPACE.finditer(seg)] if inside else []
 
     def moved(p: int) -> int:  # where seg[p] (not a space) lands
         removed = 0
@@ -397,8 +437,8 @@ def _collapse(content: str, lo: int, hi: int, found: list[Match]) -> tuple[str, 
     head = ELLIPSIS if lo > 0 else ""
     tail = ELLIPSIS if hi < len(content) else ""
     spans: list[Span] = []
-    for f in found:
-        if f.start < lo or f.end > hi or seg[f.start - lo].isspace() or seg[f.end - 1 - lo].isspace():
+    for f in inside:
+        if f.end > hi or seg[f.start - lo].isspace() or seg[f.end - 1 - lo].isspace():
             continue
         s, e = moved(f.start - lo), moved(f.end - 1 - lo) + 1
         if 0 <= s < e <= len(text):
