@@ -261,9 +261,13 @@ def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
     ids = [h.id for h in hits if h.id]
     if not ids:
         return
-    has_author = conn.execute("SELECT 1 FROM pragma_table_info('observations') WHERE name = 'author'").fetchone()
+    have = {
+        r[0]
+        for r in conn.execute("SELECT name FROM pragma_table_info('observations') WHERE name IN ('author', 'agent')")
+    }  # one read of the schema for both (migrations m011 and m012)
     rows = conn.execute(
-        f"SELECT o.id, {'o.author' if has_author else 'NULL'}, {agent_column(conn, 'o')} FROM observations o"
+        f"SELECT o.id, {'o.author' if 'author' in have else 'NULL'}, {'o.agent' if 'agent' in have else 'NULL'}"
+        " FROM observations o"
         f" WHERE o.id IN ({','.join('?' * len(ids))})",
         ids,
     ).fetchall()

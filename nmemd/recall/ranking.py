@@ -116,7 +116,8 @@ def rank(
     # Two passes: title, path and command for every candidate, with the prompt of its turn (a terse
     # command that its turn asked for is not cut here), then the content of the best of them (content
     # is most of the bytes a row holds, and reading it is most of a search's time).
-    short = {rowid: _count(query, _short_fields(r), unsaid=unsaid) for rowid, r in rows.items()}
+    seen: dict[str, _Counts] = {}
+    short = {rowid: _count(query, _short_fields(r), unsaid=unsaid, seen=seen) for rowid, r in rows.items()}
     words = query.word_indexes
     lacking = {  # rows that may lack a word: only for those does their turn's prompt count (`_score`)
         rowid: r
@@ -194,40 +195,66 @@ class _Counted:
     near: list[float] = field(default_factory=list)  # by `Query.neighbours`: the pair standing together
 
 
+# A field's text counted once (`_counts`): its length, each term's count as (term, PART_WEIGHT or not, count),
+# and each neighbour pair's count (standing together).
+_Counts = tuple[int, tuple[tuple[int, bool, float], ...], tuple[tuple[int, int], ...]]
+
+
 def _count(
-    query: Query, fields: Iterable[tuple[float, str | None]], into: _Counted | None = None, unsaid: str = ""
+    query: Query,
+    fields: Iterable[tuple[float, str | None]],
+    into: _Counted | None = None,
+    unsaid: str = "",
+    seen: dict[str, _Counts] | None = None,
 ) -> _Counted:
     """Each term's weighted frequency in `fields` ((weight, text) pairs), added to `into`'s, less what
     the text `unsaid` holds (`unsaid`). A word inside an identifier (clientId, skypilot-simple) counts
-    PART_WEIGHT of a word standing alone."""
-    neighbours = query.neighbours
+    PART_WEIGHT of a word standing alone. `seen`: texts counted already in this search, by text (rows
+    repeat titles, folders and commands)."""
     if into is None:
-        counted = _Counted([0.0] * len(query.terms), 0, [0.0] * len(neighbours))
+        counted = _Counted([0.0] * len(query.terms), 0, [0.0] * len(query.neighbours))
     else:
         counted = _Counted(list(into.tf), into.length, list(into.near))
-    tf = counted.tf
+    tf, near = counted.tf, counted.near
     for w, text in fields:
         if not text:
             continue
-        raw = text[:SCORED_CHARS]
-        low = raw.lower()
-        if unsaid and unsaid in low:
-            raw = _without(unsaid).sub("/", raw)
-            low = raw.lower()
-        counted.length += len(low)
-        here = [0] * len(query.terms)
-        for i, term in enumerate(query.terms):
-            n = term.count(low)
-            if n:
-                parts = min(n, term.kebab_parts(low)) if term.camel and "-" in low else 0
-                tf[i] += w * (min(n, 20) - (1 - PART_WEIGHT) * min(parts, 20))
-                here[i] = n
-            elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
-                tf[i] += PART_WEIGHT * w * min(n, 20)  # `createServerClient` holds "client"
-        for k, (i, j, together) in enumerate(neighbours):
-            if here[i] and here[j] and (n := occurrences(together, low)):
-                counted.near[k] += w * min(n, 20)
+        counts = None if seen is None else seen.get(text)
+        if counts is None:
+            counts = _counts(query, text, unsaid)
+            if seen is not None:
+                seen[text] = counts
+        length, terms, pairs = counts
+        counted.length += length
+        for i, whole, n in terms:
+            tf[i] += w * n if whole else PART_WEIGHT * w * n
+        for k, m in pairs:
+            near[k] += w * m
     return counted
+
+
+def _counts(query: Query, text: str, unsaid: str) -> _Counts:
+    """One field's counts for `_count`, before its weight applies."""
+    raw = text[:SCORED_CHARS]
+    low = raw.lower()
+    if unsaid and unsaid in low:
+        raw = _without(unsaid).sub("/", raw)
+        low = raw.lower()
+    terms: list[tuple[int, bool, float]] = []
+    here = [0] * len(query.terms)
+    for i, term in enumerate(query.terms):
+        n = term.count(low)
+        if n:
+            parts = min(n, term.kebab_parts(low)) if term.camel and "-" in low else 0
+            terms.append((i, True, min(n, 20) - (1 - PART_WEIGHT) * min(parts, 20)))
+            here[i] = n
+        elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
+            terms.append((i, False, min(n, 20)))  # `createServerClient` holds "client"
+    pairs: list[tuple[int, int]] = []
+    for k, (i, j, together) in enumerate(query.neighbours):
+        if here[i] and here[j] and (n := occurrences(together, low)):
+            pairs.append((k, min(n, 20)))
+    return len(low), tuple(terms), tuple(pairs)
 
 
 @lru_cache(maxsize=64)

@@ -114,83 +114,143 @@ def _plain(pattern: re.Pattern[str]) -> _Test:
     return lambda line, low: pattern.search(line) is not None
 
 
-def _lowered(pattern: re.Pattern[str]) -> _Test:
-    """A case-insensitive pattern as a case-sensitive one over the lowercase line: on an ASCII line the same
+def _low(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """A case-insensitive pattern as a case-sensitive one for the lowercase line: on an ASCII line the same
     answer (IGNORECASE folds ASCII letters as `lower()` does), in half the time."""
     assert pattern.flags & re.IGNORECASE and not re.search(r"\\[A-Z]", pattern.pattern)  # no \W, \S, \D to lower
-    low_pattern = re.compile(pattern.pattern.removeprefix("(?i)").lower())
+    return re.compile(pattern.pattern.removeprefix("(?i)").lower())
+
+
+def _lowered(pattern: re.Pattern[str]) -> _Test:
+    """`_low(pattern)` read over the lowercase line."""
+    low_pattern = _low(pattern)
     return lambda line, low: low_pattern.search(low) is not None
+
+
+def _at_keys(pattern: re.Pattern[str], keys: tuple[str, ...]) -> _Test:
+    """`_low(pattern)` tried only where one of `keys` stands in the lowercase line, and one character before
+    (`[a-z]Error`): the same answer when every match of the pattern starts there (each alternative of
+    _ERRORISH begins with one of its keys), without the regex engine trying each alternative at every
+    character of the line (its alternatives start with `\\b`: it has no first character to look for)."""
+    low_pattern = _low(pattern)
+    match = low_pattern.match
+
+    def test(line: str, low: str) -> bool:
+        for key in keys:
+            at = low.find(key)
+            while at >= 0:
+                if match(low, at) is not None or (at and match(low, at - 1) is not None):
+                    return True
+                at = low.find(key, at + 1)
+        return False
+
+    return test
+
+
+_CAPITAL: Final = ("A-Z",)  # `_split`'s key for an alternative that needs a capital letter (`low != line`)
 
 
 def _split(*parts: tuple[tuple[str, ...] | None, str]) -> _Test:
     """A pattern as its alternatives, each searched alone and only in a line that holds one of its keys (None:
-    no key): the same answer as the whole pattern at a fraction of its cost (an alternation is tried at
-    every position, and a word-long run that must end in an underscore backtracks through every word)."""
+    no key; _CAPITAL: a capital letter): the same answer as the whole pattern at a fraction of its cost (an
+    alternation is tried at every position, and a word-long run that must end in an underscore backtracks
+    through every word)."""
     compiled = tuple((keys, re.compile(pattern)) for keys, pattern in parts)
 
     def test(line: str, low: str) -> bool:
         for keys, pattern in compiled:
-            if (keys is None or any(map(line.__contains__, keys))) and pattern.search(line) is not None:
+            if keys is _CAPITAL:
+                if low == line:
+                    continue
+            elif keys is not None and not any(map(line.__contains__, keys)):
+                continue
+            if pattern.search(line) is not None:
                 return True
         return False
 
     return test
 
 
-# How each pattern of _FACT_WEIGHTS is read on an ASCII line: the same answer, cheaper. _CODE, _PATH and
-# _IDENT alternative by alternative; tests/unit/test_snippets.py checks that each agrees with its pattern.
-_ERRORISH_ASCII: Final = _lowered(_ERRORISH)
-_ASCII_TESTS: Final = (
-    _ERRORISH_ASCII,
-    _lowered(CONCLUSION),
-    _split(
-        (_DIGITS, r"\b[A-Z]{1,5}\d{2,6}\b"),
-        (("_",), r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b"),
-        (("Error",), r"\b[A-Z]\w*Error\b"),
-        (("Exception",), r"\b[A-Z]\w*Exception\b"),
-        (("CVE-",), r"\bCVE-\d{4}-\d+\b"),
-    ),
-    _split(
-        (("/",), r"[\w.@~-]/[\w.@-]"),  # a folder's last character, its slash, the next name's first
-        ((".",), r"\b[\w-]+\.[a-z]{1,5}\b"),  # tsx, json, yaml and toml are [a-z]{1,5} too
-    ),
-    _plain(_COMMAND),
-    _split(
-        (None, r"\b[a-z]+[A-Z]"),  # its `\w*` may match nothing
-        (("_",), r"\w_\w"),  # a word with an underscore inside it
-        (("::",), r"\b\w+(?:::\w+)+"),
-        (("@",), r"@[\w-]+/[\w.-]+"),
-        (("@",), r"\b\w+@\d"),
-    ),
-    _plain(_NUMBER),
-)
-_Facts = tuple[tuple[_Test, float], ...]
-# By the bits of `_keys_held`: the tests that may match, in order, and their weights' sum (the most they add up to).
-_BY_KEYS: Final[tuple[tuple[_Facts, float], ...]] = tuple(
-    (facts, sum(weight for _, weight in facts))
-    for facts in (
-        tuple(
-            (test, weight)
-            for bit, (test, (_, weight)) in enumerate(zip(_ASCII_TESTS, _FACT_WEIGHTS, strict=True))
-            if keys >> bit & 1
-        )
-        for keys in range(1 << len(_FACT_WEIGHTS))
+_ERRORISH_ASCII: Final = _at_keys(_ERRORISH, _ERRORISH_KEYS)
+_ERRORISH_SIGNS: Final = ("⚠", "✗", "✘", "❌")  # never in an ASCII line
+_ERRORISH_WIDE: Final = _at_keys(_ERRORISH, _ERRORISH_KEYS + _ERRORISH_SIGNS)
+
+
+# An alternative that began with `\b` before a letter begins with the letter, the edge checked behind it
+# (`[A-Z](?<!\w[A-Z])` is `\b[A-Z]`): the regex engine then skips to the letters it may start at, where it
+# tried every character; and a test of a word beside a sign (`\w_\w`) starts at the sign.
+def _tests(wide: bool) -> tuple[_Test, ...]:
+    """The tests of _FACT_WEIGHTS' patterns, for an ASCII line or (`wide`) any other: its error signs (⚠) and
+    a code's digits of any script (`\\d`) have no key."""
+    return (
+        _ERRORISH_WIDE if wide else _ERRORISH_ASCII,
+        _lowered(CONCLUSION),
+        _split(
+            (None if wide else _DIGITS, r"[A-Z](?<!\w[A-Z])[A-Z]{0,4}\d{2,6}\b"),
+            (("_",), r"[A-Z](?<!\w[A-Z])[A-Z0-9]*_[A-Z0-9_]+\b"),
+            (("Error",), r"[A-Z](?<!\w[A-Z])\w*Error\b"),
+            (("Exception",), r"[A-Z](?<!\w[A-Z])\w*Exception\b"),
+            (("CVE-",), r"C(?<!\wC)VE-\d{4}-\d+\b"),
+        ),
+        _split(
+            (("/",), r"/(?<=[\w.@~-]/)[\w.@-]"),  # a folder's last character, its slash, the next name's first
+            ((".",), r"\b[\w-]+\.[a-z]{1,5}\b"),  # tsx, json, yaml and toml are [a-z]{1,5} too
+        ),
+        _plain(_COMMAND),
+        _split(
+            (_CAPITAL, r"[a-z](?<!\w[a-z])[a-z]*[A-Z]"),  # `\b[a-z]+[A-Z]`: its `\w*` may match nothing
+            (("_",), r"_(?<=\w_)\w"),  # a word with an underscore inside it
+            (("::",), r"::(?<=\w::)\w"),  # `\b\w+(?:::\w+)+`: a word's end before `::` follows a word's start
+            (("@",), r"@[\w-]+/[\w.-]+"),
+            (("@",), r"@(?<=\w@)\d"),  # `\b\w+@\d`
+        ),
+        _plain(_NUMBER),
     )
-)
-_ANY_LINE: Final = tuple((_plain(pattern), weight) for pattern, weight in _FACT_WEIGHTS)
-_ANY_BOUND: Final = sum(weight for _, weight in _ANY_LINE)
+
+
+_ASCII_TESTS: Final = _tests(wide=False)
+_Facts = tuple[tuple[_Test, float], ...]
+
+
+# By the bits of `_keys_held`: the tests that may match, in order, and their weights' sum (the most they add up to).
+def _by_keys(tests: tuple[_Test, ...]) -> tuple[tuple[_Facts, float], ...]:
+    """By the bits of `_keys_held`: the tests that may match, in order, and their weights' sum (the most they
+    add up to)."""
+    return tuple(
+        (facts, sum(weight for _, weight in facts))
+        for facts in (
+            tuple(
+                (test, weight)
+                for bit, (test, (_, weight)) in enumerate(zip(tests, _FACT_WEIGHTS, strict=True))
+                if keys >> bit & 1
+            )
+            for keys in range(1 << len(_FACT_WEIGHTS))
+        )
+    )
+
+
+_BY_KEYS: Final = _by_keys(_ASCII_TESTS)
+_BY_KEYS_WIDE: Final = _by_keys(_tests(wide=True))
+_NUMBER_KEY: Final = 64  # `_keys_held`'s bit of _NUMBER: `\d` is a digit of any script
+# What IGNORECASE matches to an ASCII letter and `lower()` does not make one (a dotted and a dotless i, a
+# long s), or makes two characters of (`İ`) or a letter of (the Kelvin sign), in Python's `re`: as that
+# letter, a line lowercased reads as the case-insensitive pattern reads the line (tests/unit/test_snippets.py).
+_FOLDS: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 
 
 def _facts_in(line: str) -> tuple[_Facts, float, str]:
     """The patterns of _FACT_WEIGHTS that may match `line` (it holds their keys), in order, as tests; none for
     an empty line. Their weights' sum, which bounds the line's `fact_weight`. And the line in lowercase (the
-    tests read it)."""
+    tests read it; a line with other than ASCII, its letters folded as IGNORECASE folds them: `_FOLDS`)."""
     if _EMPTY.match(line):
         return (), 0, line
-    if not line.isascii():
-        return _ANY_LINE, _ANY_BOUND, line
-    low = line.lower()
-    facts, bound = _BY_KEYS[_keys_held(line, low)]
+    if line.isascii():
+        low = line.lower()
+        facts, bound = _BY_KEYS[_keys_held(line, low)]
+    else:
+        low = line.translate(_FOLDS).lower()
+        signs = 1 if any(map(line.__contains__, _ERRORISH_SIGNS)) else 0  # _ERRORISH's bit
+        facts, bound = _BY_KEYS_WIDE[_keys_held(line, low) | signs | _NUMBER_KEY]
     return facts, bound, low
 
 
@@ -224,7 +284,7 @@ def errorish(line: str) -> bool:
     if not line.isascii():
         return _ERRORISH.search(line) is not None
     low = line.lower()
-    return any(map(low.__contains__, _ERRORISH_KEYS)) and _ERRORISH_ASCII(line, low)
+    return _ERRORISH_ASCII(line, low)
 
 
 def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:

@@ -122,7 +122,9 @@ _PIECES = [
     "root cause", "we'll use", "i chose", "TypeError", "IOException", "xError", "TS18004", "N818", "CVE-2025-1",
     "SUBMODULE_TOKEN", "src/a.py", "a.tsx", "x.json", "~/.config/x", "`ls -la`", "`x`", "$ ", "> ", "command: ",
     "fooBar", "snake_case", "a::b", "@scope/pkg", "pkg@1.2", "12", "3.14", "10:30", ":8080", "7",
-    "İnvalid", "ſolution", "\u212anown", "⚠", "✗", "é", " ", "  ", "\t", "-", ".", "/", ":", "_", "'", "`", "(", "#",
+    "İnvalid", "ſolution", "\u212anown", "ınvalid", "ſ", "ı", "⚠", "✗", "✘", "❌", "é",
+    "٣", "AB٣٣", "CVE-٢٠٢٥-1",  # digits of another script: `\d` reads them
+    " ", "  ", "\t", "-", ".", "/", ":", "_", "'", "`", "(", "#",
     "====", "exit code 1",
     # the alternatives _CODE, _PATH and _IDENT are read one by one (`snippets._split`), and their edges
     "a_", "_b", "x__", "__init__", "A_B", "AB12", "ABCDEF123", "Ab", "aB", "ab", "-.py", "a-.md", "x.toolong",
