@@ -2,14 +2,19 @@
 
 For every case: the client exits 0 silently within its timeout; the daemon stays up,
 logs the problem, stores the next valid event, and leaves the stored data untouched
-(tables only grow by the valid events sent).
+(tables only grow by the valid events sent). The cases share one seeded daemon per worker,
+so each also proves the daemon came through every hostile input sent before it; each takes
+its own baseline of the rows and the log when it starts.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +23,7 @@ from pathlib import Path
 import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
+from support.env import UNSET_FOR_TESTS, isolated_env, remove_fallbacks
 from support.fixtures import hook_bodies
 from support.helpers import (
     connect,
@@ -99,9 +105,11 @@ def _snapshot(db: Path, exclude: set[str] = frozenset()) -> dict[str, list[tuple
 class Harness:
     """A seeded daemon plus the before/after bookkeeping every case needs."""
 
-    def __init__(self, daemon: Daemon):
+    def __init__(self, daemon: Daemon, env: dict[str, str]):
         self.daemon = daemon
+        self.env = env  # the daemon's NMEM_HOME and socket, for the hook clients a case runs
         self.valid: set[str] = set()
+        self.others: set[str] = set()  # sessions a case stored beside its valid events
         self.log_offset = 0
         self.before: dict[str, list[tuple[object, ...]]] = {}
         self.events_before = 0
@@ -112,24 +120,34 @@ class Harness:
             for body in bodies:
                 s.sendall(protocol.encode_request(protocol.KIND_HOOK, new_id().encode(), body))
                 assert read_reply(s)[0] == b"OK"
-        self.events_before = count(self.daemon.db, "events")
-        assert self.events_before == len(bodies)
+        assert count(self.daemon.db, "events") == len(bodies)
+        self.baseline()
+
+    def baseline(self) -> None:
+        """What a case must leave as it found it: every row so far, and the log's length."""
         # Stop/SessionEnd summaries are written after their ack: the baseline waits for them.
         wait_until(
             lambda: (f := ping(self.daemon.socket)) is not None and f["post_commit_pending"] == 0,
             10,
             "session summaries written",
         )
+        wait_until(lambda: count(self.daemon.db, "inbox") == 0, 10, "inbox drained")
+        self.valid, self.others = set(), set()
+        self.events_before = count(self.daemon.db, "events")
         self.before = _snapshot(self.daemon.db)
         self.log_offset = len(log_text(self.daemon.home))
 
     def new_log(self) -> str:
         return log_text(self.daemon.home)[self.log_offset :]
 
+    def send(self, body: bytes) -> subprocess.CompletedProcess[bytes]:
+        """The real hook client, pointed at this daemon."""
+        return run_send(body, env=self.env)
+
     def send_valid(self) -> str:
         """The next valid event, through the real client: it must be stored."""
         marker = f"valid-{new_id()[:12]}"
-        done = run_send(payload(marker))
+        done = self.send(payload(marker))
         assert done.returncode == 0 and done.stderr == b""
         self.valid.add(marker)
         wait_until(
@@ -155,20 +173,44 @@ class Harness:
         assert len(new) == len(self.valid) + extra_events, f"unexpected events stored: {new}"
         for marker in self.valid:
             assert count(d.db, "events", "session_id = ?", (marker,)) == 1
-        after = _snapshot(d.db, exclude=self.valid | {"big"})
+        after = _snapshot(d.db, exclude=self.valid | self.others)
         assert after == self.before, "pre-existing rows changed"
         integrity_ok(d.db)
 
 
-@pytest.fixture
-def harness(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    daemon.env["NMEM_READ_TIMEOUT_S"] = str(READ_TIMEOUT_S)
+def _start(daemon: Daemon) -> Harness:
+    """Start `daemon`, draining its inbox quickly, and seed it."""
     daemon.env["NMEM_INBOX_DRAIN_INTERVAL_S"] = "0.2"
-    monkeypatch.setenv("NMEM_TIMEOUT_MS", str(CLIENT_TIMEOUT_MS))
     daemon.start()
-    h = Harness(daemon)
+    h = Harness(daemon, {"NMEM_HOME": str(daemon.home), "NMEM_SOCKET": daemon.socket})
     h.seed()
-    yield h
+    return h
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    """One seeded daemon for this worker's cases (its start and seeding cost more than most cases)."""
+    root, short = tmp_path_factory.mktemp("badinput"), tempfile.mkdtemp(prefix="nm", dir="/tmp")
+    env = isolated_env(root, short)
+    daemon = Daemon(env, short)
+    for key in UNSET_FOR_TESTS:
+        daemon.env.pop(key, None)
+    daemon.env["NMEM_READ_TIMEOUT_S"] = str(READ_TIMEOUT_S)
+    try:
+        yield _start(daemon)
+    finally:
+        if daemon.proc is not None:
+            daemon.stop()
+        remove_fallbacks(env["NMEM_HOME"], str(root), short)
+        shutil.rmtree(short, ignore_errors=True)
+
+
+@pytest.fixture
+def harness(seeded: Harness, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    monkeypatch.setenv("NMEM_TIMEOUT_MS", str(CLIENT_TIMEOUT_MS))
+    assert seeded.daemon.proc is not None and seeded.daemon.proc.poll() is None, "an earlier case killed the daemon"
+    seeded.baseline()
+    return seeded
 
 
 # --- payloads through the real client ---------------------------------------------------------
@@ -178,7 +220,7 @@ def harness(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness
 @pytest.mark.parametrize("bad", BAD_PAYLOADS, ids=lambda b: b.name)
 def test_client_survives_bad_payload(harness: Harness, bad: Bad) -> None:
     started = time.monotonic()
-    done = run_send(bad.body)
+    done = harness.send(bad.body)
     elapsed = time.monotonic() - started
     assert done.returncode == 0
     assert done.stderr == b""
@@ -202,7 +244,7 @@ def test_client_20mb_valid_payload_is_stored_once_and_bounded(harness: Harness) 
         }
     ).encode()
     started = time.monotonic()
-    done = run_send(big)
+    done = harness.send(big)
     assert time.monotonic() - started < CLIENT_TIMEOUT_MS / 1000 + 6.0
     assert done.returncode == 0 and done.stderr == b""
     db = harness.daemon.db
@@ -213,6 +255,7 @@ def test_client_20mb_valid_payload_is_stored_once_and_bounded(harness: Harness) 
     )
     longest = db_rows(db, "SELECT max(length(content)), max(length(title)) FROM observations WHERE session_id = 'big'")
     assert longest[0][0] <= 4000 and longest[0][1] <= 200
+    harness.others.add("big")
     harness.send_valid()
     harness.check_intact(extra_events=1)
 
@@ -220,14 +263,11 @@ def test_client_20mb_valid_payload_is_stored_once_and_bounded(harness: Harness) 
 def test_client_frame_over_max_frame_bytes_is_refused_for_good(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
     """ERR too_large is final: the client must not smuggle the refused event in through the inbox."""
     daemon.env["NMEM_MAX_FRAME_BYTES"] = str(8 * MB)
-    daemon.env["NMEM_INBOX_DRAIN_INTERVAL_S"] = "0.2"
     monkeypatch.setenv("NMEM_TIMEOUT_MS", str(CLIENT_TIMEOUT_MS))
-    daemon.start()
-    h = Harness(daemon)
-    h.seed()
+    h = _start(daemon)
     big = json.dumps({"session_id": "big", "hook_event_name": "UserPromptSubmit", "prompt": "y" * (20 * MB)}).encode()
     started = time.monotonic()
-    done = run_send(big)
+    done = h.send(big)
     assert time.monotonic() - started < CLIENT_TIMEOUT_MS / 1000 + 6.0
     assert done.returncode == 0 and done.stderr == b""
     assert re.search(r"refused a \d+-byte frame \(max 8388608\)", h.new_log())
@@ -259,7 +299,7 @@ def test_deeply_nested_tool_input_does_not_crash_anything(harness: Harness) -> N
     assert status in (b"OK", b"ERR"), "the daemon dropped the connection without a reply"
     if status == b"ERR":
         assert reply.split(b" ")[0] == protocol.ERR_INVALID, reply
-    done = run_send(body)
+    done = harness.send(body)
     assert done.returncode == 0 and done.stderr == b""
     harness.send_valid()
     stored = count(harness.daemon.db, "events", "session_id = 'deep'")
