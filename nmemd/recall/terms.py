@@ -182,6 +182,11 @@ class Query:
         return frozenset(range(self.words))
 
     @cached_property
+    def hints(self) -> tuple[str, ...]:
+        """Each term's text in lowercase when it is a hint word ("edit", "error"), else "" (ranking asks per row)."""
+        return tuple(t.text_lower if t.hint else "" for t in self.terms)
+
+    @cached_property
     def neighbours(self) -> tuple[tuple[int, int, tuple[str, re.Pattern[str], bool]], ...]:
         """Pairs of the query's words as they would stand side by side in text, in the query's order,
         with only spaces or punctuation between: "submodule workflow token" in SUBMODULE_TOKEN, "nix

@@ -42,12 +42,12 @@ def named_by_type(query: Query, row_type: str) -> frozenset[int]:
     went wrong when we deployed to update the pages" asks for the failure, not for an edit."""
     if query.asks_why and row_type in _MADE:
         return frozenset()
-    return _named(tuple(t.text_lower if t.hint and t.text_lower not in _NOUNS else "" for t in query.terms), row_type)
+    return _named(query.hints, row_type)
 
 
 @lru_cache(maxsize=1024)
 def _named(words: tuple[str, ...], row_type: str) -> frozenset[int]:
-    return frozenset(i for i, w in enumerate(words) if w and _asks_for(kinds_of(w), row_type))
+    return frozenset(i for i, w in enumerate(words) if w and w not in _NOUNS and _asks_for(kinds_of(w), row_type))
 
 
 def _asks_for(kinds: tuple[str, ...], row_type: str) -> bool:
