@@ -405,12 +405,16 @@ async def measure(dsn: str, corpus: list[list[Record]], rounds: int, timeout_ms:
     hits: dict[str, list[str]] = {}
     failed: list[str] = []
     rnd = random.Random(int(time.time()))
+    cpu: dict[str, list[float]] = {}
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        backend = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+        stat = Path(f"/proc/{backend[0] if backend else 0}/stat")  # the server's process, when it runs here
         for r in range(rounds + warm):
             order = list(asked)
             rnd.shuffle(order)
             for scope, project, author, kind, q in order:
                 key = f"{scope}|{kind}|{q}"
+                c0 = _cpu_ms(stat)
                 t0 = time.perf_counter()
                 try:
                     found = await server_search.search_team(
@@ -421,28 +425,51 @@ async def measure(dsn: str, corpus: list[list[Record]], rounds: int, timeout_ms:
                     if r >= warm:
                         failed.append(f"{key}: {exc}")
                 took = (time.perf_counter() - t0) * 1000
+                used = _cpu_ms(stat) - c0
                 if r >= warm:  # the first rounds warm the caches
                     times.setdefault(key, []).append(took)
-    return {"times": times, "hits": hits, "failed": failed}
+                    cpu.setdefault(key, []).append(used)
+    return {"times": times, "hits": hits, "failed": failed, "cpu": cpu if _cpu_ms(stat) > 0 else {}}
+
+
+def _cpu_ms(stat: Path) -> float:
+    """CPU time the server's backend has used (user + system), in ms: what a search costs the
+    server whatever the machine's load; 0 when the server runs elsewhere."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def report(label: str, result: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
     times: dict[str, list[float]] = result["times"]
+    cpu: dict[str, list[float]] = result.get("cpu", {})
     by_scope: dict[str, list[float]] = {}
     by_kind: dict[str, list[float]] = {}
+    cpu_of: dict[str, list[float]] = {}
     for key, values in times.items():
         scope, kind, _ = key.split("|", 2)
         by_scope.setdefault(scope, []).extend(values)
         by_kind.setdefault(kind, []).extend(values)
+        for name in (scope, kind, "ALL"):
+            cpu_of.setdefault(name, []).extend(cpu.get(key, []))
     every = [v for values in times.values() for v in values]
     by_scope["ALL"] = every
     print(f"\n== {label}: {len(every)} searches")
-    print(f"{'scope / kind':<30} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'>budget':>8}")
+    print(
+        f"{'scope / kind':<30} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'>budget':>8} {'server CPU ms':>14}"
+    )
     stats: dict[str, tuple[float, float, float]] = {}
     for name, values in [*by_scope.items(), *sorted(by_kind.items())]:
         over = sum(v > BUDGET_MS for v in values)
         stats[name] = (percentile(values, 50), percentile(values, 99), max(values))
-        print(f"{name:<30} {len(values):5} {stats[name][0]:8.1f} {stats[name][1]:8.1f} {stats[name][2]:8.1f} {over:8}")
+        used = cpu_of.get(name, [])
+        mean = f"{sum(used) / len(used):14.1f}" if used else f"{'-':>14}"
+        print(
+            f"{name:<30} {len(values):5} {stats[name][0]:8.1f} {stats[name][1]:8.1f} {stats[name][2]:8.1f} {over:8}"
+            f" {mean}"
+        )
         if name == "ALL":
             print()
     slow = sorted(((max(v), k) for k, v in times.items()), reverse=True)[:8]
@@ -709,6 +736,8 @@ def merge(into: dict[str, Any], part: dict[str, Any]) -> None:
         into.setdefault("times", {}).setdefault(key, []).extend(values)
     into.setdefault("hits", {}).update(part["hits"])
     into.setdefault("failed", []).extend(part["failed"])
+    for key, values in part.get("cpu", {}).items():
+        into.setdefault("cpu", {}).setdefault(key, []).extend(values)
 
 
 def compare(base: dict[str, tuple[float, float, float]], mine: dict[str, tuple[float, float, float]]) -> None:
