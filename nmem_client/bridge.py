@@ -6,13 +6,16 @@ which already holds the database. The bridge connects to the daemon's socket
 caller's project, then copies stdin to the socket and the socket to stdout.
 Framing is the daemon's business: both sides speak one JSON-RPC message per line.
 
-But for the handshake: a client offers a server's tools only once `initialize` and
-`tools/list` are answered, and Codex waits about a second for that before it leaves
-the server out of its session, far less than a daemon start and its mcp import take
-on a busy machine. So the bridge answers a legacy `initialize` and `tools/list` itself,
+But for the handshake: a client offers a server's tools only once it is answered, and
+neither Codex (about a second) nor Claude Code (not at all) waits for that as long as a
+daemon start and its mcp import take on a busy machine. So the bridge answers it itself,
 at once, with the daemon's own answers as nmem ships them (`mcp_handshake.json`,
-nmemd/mcp/handshake.py), while the daemon session opens; the client's other lines wait
-for it, behind the bridge's own `initialize` (whose reply the client never sees).
+nmemd/mcp/handshake.py), while the daemon session opens: a legacy `initialize` and
+`tools/list` (Codex), or 2026-07-28 `server/discover`, the three lists and the
+acknowledgement of `subscriptions/listen` (Claude Code). The client's other lines wait
+for the daemon, behind the bridge's own `initialize` in a legacy session; what the
+daemon answers that the bridge already did (that `initialize`, the acknowledgement)
+the client never sees twice.
 
 Exit 0 when either side ends the session; 1 (with one line on stderr) when the
 daemon cannot be reached or refuses.
@@ -163,14 +166,21 @@ HANDSHAKE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_h
 # The id of the `initialize` the bridge sends the daemon for the client (the client's own was answered here).
 OWN_INIT_ID = "nmem-mcp-initialize"
 _OWN_INIT_MARK = b'"' + OWN_INIT_ID.encode() + b'"'
+_ACK_MARK = b'"notifications/subscriptions/acknowledged"'
 _ID_MAX = 2**63 - 1  # the daemon refuses ids past a signed 64-bit integer (nmemd.mcp.transport)
 
 
+ENVELOPE_VERSION = "io.modelcontextprotocol/protocolVersion"  # a 2026-07-28 request's version, in its `_meta`
+
+
 class Handshake:
-    """The daemon's answers to `initialize` (but its `protocolVersion`) and `tools/list`, as nmem ships them."""
+    """The daemon's answers as nmem ships them: to the legacy `initialize` (but its `protocolVersion`) and
+    `tools/list`; to the 2026-07-28 requests a client sends before it offers the tools (`modern`: by version,
+    by method)."""
 
     def __init__(self, versions: list[str], latest: str, initialize: dict[str, object], tools: dict[str, object]):
         self.versions, self.latest, self.initialize, self.tools = versions, latest, initialize, tools
+        self.modern: dict[str, dict[str, object]] = {}
 
 
 def load_handshake() -> Handshake | None:
@@ -181,25 +191,36 @@ def load_handshake() -> Handshake | None:
         with open(HANDSHAKE_FILE, "rb") as f:
             data = json.loads(f.read())
         versions, latest = list(data["versions"]), str(data["latest"])
-        return Handshake(versions, latest, dict(data["initialize"]), dict(data["tools/list"]))
-    except (OSError, ValueError, TypeError, KeyError):
+        found = Handshake(versions, latest, dict(data["initialize"]), dict(data["tools/list"]))
+        found.modern = {str(version): dict(results) for version, results in dict(data.get("modern", {})).items()}
+        return found
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
 
-def _request(line: bytes, method: str) -> dict[str, object] | None:
-    """`line` when it is a JSON-RPC request for `method` with an id the daemon would accept, else None."""
+def _request(line: bytes, method: str | None = None) -> dict[str, object] | None:
+    """`line` when it is a JSON-RPC request (for `method`, if given) with an id the daemon would accept."""
     import json
 
     try:
         msg = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") != method:
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
+        return None
+    if method is not None and msg["method"] != method:
         return None
     rid = msg.get("id")
     if isinstance(rid, str) or (type(rid) is int and -_ID_MAX - 1 <= rid <= _ID_MAX):
         return msg
     return None
+
+
+def modern_version(msg: dict[str, object]) -> object:
+    """The 2026-07-28 protocol version a request names in its `_meta` (None for a legacy one)."""
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get(ENVELOPE_VERSION) if isinstance(meta, dict) else None
 
 
 def _reply(rid: object, result: dict[str, object]) -> bytes:
@@ -238,7 +259,48 @@ def local_tools_list(line: bytes, handshake: Handshake) -> bytes | None:
     return _reply(msg["id"], handshake.tools)
 
 
-FIRST, LOCAL, PUMP = 0, 1, 2  # the client's lines: the first one not seen yet; handshake answered here; bytes
+def local_modern(msg: dict[str, object], handshake: Handshake) -> bytes | None:
+    """The reply to a 2026-07-28 request the shipped handshake answers (a list's first page), else None."""
+    version = modern_version(msg)
+    results = handshake.modern.get(version) if isinstance(version, str) else None
+    result = results.get(str(msg["method"])) if results else None
+    params = msg.get("params")
+    if not isinstance(result, dict) or not isinstance(params, dict) or params.get("cursor") is not None:
+        return None
+    return _reply(msg["id"], result)
+
+
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+_LIST_CHANGES = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+
+
+def local_ack(msg: dict[str, object]) -> bytes | None:
+    """For a `subscriptions/listen`: its acknowledgement as the daemon's server sends it first (every kind
+    asked for is honored, mcp's `_honored_subset`; nmem never changes its lists), else None."""
+    import json
+
+    params = msg.get("params")
+    asked = params.get("notifications") if isinstance(params, dict) else None
+    if msg["method"] != "subscriptions/listen" or not isinstance(asked, dict):
+        return None
+    uris = asked.get("resourceSubscriptions")
+    if uris is not None and not (isinstance(uris, list) and all(isinstance(u, str) for u in uris)):
+        return None
+    honored: dict[str, object] = {key: True for key in _LIST_CHANGES if asked.get(key)}
+    if uris:
+        honored["resourceSubscriptions"] = uris
+    note = {
+        "jsonrpc": "2.0",
+        "method": ACKNOWLEDGED,
+        "params": {"_meta": {SUBSCRIPTION_ID: msg["id"]}, "notifications": honored},
+    }
+    return json.dumps(note, separators=(",", ":")).encode() + b"\n"
+
+
+# The client's lines: the first one not seen yet; a legacy handshake answered here; a 2026-07-28 session
+# (each request names its version) answered here; bytes. The middle two until the daemon's session is open.
+FIRST, LEGACY, MODERN, PUMP = 0, 1, 2, 3
 
 
 class Relay:
@@ -255,6 +317,7 @@ class Relay:
         self.phase = FIRST
         self.handshake: Handshake | None = None
         self.own_init_pending = True  # until known that no own `initialize` went (or its reply came back)
+        self.acked: set[object] = set()  # subscriptions acknowledged here whose daemon's acknowledgement is due
 
     # the client -> the daemon (the stdin thread)
 
@@ -281,7 +344,7 @@ class Relay:
 
     def _from_client(self, data: bytes) -> bytes:
         """Handle what the client wrote; return the start of a line still to come."""
-        while self.phase == FIRST or (self.phase == LOCAL and self.sock is None):
+        while self.phase == FIRST or (self.phase in (LEGACY, MODERN) and self.sock is None):
             end = data.find(b"\n")
             if end < 0:
                 return data
@@ -293,22 +356,52 @@ class Relay:
     def _line(self, line: bytes) -> None:
         if self.phase == FIRST:
             self.handshake = load_handshake()
-            answered = local_initialize(line, self.handshake) if self.handshake else None
-            if answered is None:
+            if self.handshake is None:
                 self.phase, self.own_init_pending = PUMP, False
                 self._send(line)
-                return
-            reply, own = answered
-            self.phase = LOCAL
-            self.write(reply)
-            self._send(own)
+            else:
+                self.phase = self._first(line, self.handshake)
             return
-        assert self.handshake is not None
-        listed = local_tools_list(line, self.handshake)
+        listed = None
+        if self.phase == LEGACY and self.handshake is not None:
+            listed = local_tools_list(line, self.handshake)
+        elif self.phase == MODERN and self.handshake is not None:
+            msg = _request(line)
+            if msg is not None:
+                self._modern(line, msg, self.handshake)
+                return
         if listed is None:
             self._send(line)
         else:
             self.write(listed)
+
+    def _modern(self, line: bytes, msg: dict[str, object], handshake: Handshake) -> None:
+        """A 2026-07-28 request: answered here, acknowledged here and sent on, or sent on."""
+        listed = local_modern(msg, handshake)
+        if listed is not None:
+            self.write(listed)
+            return
+        ack = local_ack(msg)
+        if ack is not None:
+            self.acked.add(msg["id"])  # before the daemon can see the request: its acknowledgement is dropped
+            self.write(ack)
+        self._send(line)
+
+    def _first(self, line: bytes, handshake: Handshake) -> int:
+        """Handle the client's first line; the phase it starts."""
+        answered = local_initialize(line, handshake)
+        if answered is not None:
+            reply, own = answered
+            self.write(reply)
+            self._send(own)
+            return LEGACY
+        self.own_init_pending = False
+        msg = _request(line)
+        if msg is None or modern_version(msg) not in handshake.modern:
+            self._send(line)
+            return PUMP
+        self._modern(line, msg, handshake)
+        return MODERN
 
     def _send(self, data: bytes) -> None:
         with self.lock:
@@ -368,36 +461,46 @@ class Relay:
             return 1
 
     def _deliver(self, data: bytes) -> bytes:
-        """Write the daemon's bytes to the client (unbuffered: each reply as it arrives) but the reply to the
-        bridge's own `initialize`; return the start of a line still to come while that reply is awaited."""
-        if not self.own_init_pending:
+        """Write the daemon's bytes to the client (unbuffered: each reply as it arrives) but what the bridge
+        already answered (the reply to its own `initialize`, an acknowledgement sent here); return the start
+        of a line still to come while one of those is awaited."""
+        if not self.own_init_pending and not self.acked:
             self.write(data)
             return b""
         end = data.rfind(b"\n") + 1
         for line in data[:end].split(b"\n")[:-1]:
-            if self.own_init_pending and _OWN_INIT_MARK in line and self._is_own_init_reply(line):
-                self.own_init_pending = False
-                continue
-            self.write(line + b"\n")
-        if self.own_init_pending:
+            if not self._answered_here(line):
+                self.write(line + b"\n")
+        if self.own_init_pending or self.acked:
             return data[end:]
         self.write(data[end:])
         return b""
 
-    @staticmethod
-    def _is_own_init_reply(line: bytes) -> bool:
+    def _answered_here(self, line: bytes) -> bool:
+        """Whether `line` is the daemon's copy of what the client already got from the bridge."""
         import json
 
+        own = self.own_init_pending and _OWN_INIT_MARK in line
+        if not own and not (self.acked and _ACK_MARK in line):
+            return False
         try:
             msg = json.loads(line)
         except (ValueError, RecursionError):
             return False
-        if not isinstance(msg, dict) or msg.get("id") != OWN_INIT_ID or "method" in msg:
+        if not isinstance(msg, dict):
             return False
-        error = msg.get("error")
-        if error is not None:  # the session cannot work: say why once
-            sys.stderr.write(f"nmem-mcp: nmemd refused the session's initialize: {str(error)[:300]}\n")
-        return True
+        if own and msg.get("id") == OWN_INIT_ID and "method" not in msg:
+            self.own_init_pending = False
+            if msg.get("error") is not None:  # the session cannot work: say why once
+                sys.stderr.write(f"nmem-mcp: nmemd refused the session's initialize: {str(msg['error'])[:300]}\n")
+            return True
+        params = msg.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        sub = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        if msg.get("method") == ACKNOWLEDGED and sub in self.acked:
+            self.acked.discard(sub)
+            return True
+        return False
 
 
 def run() -> int:

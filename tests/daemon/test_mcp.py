@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import version
@@ -435,24 +435,49 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
                 f.close()
 
 
-def test_the_bridge_answers_the_handshake_while_the_daemon_is_still_silent(
-    nmem_env: dict[str, str], short_dir: str, tmp_path: Path
-) -> None:
-    """Codex 0.169 leaves out an optional MCP server that has not answered `initialize` and `tools/list`
-    about a second into the session, and the daemon answers only after its mcp import (seconds on a busy
-    machine): the bridge answers both itself, from nmem_client/mcp_handshake.json. Here a socket accepts
-    the bridge and never answers: the handshake still completes, and nothing but the session request
-    reaches that socket while it stays silent."""
-    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path), "NMEM_AUTOSTART": "0"}
+@contextmanager
+def _silent_daemon(nmem_env: dict[str, str], project: Path) -> Iterator[tuple[subprocess.Popen[bytes], socket.socket]]:
+    """A bridge whose "daemon" socket accepts it and never answers; yields the bridge and that connection."""
+    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(project), "NMEM_AUTOSTART": "0"}
     os.makedirs(os.path.dirname(nmem_env["NMEM_SOCKET"]), mode=0o700, exist_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(nmem_env["NMEM_SOCKET"])
     listener.listen(1)
+    listener.settimeout(STEP_S)
     proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert proc.stdin is not None and proc.stderr is not None
-        listener.settimeout(STEP_S)
         silent, _ = listener.accept()
+        silent.settimeout(STEP_S)
+        with silent:
+            yield proc, silent
+    finally:
+        listener.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+
+def _leaves_without_a_word(proc: subprocess.Popen[bytes], silent: socket.socket) -> None:
+    """Nothing but the session request reached the silent socket; when it closes: one line on stderr, exit 1."""
+    assert proc.stderr is not None
+    request = silent.recv(65536)
+    assert request.startswith(b"NMEM1 mcp ") and b"jsonrpc" not in request  # the rest waits for the daemon
+    silent.close()
+    assert proc.wait(timeout=STEP_S) == 1
+    assert proc.stderr.read().startswith(b"nmem-mcp: ")
+
+
+def test_the_bridge_answers_the_handshake_while_the_daemon_is_still_silent(
+    nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Codex 0.169 leaves out an optional MCP server that has not answered `initialize` and `tools/list`
+    about a second into the session, and the daemon answers only after its mcp import (seconds on a busy
+    machine): the bridge answers both itself, from nmem_client/mcp_handshake.json."""
+    with _silent_daemon(nmem_env, tmp_path) as (proc, silent):
+        assert proc.stdin is not None
         proc.stdin.write(json.dumps({**INIT, "params": {**INIT["params"], "protocolVersion": "2025-06-18"}}).encode())
         proc.stdin.write(b"\n")
         proc.stdin.flush()
@@ -463,14 +488,70 @@ def test_the_bridge_answers_the_handshake_while_the_daemon_is_still_silent(
         proc.stdin.flush()
         listed = json.loads(_read_line(proc, time.monotonic() + STEP_S))
         assert listed["id"] == 2 and {t["name"] for t in listed["result"]["tools"]} == TOOLS
-        silent.settimeout(STEP_S)
-        request = silent.recv(65536)
-        assert request.startswith(b"NMEM1 mcp ") and b"initialize" not in request  # the rest waits for the daemon
-        silent.close()  # the "daemon" leaves without a word: one line on stderr, exit 1
-        assert proc.wait(timeout=STEP_S) == 1
-        assert proc.stderr.read().startswith(b"nmem-mcp: ")
+        _leaves_without_a_word(proc, silent)
+
+
+def test_the_bridge_answers_what_claude_code_asks_first_while_the_daemon_is_still_silent(
+    nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Claude Code 2.1.330 (2026-07-28) asks `server/discover`, opens `subscriptions/listen` and waits for its
+    acknowledgement, asks `server/discover` again and the three lists before it offers the tools: all
+    answered here while the daemon is silent (the listen itself waits for the daemon)."""
+    sent = [
+        ("server/discover", {}),
+        ("subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True}}),
+        ("server/discover", {}),
+        ("prompts/list", {}),
+        ("resources/list", {}),
+        ("tools/list", {}),
+    ]
+    with _silent_daemon(nmem_env, tmp_path) as (proc, silent):
+        assert proc.stdin is not None
+        for n, (method, params) in enumerate(sent):
+            proc.stdin.write(_rpc(n, method, {"_meta": MODERN, **params}))
+        proc.stdin.flush()
+        deadline = time.monotonic() + STEP_S
+        got = [json.loads(_read_line(proc, deadline)) for _ in sent]
+        assert [r.get("id", r.get("method")) for r in got] == [
+            0, "notifications/subscriptions/acknowledged", 2, 3, 4, 5]  # fmt: skip
+        assert got[1]["params"]["notifications"] == {"toolsListChanged": True, "promptsListChanged": True}
+        assert got[0]["result"]["supportedVersions"] == ["2026-07-28"] and got[3]["result"]["prompts"] == []
+        assert {t["name"] for t in got[5]["result"]["tools"]} == TOOLS
+        _leaves_without_a_word(proc, silent)
+
+
+def test_a_modern_session_through_a_real_daemon_gets_one_acknowledgement(
+    daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The listen acknowledged by the bridge reaches the daemon too: its own acknowledgement is not passed on
+    twice, the call is answered, and a `tools/list` once the daemon's session is open is the shipped one."""
+    env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
+    daemon.start()
+    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write(_rpc(1, "server/discover", {"_meta": MODERN}))
+        proc.stdin.write(
+            _rpc(2, "subscriptions/listen", {"_meta": MODERN, "notifications": {"toolsListChanged": True}})
+        )
+        proc.stdin.write(_rpc(3, "tools/call", {"_meta": MODERN, "name": "sessions", "arguments": {}}))
+        proc.stdin.flush()
+        deadline = time.monotonic() + STEP_S
+        got = [json.loads(_read_line(proc, deadline))]
+        while got[-1].get("id") != 3:
+            got.append(json.loads(_read_line(proc, deadline)))
+        proc.stdin.write(_rpc(4, "tools/list", {"_meta": MODERN}))
+        proc.stdin.close()
+        got.append(json.loads(_read_line(proc, deadline)))
+        assert proc.wait(timeout=STEP_S) == 0
+        got += [json.loads(line) for line in proc.stdout.read().splitlines()]
+        assert proc.stderr.read() == b""
+        acks = [r for r in got if r.get("method") == "notifications/subscriptions/acknowledged"]
+        assert len(acks) == 1 and acks[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 2
+        assert "No sessions recorded" in next(r for r in got if r.get("id") == 3)["result"]["content"][0]["text"]
+        shipped = json.loads(Path(bridge.HANDSHAKE_FILE).read_text(encoding="utf-8"))["modern"]["2026-07-28"]
+        assert next(r for r in got if r.get("id") == 4)["result"] == shipped["tools/list"]
     finally:
-        listener.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()

@@ -1,6 +1,7 @@
 """The handshake nmem-mcp answers itself (nmemd/mcp/handshake.py says why): the shipped file is the daemon's
 server's own answers, and the bridge answers only a well-formed legacy `initialize` and a first-page
-`tools/list` with them, at the version the SDK would negotiate. The bridge and a real daemon together:
+`tools/list` with them, at the version the SDK would negotiate, or the 2026-07-28 requests a client sends
+before it offers the tools, at a version the daemon serves. The bridge and a real daemon together:
 tests/daemon/test_mcp.py."""
 
 from __future__ import annotations
@@ -88,3 +89,52 @@ def test_a_first_page_tools_list_is_answered_with_the_six_tools(shipped: bridge.
     assert all(t["annotations"]["readOnlyHint"] is True for t in tools)
     cursor = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"cursor": "x"}}
     assert bridge.local_tools_list(_line(cursor), shipped) is None
+
+
+ENVELOPE = "io.modelcontextprotocol/"
+MODERN_META = {f"{ENVELOPE}protocolVersion": "2026-07-28", f"{ENVELOPE}clientInfo": CLIENT_INFO,
+               f"{ENVELOPE}clientCapabilities": {}}  # fmt: skip
+
+
+def _modern(rid: object, method: str, **params: object) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {"_meta": MODERN_META, **params}}
+
+
+@pytest.mark.parametrize("method", ["server/discover", "prompts/list", "resources/list", "tools/list"])
+def test_what_claude_code_asks_before_it_offers_the_tools_is_answered_here(
+    shipped: bridge.Handshake, method: str
+) -> None:
+    """Claude Code 2.1.330 speaks the 2026-07-28 protocol: `server/discover`, then the three lists."""
+    reply = bridge.local_modern(_modern("x", method), shipped)
+    assert reply is not None
+    result = json.loads(reply)["result"]
+    assert json.loads(reply)["id"] == "x" and result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "nmem"
+    assert bridge.local_modern(_modern("x", method, cursor="p2"), shipped) is None  # a later page: the daemon's
+    other = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    unknown = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": other}}
+    assert bridge.local_modern(unknown, shipped) is None  # the daemon refuses it with the versions it serves
+
+
+def test_a_call_is_never_answered_here(shipped: bridge.Handshake) -> None:
+    assert bridge.local_modern(_modern(1, "tools/call", name="search", arguments={"query": "x"}), shipped) is None
+
+
+def test_a_listen_is_acknowledged_as_the_daemon_would() -> None:
+    """mcp's `_honored_subset`: every kind asked for, true flags only, the URIs when there are some."""
+    asked = {"toolsListChanged": True, "promptsListChanged": False, "resourcesListChanged": True}
+    ack = bridge.local_ack(_modern("listen:0", "subscriptions/listen", notifications=asked))
+    assert ack is not None
+    assert json.loads(ack) == {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {
+            "_meta": {"io.modelcontextprotocol/subscriptionId": "listen:0"},
+            "notifications": {"toolsListChanged": True, "resourcesListChanged": True},
+        },
+    }
+    uris = json.loads(
+        bridge.local_ack(_modern(2, "subscriptions/listen", notifications={"resourceSubscriptions": ["a"]})) or ""
+    )
+    assert uris["params"]["notifications"] == {"resourceSubscriptions": ["a"]}
+    assert bridge.local_ack(_modern(3, "subscriptions/listen")) is None  # malformed: the daemon says so
+    assert bridge.local_ack(_modern(4, "tools/list")) is None
