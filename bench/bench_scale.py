@@ -516,14 +516,18 @@ def pick_queries(seed: Seed, roots: list[str], rng: random.Random) -> list[dict[
 # --- phases ------------------------------------------------------------------------------------
 
 
-def _written(path: str) -> None:
-    """Wait until the copy is on disk: otherwise the daemon's first checkpoint fsyncs the whole copy (a
-    million observations: ~1.2 GB written back, charged to its checkpointer thread's CPU and its time)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def copy_store(source: Path | str, target: str) -> None:
+    """Copy a store as its daemon would have left it: written a page at a time and on disk.
+
+    `shutil.copyfile` (sendfile) leaves the copy in the page cache in large folios: each checkpoint's
+    4 KB page writes then sent whole folios to the disk at its fsync (271 against 45 KB a 16-event batch
+    at a million observations, bench_writer_batch.py). And unsynced, the daemon's first checkpoint
+    wrote the whole 1.2 GB copy back, charged to its checkpointer thread (issue #40).
+    """
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 4096)
+        dst.flush()
+        os.fsync(dst.fileno())
 
 
 class Scratch:
@@ -537,8 +541,7 @@ class Scratch:
     def __enter__(self) -> Scratch:
         try:
             if self.source is not None:
-                shutil.copyfile(self.source, self.home.db)
-                _written(self.home.db)
+                copy_store(self.source, self.home.db)
             self.daemon.start(READY_TIMEOUT_S)
             os.environ.update(NMEM_SOCKET=self.home.socket, NMEM_HOME=self.home.home)
         except BaseException:
@@ -816,7 +819,9 @@ def run_ingest(db: Path, events: int, connections: int, rounds: int, merged: boo
     if merged:
         stores.insert(1, ("store after fts_merge", db, merged_runs, True))
     for r in range(rounds):
-        for label, source, out, merge in stores:
+        # Each round in the other order (store first, then empty first, ...): the machine's load drifts
+        # over a run, and a fixed order hands the drift to one side (the store went first, issue #40).
+        for label, source, out, merge in stores if r % 2 == 0 else stores[::-1]:
             eps, us, split = ingest_round(source, events, connections, merge)
             out.append(eps)
             cpu[label].append(us)

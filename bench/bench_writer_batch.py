@@ -20,7 +20,6 @@ import _sqlite3
 import argparse
 import ctypes
 import json
-import os
 import shutil
 import sqlite3
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_ingest
+from bench_scale import copy_store
 from common import print_machine
 
 from nmem_client.protocol import new_event_id
@@ -131,12 +131,7 @@ class _Side:
     def __init__(self, source: Path | None, work: Path, name: str, pragmas: list[str]) -> None:
         self.path = str(work / f"{name}.db")
         if source is not None:
-            shutil.copyfile(source, self.path)
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)  # else the first checkpoint writes the whole copy back (bench_scale.py's `_written`)
-            finally:
-                os.close(fd)
+            copy_store(source, self.path)
         self.db = open_writer(self.path, pragmas)
         settings = config.load()
         self.store = Store(conn=None, settings=settings, dedup=Deduper(settings.dedup_window_s), redact=redact)  # type: ignore[arg-type]
