@@ -94,6 +94,7 @@ MIGRATIONS: Final = (
     Migration(7, "m007_search_reads_once", 1, "search reads and ranks each row once, names and wide scopes bounded"),
     Migration(8, "m008_push_in_one_statement", 1, "a push takes its lock once and its seqs in one statement"),
     Migration(9, "m009_search_walks_less", 1, "search walks the newest rows only as far as the query needs"),
+    Migration(10, "m010_push_owned_with_the_feeds", 1, "the push function owned by the teams' feeds' owner"),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
 NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with

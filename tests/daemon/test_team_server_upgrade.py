@@ -219,3 +219,37 @@ def test_a_v7_server_upgraded_to_v8_live_keeps_older_inserts_and_orders_them_wit
     assert len(feed) == len(set(feed))
     assert set(feed) == older.committed | {"bob-0", "bob-1", "bob-2"}
     assert pg_db.execute("SELECT count(*), count(DISTINCT seq % 65536) FROM nmem.observations") == [(len(feed), 1)]
+
+
+def test_the_push_function_belongs_to_the_feeds_owner_whoever_upgraded(pg_db: Database) -> None:
+    """v1 set up by the database's admin, v2-v7 by a superuser (who then owns nmem.open_feed and every
+    team's sequence), v8 by the admin: M008's push function, the admin's, could neither check the
+    writer nor draw a seq, and refused every push. A later upgrade by the admin is refused with who
+    must run it (nothing changes meanwhile); the superuser's gives the function to the feeds' owner,
+    and a member's push goes through it."""
+    import json
+
+    from nmemd.errors import TeamError
+
+    row = {"project": v1.PROJECT, "event_id": "k-1", "agent": "codex", "session_id": "s1", "kind": "edit",
+           "title": "t", "body": "b", "file": None, "created_at": 1.7e9}  # fmt: skip
+    push = "SELECT nmem.push_observations('acme', 'm', %s::json)"
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        schema.migrate(conn, upto=1)
+    with psycopg.connect(pg_db.superuser_dsn) as conn:
+        schema.migrate(conn, upto=7)
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        schema.migrate(conn, upto=8)
+        conn.execute("INSERT INTO nmem.teams (name) VALUES ('acme')")
+        conn.commit()
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    with psycopg.connect(kim) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(push, (json.dumps([row]),))  # M008 alone, as it shipped
+    with pytest.raises(TeamError, match=r"must run as .* \(the owner of the teams' feeds\) or a superuser"):
+        admin.init(pg_db.admin_dsn, "acme")
+    assert pg_db.execute("SELECT max(version) FROM nmem.migrations") == [(8,)]
+    with psycopg.connect(pg_db.superuser_dsn) as conn:
+        assert schema.migrate(conn) == (8, schema.SCHEMA_VERSION)
+    with psycopg.connect(kim) as conn:
+        assert conn.execute(push, (json.dumps([row]),)).fetchone() == (1,)
+    assert pg_db.execute("SELECT author::text FROM nmem.observations") == [("kim",)]
