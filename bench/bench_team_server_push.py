@@ -17,7 +17,6 @@ here asserts. Run from the repo root:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
@@ -62,12 +61,12 @@ def v1_round(dsn: str, tag: str, batches: int, batch: int) -> tuple[float, float
         return backend_cpu(pid) - cpu, time.perf_counter() - began
 
 
-async def nmem_round(dsn: str, tag: str, batches: int, batch: int, version: int) -> tuple[float, float]:
+def nmem_round(dsn: str, tag: str, batches: int, batch: int, version: int) -> tuple[float, float]:
     """This nmem's pg.push, as against a server of `version` (7: the INSERT and its per-row trigger)."""
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         pid, cpu, began = conn.info.backend_pid, backend_cpu(conn.info.backend_pid), time.perf_counter()
         for b in range(batches):
-            await pg.push(conn, "acme", "laptop", rows_of(f"{tag}-{b}", batch), version)
+            pg.push(conn, "acme", "laptop", rows_of(f"{tag}-{b}", batch), version)
         return backend_cpu(pid) - cpu, time.perf_counter() - began
 
 
@@ -94,8 +93,8 @@ def measure(old_dsn: str, new_dsn: str, rounds: int, batches: int, batch: int) -
     v = schema.SCHEMA_VERSION
     ways = {
         "v1": lambda tag: v1_round(old_dsn, tag, batches, batch),
-        f"v{v} insert": lambda tag: asyncio.run(nmem_round(new_dsn, tag, batches, batch, 7)),
-        f"v{v} push": lambda tag: asyncio.run(nmem_round(new_dsn, tag, batches, batch, v)),
+        f"v{v} insert": lambda tag: nmem_round(new_dsn, tag, batches, batch, 7),
+        f"v{v} push": lambda tag: nmem_round(new_dsn, tag, batches, batch, v),
     }
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in ways}
     for r in range(rounds):
