@@ -319,3 +319,25 @@ async def test_a_long_name_is_looked_up_by_its_first_characters_and_tested_whole
         " NULL, 200, 10)",
     )
     assert "ILIKE '%transform_en%'" in plans
+
+
+async def test_titles_holding_a_name_are_found_when_many_rows_hold_its_word(pg_db: Database) -> None:
+    """An identifier is a word too: when the newest rows hold it often enough to answer the words,
+    the older rows whose title holds the name (ranked above every other) are still found."""
+    admin.init(pg_db.admin_dsn, "acme")
+    dsn = admin.add_member(pg_db.admin_dsn, "acme", "bob").dsn
+
+    def rows(prefix: str, count: int, title: str, body: str) -> None:
+        pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', 'github.com/acme/api', %s || i, 'lee', 'm', 'codex', 's',"
+            " 'edit', %s, %s, now() FROM generate_series(1, %s) AS i",
+            (prefix, title, body, count),
+        )
+
+    rows("title", 3, "Edited filesToModify in the planner", "renamed it")
+    rows("word", 400, "Ran the planner", "the planner printed filesToModify and exited")
+    pg_db.execute("ANALYZE nmem.observations")
+    hits = await search(dsn, "filesToModify")
+    assert sorted(h.event_id for h in hits[:3]) == ["title1", "title2", "title3"]
+    assert len(hits) == 10 and all(h.event_id.startswith("word") for h in hits[3:])
