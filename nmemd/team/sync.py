@@ -59,8 +59,6 @@ PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one pus
 # the event loop and the store's lock with fewer of them (bench_team_sync.py: hooks).
 PUSH_LINGER_S: Final = 0.25
 PULL_LINGER_S: Final = 0.05
-ACK_EVERY_S: Final = 2.0  # pushed rows leave the outbox in one write this often at most
-ACK_MAX: Final = 20_000  # or once this many wait (a big backlog)
 LAG_EVERY_S: Final = 10.0  # the server's newest seq is asked this often at most (`nmem team status`'s lag)
 # A member's day (issue #36, finding 21): a SessionStart of a shared project whose last pull is older than
 # this (a daemon just started, a laptop back from sleep) waits for one pull, within a budget of the
@@ -73,6 +71,14 @@ T = TypeVar("T")
 class _Wake:
     push: anyio.Event = field(default_factory=anyio.Event)
     pull: anyio.Event = field(default_factory=anyio.Event)
+
+
+@dataclass
+class _Pushed:
+    """Outbox ids whose push the server committed, not removed from the outbox yet."""
+
+    ids: list[int] = field(default_factory=list)
+    rows: int = 0  # of which the server took: added to the link's count by the next ack
 
 
 class TeamSync:
@@ -222,18 +228,19 @@ class TeamSync:
     async def _pusher(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
         """Drain the outbox: each batch pushed while the next is read (the server's work and ours overlap).
 
-        Pushed rows leave the outbox only after the server's COMMIT returned, and in one write every
-        ACK_EVERY_S at most (each ack takes the store's lock a hooks' batch may be waiting for); until
-        then `after` keeps them from being read again. A crash before the ack pushes them again: the
-        server ignores the repeat."""
+        Pushed rows leave the outbox only after the server's COMMIT returned: while a backlog is pushed,
+        those of the batches before (ACK_CHUNK or more) during the next batch's push, ACK_CHUNK per short
+        transaction (a hook's commit waits for one at most); the rest as soon as the outbox is drained, so
+        no pushed row waits there once the push has nothing more to send. Until then `after` keeps them
+        from being read again. A crash before the ack pushes them again: the server ignores the repeat."""
         batch = PUSH_BATCH
         after = 0  # the highest outbox id pushed (or skipped) by this connection
-        pushed: list[int] = []  # outbox ids pushed, not deleted yet
-        count = 0  # of which rows the server took
-        acked_at = time.monotonic()
+        pending = _Pushed()
+        linger = 0.0  # none before the first read: a link that just connected has no busy moment to gather
         try:
             while True:
-                await anyio.sleep(PUSH_LINGER_S)
+                await anyio.sleep(linger)
+                linger = PUSH_LINGER_S
                 wake.push = anyio.Event()  # before reading: a commit from now on wakes the next round
                 rows, skipped = await self._read_outbox(link, batch, after)
                 with short_gil_turns():
@@ -244,30 +251,28 @@ class TeamSync:
                         async with anyio.create_task_group() as tg:
                             if rows:
                                 tg.start_soon(self._push_batch, conn, link, st, rows, committed)
+                            if len(pending.ids) >= ACK_CHUNK:  # earlier batches: their COMMITs returned
+                                tg.start_soon(self._ack, link, pending, len(pending.ids))
                             following = await self._read_outbox(link, batch, after)
                         if rows and not committed:
                             # Cancelled mid-push (the link is going down): a task group may end quietly then,
                             # so the COMMIT is known only by the flag. Not acknowledged: pushed again later.
                             await anyio.lowlevel.checkpoint()
                             raise TeamError("a push was interrupted before the server's COMMIT returned")
-                        pushed += ids
+                        pending.ids += ids
+                        pending.rows += len(rows)
                         LOG.debug(
                             "team %s: pushed %d rows, outbox ids %d..%d", link.team, len(rows), min(ids), max(ids)
                         )
-                        count += len(rows)
                         rows, skipped = following
-                        if len(pushed) >= ACK_MAX:
-                            await self._ack(link, pushed, count)
-                            pushed, count, acked_at = [], 0, time.monotonic()
-                if pushed and time.monotonic() - acked_at >= ACK_EVERY_S:
-                    await self._ack(link, pushed, count)
-                    pushed, count, acked_at = [], 0, time.monotonic()
-                with anyio.move_on_after(ACK_EVERY_S if pushed else PUSH_POLL_S):
+                if pending.ids:  # the outbox is drained: what the server holds leaves it now
+                    await self._ack(link, pending, len(pending.ids))
+                with anyio.move_on_after(PUSH_POLL_S):
                     await wake.push.wait()
         finally:
-            if pushed:  # the link is going away (an error, a rebuild, shutdown): ack what the server has
+            if pending.ids:  # the link is going away (an error, a rebuild, shutdown): ack what the server has
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
-                    await self._ack(link, pushed, count)
+                    await self._ack(link, pending, len(pending.ids))
 
     async def _read_outbox(self, link: Link, limit: int, after: int) -> tuple[list[local.OutRow], list[int]]:
         """`local.read_outbox` of `limit` rows, READ_ROWS per worker-thread call with a pause between."""
@@ -295,16 +300,19 @@ class TeamSync:
         if refused:
             LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
 
-    async def _ack(self, link: Link, outbox_ids: list[int], count: int) -> None:
-        """The pushed rows leave the outbox ACK_CHUNK at a time, each a short transaction (a hook's commit
-        waits for one at most); a crash in between pushes the rest again, which the server ignores."""
-        for start in range(0, len(outbox_ids), ACK_CHUNK):
-            part = outbox_ids[start : start + ACK_CHUNK]
-            await self.store.transaction(local.ack, link.key, part, count if start == 0 else 0, time.time())
+    async def _ack(self, link: Link, pending: _Pushed, upto: int) -> None:
+        """The first `upto` pushed rows leave the outbox ACK_CHUNK at a time, each a short transaction (a
+        hook's commit waits for one at most), and leave `pending` as each commits: an ack cut short
+        (the link going down) leaves the rest to the next, or to a push again, which the server ignores."""
+        first, last = pending.ids[0], pending.ids[upto - 1]
+        while upto > 0:
+            part = pending.ids[: min(upto, ACK_CHUNK)]
+            await self.store.transaction(local.ack, link.key, part, pending.rows, time.time())
+            del pending.ids[: len(part)]
+            pending.rows = 0
+            upto -= len(part)
             await _yield_after()
-        LOG.debug(
-            "team %s: acked %d outbox rows (%d..%d)", link.team, len(outbox_ids), min(outbox_ids), max(outbox_ids)
-        )
+        LOG.debug("team %s: acked outbox rows %d..%d", link.team, first, last)
 
     async def _puller(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
         db = self.daemon.settings.db
