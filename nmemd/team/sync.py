@@ -59,6 +59,10 @@ PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one pus
 # the event loop and the store's lock with fewer of them (bench_team_sync.py: hooks).
 PUSH_LINGER_S: Final = 0.25
 PULL_LINGER_S: Final = 0.05
+# While hooks keep committing to a shared project (a busy session), its pushed rows leave the outbox in
+# one write this often at most, not after every round: each ack takes the store's lock a hooks' batch may
+# be waiting for (bench_team_sync.py: hooks). A round that no commit interrupted acks at once.
+ACK_EVERY_S: Final = 2.0
 LAG_EVERY_S: Final = 10.0  # the server's newest seq is asked this often at most (`nmem team status`'s lag)
 # A member's day (issue #36, finding 21): a SessionStart of a shared project whose last pull is older than
 # this (a daemon just started, a laptop back from sleep) waits for one pull, within a budget of the
@@ -71,6 +75,7 @@ T = TypeVar("T")
 class _Wake:
     push: anyio.Event = field(default_factory=anyio.Event)
     pull: anyio.Event = field(default_factory=anyio.Event)
+    own_commit: bool = False  # the store's next commit is this link's ack: it brings nothing to push
 
 
 @dataclass
@@ -104,7 +109,10 @@ class TeamSync:
     def committed(self) -> None:
         """Called after every local commit: the pushers look at the outbox."""
         for wake in self._wake.values():
-            wake.push.set()
+            if wake.own_commit:
+                wake.own_commit = False
+            else:
+                wake.push.set()
 
     @property
     def store(self) -> Store:
@@ -230,12 +238,14 @@ class TeamSync:
 
         Pushed rows leave the outbox only after the server's COMMIT returned: while a backlog is pushed,
         those of the batches before (ACK_CHUNK or more) during the next batch's push, ACK_CHUNK per short
-        transaction (a hook's commit waits for one at most); the rest as soon as the outbox is drained, so
-        no pushed row waits there once the push has nothing more to send. Until then `after` keeps them
-        from being read again. A crash before the ack pushes them again: the server ignores the repeat."""
+        transaction (a hook's commit waits for one at most); the rest once the outbox is drained: at once
+        when no local commit came meanwhile (the push has nothing more to send), else every ACK_EVERY_S.
+        Until then `after` keeps them from being read again. A crash before the ack pushes them again:
+        the server ignores the repeat."""
         batch = PUSH_BATCH
         after = 0  # the highest outbox id pushed (or skipped) by this connection
         pending = _Pushed()
+        acked_at = time.monotonic()
         linger = 0.0  # none before the first read: a link that just connected has no busy moment to gather
         try:
             while True:
@@ -252,7 +262,7 @@ class TeamSync:
                             if rows:
                                 tg.start_soon(self._push_batch, conn, link, st, rows, committed)
                             if len(pending.ids) >= ACK_CHUNK:  # earlier batches: their COMMITs returned
-                                tg.start_soon(self._ack, link, pending, len(pending.ids))
+                                tg.start_soon(self._ack, link, wake, pending, len(pending.ids))
                             following = await self._read_outbox(link, batch, after)
                         if rows and not committed:
                             # Cancelled mid-push (the link is going down): a task group may end quietly then,
@@ -265,14 +275,16 @@ class TeamSync:
                             "team %s: pushed %d rows, outbox ids %d..%d", link.team, len(rows), min(ids), max(ids)
                         )
                         rows, skipped = following
-                if pending.ids:  # the outbox is drained: what the server holds leaves it now
-                    await self._ack(link, pending, len(pending.ids))
-                with anyio.move_on_after(PUSH_POLL_S):
+                # The outbox is drained: what the server holds leaves it now, unless hooks are busy.
+                if pending.ids and (not wake.push.is_set() or time.monotonic() - acked_at >= ACK_EVERY_S):
+                    await self._ack(link, wake, pending, len(pending.ids))
+                    acked_at = time.monotonic()
+                with anyio.move_on_after(ACK_EVERY_S if pending.ids else PUSH_POLL_S):
                     await wake.push.wait()
         finally:
             if pending.ids:  # the link is going away (an error, a rebuild, shutdown): ack what the server has
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
-                    await self._ack(link, pending, len(pending.ids))
+                    await self._ack(link, wake, pending, len(pending.ids))
 
     async def _read_outbox(self, link: Link, limit: int, after: int) -> tuple[list[local.OutRow], list[int]]:
         """`local.read_outbox` of `limit` rows, READ_ROWS per worker-thread call with a pause between."""
@@ -300,14 +312,17 @@ class TeamSync:
         if refused:
             LOG.warning("team %s: the server refused %d tombstones (not our rows)", link.team, len(refused))
 
-    async def _ack(self, link: Link, pending: _Pushed, upto: int) -> None:
+    async def _ack(self, link: Link, wake: _Wake, pending: _Pushed, upto: int) -> None:
         """The first `upto` pushed rows leave the outbox ACK_CHUNK at a time, each a short transaction (a
         hook's commit waits for one at most), and leave `pending` as each commits: an ack cut short
         (the link going down) leaves the rest to the next, or to a push again, which the server ignores."""
         first, last = pending.ids[0], pending.ids[upto - 1]
         while upto > 0:
             part = pending.ids[: min(upto, ACK_CHUNK)]
-            await self.store.transaction(local.ack, link.key, part, pending.rows, time.time())
+            try:
+                await self.store.transaction(_ack_marked, wake, link.key, part, pending.rows, time.time())
+            finally:
+                wake.own_commit = False  # the commit's listeners ran (or it failed): the next is not ours
             del pending.ids[: len(part)]
             pending.rows = 0
             upto -= len(part)
@@ -524,6 +539,12 @@ async def _yield_after(took: float = 0.0) -> None:
     """Between two short transactions of a pull or an ack: as long again, at most a few ms, so the hooks'
     commits (same store lock, same process) are taken at once; a pull keeps going at about half speed."""
     await anyio.sleep(min(max(took, 0.001), YIELD_MAX_S))
+
+
+def _ack_marked(db: sqlite3.Connection, wake: _Wake, *args: Any) -> None:
+    """`local.ack`, and the store's commit that follows marked as the link's own: it wakes no pusher."""
+    local.ack(db, *args)
+    wake.own_commit = True
 
 
 def _chunks(rows: list[local.InObservation]) -> Iterator[list[local.InObservation]]:
