@@ -19,6 +19,7 @@ pytestmark = pytest.mark.daemon
 MNT_DETACH = 2
 
 
+@pytest.mark.slow
 def test_a_frozen_daemon_is_not_answering(daemon: Daemon) -> None:
     """SIGSTOP: status says "not answering", not "not running" after its 10 s RPC timeout; search says
     so too, and answers from the database; doctor says the daemon does not answer."""

@@ -214,6 +214,7 @@ def test_daemon_stop_returns_once_the_process_is_gone(nmem_env: dict[str, str]) 
         os.kill(pid, 0)
 
 
+@pytest.mark.slow
 def test_a_search_right_after_a_hook_started_the_daemon_finds_its_event(nmem_env: dict[str, str]) -> None:
     """The hook's event waits in the inbox while the daemon it started comes up: the search waits for it."""
     env = {**os.environ, "NMEM_AUTOSTART": "1"}

@@ -138,6 +138,7 @@ def test_a_worker_killed_under_load_loses_nothing_and_comes_back(daemon: Daemon)
     integrity_ok(daemon.db)
 
 
+@pytest.mark.slow
 def test_a_frozen_worker_is_killed_and_its_events_extracted_here(daemon: Daemon) -> None:
     daemon.start()
     frozen = ready_worker(daemon.socket)["pid"]

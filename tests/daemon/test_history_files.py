@@ -169,6 +169,7 @@ def test_every_scheduled_job_has_a_time_limit() -> None:
 STUCK = "import time; time.sleep(600)  # nmem-test-stuck-import"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_stuck_job_is_stopped_at_its_limit_and_never_holds_up_the_others(
     nmem_env: dict[str, str], monkeypatch: pytest.MonkeyPatch

@@ -120,6 +120,7 @@ def test_the_scheduler_runs_due_jobs_in_a_running_daemon(daemon: Daemon) -> None
     assert daemon.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_new_database_runs_no_job_under_load_until_it_is_due_and_quiet(daemon: Daemon) -> None:
     """A job never run counts its age from the daemon's start: no vacuum or integrity check at the
     first tick of a new install while its first events stream in."""

@@ -388,6 +388,7 @@ def _rpc(id_: int, method: str, params: dict[str, Any]) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}).encode() + b"\n"
 
 
+@pytest.mark.slow
 def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path) -> None:
     env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
     # no daemon and no autostart: one line on stderr, exit 1, nothing on stdout

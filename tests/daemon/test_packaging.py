@@ -40,6 +40,7 @@ NOT_SOURCE = (".git", ".venv", ".ci", "__pycache__", "*.pyc", "build", "dist", "
 Done = subprocess.CompletedProcess[str]
 
 pytestmark = [
+    pytest.mark.slow,  # a wheel built and installed: about 25 s of the README command
     pytest.mark.timeout(300),  # a build, a venv, an install: seconds, more on a busy machine
     pytest.mark.xdist_group("packaging"),  # one worker: the module's build is shared by its tests
 ]

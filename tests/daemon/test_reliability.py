@@ -421,6 +421,7 @@ def scenario_4(daemon: Daemon, scale: float = 1.0, subprocess_every: int = 5) ->
     return fig
 
 
+@pytest.mark.slow
 @pytest.mark.reliability(scenario=4)
 @pytest.mark.timeout(120)
 def test_scenario_4_concurrent_clients_daemon_killed_half_way(daemon: Daemon) -> None:
@@ -699,6 +700,7 @@ def _closed_by_peer(s: socket.socket, heard: dict[socket.socket, bytes]) -> bool
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.reliability(scenario=6)
 @pytest.mark.timeout(90)
 def test_scenario_6_idle_connections_and_slow_senders(daemon: Daemon) -> None:
@@ -1074,6 +1076,7 @@ def scenario_9(daemon: Daemon, scale: float = 1.0, senders: int = 8) -> Figures:
     return fig
 
 
+@pytest.mark.slow
 @pytest.mark.reliability(scenario=9)
 @pytest.mark.timeout(120)
 def test_scenario_9_long_reader_while_events_arrive(daemon: Daemon) -> None:

@@ -25,7 +25,7 @@ from support.env import BIN
 from support.helpers import wait_until
 from support.web_viewer import PROJECT, Viewer, open_viewer, prompt
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium per test: about 20 s of the README command
 WAIT_MS = 10_000  # bound on every wait for the page; the feed polls every 0.5 s
 CHROMIUM_FLAGS = [  # no background traffic: this machine has no network beyond 127.0.0.1
     "--no-sandbox",
