@@ -388,6 +388,21 @@ def _rpc(id_: int, method: str, params: dict[str, Any]) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}).encode() + b"\n"
 
 
+@contextmanager
+def _bridge(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """`nmem-mcp` with its three pipes; killed if it is still running, and its pipes closed, on the way out."""
+    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+
 @pytest.mark.slow
 def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path) -> None:
     env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
@@ -417,8 +432,7 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
     assert replies[3]["result"]["isError"] is True
 
     # the daemon stops under an open session: the bridge sees EOF and exits 0
-    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with _bridge(env) as proc:
         assert proc.stdin is not None and proc.stderr is not None
         proc.stdin.write(json.dumps(INIT).encode() + b"\n")
         proc.stdin.flush()
@@ -427,13 +441,6 @@ def test_bridge_exit_paths(daemon: Daemon, nmem_env: dict[str, str], tmp_path: P
         assert daemon.stop() == 0  # SIGTERM; open connections get the daemon's shutdown grace
         assert proc.wait(timeout=STEP_S) == 0
         assert proc.stderr.read() == b""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
 
 
 @contextmanager
@@ -445,20 +452,11 @@ def _silent_daemon(nmem_env: dict[str, str], project: Path) -> Iterator[tuple[su
     listener.bind(nmem_env["NMEM_SOCKET"])
     listener.listen(1)
     listener.settimeout(STEP_S)
-    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with listener, _bridge(env) as proc:
         silent, _ = listener.accept()
         silent.settimeout(STEP_S)
         with silent:
             yield proc, silent
-    finally:
-        listener.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
 
 
 def _leaves_without_a_word(proc: subprocess.Popen[bytes], silent: socket.socket) -> None:
@@ -528,8 +526,7 @@ def test_a_modern_session_through_a_real_daemon_gets_one_acknowledgement(
     twice, the call is answered, and a `tools/list` once the daemon's session is open is the shipped one."""
     env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
     daemon.start()
-    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with _bridge(env) as proc:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         proc.stdin.write(_rpc(1, "server/discover", {"_meta": MODERN}))
         proc.stdin.write(
@@ -552,13 +549,6 @@ def test_a_modern_session_through_a_real_daemon_gets_one_acknowledgement(
         assert "No sessions recorded" in next(r for r in got if r.get("id") == 3)["result"]["content"][0]["text"]
         shipped = json.loads(Path(bridge.HANDSHAKE_FILE).read_text(encoding="utf-8"))["modern"]["2026-07-28"]
         assert next(r for r in got if r.get("id") == 4)["result"] == shipped["tools/list"]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
 
 
 def test_the_daemon_answers_tools_list_as_the_bridge_does(
@@ -568,8 +558,7 @@ def test_the_daemon_answers_tools_list_as_the_bridge_does(
     and the daemon's reply to the bridge's own `initialize` never reaches the client."""
     env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
     daemon.start()
-    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with _bridge(env) as proc:
         assert proc.stdin is not None and proc.stderr is not None
         proc.stdin.write(
             json.dumps(INIT).encode() + b"\n" + b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
@@ -586,13 +575,6 @@ def test_the_daemon_answers_tools_list_as_the_bridge_does(
         assert listed["id"] == 3 and listed["result"] == shipped["tools/list"]
         assert proc.wait(timeout=STEP_S) == 0
         assert proc.stdout is not None and proc.stdout.read() == b"" and proc.stderr.read() == b""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
 
 
 def test_malformed_lines_get_json_rpc_errors(daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path) -> None:
@@ -699,8 +681,7 @@ def test_the_daemon_side_of_a_session_ends_when_the_client_leaves(
     env = {**os.environ, **nmem_env, "CLAUDE_PROJECT_DIR": str(tmp_path)}
     daemon.start()
     baseline = ping(daemon.socket)["connections"]
-    proc = subprocess.Popen([BRIDGE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with _bridge(env) as proc:
         assert proc.stdin is not None
         proc.stdin.write(_rpc(1, "server/discover", {"_meta": MODERN}))
         proc.stdin.flush()
@@ -712,10 +693,3 @@ def test_the_daemon_side_of_a_session_ends_when_the_client_leaves(
         proc.stdin.close()  # the client leaves
         assert proc.wait(timeout=STEP_S) == 0
         wait_until(lambda: ping(daemon.socket)["connections"] == baseline, timeout=5.0, message="the session closed")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
