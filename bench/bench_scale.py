@@ -769,11 +769,13 @@ def size_facts(db: Path) -> dict[str, Any]:
             "types": types, "days": (span[1] - span[0]) / 86400 if span[0] else 0}  # fmt: skip
 
 
-def ingest_round(db: Path | None, events: int, connections: int, merged: bool = False) -> tuple[float, float, str]:
+def ingest_round(
+    db: Path | None, events: int, connections: int, merged: bool = False
+) -> tuple[float, float, str, float]:
     """events/s into a copy of `db` (None: an empty store), the daemon's CPU per event (µs: its process,
-    every thread, and its extraction worker) and how its threads share it; `merged`: after `nmem maintain
-    --job fts_merge` (untimed), as the daily full merge leaves a store, instead of with the merges its
-    import left under way."""
+    every thread, and its extraction worker), how its threads share it and the daemon's and its worker's
+    RSS (MB, VmRSS) once the events are in; `merged`: after `nmem maintain --job fts_merge` (untimed), as
+    the daily full merge leaves a store, instead of with the merges its import left under way."""
     tag = os.urandom(3).hex()
     frames = [common.frame(body) for body in bench_ingest.make_bodies(events, "unique", tag)]
     with Scratch(db, env=NO_OPTIMIZE) as s:
@@ -789,9 +791,11 @@ def ingest_round(db: Path | None, events: int, connections: int, merged: bool = 
         others = sorted((v - threads0.get(k, 0.0) for k, v in threads.items()), reverse=True)
         split = ", ".join(f"{v / events * 1e6:,.0f}" for v in others[:3])
         committed = common.ping_facts(s.home.socket).get("committed", 0) - before
+        pids = [s.daemon.pid, *common.child_pids(s.daemon.pid)]
+        rss = sum(common.rss_kb(pid) for pid in pids) / 1024
     if committed != events:
         print(f"  warning: {committed} of {events} events committed")
-    return events / (elapsed / 1e9), cpu / events * 1e6, f"loop {loop / events * 1e6:,.0f}, threads {split}"
+    return events / (elapsed / 1e9), cpu / events * 1e6, f"loop {loop / events * 1e6:,.0f}, threads {split}", rss
 
 
 def _threads(pid: int) -> dict[int, float]:
@@ -815,6 +819,7 @@ def run_ingest(db: Path, events: int, connections: int, rounds: int, merged: boo
     empty: list[float] = []
     merged_runs: list[float] = []
     cpu: dict[str, list[float]] = {"store": [], "empty": [], "store after fts_merge": []}
+    rss: dict[str, list[float]] = {"store": [], "empty": [], "store after fts_merge": []}
     stores = [("store", db, big, False), ("empty", None, empty, False)]
     if merged:
         stores.insert(1, ("store after fts_merge", db, merged_runs, True))
@@ -822,15 +827,17 @@ def run_ingest(db: Path, events: int, connections: int, rounds: int, merged: boo
         # Each round in the other order (store first, then empty first, ...): the machine's load drifts
         # over a run, and a fixed order hands the drift to one side (the store went first, issue #40).
         for label, source, out, merge in stores if r % 2 == 0 else stores[::-1]:
-            eps, us, split = ingest_round(source, events, connections, merge)
+            eps, us, split, mb = ingest_round(source, events, connections, merge)
             out.append(eps)
             cpu[label].append(us)
-            print(f"  ingest round {r + 1}: {label} {eps:,.0f} events/s, daemon CPU {us:,.0f} µs/event ({split})",
-                  flush=True)  # fmt: skip
+            rss[label].append(mb)
+            print(f"  ingest round {r + 1}: {label} {eps:,.0f} events/s, daemon CPU {us:,.0f} µs/event ({split}),"
+                  f" RSS {mb:.1f} MB", flush=True)  # fmt: skip
     out = {"store_eps": median(big), "empty_eps": median(empty), "ratio": median(big) / median(empty),
            "store_runs": big, "empty_runs": empty, "store_cpu_us": median(cpu["store"]),
            "empty_cpu_us": median(cpu["empty"]), "store_cpu_runs": cpu["store"],
-           "empty_cpu_runs": cpu["empty"]}  # fmt: skip
+           "empty_cpu_runs": cpu["empty"], "store_rss_mb": max(rss["store"]),
+           "empty_rss_mb": max(rss["empty"])}  # fmt: skip
     if merged:
         out.update(merged_eps=median(merged_runs), merged_ratio=median(merged_runs) / median(empty),
                    merged_runs=merged_runs)  # fmt: skip
@@ -881,6 +888,9 @@ def report(r: dict[str, Any]) -> None:
             cpu = f"{ing['store_cpu_us']:,.0f} / {ing['empty_cpu_us']:,.0f}"
             print(row("  daemon CPU µs/event, store / empty", cpu, "", None))
         print(row("  events/s, store / empty", f"{ing['store_eps']:,.0f} / {ing['empty_eps']:,.0f}"))
+        if "store_rss_mb" in ing:
+            mb = f"{ing['store_rss_mb']:.1f} / {ing['empty_rss_mb']:.1f} MB"
+            print(row("  daemon + worker RSS, store / empty", mb))  # the target's figure: bench_daemon.py
         if "merged_ratio" in ing:
             ratio = ing["merged_ratio"]
             print(row("ingest, merged store / empty", f"{ratio:.2f}x", f">= {t['ingest_ratio']}x",

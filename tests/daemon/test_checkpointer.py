@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 import anyio
+import anyio.lowlevel
 import pytest
 from support.daemon import Daemon
 from support.db import db_rows, integrity_ok
@@ -61,6 +63,59 @@ async def test_sustained_writes_restart_the_wal_instead_of_growing_it() -> None:
         assert max(frames_seen[len(frames_seen) // 2 :]) < 64 * 8, frames_seen
     assert db_rows(settings.db, "SELECT count(*) FROM events") == [(4 * batches,)]
     integrity_ok(settings.db)
+
+
+@pytest.mark.anyio
+async def test_a_wal_past_its_restart_size_restarts_once_the_writer_is_quiet() -> None:
+    """The RESTART that holds batches off waits for a pause, and needs no further commit to happen."""
+    settings = config.load()
+    async with open_store(settings) as store:
+        # Never forced: only a quiet writer lets it restart.
+        checkpointer = Checkpointer(store, interval=0.0, restart_frames=64, quiet_s=0.2, force_frames=10**9)
+        store.add_commit_listener(checkpointer.committed)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(checkpointer.run)
+            batches = 0
+            while checkpointer.wal_frames < 64 and batches < 5000:
+                await store.commit_batch([_incoming(f"quiet-{batches}-{k}") for k in range(4)])
+                batches += 1
+            assert checkpointer.wal_frames >= 64
+            await _until(lambda: checkpointer.restarts > 0)
+            assert time.monotonic() - checkpointer.last_commit >= 0.2
+            await store.commit_batch([_incoming("quiet-after")])
+            await _until(lambda: checkpointer.wal_frames < 64)  # the next checkpoint finds a WAL started over
+            tg.cancel_scope.cancel()
+    assert db_rows(settings.db, "SELECT count(*) FROM events") == [(4 * batches + 1,)]
+    integrity_ok(settings.db)
+
+
+@pytest.mark.anyio
+async def test_checkpoints_follow_every_few_commits_under_load() -> None:
+    """Commits back to back: a checkpoint after each `every` commits, without waiting out `interval`."""
+    settings = config.load()
+    async with open_store(settings) as store:
+        checkpointer = Checkpointer(store, interval=3600.0, every=8)
+        store.add_commit_listener(checkpointer.committed)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(checkpointer.run)
+            batches = 0
+            with anyio.fail_after(60):
+                while checkpointer.runs < 3:
+                    await store.commit_batch([_incoming(f"every-{batches}")])
+                    batches += 1
+                    await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+        # The first follows the first commit, each other one 8 commits after the one before began
+        # (an interval of an hour never ends here).
+        assert batches >= 1 + 8 + 8
+    assert db_rows(settings.db, "SELECT count(*) FROM events") == [(batches,)]
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    """Poll (every 10 ms, 30 s at most) a figure of the checkpointer's, which has no event to wait on."""
+    with anyio.fail_after(30):
+        while not predicate():  # noqa: ASYNC110 - a bounded poll
+            await anyio.sleep(0.01)
 
 
 def _incoming(marker: str) -> Incoming:
