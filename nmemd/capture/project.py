@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
 from typing import Final
@@ -23,7 +24,7 @@ from typing import Final
 from nmem_client import paths
 
 LOG = logging.getLogger("nmemd.project")
-_TTL_SECONDS: Final = 300.0  # a later `git init` is seen within this time
+_TTL_SECONDS: Final = 300.0  # a later `git init` is seen within this time (by the next event after it)
 _HOME: Final = os.path.normpath(os.path.expanduser("~"))
 _NOT_ROOTS: Final = frozenset({_HOME, os.path.sep})
 _GIT_FILE_MAX: Final = 4096  # a `.git` file or `commondir` is one line
@@ -36,26 +37,39 @@ _WALK_WAIT_S: Final = 0.2
 _MAX_WALKING: Final = 4
 
 _lock = threading.Lock()
-_cache: dict[str, tuple[int, str]] = {}  # cwd -> (epoch, root)
+_cache: dict[str, tuple[float, str]] = {}  # cwd -> (when its walk began, root), oldest first
 _walking: set[str] = set()
+# A known cwd whose answer is older than _TTL_SECONDS is answered from the cache at once and walked
+# again by one long-lived thread, off the caller: a caller that waited for that walk, the daemon's
+# event loop included, waited for a thread to get the GIL back after each stat(), 49-51 ms while team
+# sync's threads were busy (bench_team_pull.py, issue #40). A refresh that never ends holds the
+# others back: their cwds keep their last answer, which is what they would get without it.
+_refreshes: queue.SimpleQueue[str] = queue.SimpleQueue()
+_refreshing: set[str] = set()
+_refresher: threading.Thread | None = None
 
 
 def project_root(cwd: str | None) -> str | None:
     """The git top-level containing `cwd`, else `cwd` (normalized if it exists); None if empty.
-    Never waits more than _WALK_WAIT_S, whatever the filesystem does."""
+    Never waits more than _WALK_WAIT_S, whatever the filesystem does, and only for a `cwd` not seen
+    before: a known one is answered from the cache, refreshed in the background when it is old."""
     if not cwd:
         return None
-    epoch = int(time.monotonic() // _TTL_SECONDS)
+    now = time.monotonic()
     with _lock:
         hit = _cache.get(cwd)
-        if hit is not None and hit[0] == epoch:
+        if hit is not None:
+            if now - hit[0] >= _TTL_SECONDS and cwd not in _refreshing:
+                _refreshing.add(cwd)
+                _refreshes.put(cwd)
             return hit[1]
         if cwd in _walking or len(_walking) >= _MAX_WALKING:
             return cwd  # a walk that has not ended: this one would not either
         _walking.add(cwd)
+    _start_refresher()  # here, where the caller waits anyway: a thread's start waits for it to run
     done = threading.Event()
     found: list[str] = []
-    walker = threading.Thread(target=_walk, args=(cwd, epoch, done, found), name="nmem-project", daemon=True)
+    walker = threading.Thread(target=_walk, args=(cwd, now, done, found), name="nmem-project", daemon=True)
     walker.start()
     if done.wait(_WALK_WAIT_S) and found:
         return found[0]
@@ -64,19 +78,46 @@ def project_root(cwd: str | None) -> str | None:
     return cwd
 
 
-def _walk(cwd: str, epoch: int, done: threading.Event, found: list[str]) -> None:
+def _walk(cwd: str, began: float, done: threading.Event, found: list[str]) -> None:
     """Find `cwd`'s root and cache it, however late it ends (later events then have it)."""
     try:
         root = _find_root(cwd)
         found.append(root)
-        with _lock:
-            if len(_cache) >= _CACHE_MAX:
-                _cache.clear()
-            _cache[cwd] = (epoch, root)
+        _remember(cwd, began, root)
     finally:
         with _lock:
             _walking.discard(cwd)
         done.set()
+
+
+def _remember(cwd: str, began: float, root: str) -> None:
+    with _lock:
+        _cache.pop(cwd, None)  # to the end: the oldest entry goes first when the cache is full
+        while len(_cache) >= _CACHE_MAX:
+            del _cache[next(iter(_cache))]
+        _cache[cwd] = (began, root)
+
+
+def _start_refresher() -> None:
+    global _refresher
+    with _lock:
+        if _refresher is not None and _refresher.is_alive():  # not alive: a forked child has no threads
+            return
+        _refresher = threading.Thread(target=_refresh_forever, name="nmem-project-refresh", daemon=True)
+        _refresher.start()
+
+
+def _refresh_forever() -> None:
+    while True:
+        cwd = _refreshes.get()
+        try:
+            began = time.monotonic()
+            _remember(cwd, began, _find_root(cwd))
+        except Exception:  # noqa: BLE001 - the last answer stays; the thread must not end
+            LOG.debug("refreshing the project of %r failed", cwd, exc_info=True)
+        finally:
+            with _lock:
+                _refreshing.discard(cwd)
 
 
 def _find_root(cwd: str) -> str:

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fixtures import HOOKS, LEGACY, hook_payloads
+from support.helpers import wait_until
 
+from nmemd.capture import project
 from nmemd.capture.extract import extract
 from nmemd.capture.project import project_root, short_name
 from nmemd.model import CONTENT_MAX, OBSERVATION_TYPES, TITLE_MAX, Extracted, Observation, reply_key
@@ -517,6 +519,22 @@ def test_project_root(tmp_path: Path) -> None:
     assert project_root(None) is None and project_root("") is None
     assert short_name("/a/b/nmem/") == "nmem" and short_name("/") == "/" and short_name("C:\\x\\proj") == "proj"
     assert os.path.isabs(project_root(str(repo)) or "")
+
+
+def test_an_old_answer_is_given_at_once_and_refreshed_off_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #40: a known cwd never waits for a walk (the daemon's loop asks); a later `git init`
+    above it is seen once the background walk ends."""
+    cwd = tmp_path / "proj" / "sub"
+    cwd.mkdir(parents=True)
+    first = project_root(str(cwd))
+    assert first in (str(cwd), str(tmp_path.parent))  # tmp_path is not inside a repo
+    (tmp_path / "proj" / ".git").mkdir()
+    assert project_root(str(cwd)) == first  # within the TTL: the cached answer
+    monkeypatch.setattr(project, "_TTL_SECONDS", 0.0)  # every answer is old from now on
+    assert project_root(str(cwd)) == first  # old: given at once, the walk runs behind it
+    wait_until(lambda: project_root(str(cwd)) == str(tmp_path / "proj"), 10, "the refreshed answer")
 
 
 def test_a_linked_worktree_belongs_to_its_repository(tmp_path: Path) -> None:
