@@ -16,7 +16,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -30,6 +30,10 @@ FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for t
 WRITER_SLICE_S = 0.05  # the writer thread keeps the write lock this long at most under load
 BUSY_WINDOW_S = 0.5  # events this recent mean capture is under way
 QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
+# Between two background writes (`write_between_batches`: team sync's pulled rows and acks) the writer
+# rests as long as the last one took, this long at most, unless an event arrives: they keep to about
+# half of the writer, and of a core, while hooks come.
+JOB_REST_MAX_S = 0.01
 # A batch takes every event queued while the previous one committed, up to BATCH_MAX_EVENTS, waiting
 # at most BATCH_MAX_DELAY_MS for more. Measured (BENCHMARKS.md, bench/bench_ingest.py's sweep): a
 # delay only adds latency, since hook clients keep one event in flight, and batches grow by
@@ -38,6 +42,7 @@ BATCH_MAX_EVENTS = tunable("BATCH_MAX_EVENTS", 512, 1)
 BATCH_MAX_DELAY_MS = tunable("BATCH_MAX_DELAY_MS", 0.0, 0.0)
 
 Done = Callable[[BaseException | None, int], None]
+T = TypeVar("T")
 
 
 class _Pending:
@@ -55,6 +60,18 @@ class _Pending:
         self.import_files = import_files  # written in the same transaction (store.record_import_files rows)
 
 
+class _Job:
+    """A background write: `fn(db, *args)` in a transaction of its own, between batches."""
+
+    __slots__ = ("fn", "args", "done", "result", "error")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]):
+        self.fn, self.args = fn, args
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
 class Ingestor:
     """Owns the queue between connection handlers and the store.
 
@@ -69,6 +86,8 @@ class Ingestor:
         self.max_events = BATCH_MAX_EVENTS
         self.max_delay = BATCH_MAX_DELAY_MS / 1000.0
         self._queue: deque[_Pending] = deque()
+        self._jobs: deque[_Job] = deque()  # background writes, taken when no event is queued
+        self._resting = False  # between two background writes: only an event's arrival ends the rest
         self._ready = anyio.Event()  # set when the queue gets an entry (or closes)
         self._space = anyio.Event()  # set when a full queue shrinks
         self._closed = False
@@ -133,27 +152,62 @@ class Ingestor:
         self._ready.set()
         self._space.set()
 
+    async def write_between_batches(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(db, *args)` as `Store.transaction` runs it, but by the writer thread in its own turn,
+        when no event is queued: events that arrive meanwhile are committed right after it in the
+        same turn, never behind a hand-over of the store's lock through the event loop (a hook's
+        ack waited 15-40 ms so behind each of a pull's short transactions on a busy machine,
+        issue #40). Shielded: a cancelled caller's write may still commit."""
+        if self._closed:  # run() may have returned: the store's lock, as any other writer
+            return await self.store.transaction(fn, *args)
+        job = _Job(fn, args)
+        self._jobs.append(job)
+        if not self._resting:
+            self._ready.set()
+        with anyio.CancelScope(shield=True):
+            await job.done.wait()
+        if job.error is not None:
+            raise job.error
+        result: T = job.result
+        return result
+
     async def run(self) -> None:
+        rest = 0.0
         while True:
             if not self._queue:
-                if self._closed:
-                    await self._index_pending()
-                    return
-                self._ready = anyio.Event()
-                if self.store.unindexed and not self._index_failed:  # quiet for FTS_LAG_S: index the rest
-                    with anyio.move_on_after(FTS_LAG_S):
-                        await self._ready.wait()
-                    if not self._queue:
-                        await self._index_pending()
+                if self._jobs and (rest > 0 or self.store.restarting):
+                    await self._rest(rest or JOB_REST_MAX_S)
+                    rest = 0.0
                     continue
-                await self._ready.wait()
-                continue
-            if self.max_delay > 0:
+                if not self._jobs:
+                    if self._closed:
+                        await self._index_pending()
+                        return
+                    self._ready = anyio.Event()
+                    if self.store.unindexed and not self._index_failed:  # quiet for FTS_LAG_S: index the rest
+                        with anyio.move_on_after(FTS_LAG_S):
+                            await self._ready.wait()
+                        if not self._queue and not self._jobs:
+                            await self._index_pending()
+                        continue
+                    await self._ready.wait()
+                    continue
+            if self.max_delay > 0 and self._queue:
                 await self._linger()
             store = self.store
             async with store.lock:
                 with anyio.CancelScope(shield=True):
-                    await on_writer_thread(store.conn, self._write_while_queued, asyncio.get_running_loop())
+                    rest = await on_writer_thread(store.conn, self._write_while_queued, asyncio.get_running_loop())
+
+    async def _rest(self, seconds: float) -> None:
+        """Between two background writes: `seconds`, or until an event arrives (or close)."""
+        self._ready = anyio.Event()
+        self._resting = True
+        try:
+            with anyio.move_on_after(seconds):
+                await self._ready.wait()
+        finally:
+            self._resting = False
 
     async def _linger(self) -> None:
         """Wait up to `max_delay` for the batch to fill (the delay counts from now: the first entry's arrival)."""
@@ -162,13 +216,30 @@ class Ingestor:
                 self._ready = anyio.Event()
                 await self._ready.wait()
 
-    def _write_while_queued(self, db: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
+    def _write_while_queued(self, db: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> float:
         """On the writer thread: commit batch after batch while entries wait, for WRITER_SLICE_S at most
         (then other writers get the lock). Each batch is acknowledged on the loop as soon as it
         commits while the next one is already being written: the writer never waits for the loop.
+        When no entry waits, one background write; events queued during it are taken next. Returns
+        how long to rest before the next background write (0: none ran).
         """
         deadline = time.monotonic() + WRITER_SLICE_S
-        while self._queue and time.monotonic() < deadline:
+        rest = 0.0
+        while time.monotonic() < deadline:
+            if not self._queue:
+                if not self._jobs or rest > 0 or self.store.restarting:
+                    break
+                job = self._jobs.popleft()
+                began = time.monotonic()
+                try:
+                    job.result = self.store.transaction_on_thread(db, job.fn, *job.args)
+                except sqlite3.Error as exc:
+                    job.error = translate(exc)
+                except Exception as exc:  # the caller's to handle, as from Store.transaction
+                    job.error = exc
+                rest = min(max(time.monotonic() - began, 0.001), JOB_REST_MAX_S)
+                loop.call_soon_threadsafe(self._job_done, job)
+                continue
             batch = self._take()
             items = batch[0].items if len(batch) == 1 else [i for p in batch for i in p.items]
             files = [row for p in batch for row in p.import_files]
@@ -183,6 +254,13 @@ class Ingestor:
                 LOG.exception("batch of %d events failed", len(items))
                 error = StorageError(f"internal error: {exc!r}")
             loop.call_soon_threadsafe(self._settle, batch, len(items), new, error)
+        return rest
+
+    def _job_done(self, job: _Job) -> None:
+        """On the loop, once a background write committed (or failed)."""
+        if job.error is None:
+            self.store.committed()
+        job.done.set()
 
     def _take(self) -> list[_Pending]:
         """Entries up to `max_events` events (at least one entry; an entry is never split).

@@ -91,6 +91,9 @@ class Store:
     redact: Callable[[str], str] = as_is
     # One checkpoint at a time in this process: two at once make the second one fail busy.
     checkpoint_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    # True while the checkpointer restarts the WAL (store.checkpointer): background writes (team sync's,
+    # Ingestor.write_between_batches) wait, so the locked RESTART has only the hooks' few frames to copy.
+    restarting: bool = False
     # Bumped by every purge: derived text computed before it (summaries) must not be written after it.
     purges: int = 0
     # Observations with a smaller id are in the FTS index, the others not yet (fts_state, m004).
@@ -147,6 +150,15 @@ class Store:
                     raise translate(exc) from exc
                 self.indexed_below = max(self.indexed_below, self._indexed_at_commit)
                 self.committed()
+        return result
+
+    def transaction_on_thread(self, db: sqlite3.Connection, fn: Callable[..., _T], *args: Any) -> _T:
+        """`transaction`'s work on the writer thread itself (the caller holds `lock`, as the ingestor's
+        writer turn does): the watermark moves once it commits. The caller calls `committed()`
+        afterwards, on the event loop. Raises sqlite3.Error."""
+        self._indexed_at_commit = 0
+        result = _in_transaction(db, fn, args)
+        self.indexed_below = max(self.indexed_below, self._indexed_at_commit)
         return result
 
     def index_on_thread(self, db: sqlite3.Connection, end: int) -> None:

@@ -118,6 +118,12 @@ class TeamSync:
     def store(self) -> Store:
         return self.daemon.ingestor.store
 
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """A write of the sync's (a few pulled rows, an ack) in a transaction of its own, taken by the
+        writer between the hooks' batches: a hook's commit waits for one such write at most, on the
+        writer thread itself (`Ingestor.write_between_batches`)."""
+        return await self.daemon.ingestor.write_between_batches(fn, *args)
+
     def _listen_to_commits(self) -> None:
         if self._stop_listening is None:
             self._stop_listening = self.store.add_commit_listener(self.committed)
@@ -320,13 +326,12 @@ class TeamSync:
         while upto > 0:
             part = pending.ids[: min(upto, ACK_CHUNK)]
             try:
-                await self.store.transaction(_ack_marked, wake, link.key, part, pending.rows, time.time())
+                await self._write(_ack_marked, wake, link.key, part, pending.rows, time.time())
             finally:
                 wake.own_commit = False  # the commit's listeners ran (or it failed): the next is not ours
             del pending.ids[: len(part)]
             pending.rows = 0
             upto -= len(part)
-            await _yield_after()
         LOG.debug("team %s: acked outbox rows %d..%d", link.team, first, last)
 
     async def _puller(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
@@ -358,7 +363,7 @@ class TeamSync:
             after = await readers.run(db, local.cursors, link.key)
             if "observations" not in after:  # a join: only the window it keeps, not the project's history
                 start = await conn.run(pg.window_start, OP_TIMEOUT_S, link.team, projects, self._window_since())
-                await self.store.transaction(local.move_cursors, link.key, {"observations": start}, 0, time.time())
+                await self._write(local.move_cursors, link.key, {"observations": start}, 0, time.time())
                 continue
             page, more = await conn.run(
                 pg.pull, OP_TIMEOUT_S, link.team, projects, self.machine, after, version=st.schema_version or 1
@@ -384,9 +389,7 @@ class TeamSync:
             )  # fmt: skip
         now = time.time()
         for chunk in _chunks(page.observations):
-            began = time.monotonic()
-            await self.store.transaction(self._store_rows, link, chunk, now)
-            await _yield_after(time.monotonic() - began)
+            await self._write(self._store_rows, link, chunk, now)
         admins: list[str] = []
         if page.tombstones:
             admins = await conn.run(pg.admins, OP_TIMEOUT_S, link.team)
@@ -394,7 +397,7 @@ class TeamSync:
             if ids:  # deleted as a purge deletes: full-text entries, prompts, every copy of their text
                 await self.delete_rows(ids)
         window = self.daemon.settings.team_window_days
-        await self.store.transaction(self._store_rest, link, page, admins, window, now)
+        await self._write(self._store_rest, link, page, admins, window, now)
         return len(page.observations) + len(page.sessions) + len(page.tombstones)
 
     def _store_rows(self, db: sqlite3.Connection, link: Link, rows: list[local.InObservation], now: float) -> None:
