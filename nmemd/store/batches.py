@@ -85,7 +85,7 @@ _KNOWN = (
 ROWS_PER_STATEMENT = 32  # x 16 columns: under SQLite's old 999-parameter limit
 
 
-class _RowsInsert:
+class RowsInsert:
     """`INSERT ... VALUES (...), (...), ...`: up to ROWS_PER_STATEMENT rows in one statement.
 
     `executemany` steps once per row, and each step lets the GIL go and takes it back; on the
@@ -113,13 +113,13 @@ class _RowsInsert:
         return out
 
 
-_OBSERVATIONS = _RowsInsert(
+_OBSERVATIONS = RowsInsert(
     "INSERT INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
     " content, tool_name, file_path, command, tool_use_id, agent_id, agent)",
     16,
 )
 _MERGE = "UPDATE observations SET count = count + 1, last_ts = max(last_ts, ?) WHERE id = ?"
-_EVENTS = _RowsInsert(
+_EVENTS = RowsInsert(
     "INSERT INTO events(event_id, received_at, session_id, hook_event, observation_id, natural_key)",
     6,
     " ON CONFLICT DO NOTHING",
@@ -162,7 +162,7 @@ ON CONFLICT(session_id) DO UPDATE SET
     agent = coalesce(sessions.agent, excluded.agent)
 """
 # Each session's project as stored after the upsert: where the batch's rows are outside it (store.places).
-_SESSIONS = _RowsInsert(_SESSION_COLUMNS, 14, _SESSION_UPDATE + " RETURNING session_id, project")
+_SESSIONS = RowsInsert(_SESSION_COLUMNS, 14, _SESSION_UPDATE + " RETURNING session_id, project")
 
 
 def _json_list(values: Sequence[str]) -> str:

@@ -16,12 +16,15 @@ from typing import Final
 UNSPACED: Final = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 TOKENIZE: Final = "unicode61 remove_diacritics 0 categories 'L* N* Co M*'"  # Thai vowel marks are M*
 
-# Called on the write connection for every row indexed (`nmem_grams(title, content)`).
+# Called on the write connection for the rows indexed whose text is not all ASCII (`nmem_grams(title,
+# content)`): SQLite's GLOB tells them apart in C, where a Python call per row took the GIL back once
+# a row on the writer thread, each time after the event loop's turn (issue #40: a pull's rows).
 SQL_FUNCTION: Final = "nmem_grams"
+_NOT_ASCII: Final = "'*[^\x01-\x7f]*'"  # a character outside 1-127 somewhere (NUL counts: pairs() decides)
 INDEX_RANGE: Final = (
     "INSERT INTO observations_grams(rowid, grams)"
     f" SELECT id, g FROM (SELECT id, {SQL_FUNCTION}(title, content) AS g FROM observations"
-    " WHERE id >= ? AND id < ?) WHERE g IS NOT NULL"
+    f" WHERE id >= ? AND id < ? AND (title GLOB {_NOT_ASCII} OR content GLOB {_NOT_ASCII})) WHERE g IS NOT NULL"
 )
 
 

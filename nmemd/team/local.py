@@ -21,6 +21,7 @@ from typing import Any, Final
 import msgspec
 
 from nmemd.model import CLAUDE_CODE, OBSERVATION_TYPES, stored_agent
+from nmemd.store.batches import RowsInsert
 from nmemd.team import outgoing
 from nmemd.team.identity import to_local
 
@@ -416,10 +417,12 @@ def team_session_id(author: str, session_id: str) -> str:
     return f"team/{author}/{session_id}"
 
 
-_INSERT_OBS: Final = (
+# Rows in one statement each 32 (RowsInsert): a pulled row per statement took the GIL back once a row on
+# the writer thread, each time after the event loop's turn (issue #40).
+_INSERT_OBS: Final = RowsInsert(
     "INSERT OR IGNORE INTO observations(id, event_id, session_id, project, ts, last_ts, hook_event, type, title,"
-    " content, file_path, command, agent, author, machine, team_seq)"
-    " VALUES (?, ?, ?, ?, ?, ?, 'Team', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " content, file_path, command, agent, author, machine, team_seq)",
+    16,
 )
 
 
@@ -474,13 +477,13 @@ def store_observations(
         rows.append(
             (
                 next_id, event_id, team_session_id(o.author, o.session_id), project.root, o.created_at,
-                o.created_at, kind, o.title, o.body, to_local(o.files[0] if o.files else None, project.root), command,
-                stored_agent(o.agent), o.author, o.machine, o.seq,
+                o.created_at, "Team", kind, o.title, o.body, to_local(o.files[0] if o.files else None, project.root),
+                command, stored_agent(o.agent), o.author, o.machine, o.seq,
             )
         )  # fmt: skip
         next_id += 1
     if rows:
-        db.executemany(_INSERT_OBS, rows)
+        _INSERT_OBS.run(db, rows)
     return next_id
 
 

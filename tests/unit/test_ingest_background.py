@@ -1,0 +1,91 @@
+"""The ingestor in-process: background writes (team sync's) go between the hooks' batches, never before them."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import anyio
+import anyio.lowlevel
+import pytest
+from support.db import db_rows
+
+from nmemd import config
+from nmemd.capture.ingest import Ingestor
+from nmemd.errors import StorageError
+from nmemd.model import Extracted, Observation
+from nmemd.store.batches import Incoming
+from nmemd.store.database import open_store
+
+pytestmark = pytest.mark.anyio
+WAIT_S = 10.0
+
+
+def _event(eid: str) -> Incoming:
+    obs = Observation(type="command", title="$ make", command="make")
+    ex = Extracted(hook_event="PostToolUse", session_id="s1", cwd="/p", project="/p", observations=[obs])
+    return Incoming(event_id=eid, received_at=1000.0, extracted=ex)
+
+
+async def test_an_event_queued_during_a_background_write_commits_before_the_next_one() -> None:
+    settings = config.load()
+    running, release = threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def job(db: sqlite3.Connection, name: str, gate: bool) -> str:
+        if gate:  # the writer thread is in this job while the test queues what follows
+            running.set()
+            assert release.wait(WAIT_S)
+        seen[name] = db.execute("SELECT count(*) FROM events WHERE event_id = 'e1'").fetchone()[0]
+        return name
+
+    async with open_store(settings) as store:
+        ingestor = Ingestor(store)
+        acked, second_done = anyio.Event(), anyio.Event()
+        results: list[str] = []
+
+        async def write(name: str, gate: bool) -> None:
+            results.append(await ingestor.write_between_batches(job, name, gate))
+            if name == "second":
+                second_done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ingestor.run)
+            tg.start_soon(write, "first", True)
+            assert await anyio.to_thread.run_sync(running.wait, WAIT_S)
+            tg.start_soon(write, "second", False)
+            await anyio.lowlevel.checkpoint()  # the second job is queued first, then the event
+            ingestor.enqueue([_event("e1")], lambda error, new: acked.set())
+            release.set()
+            with anyio.fail_after(WAIT_S):
+                await acked.wait()
+                await second_done.wait()
+            ingestor.close()
+    assert results == ["first", "second"]
+    assert seen == {"first": 0, "second": 1}  # the event, queued after the second job, committed before it
+    assert db_rows(settings.db, "SELECT count(*) FROM events WHERE event_id = 'e1'") == [(1,)]
+
+
+async def test_a_failed_background_write_is_rolled_back_and_raised_to_its_caller() -> None:
+    settings = config.load()
+
+    def half_then_fail(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE scratch(x)")
+        raise ValueError("a bug in the write")
+
+    def bad_sql(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO no_such_table VALUES (1)")
+
+    async with open_store(settings) as store:
+        ingestor = Ingestor(store)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ingestor.run)
+            with anyio.fail_after(WAIT_S):
+                with pytest.raises(ValueError, match="a bug"):
+                    await ingestor.write_between_batches(half_then_fail)
+                with pytest.raises(StorageError):
+                    await ingestor.write_between_batches(bad_sql)
+                assert await ingestor.write_between_batches(lambda db: db.execute("SELECT 1").fetchone()[0]) == 1
+            ingestor.close()
+        assert await ingestor.write_between_batches(lambda db: 2) == 2  # once closed: the store's lock, as before
+    assert db_rows(settings.db, "SELECT count(*) FROM sqlite_master WHERE name = 'scratch'") == [(0,)]
