@@ -642,6 +642,7 @@ NEW_INDEX = re.compile(r"CREATE INDEX (?:IF NOT EXISTS )?(\w+)\s+ON\s+nmem\.obse
 DROPPED_INDEX = re.compile(r"DROP INDEX (?:IF EXISTS )?nmem\.(\w+)")
 EXTENSION = re.compile(r"CREATE EXTENSION[^;]*", re.S)
 REPLACED_FN = re.compile(r"CREATE (?:OR REPLACE )?FUNCTION nmem\.(\w+)\(")
+INDEXED_FN = re.compile(r"nmem\.(\w+)\(")
 
 
 def _functions(conn: psycopg.Connection[Any], names: list[str]) -> list[str]:
@@ -677,7 +678,14 @@ def pending(server: Server) -> tuple[str, list[tuple[str, str]]]:
         server.state["base_version"] = version
         for statement in EXTENSION.findall(sql):
             conn.execute(statement)
-    return sql, [(m.group(1), m.group(0)) for m in NEW_INDEX.finditer(sql)]
+    new = [(m.group(1), m.group(0)) for m in NEW_INDEX.finditer(sql)]
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:  # the schema's owner, as the migration
+        for name in sorted({f for _, definition in new for f in INDEXED_FN.findall(definition)}):
+            # a function of the rows that a new index holds: created first (the migration replaces it)
+            found = re.search(rf"CREATE (?:OR REPLACE )?FUNCTION nmem\.{name}\(.*?\$f\$;", sql, re.S)
+            if found:
+                conn.execute(found.group(0).encode())
+    return sql, new
 
 
 def prepare_both(server: Server, here: Path) -> None:

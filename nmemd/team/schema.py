@@ -96,6 +96,7 @@ MIGRATIONS: Final = (
     Migration(9, "m009_search_walks_less", 1, "search walks the newest rows only as far as the query needs"),
     Migration(10, "m010_push_owned_with_the_feeds", 1, "the push function owned by the teams' feeds' owner"),
     Migration(11, "m011_search_titles_hold_names", 1, "search finds the titles holding a name whose words are common"),
+    Migration(12, "m012_names_looked_up_whole", 1, "search looks a name up whole: an index of the rows' names"),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version  # the newest server schema this nmem knows (client and admin)
 NEEDS_SERVER: Final = 1  # the oldest server schema this nmem's client can sync with

@@ -291,34 +291,42 @@ async def test_a_word_the_newest_rows_lack_goes_to_the_index_without_walking_fur
     assert sorted(h.event_id for h in await search(dsn, "zebrafish")) == ["z1", "z2", "z3"]
 
 
-async def test_a_long_name_is_looked_up_by_its_first_characters_and_tested_whole(pg_db: Database) -> None:
-    """A long name's trigram scan asks the index for its first characters only (each trigram of a
-    long name costs as much as its commonest); the rows they give are tested for the whole name, so
-    a name that shares those characters is not found; files are read when titles held too few."""
+async def test_a_name_is_looked_up_whole_and_a_path_by_its_first_characters(pg_db: Database) -> None:
+    """A name that looks like code (`transform_enhanced.py`) is looked up whole in the index of the
+    rows' names (M012), never through the trigrams of its words; files are read when titles held too
+    few; a name sharing its first characters is not found. A path of plain words (`pipeline/stage`)
+    has no such token: its trigram scan asks the index for its first characters only, the rows
+    they give tested for the whole name. In a narrow scope a name found only inside a longer one
+    (`old_transform_enhanced.py`) is found by the trigrams too."""
     admin.init(pg_db.admin_dsn, "acme")
     dsn = admin.add_member(pg_db.admin_dsn, "acme", "bob").dsn
 
-    def rows(prefix: str, count: int, title: str, files: list[str]) -> None:
+    def rows(prefix: str, count: int, title: str, files: list[str], author: str = "lee") -> None:
         pg_db.execute(
             "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
-            " title, body, files, created_at) SELECT 'acme', 'github.com/acme/api', %s || i, 'lee', 'm', 'codex',"
+            " title, body, files, created_at) SELECT 'acme', 'github.com/acme/api', %s || i, %s, 'm', 'codex',"
             " 's', 'edit', %s, 'changed it', %s, now() FROM generate_series(1, %s) AS i",
-            (prefix, title, files, count),
+            (prefix, author, title, files, count),
         )
 
     rows("hit", 3, "Edited a file", ["src/pipeline/transform_enhanced.py"])
+    rows("title", 2, "Edited Transform_Enhanced.py: a test", [])
     rows("near", 2, "Edited transform_enhancer.rs", ["src/pipeline/transform_enhancer.rs"])
-    rows("filler", 1500, "Ran the tests", [])  # the newest rows hold neither: the trigram index answers
+    rows("path", 2, "Read docs", ["src/pipeline/stage/README"])
+    rows("inside", 1, "Edited old_transform_enhanced.py", [], author="rae")
+    rows("filler", 1500, "Ran the tests", [])  # the newest rows hold none: the index answers
     pg_db.execute("ANALYZE nmem.observations")
     hits = await search(dsn, "transform_enhanced.py")
-    assert sorted(h.event_id for h in hits) == ["hit1", "hit2", "hit3"]
+    assert [h.event_id for h in hits[:2]] == ["title2", "title1"]  # a title's hit first
+    assert sorted(h.event_id for h in hits[2:]) == ["hit1", "hit2", "hit3"]
     assert sorted(h.event_id for h in await search(dsn, "transform_enhancer.rs")) == ["near1", "near2"]
-    _, plans = _nested_statements(
-        pg_db,
-        "SELECT event_id FROM nmem.search('acme', NULL, 'transform_enhanced.py', '%transform_enhanced.py%',"
-        " NULL, 200, 10)",
-    )
-    assert "ILIKE '%transform_en%'" in plans
+    assert sorted(h.event_id for h in await search(dsn, "pipeline/stage")) == ["path1", "path2"]
+    assert [h.event_id for h in await search(dsn, "transform_enhanced.py", author="rae")] == ["inside1"]
+    sql = "SELECT event_id FROM nmem.search('acme', NULL, '%s', '%%%s%%', NULL, 200, 10)"
+    _, plans = _nested_statements(pg_db, sql % ("transform_enhanced.py", "transform\\_enhanced.py"))
+    assert "observations_scope_names" in plans and "trgm" not in plans
+    _, plans = _nested_statements(pg_db, sql % ("pipeline/stage", "pipeline/stage"))
+    assert "observations_scope_names" not in plans and "ILIKE '%pipeline/sta%'" in plans
 
 
 async def test_titles_holding_a_name_are_found_when_many_rows_hold_its_word(pg_db: Database) -> None:
@@ -341,3 +349,32 @@ async def test_titles_holding_a_name_are_found_when_many_rows_hold_its_word(pg_d
     hits = await search(dsn, "filesToModify")
     assert sorted(h.event_id for h in hits[:3]) == ["title1", "title2", "title3"]
     assert len(hits) == 10 and all(h.event_id.startswith("word") for h in hits[3:])
+
+
+async def test_names_stored_before_the_upgrade_to_v12_are_found_through_its_index(pg_db: Database) -> None:
+    """M012 builds its index of names over the rows a v11 server already holds: a name none of the
+    newest rows hold is found through it, as it was through the trigrams."""
+    from nmemd.team import schema
+
+    with psycopg.connect(pg_db.admin_dsn, autocommit=True) as conn:
+        assert schema.migrate(conn, upto=11) == (0, 11)
+        conn.execute("INSERT INTO nmem.teams (name) VALUES ('acme')")
+        conn.execute("CREATE ROLE bob LOGIN PASSWORD 'bob-secret' IN ROLE nmem_member")  # add-member needs the newest
+        conn.execute("INSERT INTO nmem.members (team, member) VALUES ('acme', 'bob')")
+    for prefix, count, files in (("hit", 3, ["src/pipeline/transform_enhanced.py"]), ("filler", 1500, [])):
+        pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, files, created_at) SELECT 'acme', 'github.com/acme/api', %s || i, 'lee', 'm', 'codex',"
+            " 's', 'edit', 'Edited a file', 'changed it', %s, now() FROM generate_series(1, %s) AS i",
+            (prefix, files, count),
+        )
+    dsn = pg_db.dsn("bob", "bob-secret")
+    before = sorted(h.event_id for h in await search(dsn, "transform_enhanced.py"))
+    with psycopg.connect(pg_db.admin_dsn) as conn:
+        assert schema.migrate(conn) == (11, schema.SCHEMA_VERSION)
+    pg_db.execute("ANALYZE nmem.observations")
+    assert sorted(h.event_id for h in await search(dsn, "transform_enhanced.py")) == before == ["hit1", "hit2", "hit3"]
+    _, plans = _nested_statements(
+        pg_db, "SELECT event_id FROM nmem.search('acme', NULL, 'x', '%transform\\_enhanced.py%', NULL, 200, 10)"
+    )
+    assert "observations_scope_names" in plans
