@@ -293,11 +293,12 @@ async def test_a_word_the_newest_rows_lack_goes_to_the_index_without_walking_fur
 
 async def test_a_name_is_looked_up_whole_and_a_path_by_its_first_characters(pg_db: Database) -> None:
     """A name that looks like code (`transform_enhanced.py`) is looked up whole in the index of the
-    rows' names (M012), never through the trigrams of its words; files are read when titles held too
-    few; a name sharing its first characters is not found. A path of plain words (`pipeline/stage`)
-    has no such token: its trigram scan asks the index for its first characters only, the rows
-    they give tested for the whole name. In a narrow scope a name found only inside a longer one
-    (`old_transform_enhanced.py`) is found by the trigrams too."""
+    rows' names (M012), never through the trigrams of its words, also where it starts or ends a
+    longer name (`old_transform_enhanced.py`, `CoderService.ts`, `x.py-224`); files are read when
+    titles held too few; a name sharing its first characters is not found. A path of plain words
+    (`pipeline/stage`) has no such token: its trigram scan asks the index for its first characters
+    only, the rows they give tested for the whole name. In a narrow scope a name found only inside
+    a longer one (`old_transform_enhanced.py.bak`) is found by the trigrams too."""
     admin.init(pg_db.admin_dsn, "acme")
     dsn = admin.add_member(pg_db.admin_dsn, "acme", "bob").dsn
 
@@ -313,13 +314,17 @@ async def test_a_name_is_looked_up_whole_and_a_path_by_its_first_characters(pg_d
     rows("title", 2, "Edited Transform_Enhanced.py: a test", [])
     rows("near", 2, "Edited transform_enhancer.rs", ["src/pipeline/transform_enhancer.rs"])
     rows("path", 2, "Read docs", ["src/pipeline/stage/README"])
-    rows("inside", 1, "Edited old_transform_enhanced.py", [], author="rae")
+    rows("ends", 1, "Edited old_transform_enhanced.py", [])
+    rows("starts", 1, "grep: src/transform_enhanced.py-224- import", [])
+    rows("camel", 1, "Edited CoderService.ts", ["web/src/CoderService.ts"])
+    rows("inside", 1, "Edited old_transform_enhanced.py.bak", [], author="rae")
     rows("filler", 1500, "Ran the tests", [])  # the newest rows hold none: the index answers
     pg_db.execute("ANALYZE nmem.observations")
     hits = await search(dsn, "transform_enhanced.py")
-    assert [h.event_id for h in hits[:2]] == ["title2", "title1"]  # a title's hit first
-    assert sorted(h.event_id for h in hits[2:]) == ["hit1", "hit2", "hit3"]
+    assert sorted(h.event_id for h in hits[:4]) == ["ends1", "starts1", "title1", "title2"]  # titles first
+    assert sorted(h.event_id for h in hits[4:]) == ["hit1", "hit2", "hit3"]
     assert sorted(h.event_id for h in await search(dsn, "transform_enhancer.rs")) == ["near1", "near2"]
+    assert [h.event_id for h in await search(dsn, "service.ts")] == ["camel1"]
     assert sorted(h.event_id for h in await search(dsn, "pipeline/stage")) == ["path1", "path2"]
     assert [h.event_id for h in await search(dsn, "transform_enhanced.py", author="rae")] == ["inside1"]
     sql = "SELECT event_id FROM nmem.search('acme', NULL, '%s', '%%%s%%', NULL, 200, 10)"

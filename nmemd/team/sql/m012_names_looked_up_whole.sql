@@ -18,14 +18,22 @@ CREATE OR REPLACE FUNCTION nmem.name_tokens(p_title text, p_files text[]) RETURN
   LANGUAGE sql IMMUTABLE PARALLEL SAFE
   -- every name qualified: an index expression runs with the writer's search_path
   AS $f$
-    SELECT pg_catalog.array_agg(DISTINCT t.token)
-    FROM (SELECT pg_catalog.lower(m[1]) AS token
-          FROM pg_catalog.regexp_matches(p_title, '(\w+(?:[.-]\w+)*)', 'g') AS m
-          WHERE m[1] OPERATOR(pg_catalog.~) '\w[_.-]\w|[a-z][A-Z]'
+    SELECT pg_catalog.array_agg(DISTINCT t.mark OPERATOR(pg_catalog.||) pg_catalog.lower(u.run))
+    FROM (SELECT m[1] AS token, '' AS mark FROM pg_catalog.regexp_matches(p_title, '\w+(?:[.-]\w+)*', 'g') AS m
           UNION ALL
-          SELECT '/' OPERATOR(pg_catalog.||) pg_catalog.lower(m[1])
-          FROM pg_catalog.regexp_matches(pg_catalog.array_to_string(p_files, ' '), '(\w+(?:[.-]\w+)*)', 'g') AS m
-          WHERE m[1] OPERATOR(pg_catalog.~) '\w[_.-]\w|[a-z][A-Z]') AS t
+          SELECT m[1], '/' FROM pg_catalog.regexp_matches(pg_catalog.array_to_string(p_files, ' '), '\w+(?:[.-]\w+)*', 'g') AS m
+         ) AS t,
+         -- its parts, each with the separators after it: CoderService.ts -> {Coder, Service., ts}
+         LATERAL (SELECT pg_catalog.regexp_split_to_array(t.token, '(?<=[a-z])(?=[A-Z])|(?<=[_.-])(?=[^_.-])') AS p) AS s,
+         -- the whole token, and the runs of two parts or more that start or end it
+         LATERAL (SELECT pg_catalog.array_to_string(s.p, '')
+                  UNION ALL
+                  SELECT pg_catalog.array_to_string(s.p[i:], '')
+                  FROM pg_catalog.generate_series(2, pg_catalog.cardinality(s.p) - 1) AS i
+                  UNION ALL
+                  SELECT pg_catalog.rtrim(pg_catalog.array_to_string(s.p[:i], ''), '_.-')
+                  FROM pg_catalog.generate_series(2, pg_catalog.cardinality(s.p) - 1) AS i) AS u(run)
+    WHERE pg_catalog.cardinality(s.p) OPERATOR(pg_catalog.>=) 2  -- a word alone is not a name
   $f$;
 
 CREATE INDEX IF NOT EXISTS observations_scope_names
@@ -198,7 +206,10 @@ BEGIN
     -- the trigram index, its first `name_chars` characters (each trigram of a long name costs as
     -- much as the commonest), the whole name tested on the rows they give (a test the index cannot
     -- take)
-    keys := nmem.name_tokens(regexp_replace(substr(p_pattern, 2, length(p_pattern) - 2), '\\(.)', '\1', 'g'), NULL);
+    SELECT array_agg(DISTINCT lower(m[1])) INTO keys
+    FROM regexp_matches(regexp_replace(substr(p_pattern, 2, length(p_pattern) - 2), '\\(.)', '\1', 'g'),
+                        '\w+(?:[.-]\w+)*', 'g') AS m
+    WHERE cardinality(regexp_split_to_array(m[1], '(?<=[a-z])(?=[A-Z])|(?<=[_.-])(?=[^_.-])')) >= 2;
     narrow := share < wide_share;
     name_like := substr(p_pattern, 2, length(p_pattern) - 2);
     IF length(name_like) > name_chars THEN
