@@ -6,14 +6,16 @@
 -- name's trigrams are those of its words (`transform`, `enhanced`, `py`), common ones. On 10M rows of
 -- real transcript text that cost 90-170 ms a name in the wide scopes, 1.2 s for one. Now every row
 -- holds, in a GIN index with its scope (btree_gin, as M006's), its names: the tokens of its title
--- and of its files' paths that look like code (a `_`, `.` or `-` inside, or a lower-to-upper case
--- change: what the client sends as a name), lowercased, those of the files marked with a leading
--- `/`. A name's own tokens are looked up whole, their postings are short (a rare name's are), and
--- each row found is still tested for the whole name. A row whose title holds the name only inside
--- a longer token (`my_transform_enhanced.py`) is not found that way: in a narrow scope (where the
--- trigram index intersects its postings with the scope's) the trigrams answer when the whole names
--- found fewer than the limit; a name without such a token (`src/api`) is looked up by its trigrams
--- as before. The index is built by the upgrade (about N minutes at 10M rows here).
+-- and of its files' paths made of two parts or more (parts split after `_`, `.`, `-` and before a
+-- lower-to-upper case change: what the client sends as a name looks like that), each with its runs
+-- of two parts or more that start or end it (`CoderService.ts` holds `service.ts`, grep's
+-- `x_y.py-224` holds `x_y.py`), lowercased, those of the files marked with a leading `/`. A name's
+-- own tokens are looked up whole, their postings are short (a rare name's are), and each row found
+-- is still tested for the whole name. A row whose title holds the name only in the middle of a
+-- longer token (`old_x_y.py.bak`) is not found that way: in a narrow scope (where the trigram index
+-- intersects its postings with the scope's) the trigrams answer when the names found fewer than the
+-- limit; a name without such a token (`src/api`) is looked up by its trigrams as before. The upgrade
+-- builds the index, pushes waiting for it (BENCHMARKS.md has its time at 10M rows).
 CREATE OR REPLACE FUNCTION nmem.name_tokens(p_title text, p_files text[]) RETURNS text[]
   LANGUAGE sql IMMUTABLE PARALLEL SAFE
   -- every name qualified: an index expression runs with the writer's search_path
