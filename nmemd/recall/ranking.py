@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from nmemd.recall import vocabulary
 from nmemd.recall.queries import HIT_COLUMNS, Hit, marks
-from nmemd.recall.snippets import CONCLUSION
+from nmemd.recall.snippets import CONCLUSION, SCAN_CHARS
 from nmemd.recall.terms import Query, occurrences
 from nmemd.recall.text import command_kind
 
@@ -60,6 +60,7 @@ HINT_WORD_WEIGHT: Final = 0.5  # a word that names a kind of work ("error", "com
 NEAR_WEIGHT: Final = 1.0  # two query words side by side, against one word's own weight
 TURN_WEIGHT: Final = 0.3  # the turn's prompt, for the words a row lacks (`_turn_prompts`)
 K1: Final = 1.2  # BM25's term-frequency saturation
+_K1_PLUS_1: Final = K1 + 1  # BM25's numerator factor, once (the same float as computed per term)
 B: Final = 0.5  # and its length normalisation (less than 0.75: long outputs hold answers too)
 AVERAGE_CHARS: Final = 1200.0  # a typical observation's text, for the length normalisation
 RECENCY_HALF_LIFE_DAYS: Final = 14.0
@@ -94,7 +95,9 @@ def rank(
     unsaid: str = "",
 ) -> tuple[list[Hit], dict[int, str]]:
     """BM25 over title, content, path and command, computed here on the best candidates' text; and the
-    content read (its first SCORED_CHARS) of the best of them, by id. `unsaid`: text not counted."""
+    content read of the best of them, by id: its first SCAN_CHARS, what their snippets read (SQLite reads
+    a value whole, so the read costs what its first SCORED_CHARS cost), of which SCORED_CHARS count here.
+    `unsaid`: text not counted."""
     if not found:
         return [], {}
     idf = [w * HINT_WORD_WEIGHT if term.hint else w for term, w in zip(query.terms, idf, strict=True)]
@@ -103,7 +106,7 @@ def rank(
 
     def rough(kv: tuple[int, Candidate]) -> tuple[float, int]:
         cand = kv[1]
-        weight = every if cand.all_terms else sum(idf[i] for i in cand.found_by)
+        weight = every if cand.all_terms else sum(map(idf.__getitem__, cand.found_by))  # the set's order, as before
         return (-weight, -kv[0])
 
     best = [rowid for rowid, _ in sorted(found.items(), key=rough)[:RESCORE]]
@@ -118,6 +121,7 @@ def rank(
     # is most of the bytes a row holds, and reading it is most of a search's time).
     seen: dict[str, _Counts] = {}
     short = {rowid: _count(query, _short_fields(r), unsaid=unsaid, seen=seen) for rowid, r in rows.items()}
+    facts = _Facts(query)
     words = query.word_indexes
     lacking = {  # rows that may lack a word: only for those does their turn's prompt count (`_score`)
         rowid: r
@@ -127,14 +131,13 @@ def rank(
     }
     asked = _turn_prompts(conn, query, lacking)
     first = {
-        rowid: _score(query, found[rowid], idf, r, short[rowid], now, asked.get(rowid), r[5])
-        for rowid, r in rows.items()
+        rowid: _score(found[rowid], idf, r, short[rowid], now, facts, asked.get(rowid)) for rowid, r in rows.items()
     }
     top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
     top = top[:WITH_CONTENT]
     contents = dict(
         conn.execute(
-            f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({marks(top)})", [SCORED_CHARS, *top]
+            f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({marks(top)})", [SCAN_CHARS, *top]
         ).fetchall()
     )
     hits: list[Hit] = []
@@ -144,7 +147,7 @@ def rank(
             score = first[rowid]
         else:
             whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid], unsaid=unsaid)
-            score = _score(query, found[rowid], idf, r, whole, now, asked.get(rowid), f"{r[5]} {content}")
+            score = _score(found[rowid], idf, r, whole, now, facts, asked.get(rowid), content)
         if score is None:
             continue
         hits.append(
@@ -185,7 +188,7 @@ def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) 
     return {rowid: counts[p] for rowid, p in turn if p in counts}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Counted:
     """A row's term frequencies over the fields read so far, and their length: the second pass adds
     the content to what the first pass counted in the title, path and command."""
@@ -212,10 +215,9 @@ def _count(
     PART_WEIGHT of a word standing alone. `seen`: texts counted already in this search, by text (rows
     repeat titles, folders and commands)."""
     if into is None:
-        counted = _Counted([0.0] * len(query.terms), 0, [0.0] * len(query.neighbours))
+        tf, length, near = [0.0] * len(query.terms), 0, [0.0] * len(query.neighbours)
     else:
-        counted = _Counted(list(into.tf), into.length, list(into.near))
-    tf, near = counted.tf, counted.near
+        tf, length, near = list(into.tf), into.length, list(into.near)
     for w, text in fields:
         if not text:
             continue
@@ -224,13 +226,12 @@ def _count(
             counts = _counts(query, text, unsaid)
             if seen is not None:
                 seen[text] = counts
-        length, terms, pairs = counts
-        counted.length += length
-        for i, whole, n in terms:
+        length += counts[0]
+        for i, whole, n in counts[1]:
             tf[i] += w * n if whole else PART_WEIGHT * w * n
-        for k, m in pairs:
+        for k, m in counts[2]:
             near[k] += w * m
-    return counted
+    return _Counted(tf, length, near)
 
 
 def _counts(query: Query, text: str, unsaid: str) -> _Counts:
@@ -271,51 +272,80 @@ def _short_fields(r: Sequence[Any]) -> tuple[tuple[float, str | None], ...]:
     return ((w[0], r[5]), (w[2], path[:name_at]), (w[3], path[name_at:]), (w[4], r[9]))
 
 
+class _Facts:
+    """What `_score` asks of the query for every row, read once per search: each term's index with the
+    word indexes it stands for, the neighbour pairs' term indexes, the words coverage counts, and the
+    hint verbs each row type stands for (`vocabulary.named_by_type`), by type."""
+
+    __slots__ = ("_kinds", "pairs", "query", "stands", "word_indexes", "words")
+
+    def __init__(self, query: Query) -> None:
+        self.query = query
+        self.stands = tuple((i, term.covers or (i,)) for i, term in enumerate(query.terms))
+        self.pairs = tuple((k, i, j) for k, (i, j, _) in enumerate(query.neighbours))
+        self.word_indexes = query.word_indexes
+        self.words = query.words
+        self._kinds: dict[str, frozenset[int]] = {}
+
+    def kind_says(self, row_type: str) -> frozenset[int]:
+        kinds = self._kinds.get(row_type)
+        if kinds is None:
+            kinds = self._kinds[row_type] = vocabulary.named_by_type(self.query, row_type)
+        return kinds
+
+
 def _score(
-    query: Query,
     cand: Candidate,
     idf: list[float],
     r: Sequence[Any],
     counted: _Counted,
     now: float,
+    facts: _Facts,
     asked: Sequence[int] | None = None,
-    said: str = "",
+    content: str | None = None,
 ) -> float | None:
     """Negative (lower is better), as FTS5 ranks; None: it holds none of the words.
 
     `asked`: each term's count in the prompt of the row's turn, a field of low weight for the words
-    the row lacks (`_turn_prompts`). `said`: the row's text read so far (its title, then its content
-    too), for the agent's words that state a cause."""
+    the row lacks (`_turn_prompts`). `content`: the row's content read (its head), when it was: with
+    the title, what the agent said, for its words that state a cause. `facts`: the query's, made once per
+    search (`_Facts`)."""
+    query = facts.query
     length_norm = K1 * (1 - B + B * (counted.length / AVERAGE_CHARS))
     relevance = 0.0
     covered: set[int] = set()
-    kind_says = vocabulary.named_by_type(query, r[1])  # "which file did we change": an edit says "Edit"
-    for i, term in enumerate(query.terms):
-        tf = counted.tf[i]
-        if not tf and (cand.all_terms or i in cand.found_by):
+    tfs = counted.tf
+    found_all, found_by = cand.all_terms, cand.found_by
+    for i, stands_for in facts.stands:
+        tf = tfs[i]
+        if not tf and (found_all or i in found_by):
             tf = FIELD_WEIGHTS[1]  # the index found it in content not read yet, or past the scored part
         if tf:
-            relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
-            covered.update(term.covers or (i,))
+            relevance += idf[i] * tf * _K1_PLUS_1 / (tf + length_norm)
+            covered.update(stands_for)
     if not relevance:
         return None  # found through another term's lookup only, and holds none of the words
-    for k, (i, j, _) in enumerate(query.neighbours):
-        if near := counted.near[k]:
-            relevance += NEAR_WEIGHT * min(idf[i], idf[j]) * near * (K1 + 1) / (near + length_norm)
+    if facts.pairs:
+        for k, i, j in facts.pairs:
+            if near := counted.near[k]:
+                relevance += NEAR_WEIGHT * min(idf[i], idf[j]) * near * _K1_PLUS_1 / (near + length_norm)
     if asked:
-        for i, term in enumerate(query.terms):
-            stands_for = set(term.covers or (i,))
-            if not stands_for <= covered and (n := asked[i]):
+        for i, stands_for in facts.stands:
+            if not covered.issuperset(stands_for) and (n := asked[i]):
                 tf = TURN_WEIGHT * min(n, 20)
-                relevance += idf[i] * tf * (K1 + 1) / (tf + length_norm)
+                relevance += idf[i] * tf * _K1_PLUS_1 / (tf + length_norm)
                 covered.update(stands_for)
-    coverage = len(covered & query.word_indexes) / query.words
-    coverage += vocabulary.KIND_COVERAGE * len(kind_says & query.word_indexes - covered) / query.words
+    kind_says = facts.kind_says(r[1])  # "which file did we change": an edit says "Edit"
+    words = facts.word_indexes
+    coverage = len(covered & words) / facts.words
+    if kind_says:
+        coverage += vocabulary.KIND_COVERAGE * len(kind_says & words - covered) / facts.words
     age_days = max(0.0, now - float(r[8])) / 86400.0
     recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
     weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
     if query.asks_why and r[1] in SAID:
         weight *= WHY_BOOST
+        said = r[5] if content is None else f"{r[5]} {content}"  # only here: most rows are not said
         if CONCLUSION.search(said[:SCORED_CHARS]):
             weight *= CAUSE_BOOST
     if r[1] == "command" and r[9]:

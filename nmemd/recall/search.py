@@ -72,8 +72,8 @@ def search(
 
 def _snippets(conn: sqlite3.Connection, query: Query, hits: list[Hit], contents: dict[int, str], why: bool) -> None:
     """Each shown hit's snippet (only for what is shown: it costs a regex per word over the content). Ranking
-    read the first SCORED_CHARS of the best rows; the line that answers may be further down a long output."""
-    longer = [h.id for h in hits if h.id not in contents or len(contents[h.id]) >= ranking.SCORED_CHARS]
+    read the first SCAN_CHARS of the best rows (`ranking.rank`); the others' are read here."""
+    longer = [h.id for h in hits if h.id not in contents]
     if longer:
         rows = conn.execute(
             f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({marks(longer)})",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -284,7 +284,7 @@ def errorish(line: str) -> bool:
     if not line.isascii():
         return _ERRORISH.search(line) is not None
     low = line.lower()
-    return _ERRORISH_ASCII(line, low)
+    return any(map(low.__contains__, _ERRORISH_KEYS)) and _ERRORISH_ASCII(line, low)  # most lines hold no key
 
 
 def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
@@ -316,15 +316,12 @@ def _start(match: Match) -> int:
 
 def matches(query: Query, low: str) -> list[Match]:
     """Every match of the query's terms in `low` (lowercase text), in order, at most MAX_MATCHES."""
-    from nmemd.recall.terms import matcher
-
     found: list[Match] = []
     for i, term in enumerate(query.terms):
         weight = 0.5 if term.hint else 1.0
-        for patterns in term.alternatives:
-            for pattern in patterns:
-                key, tail, edged = matcher(pattern)  # a substring test first: most texts lack most words
-                if key not in low:
+        for patterns in term.matchers:  # each pattern of each alternative as `terms.matcher` made it, once per query
+            for key, tail, edged in patterns:
+                if key not in low:  # a substring test first: most texts lack most words
                     continue
                 for m in tail.finditer(low):
                     s, e = m.span()
@@ -483,17 +480,20 @@ def _collapse(content: str, lo: int, hi: int, found: list[Match]) -> tuple[str, 
     cut, and the spans of the matches inside it, in the new text's offsets."""
     seg = content[lo:hi]
     inside = found[bisect_left(found, lo, key=_start) : bisect_left(found, hi, key=_start)]
-    runs = [m.span() for m in _SPACE.finditer(seg)] if inside else []
+    ends: list[int] = []  # each whitespace run's end, in order
+    gone: list[int] = []  # the characters removed up to the end of each run
+    removed = 0
+    for m in _SPACE.finditer(seg) if inside else ():
+        s, e = m.span()
+        removed += (e - s) - (0 if s == 0 else 1)
+        ends.append(e)
+        gone.append(removed)
 
-    def moved(p: int) -> int:  # where seg[p] (not a space) lands
-        removed = 0
-        for s, e in runs:
-            if e > p:
-                break
-            removed += (e - s) - (0 if s == 0 else 1)
-        return p - removed
+    def moved(p: int) -> int:  # where seg[p] (not a space) lands: less what the runs ending before it removed
+        k = bisect_right(ends, p)
+        return p - gone[k - 1] if k else p
 
-    text = _SPACE.sub(" ", seg).strip()
+    text = " ".join(seg.split())  # each whitespace run as one space, none at the ends (`\s` is `str.isspace`)
     head = ELLIPSIS if lo > 0 else ""
     tail = ELLIPSIS if hi < len(content) else ""
     spans: list[Span] = []
