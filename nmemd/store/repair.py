@@ -9,6 +9,7 @@ planner statistics, and a young store's statistics make FTS5 scan its own table.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from typing import Final
 
@@ -139,6 +140,12 @@ async def plan_fts_data_as_large(conn: aiosqlite.Connection) -> bool:
     )
     await conn.execute("ANALYZE sqlite_schema")
     return True
+
+
+def set_fts_merges_on_thread(db: sqlite3.Connection, options: dict[str, int]) -> None:
+    """`set_fts_merges` on the writer thread, inside a transaction."""
+    for option, value in options.items():
+        db.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)", (option, value))
 
 
 async def set_fts_merges(conn: aiosqlite.Connection, options: dict[str, int]) -> None:

@@ -27,7 +27,7 @@ import anyio.lowlevel
 
 from nmemd.config import tunable
 from nmemd.errors import StorageError, TeamError, TeamTimeout
-from nmemd.store import readers
+from nmemd.store import fts, readers, repair
 from nmemd.store.database import Store
 from nmemd.team import local, membership, pg, transport
 from nmemd.team.local import Link, LinkStatus
@@ -48,6 +48,12 @@ LISTEN_CHECK_S: Final = 10.0  # the listening connection is checked alive this o
 # commit waits for one at most (bench_team_sync.py: hooks during a pull).
 APPLY_ROWS: Final = 25
 APPLY_BYTES: Final = 32 * 1024
+# FTS5 merges a pull's many small segments as it stores them: PULL_MERGE_PAGES pages in each of its short
+# transactions, with FTS5's own automerge off meanwhile. Automerge works in bursts (64 x levels pages once
+# per 64 pages written): one transaction in ~13 took 11-27 ms of CPU, 60-98 ms on a busy machine, and a
+# hook's commit waited for it (bench_team_pull.py, issue #40); 8 pages a time keep up (as many segments
+# at the end of 20,000 rows), at most ~2 ms a transaction. A crash meanwhile: `open_store` sets it back.
+PULL_MERGE_PAGES: Final = 8
 ACK_CHUNK: Final = 500  # pushed rows removed from the outbox per transaction
 # The outbox is read (and redacted: ~17 ms of CPU per 1,000 rows) this many rows per worker-thread call,
 # with a pause between: the GIL is free for the hooks' event loop between two of them.
@@ -356,7 +362,21 @@ class TeamSync:
                 await wake.pull.wait()
 
     async def _pull_all(self, conn: ThreadedConnection, link: Link, st: LinkStatus) -> None:
-        """Pages until the feeds have no more: each fetched and decoded on a worker thread, stored in steps."""
+        """Pages until the feeds have no more: each fetched and decoded on a worker thread, stored in steps,
+        FTS5's automerge off from the first page that brings rows to the end (PULL_MERGE_PAGES)."""
+        merging: list[bool] = []  # one element once automerge is off
+        try:
+            await self._pull_pages(conn, link, st, merging)
+        finally:
+            if merging:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self._write(repair.set_fts_merges_on_thread, repair.FTS_MERGES)
+                    except StorageError as exc:  # the next pull's end, or the next start, sets it back
+                        LOG.warning("team %s: FTS5's automerge not set back on: %s", link.team, exc)
+
+    async def _pull_pages(self, conn: ThreadedConnection, link: Link, st: LinkStatus, merging: list[bool]) -> None:
+        """`_pull_all`'s pages; `merging` gets an element once automerge is off (the caller turns it on)."""
         db = self.daemon.settings.db
         projects = [p.project_id for p in link.projects]
         while True:
@@ -368,6 +388,9 @@ class TeamSync:
             page, more = await conn.run(
                 pg.pull, OP_TIMEOUT_S, link.team, projects, self.machine, after, version=st.schema_version or 1
             )
+            if page.observations and not merging:
+                merging.append(True)  # first: a write given up on may still commit
+                await self._write(repair.set_fts_merges_on_thread, {"automerge": 0})
             if page.cursors:
                 st.pulled += await self._store_page(conn, link, page)
             st.last_pull_at = time.time()
@@ -409,6 +432,7 @@ class TeamSync:
         if end > store.next_observation_id:
             store.next_observation_id = end  # an id taken by a rolled-back transaction is a harmless gap
             store.index_on_thread(db, end)
+            db.execute(fts.MERGE, (PULL_MERGE_PAGES,))
 
     def _store_rest(
         self, db: sqlite3.Connection, link: Link, page: local.Page, admins: list[str], window: float, now: float

@@ -47,6 +47,15 @@ def _local_rows(m: Member, marker: str) -> list[tuple]:
         conn.close()
 
 
+def _fts_merges(m: Member) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{m.db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT k, v FROM observations_fts_config WHERE k IN ('automerge', 'crisismerge')")
+        return {str(k): int(v) for k, v in rows}
+    finally:
+        conn.close()
+
+
 def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[Database, Member, Member]) -> None:
     db, a, b = team
     a_repo = a.checkout("api", "git@github.com:acme/api.git")
@@ -98,6 +107,9 @@ def test_an_event_of_as_hook_is_found_by_bs_search_with_its_author(team: tuple[D
     assert dump.returncode == 0, dump.stderr
     for secret in (aws, ghp, "zq91private", "zq91unshared", "salary"):
         assert secret not in dump.stdout
+
+    # the pull turned FTS5's automerge off while it stored rows (it merges them itself) and on again after
+    wait_until(lambda: _fts_merges(b) == {"automerge": 4, "crisismerge": 16}, SYNC_S, "B's automerge back on")
 
     # B's SessionStart context of the project tells what A did there
     context = b.nmem("context", "--project", str(b_repo))
