@@ -770,7 +770,9 @@ def measure_with(tree: Path, dsn: str, rounds: int, timeout_ms: int, warm: int =
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--rounds", type=int, default=4, help="passes over every query in every scope")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="passes over every query in every scope (0: build and migrate only)"
+    )
     parser.add_argument("--timeout-ms", type=int, default=2000, help="the budget handed to search_team")
     parser.add_argument("--pgdata", type=Path, help="keep the cluster in this folder (reused when it holds the rows)")
     parser.add_argument("--baseline", type=Path, help="a worktree of the commit to compare with (its own .venv)")
@@ -831,6 +833,8 @@ def main() -> None:
             prepare_both(server, here)
         elif args.refresh:
             refresh(server)
+        if args.rounds == 0:  # built and migrated only: the measuring run comes on its own
+            return
         results: dict[str, dict[str, Any]] = {"base": {}, "mine": {}}
         trees = {"base": args.baseline, "mine": here}
         for r in range(args.rounds):  # alternating: base mine, mine base, ...
