@@ -20,8 +20,7 @@ writer to be quiet for `quiet_s`; while commits keep coming it is put off until
 `force_frames`, once per ~48 MB of writes instead of every ~16 MB (issue #40).
 Background writes (team sync's pulled rows: ~5 KB of WAL per row) wait from the
 second PASSIVE to the end of the RESTART, so that it copies only the hooks' few
-frames, and it waits for the WAL's readers 2 ms first (issue #40: 7-120 ms a
-time, the hooks' commits held, while a pull ran and a reader read).
+frames (issue #40: 7-120 ms a time, the hooks' commits held, while a pull ran).
 """
 
 from __future__ import annotations
@@ -49,10 +48,6 @@ QUIET_S = 0.25
 # x RESTART_FRAMES, ~48 MB: a RESTART even while commits keep coming (under journal_size_limit, 64 MB,
 # so the WAL file restarts in place instead of being cut back and grown again).
 FORCE_FACTOR = 3
-# The locked RESTART waits for the WAL's readers this long first, twice as long after each time it had
-# to give up (up to BUSY_TIMEOUT_S), and from the start again once it restarted: the hooks' commits wait
-# with it, 30-120 ms a time while a reader kept reading the store (bench_team_pull.py, issue #40).
-RESTART_WAIT_MIN_S = 0.002
 # The checkpoint job (nmemd.jobs.maintenance) truncates a WAL file larger than this; doctor warns at twice it.
 WAL_TRUNCATE_BYTES = tunable("WAL_TRUNCATE_BYTES", 32 * 1024 * 1024, 1)
 
@@ -95,7 +90,6 @@ class Checkpointer:
         self.restarts = 0
         self.deferred = False  # the WAL is past restart_frames: RESTART at the first quiet moment
         self.wal_frames = 0  # frames in the WAL at the last checkpoint (-1: another checkpoint was running)
-        self.restart_wait_s = RESTART_WAIT_MIN_S
 
     def committed(self) -> None:
         """Called after every commit: there are frames to copy."""
@@ -124,23 +118,16 @@ class Checkpointer:
 
     async def checkpoint(self) -> None:
         quiet = time.monotonic() - self.last_commit >= self.quiet_s
-        threshold = self.restart_frames if quiet else self.force_frames
-        frames, restarted = await keep_wal_short(self.store, threshold, self.restart_wait_s)
-        if restarted:
-            self.restart_wait_s = RESTART_WAIT_MIN_S
-        elif frames >= threshold:  # tried, and a reader held the WAL: wait longer next time
-            self.restart_wait_s = min(self.restart_wait_s * 2, BUSY_TIMEOUT_S)
+        frames, restarted = await keep_wal_short(self.store, self.restart_frames if quiet else self.force_frames)
         self.runs += 1
         self.wal_frames = frames
         self.restarts += restarted
         self.deferred = not restarted and frames >= self.restart_frames
 
 
-async def keep_wal_short(
-    store: Store, restart_frames: int = RESTART_FRAMES, restart_wait_s: float = BUSY_TIMEOUT_S
-) -> tuple[int, bool]:
-    """PASSIVE; past `restart_frames`, a second PASSIVE and then a RESTART with our writer held off,
-    waiting at most `restart_wait_s` for the WAL's readers.
+async def keep_wal_short(store: Store, restart_frames: int = RESTART_FRAMES) -> tuple[int, bool]:
+    """PASSIVE; past `restart_frames`, a second PASSIVE and then a RESTART with our writer held off
+    (and background writes, `Store.restarting`, from the second PASSIVE on).
 
     The second pass copies what was committed during the first without the lock, so the
     locked pass has only a few frames left. Returns (WAL frames seen, whether it restarted).
@@ -155,7 +142,7 @@ async def keep_wal_short(
         try:
             await anyio.to_thread.run_sync(side_checkpoint, db, "PASSIVE")
             async with store.lock:
-                busy, left, done = await anyio.to_thread.run_sync(side_checkpoint, db, "RESTART", restart_wait_s)
+                busy, left, done = await anyio.to_thread.run_sync(side_checkpoint, db, "RESTART")
         finally:
             store.restarting = False
     LOG.debug("WAL at %d frames: RESTART %s", frames, "deferred (a reader)" if busy else f"copied {done}/{left}")
