@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -55,7 +55,6 @@ _COMMAND: Final = re.compile(r"^\s*(?:\$ |> |command: )|`[^`\n]{3,}`")
 # Lines that say nothing: the exit status nmem already shows, progress bars, rules, blank decoration.
 _EMPTY: Final = re.compile(r"^\s*(?:exit code \d+|command: .*|[-=_*#~.\s│|+]*)$", re.IGNORECASE)
 _LINE: Final = re.compile(r"[^\n]+")
-_SPACE: Final = re.compile(r"\s+")
 
 
 # What makes a line carry a fact, and how much: an error line most, then codes, paths, commands, names, numbers.
@@ -480,18 +479,10 @@ def _collapse(content: str, lo: int, hi: int, found: list[Match]) -> tuple[str, 
     cut, and the spans of the matches inside it, in the new text's offsets."""
     seg = content[lo:hi]
     inside = found[bisect_left(found, lo, key=_start) : bisect_left(found, hi, key=_start)]
-    ends: list[int] = []  # each whitespace run's end, in order
-    gone: list[int] = []  # the characters removed up to the end of each run
-    removed = 0
-    for m in _SPACE.finditer(seg) if inside else ():
-        s, e = m.span()
-        removed += (e - s) - (0 if s == 0 else 1)
-        ends.append(e)
-        gone.append(removed)
 
-    def moved(p: int) -> int:  # where seg[p] (not a space) lands: less what the runs ending before it removed
-        k = bisect_right(ends, p)
-        return p - gone[k - 1] if k else p
+    def moved(p: int) -> int:  # where seg[p] (not a space) lands: after the words before it, one space apart
+        words = seg[:p].split()
+        return len(" ".join(words)) + seg[p - 1].isspace() if words else 0
 
     text = " ".join(seg.split())  # each whitespace run as one space, none at the ends (`\s` is `str.isspace`)
     head = ELLIPSIS if lo > 0 else ""

@@ -138,3 +138,30 @@ def test_the_fact_keys_agree_with_the_patterns_they_stand_for(line: str) -> None
     """`fact_weight` and `errorish` test a line's keys before its regexes: never a different answer."""
     assert snippets.fact_weight(line) == _fact_weight_by_the_regexes(line)
     assert snippets.errorish(line) == bool(snippets._ERRORISH.search(line))
+
+
+def _collapsed_by_the_runs(content: str, lo: int, hi: int, starts: list[int]) -> tuple[str, list[int]]:
+    """`_collapse`'s text and where each start lands, as defined: each `\\s+` run one space, none at the ends."""
+    import re
+
+    seg = content[lo:hi]
+    runs = [m.span() for m in re.finditer(r"\s+", seg)]
+    moved = [p - sum((e - s) - (0 if s == 0 else 1) for s, e in runs if e <= p) for p in starts]
+    return re.sub(r"\s+", " ", seg).strip(), moved
+
+
+@given(st.lists(st.sampled_from(["ab", "x", "\u00e9t\u00e9", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\x1c"]),
+                max_size=12).map("".join), st.data())  # fmt: skip
+@settings(max_examples=400, deadline=None)
+def test_a_snippets_spaces_collapse_as_the_pattern_says(content: str, data: st.DataObject) -> None:
+    """`_collapse` joins the words where the regex replaced each whitespace run: the same text, and every
+    match lands where it did (Unicode spaces too: `\\s` is `str.isspace`)."""
+    lo = data.draw(st.integers(0, len(content)))
+    hi = data.draw(st.integers(lo, len(content)))
+    words = [i for i in range(lo, hi) if not content[i].isspace()]
+    found = [snippets.Match(i, i + 1, 0, 1.0) for i in words]
+    text, spans = snippets._collapse(content, lo, hi, found)
+    expected, moved = _collapsed_by_the_runs(content, lo, hi, [i - lo for i in words])
+    head = snippets.ELLIPSIS if lo > 0 else ""
+    assert text == head + expected + (snippets.ELLIPSIS if hi < len(content) else "")
+    assert spans == snippets.merged((m + len(head), m + len(head) + 1) for m in moved)
