@@ -143,12 +143,10 @@ class Store:
         errors become StorageError. `fn` may call `index_on_thread`."""
         async with self.lock:
             with anyio.CancelScope(shield=True):
-                self._indexed_at_commit = 0
                 try:
-                    result: _T = await on_writer_thread(self.conn, _in_transaction, fn, args)
+                    result: _T = await on_writer_thread(self.conn, self.transaction_on_thread, fn, *args)
                 except sqlite3.Error as exc:
                     raise translate(exc) from exc
-                self.indexed_below = max(self.indexed_below, self._indexed_at_commit)
                 self.committed()
         return result
 

@@ -34,8 +34,9 @@ SCOPE_SQL: Final = "'zzp' || hex(project)"
 INDEX_RANGE: Final = (
     f"INSERT INTO observations_fts(rowid, {COLUMNS}) SELECT id, {COLUMNS} FROM observations WHERE id >= ? AND id < ?"
 )
-# About `?` pages of FTS5's merging of the main index's segments (levels of `usermerge`, 4, or more).
-MERGE: Final = "INSERT INTO observations_fts(observations_fts, rank) VALUES ('merge', ?)"
+# An FTS5 command on the main index, `(name, value)`: an option kept in the database (`automerge`,
+# `crisismerge`), or `('merge', n)`: about n pages of merging its segments (levels of `usermerge`, 4).
+COMMAND: Final = "INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)"
 
 
 def values(row: str) -> str:

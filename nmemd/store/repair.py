@@ -144,11 +144,9 @@ async def plan_fts_data_as_large(conn: aiosqlite.Connection) -> bool:
 
 def set_fts_merges_on_thread(db: sqlite3.Connection, options: dict[str, int]) -> None:
     """`set_fts_merges` on the writer thread, inside a transaction."""
-    for option, value in options.items():
-        db.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)", (option, value))
+    db.executemany(fts.COMMAND, options.items())
 
 
 async def set_fts_merges(conn: aiosqlite.Connection, options: dict[str, int]) -> None:
     """Set FTS5 merge options (`automerge`, `crisismerge`) of the main index; stored in the database."""
-    for option, value in options.items():
-        await conn.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES (?, ?)", (option, value))
+    await conn.executemany(fts.COMMAND, list(options.items()))

@@ -432,7 +432,7 @@ class TeamSync:
         if end > store.next_observation_id:
             store.next_observation_id = end  # an id taken by a rolled-back transaction is a harmless gap
             store.index_on_thread(db, end)
-            db.execute(fts.MERGE, (PULL_MERGE_PAGES,))
+            db.execute(fts.COMMAND, ("merge", PULL_MERGE_PAGES))
 
     def _store_rest(
         self, db: sqlite3.Connection, link: Link, page: local.Page, admins: list[str], window: float, now: float
