@@ -30,7 +30,7 @@ from nmemd.capture.drain import drain_once
 from nmemd.capture.extractor import Extractor
 from nmemd.capture.ingest import Ingestor
 from nmemd.config import Settings, tunable
-from nmemd.daemon import rpc
+from nmemd.daemon import gc_tuning, rpc
 from nmemd.daemon.connection import FrameConnection
 from nmemd.daemon.deadlines import Deadlines
 from nmemd.daemon.instance import (
@@ -209,6 +209,7 @@ async def _preload_mcp(daemon: Daemon) -> None:
         return
     finally:
         daemon.mcp_building = False
+    gc_tuning.freeze_long_lived()  # mcp's and pydantic's objects live as long as the daemon's own
     LOG.info("MCP server ready in %.2f s", time.monotonic() - began)
 
 
@@ -441,6 +442,7 @@ async def _run(
                             daemon.started_by,
                             ", socket-activated" if daemon.socket_activated else "",
                         )
+                        gc_tuning.freeze_long_lived()
                         sd_notify("READY=1")
                         task_status.started(daemon)
                 finally:
