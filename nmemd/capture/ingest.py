@@ -22,11 +22,18 @@ import anyio
 
 from nmemd.config import tunable
 from nmemd.errors import ShuttingDown, StorageError
-from nmemd.store.batches import Incoming
+from nmemd.store.batches import FTS_CHUNK, Incoming
 from nmemd.store.database import Store, on_writer_thread, translate
 
 LOG = logging.getLogger("nmemd.ingest")
 FTS_LAG_S = 0.1  # a writer quiet this long indexes what live batches left for the next chunk
+# The writer indexes live observations itself, between batches, once FTS_CHUNK wait (and all of them
+# when quiet for FTS_LAG_S), in a transaction it commits as soon as an event is queued
+# (`Store.index_step_on_thread`): a hook's batch waits for one INDEX_STEP at most. The batch that
+# brought the count to FTS_CHUNK indexed them in its own transaction before: 26 ms of CPU, ~50 ms on
+# a busy machine, on one hook's ack every 1,024 (bench_team_pull.py, issue #40). A batch still indexes
+# a backlog of INDEX_BACKLOG: events that never left the writer a moment between batches.
+INDEX_BACKLOG = 2 * FTS_CHUNK
 WRITER_SLICE_S = 0.05  # the writer thread keeps the write lock this long at most under load
 BUSY_WINDOW_S = 0.5  # events this recent mean capture is under way
 QUEUE_MAX = 20_000  # events; beyond this hook events get `busy` (their client falls back to the inbox)
@@ -92,6 +99,7 @@ class Ingestor:
         self._space = anyio.Event()  # set when a full queue shrinks
         self._closed = False
         self._index_failed = False
+        self._quiet = False  # no event for FTS_LAG_S: every pending observation may be indexed
         self._queued = 0  # events queued or in a batch not yet settled on the loop
         self.committed = 0  # events newly stored since start
         self.last_enqueued = float("-inf")  # monotonic time of the last enqueue
@@ -107,6 +115,7 @@ class Ingestor:
         if self._closed:
             raise ShuttingDown("the daemon is shutting down")
         self._queue.append(_Pending(items, done, import_files))
+        self._quiet = False
         self._queued += len(items)
         self.last_enqueued = time.monotonic()
         self._ready.set()
@@ -183,15 +192,15 @@ class Ingestor:
                     if self._closed:
                         await self._index_pending()
                         return
-                    self._ready = anyio.Event()
-                    if self.store.unindexed and not self._index_failed:  # quiet for FTS_LAG_S: index the rest
-                        with anyio.move_on_after(FTS_LAG_S):
+                    if not self._index_due():
+                        self._ready = anyio.Event()
+                        if self.store.unindexed and not self._index_failed:  # quiet for FTS_LAG_S: index the rest
+                            with anyio.move_on_after(FTS_LAG_S):
+                                await self._ready.wait()
+                            self._quiet = not self._queue and not self._jobs
+                        else:
                             await self._ready.wait()
-                        if not self._queue and not self._jobs:
-                            await self._index_pending()
                         continue
-                    await self._ready.wait()
-                    continue
             if self.max_delay > 0 and self._queue:
                 await self._linger()
             store = self.store
@@ -220,13 +229,17 @@ class Ingestor:
         """On the writer thread: commit batch after batch while entries wait, for WRITER_SLICE_S at most
         (then other writers get the lock). Each batch is acknowledged on the loop as soon as it
         commits while the next one is already being written: the writer never waits for the loop.
-        When no entry waits, one background write; events queued during it are taken next. Returns
+        When no entry waits, one background write, or an index step (`_index_due`); events queued
+        during either are taken next. Returns
         how long to rest before the next background write (0: none ran).
         """
         deadline = time.monotonic() + WRITER_SLICE_S
         rest = 0.0
         while time.monotonic() < deadline:
             if not self._queue:
+                if not self._jobs and self._index_due():
+                    self._index_step(db, loop)
+                    continue
                 if not self._jobs or rest > 0 or self.store.restarting:
                     break
                 job = self._jobs.popleft()
@@ -246,7 +259,7 @@ class Ingestor:
             error: BaseException | None = None
             new: list[int] = []
             try:
-                new = self.store.commit_on_thread(db, items, files)
+                new = self.store.commit_on_thread(db, items, files, INDEX_BACKLOG)
             except sqlite3.Error as exc:
                 error = translate(exc)
                 LOG.error("batch of %d events not committed: %s", len(items), error)
@@ -255,6 +268,23 @@ class Ingestor:
                 error = StorageError(f"internal error: {exc!r}")
             loop.call_soon_threadsafe(self._settle, batch, len(items), new, error)
         return rest
+
+    def _index_due(self) -> bool:
+        """Whether the writer indexes now: FTS_CHUNK observations wait, or any after a quiet moment."""
+        store = self.store
+        if self._index_failed or store.restarting:
+            return False
+        return store.unindexed >= FTS_CHUNK or (self._quiet and store.unindexed > 0)
+
+    def _index_step(self, db: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
+        """On the writer thread, no event queued: one index transaction, ended early by an event's arrival."""
+        try:
+            self.store.index_step_on_thread(db, FTS_CHUNK, lambda: bool(self._queue))
+        except sqlite3.Error as exc:  # retried after the next commit; searches and the next start too
+            LOG.warning("indexing the newest observations failed: %s", translate(exc))
+            self._index_failed = True
+            return
+        loop.call_soon_threadsafe(self.store.committed)
 
     def _job_done(self, job: _Job) -> None:
         """On the loop, once a background write committed (or failed)."""

@@ -52,9 +52,13 @@ def in_transaction(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T
     return result
 
 
-# Live batches index their observations once this many wait (migration m004): an FTS5 insert
-# costs a segment and merges per transaction, so 16-event batches paid ~40 % of their cost to it.
+# Live observations are indexed once this many wait (migration m004): an FTS5 insert costs a segment
+# and merges per transaction, so 16-event batches paid ~40 % of their cost to it. The daemon's writer
+# indexes them between batches (`Store.index_step_on_thread`); a batch does only when told to
+# (`write_batch`'s `index_at`: tools, and the daemon's backlog of events that never stopped arriving).
 FTS_CHUNK = 1024
+# An index step's rows per statement: it commits after any of them once an event waits (~3 ms of CPU).
+INDEX_STEP = 128
 
 
 class Incoming(msgspec.Struct, kw_only=True):
@@ -327,10 +331,11 @@ def write_batch(
     overlay: Deduper,
     import_files: Sequence[tuple[Any, ...]] = (),
     redact: Callable[[str], str] = as_is,
+    index_at: int = FTS_CHUNK,
 ) -> BatchPlan:
     """The batch transaction, run on the writer thread: BEGIN IMMEDIATE to COMMIT, or ROLLBACK on any error.
 
-    Its observations join the FTS index once `FTS_CHUNK` of them wait (see migration m004).
+    Every observation not yet in the FTS index joins it once `index_at` of them wait (see migration m004).
     """
     calls = [tool_call(i.extracted) for i in items]
     # A tool call's key is its call's on every path; other events may bring their own (transcript lines).
@@ -350,7 +355,7 @@ def write_batch(
         plan.indexed_below = indexed_below
         if plan.observations:
             _OBSERVATIONS.run(db, plan.observations)
-            if plan.next_id - indexed_below >= FTS_CHUNK:
+            if plan.next_id - indexed_below >= index_at:
                 db.execute(fts.INDEX_RANGE, (indexed_below, plan.next_id))
                 db.execute(grams.INDEX_RANGE, (indexed_below, plan.next_id))
                 db.execute(SET_INDEXED, (plan.next_id,))

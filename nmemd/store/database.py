@@ -24,7 +24,16 @@ from nmem_client import paths
 from nmemd.config import Settings
 from nmemd.errors import StorageError, StorageFullError
 from nmemd.store import fts, grams
-from nmemd.store.batches import SET_INDEXED, UPSERT_IMPORT_FILE, Incoming, in_transaction, stamped, write_batch
+from nmemd.store.batches import (
+    FTS_CHUNK,
+    INDEX_STEP,
+    SET_INDEXED,
+    UPSERT_IMPORT_FILE,
+    Incoming,
+    in_transaction,
+    stamped,
+    write_batch,
+)
 from nmemd.store.dedup import Deduper
 from nmemd.store.keys import KEY_DIGEST_FUNCTION, as_is, key_digest
 from nmemd.store.migrations import MIGRATIONS, MIGRATIONS_DDL
@@ -159,6 +168,29 @@ class Store:
         self.indexed_below = max(self.indexed_below, self._indexed_at_commit)
         return result
 
+    def index_step_on_thread(self, db: sqlite3.Connection, limit: int, stop: Callable[[], bool]) -> int:
+        """On the writer thread (the caller holds `lock`, then calls `committed()`): up to `limit`
+        pending observations into the FTS index in one transaction, INDEX_STEP rows a statement,
+        committed early once `stop()` (an event waits: its batch waits for one statement at most).
+        Returns how many ids it indexed. Raises sqlite3.Error."""
+        start = self.indexed_below
+        end = min(self.next_observation_id, start + limit)
+
+        def index(db: sqlite3.Connection) -> int:
+            at = start
+            while at < end:
+                upto = min(at + INDEX_STEP, end)
+                db.execute(fts.INDEX_RANGE, (at, upto))
+                db.execute(grams.INDEX_RANGE, (at, upto))
+                at = upto
+                if stop():
+                    break
+            db.execute(SET_INDEXED, (at,))
+            self._indexed_at_commit = at
+            return at - start
+
+        return self.transaction_on_thread(db, index) if end > start else 0
+
     def index_on_thread(self, db: sqlite3.Connection, end: int) -> None:
         """Inside a `transaction` function: index every observation below `end` not indexed yet
         (the watermark moves once the transaction commits)."""
@@ -233,17 +265,24 @@ class Store:
         return new
 
     def commit_on_thread(
-        self, db: sqlite3.Connection, items: Sequence[Incoming], import_files: Sequence[tuple[Any, ...]] = ()
+        self,
+        db: sqlite3.Connection,
+        items: Sequence[Incoming],
+        import_files: Sequence[tuple[Any, ...]] = (),
+        index_at: int = FTS_CHUNK,
     ) -> list[int]:
         """`commit_items` on the writer thread itself (the caller holds `lock`): the whole transaction
         in one go, then the ids, the watermark and the dedup window move on. Raises sqlite3.Error.
 
         `import_files` rows (see `record_import_files`) are written in the same transaction: how far
         a transcript was read is recorded exactly when the events read from it are.
-        The caller calls `committed()` afterwards, on the event loop.
+        The caller calls `committed()` afterwards, on the event loop. The batch indexes every pending
+        observation once `index_at` wait (`write_batch`).
         """
         overlay = self.dedup.overlay()
-        plan = write_batch(db, items, self.next_observation_id, self.indexed_below, overlay, import_files, self.redact)
+        plan = write_batch(
+            db, items, self.next_observation_id, self.indexed_below, overlay, import_files, self.redact, index_at
+        )
         self.next_observation_id = plan.next_id
         self.indexed_below = plan.indexed_below
         self.dedup.merge(overlay)

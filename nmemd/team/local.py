@@ -14,7 +14,7 @@ import re
 import socket
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -243,9 +243,15 @@ def _by_key(conn: sqlite3.Connection, sql: str, keys: list[Any]) -> dict[Any, An
     return {r[0]: r for r in conn.execute(sql, (json.dumps(keys),))}
 
 
-def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0) -> tuple[list[OutRow], list[int]]:
+GIVE_WAY_ROWS: Final = 16  # rows redacted (~0.3 ms of CPU) between two calls of read_outbox's `give_way`
+
+
+def read_outbox(
+    conn: sqlite3.Connection, link: Link, limit: int, after: int = 0, give_way: Callable[[], None] | None = None
+) -> tuple[list[OutRow], list[int]]:
     """The oldest outbox rows of `link`'s projects as they will be pushed, and the outbox ids of rows
-    that push nothing (their observation was forgotten since, or a prompt not shared): acked as sent."""
+    that push nothing (their observation was forgotten since, or a prompt not shared): acked as sent.
+    `give_way()` is called every GIVE_WAY_ROWS rows (team.threaded.give_way: hooks first)."""
     roots = link.roots
     rows = conn.execute(
         "SELECT id, op, ref, project FROM team_outbox WHERE id > ? AND project IN (SELECT value FROM json_each(?))"
@@ -267,8 +273,10 @@ def read_outbox(conn: sqlite3.Connection, link: Link, limit: int, after: int = 0
     prompts = _prompts_of(conn, {o[2] for o in observations.values()} | {r[2] for r in rows if r[1] == "session"})
     out: list[OutRow] = []
     skipped: list[int] = []
-    for outbox_id, op, ref, root in rows:
+    for n, (outbox_id, op, ref, root) in enumerate(rows):
         project = roots[root]
+        if give_way is not None and n % GIVE_WAY_ROWS == 0:
+            give_way()
 
         if op == "obs":
             o = observations.get(int(ref))

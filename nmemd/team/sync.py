@@ -11,6 +11,7 @@ locally meanwhile and the outbox keeps what waits. psycopg is imported by the fi
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import logging
 import random
@@ -31,7 +32,7 @@ from nmemd.store import fts, readers, repair
 from nmemd.store.database import Store
 from nmemd.team import local, membership, pg, transport
 from nmemd.team.local import Link, LinkStatus
-from nmemd.team.threaded import ThreadedConnection, short_gil_turns
+from nmemd.team.threaded import ThreadedConnection, give_way, short_gil_turns
 
 if TYPE_CHECKING:
     import psycopg
@@ -109,6 +110,8 @@ class TeamSync:
         self._search_pools: dict[str, Any] = {}  # link key -> psycopg_pool.AsyncConnectionPool
         self._search_lock = anyio.Lock()
         self.machine = local.machine_name()  # config.toml's team_machine, read again at each rebuild (run)
+        # Worker threads of the sync nap between rows while a hook's event waits (team.threaded).
+        self._give_way = give_way(lambda: daemon.ingestor.queued > 0)
 
     # --- wiring ---------------------------------------------------------------------------------
 
@@ -305,7 +308,7 @@ class TeamSync:
         skipped: list[int] = []
         while (wanted := limit - len(rows) - len(skipped)) > 0:
             began = time.monotonic()
-            part, gone = await readers.run(db, local.read_outbox, link, min(wanted, READ_ROWS), after)
+            part, gone = await readers.run(db, local.read_outbox, link, min(wanted, READ_ROWS), after, self._give_way)
             rows += part
             skipped += gone
             if len(part) + len(gone) < min(wanted, READ_ROWS):
@@ -560,6 +563,7 @@ async def _import_psycopg() -> None:
     if "psycopg" not in sys.modules:
         with contextlib.suppress(ImportError), short_gil_turns():
             await anyio.to_thread.run_sync(importlib.import_module, "psycopg")
+            gc.freeze()  # its modules, out of later full collections (as nmemd.daemon.gc_tuning does at start)
 
 
 async def _yield_after(took: float = 0.0) -> None:

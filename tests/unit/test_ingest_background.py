@@ -15,7 +15,7 @@ from nmemd.capture.ingest import Ingestor
 from nmemd.errors import StorageError
 from nmemd.model import Extracted, Observation
 from nmemd.store.batches import Incoming
-from nmemd.store.database import open_store
+from nmemd.store.database import on_writer_thread, open_store
 
 pytestmark = pytest.mark.anyio
 WAIT_S = 10.0
@@ -64,6 +64,35 @@ async def test_an_event_queued_during_a_background_write_commits_before_the_next
     assert results == ["first", "second"]
     assert seen == {"first": 0, "second": 1}  # the event, queued after the second job, committed before it
     assert db_rows(settings.db, "SELECT count(*) FROM events WHERE event_id = 'e1'") == [(1,)]
+
+
+async def test_the_writer_indexes_a_chunk_between_batches_not_in_the_batch_that_completes_it() -> None:
+    """FTS_CHUNK waiting observations are indexed by the writer's own step after the batch that brought
+    them there (that batch's hook is acked without waiting for it); every row is found, no search asked."""
+    from nmemd.store.batches import FTS_CHUNK
+
+    settings = config.load()
+    statements: list[str] = []
+    async with open_store(settings) as store:
+        ingestor = Ingestor(store)
+        await on_writer_thread(store.conn, lambda db: db.set_trace_callback(statements.append))
+        indexed = anyio.Event()
+        store.add_commit_listener(lambda: indexed.set() if not store.unindexed else None)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ingestor.run)
+            with anyio.fail_after(WAIT_S):
+                assert await ingestor.submit_many([_event(f"a{n:05d}") for n in range(FTS_CHUNK)]) == FTS_CHUNK
+                await indexed.wait()
+            ingestor.close()
+        await on_writer_thread(store.conn, lambda db: db.set_trace_callback(None))
+    kinds = [s.split("(")[0].split(" VALUES")[0].strip() for s in statements]
+    batch_end = kinds.index("COMMIT")  # the batch: its own transaction, no FTS insert in it
+    assert "INSERT INTO events" in kinds[:batch_end] and not any("observations_fts" in k for k in kinds[:batch_end])
+    assert any("INSERT INTO observations_fts" in k for k in kinds[batch_end:])  # the writer's step, after it
+    assert db_rows(settings.db, "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'make'") == [
+        (FTS_CHUNK,)
+    ]
+    assert db_rows(settings.db, "SELECT indexed_below FROM fts_state") == [(FTS_CHUNK + 1,)]
 
 
 async def test_a_failed_background_write_is_rolled_back_and_raised_to_its_caller() -> None:

@@ -189,6 +189,38 @@ async def test_live_batches_index_in_chunks_and_searches_catch_up_first() -> Non
     integrity_ok(settings.db)
 
 
+async def test_an_index_step_commits_at_a_statement_when_told_and_the_next_one_takes_the_rest() -> None:
+    """The writer's index step between batches (`Store.index_step_on_thread`): an event's arrival ends it
+    after the statement under way; what it indexed is committed and found, the rest is indexed next."""
+    from nmemd.store.batches import FTS_CHUNK, INDEX_STEP
+    from nmemd.store.database import on_writer_thread
+
+    settings = config.load()
+    edits = [
+        _event(f"i{n:05d}", Observation(type="edit", title=f"Edit f{n}.py", content="zebra crossing"))
+        for n in range(3 * INDEX_STEP)
+    ]
+    async with open_store(settings) as store:
+        await store.commit_batch(edits)  # fewer than FTS_CHUNK: left to the next chunk
+        assert store.unindexed == 3 * INDEX_STEP
+        looks: list[int] = []
+
+        def an_event_waits() -> bool:
+            looks.append(1)
+            return True
+
+        async with store.lock:
+            done = await on_writer_thread(store.conn, store.index_step_on_thread, FTS_CHUNK, an_event_waits)
+        assert done == INDEX_STEP and looks == [1]
+        assert store.unindexed == 2 * INDEX_STEP and _watermark(settings.db) == INDEX_STEP + 1
+        assert _fts_hits(settings.db, "zebra") == list(range(1, INDEX_STEP + 1))
+        async with store.lock:
+            done = await on_writer_thread(store.conn, store.index_step_on_thread, FTS_CHUNK, lambda: False)
+        assert done == 2 * INDEX_STEP and store.unindexed == 0
+        assert _fts_hits(settings.db, "zebra") == list(range(1, 3 * INDEX_STEP + 1))
+    integrity_ok(settings.db)
+
+
 async def test_deleting_and_updating_unindexed_rows_leaves_the_index_consistent() -> None:
     """The delete and update triggers skip rows above the watermark (an FTS5 'delete' of a row it
     never indexed would corrupt it); indexing later picks up the updated text."""

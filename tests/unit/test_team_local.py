@@ -119,6 +119,42 @@ def test_outbox_holds_shared_projects_only_and_tombstones_from_purge(tmp_path: P
     db.close()
 
 
+def test_reading_the_outbox_gives_way_every_few_rows(tmp_path: Path) -> None:
+    """`give_way` (a worker thread's nap while a hook waits, team.threaded) is called between rows."""
+    settings = _settings(tmp_path)
+    anyio.run(_store_do, settings, lambda store: None)
+    db = sqlite3.connect(settings.db, isolation_level=None)
+    shared = local.SharedProject(root="/w/api", project_id="github.com/acme/api", team="t", dsn="host=x", member="al")
+    local.join(db, shared, 30.0)
+    rows = 3 * local.GIVE_WAY_ROWS + 1
+    for n in range(1, rows + 1):
+        _insert(db, n, "/w/api", f"e{n}", f"edit {n}")
+    link = local.links(local.shared_projects(db))[0]
+    calls: list[int] = []
+    out, _ = local.read_outbox(db, link, 1000, give_way=lambda: calls.append(1))
+    assert len(out) == rows and len(calls) == 4  # before rows 0, 16, 32 and 48
+    assert local.read_outbox(db, link, 1000) == (out, [])  # the same rows without one
+    db.close()
+
+
+def test_a_worker_gives_way_while_hooks_wait_and_never_for_long() -> None:
+    from nmemd.team import threaded
+
+    asked: list[int] = []
+
+    def waiting_for(n: int) -> bool:  # a hook waits during the first `n` looks
+        asked.append(1)
+        return len(asked) <= n
+
+    threaded.give_way(lambda: waiting_for(0))()
+    assert len(asked) == 1  # nothing waits: one look, no nap
+    asked.clear()
+    threaded.give_way(lambda: waiting_for(3))()
+    assert len(asked) == 4  # napped until the hook's event was acked
+    asked.clear()
+    threaded.give_way(lambda: True)()  # hooks that never stop: it returns anyway (GIVE_WAY_MAX_S)
+
+
 def test_pulled_page_lands_once_with_its_cursor_and_tombstones_delete(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     anyio.run(_store_do, settings, lambda store: None)
