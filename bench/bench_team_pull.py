@@ -4,7 +4,13 @@ while it pushes 20k, each against idle rounds of the same run; and the rows a jo
 Phases (each can be skipped with --skip):
   pull   B acks hooks into the shared project while it pulls --rows rows a teammate's push left on
          the server, vs idle rounds (nothing to pull), alternating (target p99 <= 2x idle, max <= 100 ms)
-  push   A acks hooks while its daemon pushes --rows queued observations, vs idle rounds, alternating
+  push   A acks hooks while its daemon pushes --rows observations, vs idle rounds, alternating. Each round
+         the rows are stored (daemon stopped) in a project of A's not shared yet; A's daemon starts,
+         its team link connects, an idle round runs, then A joins that project (`nmem team join`
+         queues its rows) and the push runs in the settled daemon, as a join does. `--push-at-start`
+         measures as before 29 Nov 2026: the rows queued in the shared project while the daemon is
+         stopped, so the push starts with the daemon (its start-up, psycopg's import, its first
+         connections) and the idle round runs first, in the daemon before
   join   the server holds --join-old rows of the project older than the window and --join-keep rows
          inside it; a new member joins: rows PostgreSQL read for it (pg_stat: sequential tuples read
          plus index entries read on nmem.observations) per row it keeps (target <= 2x)
@@ -16,6 +22,7 @@ Nothing here asserts; it prints figures. Run from the repo root with the venv wh
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sqlite3
 import sys
@@ -133,13 +140,20 @@ def phase_pull(db: Any, b: Member, b_repo: Path, rows: int, rounds: int, per_rou
     print(line("pulling", busy, idle))
 
 
-def phase_push(a: Member, a_repo: Path, rows: int, rounds: int, per_round: int) -> None:
+def link_ok(m: Member) -> bool:
+    done = m.nmem("team", "status", "--json")
+    return done.returncode == 0 and any(s.get("state") == "ok" for s in json.loads(done.stdout or "[]"))
+
+
+def phase_push(a: Member, a_repo: Path, rows: int, rounds: int, per_round: int, at_start: bool) -> None:
     busy: list[float] = []
     idle: list[float] = []
     took: list[float] = []
     at: list[float] = []
     for r in range(rounds):
-        idle += acks_for(a, a_repo, per_round, f"pidle{r}")
+        target = a_repo if at_start else a.checkout(f"bulk{r}", f"git@github.com:acme/bulk{r}.git")
+        if at_start:
+            idle += acks_for(a, a_repo, per_round, f"pidle{r}")
         a.stop()
         conn = sqlite3.connect(a.db, isolation_level=None)
         top = conn.execute("SELECT coalesce(max(id), 0) FROM observations").fetchone()[0]
@@ -153,12 +167,12 @@ def phase_push(a: Member, a_repo: Path, rows: int, rounds: int, per_round: int) 
                     top + 1 + i,
                     f"push{r}-{os.getpid()}-{i}",
                     f"bulk{r}",
-                    str(a_repo),
+                    str(target),
                     now,
                     now,
                     f"$ make step{i}",
                     f"step {i} output zqbulk line of build log " * 4,
-                    f"{a_repo}/src/mod{i % 50}.py",
+                    f"{target}/src/mod{i % 50}.py",
                     f"make step{i}",
                 )
                 for i in range(rows)
@@ -167,19 +181,26 @@ def phase_push(a: Member, a_repo: Path, rows: int, rounds: int, per_round: int) 
         conn.execute("COMMIT")
         conn.close()
         a.start()
+        if not at_start:
+            wait_until(lambda: link_ok(a), 120, "A's team link")
+            acks_for(a, a_repo, 20, f"pwarm{r}")  # not counted: the first hooks of a daemon
+            idle += acks_for(a, a_repo, per_round, f"pidle{r}")
+            join(a, target)  # queues its rows: the push starts
         queued = "SELECT count(*) FROM team_outbox WHERE op = 'obs' AND CAST(ref AS INTEGER) BETWEEN ? AND ?"
         got, seconds = acks_until(
             a, a_repo, lambda t=top, q=queued: count(a.db, q, (t + 1, t + rows)) == 0, f"push{r}", at=at
         )
         busy += got
         took.append(seconds)
-    print(f"hook acks on A while it pushes {rows:,} rows ({rounds} rounds; a push took {median(took):.1f} s):")
+    how = "queued at the daemon's start" if at_start else "of a project joined in the running daemon"
+    print(f"hook acks on A while it pushes {rows:,} rows {how} ({rounds} rounds; a push took {median(took):.1f} s):")
     print(line("pushing", busy, idle))
-    # The push starts with A's daemon (its rows were queued while it was stopped): the first seconds
-    # are also the daemon's start-up (psycopg's import, the first connections), apart here.
-    later = [b for b, t in zip(busy, at, strict=True) if t >= STARTUP_S]
-    if later:
-        print(line(f"pushing, from {STARTUP_S:.0f} s after the daemon's start", later, idle))
+    if at_start:
+        # The push starts with A's daemon (its rows were queued while it was stopped): the first seconds
+        # are also the daemon's start-up (psycopg's import, the first connections), apart here.
+        later = [b for b, t in zip(busy, at, strict=True) if t >= STARTUP_S]
+        if later:
+            print(line(f"pushing, from {STARTUP_S:.0f} s after the daemon's start", later, idle))
 
 
 def _reads(db: Any) -> tuple[int, int]:
@@ -240,6 +261,11 @@ def main() -> None:
     ap.add_argument("--join-old", type=int, default=290000)
     ap.add_argument("--join-keep", type=int, default=10000)
     ap.add_argument("--skip", action="append", default=[], help="pull, push, join")
+    ap.add_argument(
+        "--push-at-start",
+        action="store_true",
+        help="the push's rows queued while A's daemon is stopped: it pushes from its start (before 29 Nov 2026)",
+    )
     args = ap.parse_args()
     print_machine()
     with running_cluster() as cluster, cluster.database() as db:
@@ -259,7 +285,7 @@ def main() -> None:
             if "push" not in args.skip:
                 a.start()
                 join(a, a_repo)
-                phase_push(a, a_repo, args.rows, args.rounds, args.per_round)
+                phase_push(a, a_repo, args.rows, args.rounds, args.per_round, args.push_at_start)
                 a.stop()
             if "join" not in args.skip:
                 phase_join(cluster, root, args.join_old, args.join_keep)

@@ -249,7 +249,10 @@ class TeamSync:
             await _close(listen_conn)
 
     async def _pusher(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
-        """Drain the outbox: each batch pushed while the next is read (the server's work and ours overlap).
+        """Drain the outbox: each batch pushed while the next is read (the server's work and ours overlap),
+        unless hooks are arriving (`Ingestor.busy`): then the next is read once the push returned, so
+        that at most one of the two works beside them (a local server's backend took a core of the two,
+        the redacting reader most of the other, and hooks waited their turn, bench_team_pull.py).
 
         Pushed rows leave the outbox only after the server's COMMIT returned: while a backlog is pushed,
         those of the batches before (ACK_CHUNK or more) during the next batch's push, ACK_CHUNK per short
@@ -273,17 +276,21 @@ class TeamSync:
                         ids = [r.outbox_id for r in rows] + skipped
                         after = max(after, *ids)
                         committed: list[bool] = []  # set by _push_batch once the server's COMMIT returned
+                        overlap = not self.daemon.ingestor.busy()  # else one thing at a time beside the hooks
                         async with anyio.create_task_group() as tg:
                             if rows:
                                 tg.start_soon(self._push_batch, conn, link, st, rows, committed)
                             if len(pending.ids) >= ACK_CHUNK:  # earlier batches: their COMMITs returned
                                 tg.start_soon(self._ack, link, wake, pending, len(pending.ids))
-                            following = await self._read_outbox(link, batch, after)
+                            if overlap:
+                                following = await self._read_outbox(link, batch, after)
                         if rows and not committed:
                             # Cancelled mid-push (the link is going down): a task group may end quietly then,
                             # so the COMMIT is known only by the flag. Not acknowledged: pushed again later.
                             await anyio.lowlevel.checkpoint()
                             raise TeamError("a push was interrupted before the server's COMMIT returned")
+                        if not overlap:
+                            following = await self._read_outbox(link, batch, after)
                         pending.ids += ids
                         pending.rows += len(rows)
                         LOG.debug(

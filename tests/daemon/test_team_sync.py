@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from support.helpers import wait_until
+from support.helpers import send_hook, wait_until
 from support.pg_cluster import Database, find_bindir
 from support.team_world import Member, Proxy, bash_event, two_members, via
 
@@ -282,6 +282,39 @@ def _count_server(db: Database, marker: str) -> tuple[int, int]:
         "SELECT count(*), count(DISTINCT event_id) FROM nmem.observations WHERE body LIKE %s", (f"%{marker}%",)
     )
     return int(row[0]), int(row[1])
+
+
+def test_a_join_pushes_its_backlog_while_hooks_arrive_each_row_once(team: tuple[Database, Member, Member]) -> None:
+    """A join queues the project's rows; while hooks keep arriving, the push reads its next batch only once
+    the last one returned (team.sync: one thing at a time beside the hooks). Every row reaches the server
+    once, every hook is stored and pushed, and the outbox ends empty."""
+    db, a, _ = team
+    a_repo = a.checkout("api", "git@github.com:acme/api.git")
+    bulk = a.checkout("bulk", "git@github.com:acme/bulk.git")
+    a.start({"NMEM_TUNE_TEAM_PUSH_BATCH": "50"})
+    _join(a, a.dsn, a_repo)
+    sock = a.env["NMEM_SOCKET"]
+
+    def hook(eid: str, cwd: Path, text: str, n: int) -> None:
+        event = bash_event(f"s{eid[:6]}", cwd, f"make step{n}", f"{text} {n}", n)
+        assert send_hook(sock, f"{eid}{n:05d}", json.dumps(event).encode())[0] == b"OK"
+
+    for n in range(400):  # a project of A's, not shared yet
+        hook("zq66bulk", bulk, "zq66bulk", n)
+    _join(a, a.dsn, bulk)
+    sent = 0
+
+    def a_hook_then_all_pushed() -> bool:
+        nonlocal sent
+        hook("zq66hook", a_repo, "zq66hook", sent)
+        sent += 1
+        return _count_server(db, "zq66bulk") == (400, 400)
+
+    wait_until(a_hook_then_all_pushed, SYNC_S, "the joined project's rows on the server, hooks arriving meanwhile")
+    assert sent > 1  # hooks came during the push
+    wait_until(lambda: _count_server(db, "zq66hook") == (sent, sent), SYNC_S, "every hook's row on the server")
+    wait_until(lambda: a.nmem("team", "status", "--json").stdout.count('"outbox":0') == 1, SYNC_S, "an empty outbox")
+    assert len(_local_rows(a, "zq66hook")) == sent
 
 
 @pytest.mark.slow
