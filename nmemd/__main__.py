@@ -123,12 +123,13 @@ def main(argv: list[str] | None = None) -> None:
         _startup_failed(report, exc)
     import anyio
 
-    from nmemd.daemon import malloc_tuning
+    from nmemd.daemon import gc_tuning, malloc_tuning
     from nmemd.daemon.server import serve
     from nmemd.store import sqlite_tuning
 
     sqlite_tuning.disable_memstatus()  # before the first connection
     malloc_tuning.keep_heap()
+    gc_tuning.own_process()
 
     try:
         anyio.run(lambda: serve(settings, started_by=args.started_by, problems=problems), backend="asyncio")

@@ -5,14 +5,20 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
-def test_freeze_long_lived_moves_live_objects_out_of_collections() -> None:
-    code = (
-        "import gc\n"
-        "from nmemd.daemon import gc_tuning\n"
-        "before = gc.get_freeze_count()\n"
-        "gc_tuning.freeze_long_lived()\n"
-        "print(before, gc.get_freeze_count() > 1000, gc.isenabled())"
-    )
+CODE = """
+import gc
+from nmemd.daemon import gc_tuning
+if {own}:
+    gc_tuning.own_process()
+gc_tuning.freeze_long_lived()
+print(gc.get_freeze_count() > 1000, gc.isenabled())
+"""
+
+
+@pytest.mark.parametrize(("own", "frozen"), [(True, "True"), (False, "False")])
+def test_freeze_long_lived_only_in_nmemds_own_process(own: bool, frozen: str) -> None:
+    code = CODE.format(own=own)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
-    assert out.stdout.split() == ["0", "True", "True"] and out.stderr == ""  # collections still run for the rest
+    assert out.stdout.split() == [frozen, "True"] and out.stderr == ""  # collections still run for the rest
