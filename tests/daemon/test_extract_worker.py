@@ -62,6 +62,28 @@ def test_the_worker_reads_requests_split_anywhere() -> None:
     assert proc.returncode == 0
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the worker's memory map (Linux)")
+def test_the_worker_extracts_every_fixture_without_loading_openssl() -> None:
+    """hashlib loads OpenSSL's libcrypto (3.6 MB of a process's memory) to offer its algorithms; the
+    worker hashes with blake2b alone, CPython's own, and keeps every one of its answers (above)."""
+    bodies = [json.dumps(p).encode() for _, p in hook_payloads()]
+    argv = [sys.executable, "-P", "-m", "nmemd.capture.extract_worker"]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(b"".join(REQUEST.pack(len(b), seq) + b for seq, b in enumerate(bodies, start=1)))
+            proc.stdin.flush()
+            for _ in range(len(bodies) + 1):  # the hello, then one reply each
+                length, _seq, status = REPLY.unpack(proc.stdout.read(REPLY.size))
+                assert status == OK
+                proc.stdout.read(length)
+            mapped = Path(f"/proc/{proc.pid}/maps").read_text()
+            proc.stdin.close()
+        finally:
+            proc.wait(timeout=30)
+    assert "libcrypto" not in mapped and "_hashlib" not in mapped
+
+
 # --- inside the daemon --------------------------------------------------------------------------
 
 
