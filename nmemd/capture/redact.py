@@ -17,14 +17,15 @@ marker is absent, which is the common case. Replacements keep the key name
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Final
 
 from nmemd.capture.secret_patterns import (
     CURL_USER,
     FAMILIES,
-    OUTGOING,
+    OUTGOING_NEEDLES,
     is_placeholder,
+    outgoing,
     sub_at,
     sub_group,
     trie,
@@ -295,24 +296,25 @@ def redact(text: str) -> str:
     return text  # the common case: nothing could match
 
 
-# Before a push: the needles of the capture families and of OUTGOING in one search, so text with
-# nothing to redact (most of a push) is scanned once, not once for each set.
-_OUTGOING_GATE: Final = re.compile(
-    _anchored(sorted({n for n in _NEEDLES if n not in CURL_USER} | {n.lower() for n in OUTGOING.needles}))
-    + "|"
-    + _CURL_USER_GATE
-)
+# Before a push: the needles of the capture families and of the outgoing ones in one search, so
+# text with nothing to redact (most of a push) is scanned once, not once for each set. Compiled at
+# the first push, as `outgoing()` is.
+@cache
+def _outgoing_gate() -> re.Pattern[str]:
+    needles = {n for n in _NEEDLES if n not in CURL_USER} | {n.lower() for n in OUTGOING_NEEDLES}
+    return re.compile(_anchored(sorted(needles)) + "|" + _CURL_USER_GATE)
 
 
 def redact_outgoing(text: str) -> str:
     """`redact`, and the provider formats checked only before text leaves the machine (a push)."""
     low = text.lower()
-    if len(low) <= _GATE_MAX and not _cased(text) and _OUTGOING_GATE.search(low) is None:
-        return text  # neither `redact` nor OUTGOING could match
+    if len(low) <= _GATE_MAX and not _cased(text) and _outgoing_gate().search(low) is None:
+        return text  # neither `redact` nor the outgoing family could match
     text = redact(text)
     low = text.lower()
-    if OUTGOING.present(text, low):
-        text = OUTGOING.apply(text, low)
+    family = outgoing()
+    if family.present(text, low):
+        text = family.apply(text, low)
     return text
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache
 from typing import Any, Final
 
 # --- Provider token formats -------------------------------------------------------------
@@ -317,7 +318,16 @@ _PROVIDER_FAMILIES: Final = (
         for name, needle, pattern in _CASED
     ),
 )
-OUTGOING: Final = _prefixed_family(tuple(r for r in _PREFIXED if r[0] not in _AT_CAPTURE))
+_OUTGOING: Final = tuple(r for r in _PREFIXED if r[0] not in _AT_CAPTURE)
+OUTGOING_NEEDLES: Final = tuple(prefix for _name, prefix, _rest in _OUTGOING)
+
+
+@cache
+def outgoing() -> Family:
+    """The family of the formats redacted before a push only, compiled at the first push: the
+    extraction worker and a daemon without a team never build it (its pattern is the largest)."""
+    return _prefixed_family(_OUTGOING)
+
 
 # --- Headers, bearer tokens, URL and CLI credentials -----------------------------------
 
