@@ -81,13 +81,13 @@ def _timeout_s() -> float:
     return _ms_setting("NMEM_TIMEOUT_MS", DEFAULT_TIMEOUT_MS)
 
 
-def read_reply(sock: "_socket.socket", deadline: float) -> tuple[bytes, bytes, bytes]:
+def read_reply(sock: "_socket.socket", deadline: float, buf: bytes = b"") -> tuple[bytes, bytes, bytes]:
     """Return (b"OK", body, rest) or (b"ERR", b"<code> <message>", rest).
 
     `rest` holds whatever arrived after the reply (the MCP bridge's first
-    bytes). Raises OSError on a timeout, a closed peer or a malformed reply.
+    bytes; the next reply's, which `buf` then starts with). Raises OSError on
+    a timeout, a closed peer or a malformed reply.
     """
-    buf = b""
     while b"\n" not in buf:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         chunk = sock.recv(65536)
