@@ -15,6 +15,7 @@ import math
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:  # the CLI marks snippets without paying for the query parser's start
@@ -272,6 +273,15 @@ def _weight(
     return total
 
 
+@lru_cache(maxsize=8192)
+def _capped_fact(line: str) -> float:
+    """`line`'s fact weight up to FACT_CAP, what a snippet's line is chosen by. Cached: hits repeat lines
+    (a test run's, a command's output), and searches repeat hits. Where the callers' `floor` would stop
+    `_weight` early, the whole weight is below that floor too: the same line wins."""
+    facts, bound, low = _facts_in(line)
+    return min(_weight(line, low, facts, bound), FACT_CAP) if facts else 0.0
+
+
 def fact_weight(line: str) -> float:
     """How much of a fact one line carries (the sum of _FACT_WEIGHTS it matches; 0 for an empty line)."""
     facts, bound, low = _facts_in(line)
@@ -350,7 +360,7 @@ def cut(
         return None
     text = content[:SCAN_CHARS]
     found = matches(query, text.lower())
-    shown = {f.term for f in matches(query, title.lower())} if title else set()
+    shown = {f.term for f in matches(query, title.lower())} if title and found else set()
     line = _best_matching(text, found, shown, why) if found else _best_fact(text)
     if line is None:
         return None
@@ -393,11 +403,9 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
         if _EMPTY.match(text[start:end]):
             continue
         near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
-        facts, bound, low = _facts_in(near)
-        floor = None if best is None else best[0] - score - cause - _EPSILON  # the least fact that could win
-        if floor is not None and min(bound, FACT_CAP) < floor:
-            continue  # not even with every fact it may hold (the regexes are not read)
-        fact = min(_weight(near, low, facts, bound, floor), FACT_CAP)
+        fact = _capped_fact(near)
+        if best is not None and fact < best[0] - score - cause - _EPSILON:
+            continue  # it loses whatever else it holds
         total = score + fact + (cause if why and CONCLUSION.search(near) else 0.0)
         if best is None or total > best[0] or (total == best[0] and order < best[1]):
             best = (total, order, start, end)
@@ -410,12 +418,7 @@ def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
     for n, m in enumerate(_LINE.finditer(text)):
         if n >= lines or (best is not None and best[0] >= FACT_CAP - n * 0.002):
             break  # no line from here on can score more than the best one
-        line = m.group()
-        facts, bound, low = _facts_in(line)
-        floor = None if best is None else best[0] + n * 0.002 - _EPSILON  # the least fact that could win
-        if not facts or (floor is not None and min(bound, FACT_CAP) < floor):
-            continue  # no fact, or not enough of one with every fact it may hold (the regexes are not read)
-        score = min(_weight(line, low, facts, bound, floor), FACT_CAP) - n * 0.002
+        score = _capped_fact(m.group()) - n * 0.002
         if score > 0 and (best is None or score > best[0]):
             best = (score, *m.span())
     return None if best is None else (best[1], best[2])
