@@ -60,7 +60,7 @@ def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tupl
             idf.append(_idf(newest, top, total))
             if checked[-1]:
                 for rowid in newest:
-                    found.setdefault(rowid, Candidate()).found_by.add(i)
+                    _candidate(found, rowid).found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
                 raise
@@ -76,7 +76,7 @@ def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tupl
             literal = not any(query.terms[i].phrase for i in rarest)
             match = " AND ".join(query.terms[i].fts for i in rarest)
             for rowid in _lookup(newest_of, match, filters, literal=literal):
-                cand = found.setdefault(rowid, Candidate())
+                cand = _candidate(found, rowid)
                 cand.all_terms = cand.all_terms or len(rarest) == len(words)
                 cand.found_by.update(rarest)
         except sqlite3.OperationalError as exc:
@@ -90,14 +90,22 @@ def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tupl
         try:
             if not checked[i] and len(found) < ENOUGH_CANDIDATES:
                 for rowid in _lookup(newest_of, term.fts, filters, literal=not term.phrase):
-                    found.setdefault(rowid, Candidate()).found_by.add(i)
+                    _candidate(found, rowid).found_by.add(i)
             if term.grams:  # inside an unspaced run: the pairs index
                 for rowid in _lookup(newest_of, term.grams, filters, table="observations_grams"):
-                    found.setdefault(rowid, Candidate()).found_by.add(i)
+                    _candidate(found, rowid).found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
                 raise
     return found, idf
+
+
+def _candidate(found: dict[int, Candidate], rowid: int) -> Candidate:
+    """The row's entry in `found`, made the first time (most rows come back from several lookups)."""
+    cand = found.get(rowid)
+    if cand is None:
+        cand = found[rowid] = Candidate()
+    return cand
 
 
 def _idf(newest: list[int], top: int, total: int) -> float:

@@ -71,7 +71,7 @@ SCORED_CHARS: Final = 2000  # of each field: term frequency saturates long befor
 _COMMIT: Final = re.compile(r"\s*(?:cd\s+\S+\s*&&\s*)?git\s+commit\b")
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """A row some lookup returned, and which (`lookups.candidates`)."""
 
@@ -120,7 +120,14 @@ def rank(
     # command that its turn asked for is not cut here), then the content of the best of them (content
     # is most of the bytes a row holds, and reading it is most of a search's time).
     seen: dict[str, _Counts] = {}
-    short = {rowid: _count(query, _short_fields(r), unsaid=unsaid, seen=seen) for rowid, r in rows.items()}
+    alike: dict[tuple[tuple[float, str | None], ...], _Counted] = {}  # a third of the rows repeat another's fields
+    short: dict[int, _Counted] = {}
+    for rowid, r in rows.items():
+        fields = _short_fields(r)
+        counted = alike.get(fields)
+        if counted is None:
+            counted = alike[fields] = _count(query, fields, unsaid=unsaid, seen=seen)
+        short[rowid] = counted  # shared: read only (the content's pass counts into a copy)
     facts = _Facts(query)
     words = query.word_indexes
     lacking = {  # rows that may lack a word: only for those does their turn's prompt count (`_score`)
