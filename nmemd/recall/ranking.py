@@ -246,7 +246,7 @@ def _counts(query: Query, text: str, unsaid: str) -> _Counts:
     raw = text[:SCORED_CHARS]
     low = raw.lower()
     if unsaid and unsaid in low:
-        raw = _without(unsaid).sub("/", raw)
+        raw = _unsaid_out(raw, low, unsaid)
         low = raw.lower()
     terms: list[tuple[int, bool, float]] = []
     here = [0] * len(query.terms)
@@ -263,6 +263,23 @@ def _counts(query: Query, text: str, unsaid: str) -> _Counts:
         if here[i] and here[j] and (n := occurrences(together, low)):
             pairs.append((k, min(n, 20)))
     return len(low), tuple(terms), tuple(pairs)
+
+
+def _unsaid_out(raw: str, low: str, unsaid: str) -> str:
+    """`raw` with each `unsaid` in it, in any case, as a slash. An ASCII text by `low`'s offsets (`lower()`
+    keeps them, and folds as IGNORECASE does there: the regex, without a literal to scan for, tries every
+    position); any other by the regex."""
+    if not raw.isascii():
+        return _without(unsaid).sub("/", raw)
+    parts: list[str] = []
+    at = 0
+    found = low.find(unsaid)
+    while found >= 0:
+        parts += (raw[at:found], "/")
+        at = found + len(unsaid)
+        found = low.find(unsaid, at)
+    parts.append(raw[at:])
+    return "".join(parts)
 
 
 @lru_cache(maxsize=64)

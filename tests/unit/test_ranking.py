@@ -12,11 +12,14 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.helpers import claude_bash, claude_edit, claude_event, claude_failure, claude_tool
 from support.store import STEP_S, stored
 
 from nmemd import config
 from nmemd.model import Extracted, Observation
+from nmemd.recall import ranking
 from nmemd.recall.queries import Filters, Hit
 from nmemd.recall.search import search
 from nmemd.store.batches import Incoming
@@ -257,3 +260,19 @@ def test_asked_why_the_agents_words_that_state_a_cause_rank_before_its_plans(pro
     anyio.run(add)
     hits = ranked("why was the walrus parsing failing?")
     assert hits[0].title.startswith("The walrus parsing is failing because"), [h.title for h in hits[:3]]
+
+
+_PATH_PIECES = ["/home/me/proj", "/HOME/Me/Proj", "/home/me/proJ", "a", "A", "k", "K", "\u212a", "s", "\u017f", "i",
+                "\u0130", "\u0131", "é", " ", "/", "-", "\n"]  # fmt: skip
+_PATHS = st.sampled_from(["/home/me/proj", "a", "k", "s"])
+
+
+@given(
+    st.lists(st.sampled_from(_PATH_PIECES), max_size=12).map("".join), st.sampled_from(["/home/me/proj", "a", "k", "s"])
+)
+@settings(max_examples=500, deadline=None)
+def test_the_projects_own_path_is_left_out_in_any_case_as_the_pattern_does(text: str, unsaid: str) -> None:
+    """An ASCII field loses the project's path by its lowercase offsets, any other by the regex: one answer."""
+    low = text.lower()
+    if unsaid in low:
+        assert ranking._unsaid_out(text, low, unsaid) == ranking._without(unsaid).sub("/", text)
