@@ -273,13 +273,22 @@ def _weight(
     return total
 
 
-@lru_cache(maxsize=8192)
+CACHED_LINE: Final = 600  # lines up to this long are remembered (`_capped_fact`, `_errorish_line`): 2 MB or so
+
+
 def _capped_fact(line: str) -> float:
     """`line`'s fact weight up to FACT_CAP, what a snippet's line is chosen by. Cached: hits repeat lines
     (a test run's, a command's output), and searches repeat hits. Where the callers' `floor` would stop
     `_weight` early, the whole weight is below that floor too: the same line wins."""
+    return _remembered_fact(line) if len(line) <= CACHED_LINE else _fact_of(line)
+
+
+def _fact_of(line: str) -> float:
     facts, bound, low = _facts_in(line)
     return min(_weight(line, low, facts, bound), FACT_CAP) if facts else 0.0
+
+
+_remembered_fact: Final = lru_cache(maxsize=8192)(_fact_of)
 
 
 def fact_weight(line: str) -> float:
@@ -294,6 +303,14 @@ def errorish(line: str) -> bool:
         return _ERRORISH.search(line) is not None
     low = line.lower()
     return any(map(low.__contains__, _ERRORISH_KEYS)) and _ERRORISH_ASCII(line, low)  # most lines hold no key
+
+
+_remembered_errorish: Final = lru_cache(maxsize=4096)(errorish)
+
+
+def _errorish_line(line: str) -> bool:
+    """`errorish`, remembered for a short line (a snippet's line and the one above it recur)."""
+    return _remembered_errorish(line) if len(line) <= CACHED_LINE else errorish(line)
 
 
 def error_lines(text: str, limit: int = 2, scan: int = 4000) -> list[str]:
@@ -428,14 +445,14 @@ def _with_error_above(text: str, line: tuple[int, int]) -> tuple[int, int]:
     """The line, from the start of the line above it when that one names an error and it does not (a
     compiler's `N818 Exception name ...` above its `--> src/safety.py:19:7`)."""
     start, end = line
-    if start == 0 or errorish(text[start:end]):
+    if start == 0 or _errorish_line(text[start:end]):
         return line
     above_end = start - 1
     while above_end > 0 and text[above_end - 1] == "\n":  # blank lines between
         above_end -= 1
     above = text.rfind("\n", 0, above_end) + 1
     before = text[above:above_end]
-    if 0 < len(before) <= 120 and not _EMPTY.match(before) and errorish(before):
+    if 0 < len(before) <= 120 and not _EMPTY.match(before) and _errorish_line(before):
         return above, end
     return line
 

@@ -138,6 +138,8 @@ def test_the_fact_keys_agree_with_the_patterns_they_stand_for(line: str) -> None
     """`fact_weight` and `errorish` test a line's keys before its regexes: never a different answer."""
     assert snippets.fact_weight(line) == _fact_weight_by_the_regexes(line)
     assert snippets.errorish(line) == bool(snippets._ERRORISH.search(line))
+    assert snippets._capped_fact(line) == min(_fact_weight_by_the_regexes(line), snippets.FACT_CAP)  # remembered
+    assert snippets._capped_fact(line) == min(_fact_weight_by_the_regexes(line), snippets.FACT_CAP)
 
 
 def _collapsed_by_the_runs(content: str, lo: int, hi: int, starts: list[int]) -> tuple[str, list[int]]:
