@@ -59,8 +59,11 @@ def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tupl
             newest = newest_of(relaxed.match if relaxed else term.fts, PER_LOOKUP)
             idf.append(_idf(newest, top, total))
             if checked[-1]:
-                for rowid in newest:
-                    _candidate(found, rowid).found_by.add(i)
+                for rowid in newest:  # a word's newest rows: the most rows any lookup returns
+                    cand = found.get(rowid)
+                    if cand is None:
+                        cand = found[rowid] = Candidate()
+                    cand.found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
                 raise

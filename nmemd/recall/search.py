@@ -28,7 +28,6 @@ _DIGITS: Final = re.compile(r"\d+")
 _SAID: Final = frozenset({"stop", "assistant"})
 _STOP_PREFIX: Final = "Stop: "
 _SAID_CHARS: Final = 60  # titles are cut at different lengths: the Stop's carries its prefix
-_SPACE: Final = re.compile(r"\s+")
 
 
 def search(
@@ -98,7 +97,7 @@ def _fold_key(hit: Hit) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def _folded_title(title: str) -> str:
     """A title without its numbers and spacing: hits repeat titles (a command run thirty times)."""
-    return _SPACE.sub(" ", _DIGITS.sub("#", title.lower())).strip()
+    return " ".join(_DIGITS.sub("#", title.lower()).split())  # `\s` is `str.isspace`, as `split()` reads
 
 
 def _fold(hits: list[Hit], twins: dict[int, list[Hit]] | None = None) -> list[Hit]:
