@@ -8,11 +8,11 @@ the wrong type, and a string is bounded *before* it is formatted, so a 20 MB too
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any, Final
 
 from nmemd.capture.redact import redact, redact_tail, sensitive_key, strip_private
 from nmemd.model import CONTENT_MAX, TITLE_MAX, Observation, ObservationType
+from nmemd.remembered import remembered
 
 _SLACK: Final = 200  # raw chars kept past a mid-line bound so `key = "a value"` is whole when redacted
 _COUNT_MAX: Final = 4_000_000  # count hidden lines only in tails shorter than this
@@ -182,7 +182,7 @@ def clean_line(raw: object, limit: int) -> str:
     return one_line(clean_text(raw, limit), limit)
 
 
-@lru_cache(maxsize=4096)
+@remembered(4096)
 def _line_cached(raw: str, limit: int) -> str:
     return one_line(clean_text(raw, limit), limit)
 

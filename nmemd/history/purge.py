@@ -36,6 +36,7 @@ from nmemd.model import OBSERVATION_TYPES
 from nmemd.recall import queries
 from nmemd.recall.handoff import summarize_session
 from nmemd.recall.queries import ALL_PROJECTS, Filters, convert_params
+from nmemd.remembered import forget_stored_text
 from nmemd.store import fts
 from nmemd.store.database import Store
 from nmemd.store.keys import KEY_DIGEST_FUNCTION, TOOL_CALL_ROW, TOOL_CALL_ROW_KEY
@@ -368,6 +369,7 @@ async def purge(store: Store, f: PurgeFilter, *, share: bool = True) -> PurgeCou
             await store.all_indexed(conn)
         await conn.execute("DELETE FROM temp.purge_ids")
     store.dedup.forget(set(plan.ids))
+    forget_stored_text()  # the purged words as cache keys in recall and capture
     for path in plan.spool_files:
         try:
             os.unlink(path)

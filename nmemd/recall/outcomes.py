@@ -13,13 +13,13 @@ import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import islice
 from typing import Final
 
 from nmemd.recall.queries import HandoffLine, marks
 from nmemd.recall.snippets import CONCLUSION, error_lines
 from nmemd.recall.text import clip, command_kind, command_line, rel, short_path
+from nmemd.remembered import remembered
 
 MAX_FAILURES: Final = 4
 MAX_CHECKS: Final = 4
@@ -89,7 +89,7 @@ def rows_of(conn: sqlite3.Connection, where: str, args: Iterable[object], limit:
 # --- failures and what fixed them ----------------------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
+@remembered(4096)
 def command_key(command: str) -> str:
     """What makes two runs "the same command": its first line without a leading `cd X &&` or variables,
     up to its third word (`npm run build`, `pytest -q tests/x.py` and `pytest -q` differ; reruns match)."""
@@ -393,7 +393,7 @@ def decisions(
     return out
 
 
-@lru_cache(maxsize=256)
+@remembered(256)
 def _stated(text: str) -> tuple[tuple[str, str], ...]:
     """The sentences of a message that state a cause, a fix or a decision, as (key, line). Cached: every
     Stop's summary reads the session's last 30 messages again, and all but one are the same."""

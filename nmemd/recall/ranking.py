@@ -22,6 +22,7 @@ from nmemd.recall.queries import HIT_COLUMNS, Hit, marks
 from nmemd.recall.snippets import CONCLUSION, SCAN_CHARS
 from nmemd.recall.terms import Query, occurrences
 from nmemd.recall.text import command_kind
+from nmemd.remembered import remembered
 
 # How much an observation type matters when ranking equally relevant text. What changed the
 # code (edits, writes) and what went wrong (errors) answer most questions; reads and todo
@@ -378,7 +379,7 @@ def _score(
     return -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
 
 
-@lru_cache(maxsize=4096)
+@remembered(4096)
 def command_weight(command: str) -> float:
     """Build and test commands above trivial ones; a commit's message restates the work it records,
     and the rows that did the work answer better. Cached: hits repeat commands."""

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from functools import lru_cache
 from typing import Final
 
 from nmemd.errors import QueryError
 from nmemd.recall import lookups, ranking, snippets, turns, vocabulary
 from nmemd.recall.queries import Filters, Hit, checked_limit, marks, teammates_of
 from nmemd.recall.terms import Query, parse
+from nmemd.remembered import remembered
 
 # Lookups still running after this are cut short and the rest is ranked: an FTS5 prefix query has to
 # merge every token under its prefix ("co*": ~0.25 s at a million rows), and a memory must answer.
@@ -94,7 +94,7 @@ def _fold_key(hit: Hit) -> tuple[str, ...]:
     return (hit.type, hit.file_path or "", _folded_title(hit.title))
 
 
-@lru_cache(maxsize=4096)
+@remembered(4096)
 def _folded_title(title: str) -> str:
     """A title without its numbers and spacing: hits repeat titles (a command run thirty times)."""
     return " ".join(_DIGITS.sub("#", title.lower()).split())  # `\s` is `str.isspace`, as `split()` reads

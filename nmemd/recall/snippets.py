@@ -15,8 +15,9 @@ import math
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING, Final, NamedTuple
+
+from nmemd.remembered import remembered
 
 if TYPE_CHECKING:  # the CLI marks snippets without paying for the query parser's start
     from nmemd.recall.terms import Query
@@ -288,7 +289,7 @@ def _fact_of(line: str) -> float:
     return min(_weight(line, low, facts, bound), FACT_CAP) if facts else 0.0
 
 
-_remembered_fact: Final = lru_cache(maxsize=8192)(_fact_of)
+_remembered_fact: Final = remembered(8192)(_fact_of)
 
 
 def fact_weight(line: str) -> float:
@@ -305,7 +306,7 @@ def errorish(line: str) -> bool:
     return any(map(low.__contains__, _ERRORISH_KEYS)) and _ERRORISH_ASCII(line, low)  # most lines hold no key
 
 
-_remembered_errorish: Final = lru_cache(maxsize=4096)(errorish)
+_remembered_errorish: Final = remembered(4096)(errorish)
 
 
 def _errorish_line(line: str) -> bool:

@@ -5,8 +5,9 @@ looking around)."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Final
+
+from nmemd.remembered import remembered
 
 
 def clip(text: str, limit: int) -> str:
@@ -61,7 +62,7 @@ def looks_around(command: str) -> bool:
     return bool(_TRIVIAL_RE.match(command_line(command, 400)))
 
 
-@lru_cache(maxsize=4096)
+@remembered(4096)
 def command_kind(command: str) -> int:
     """2: build/test/lint/install, 1: other work, 0: trivial looking around.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.db import db_rows, integrity_ok
 
-from nmemd import config
+from nmemd import config, remembered
 from nmemd.model import Extracted, Observation
 from nmemd.recall import lookups, search
 from nmemd.store import batches, fts, readers, repair
@@ -278,6 +278,26 @@ async def test_purge_by_query_reaches_rows_not_indexed_yet() -> None:
     assert db_rows(settings.db, "SELECT count(*) FROM observations WHERE content LIKE '%wombat%'") == [(0,)]
     assert db_rows(settings.db, "SELECT count(*) FROM observations") == [(1,)]
     integrity_ok(settings.db)
+
+
+async def test_purge_empties_the_caches_of_stored_text() -> None:
+    """A search leaves the rows' commands, titles and lines as cache keys; a purge drops them all, so the
+    forgotten words do not stay in the daemon's memory until evicted."""
+    from nmemd.history.purge import PurgeFilter, purge
+
+    settings = config.load()
+    secret = Observation(type="command", title="echo wombat-7731", content="wombat-7731 ok", command="echo wombat-7731")
+    async with open_store(settings) as store:
+        await store.commit_batch([_event("w1", secret), _event("w2", _read("/p/keep.py"))])
+        await store.index_pending()
+        conn = readers.open_readonly(str(settings.db))
+        try:
+            assert [h.title for h in search.search(conn, "wombat")] == ["echo wombat-7731"]
+        finally:
+            conn.close()
+        assert remembered.held() > 0
+        await purge(store, PurgeFilter(query="wombat-7731"))
+        assert remembered.held() == 0
 
 
 # --- the index without positions (migration m008) ----------------------------------------------------
