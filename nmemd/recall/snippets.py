@@ -213,20 +213,15 @@ _ASCII_TESTS: Final = _tests(wide=False)
 _Facts = tuple[tuple[_Test, float], ...]
 
 
-# By the bits of `_keys_held`: the tests that may match, in order, and their weights' sum (the most they add up to).
-def _by_keys(tests: tuple[_Test, ...]) -> tuple[tuple[_Facts, float], ...]:
-    """By the bits of `_keys_held`: the tests that may match, in order, and their weights' sum (the most they
-    add up to)."""
+def _by_keys(tests: tuple[_Test, ...]) -> tuple[_Facts, ...]:
+    """By the bits of `_keys_held`: the tests that may match, in order, with their weights."""
     return tuple(
-        (facts, sum(weight for _, weight in facts))
-        for facts in (
-            tuple(
-                (test, weight)
-                for bit, (test, (_, weight)) in enumerate(zip(tests, _FACT_WEIGHTS, strict=True))
-                if keys >> bit & 1
-            )
-            for keys in range(1 << len(_FACT_WEIGHTS))
+        tuple(
+            (test, weight)
+            for bit, (test, (_, weight)) in enumerate(zip(tests, _FACT_WEIGHTS, strict=True))
+            if keys >> bit & 1
         )
+        for keys in range(1 << len(_FACT_WEIGHTS))
     )
 
 
@@ -239,38 +234,29 @@ _NUMBER_KEY: Final = 64  # `_keys_held`'s bit of _NUMBER: `\d` is a digit of any
 _FOLDS: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 
 
-def _facts_in(line: str) -> tuple[_Facts, float, str]:
+def _facts_in(line: str) -> tuple[_Facts, str]:
     """The patterns of _FACT_WEIGHTS that may match `line` (it holds their keys), in order, as tests; none for
-    an empty line. Their weights' sum, which bounds the line's `fact_weight`. And the line in lowercase (the
-    tests read it; a line with other than ASCII, its letters folded as IGNORECASE folds them: `_FOLDS`)."""
+    an empty line. And the line in lowercase (the tests read it; a line with other than ASCII, its letters
+    folded as IGNORECASE folds them: `_FOLDS`)."""
     if _EMPTY.match(line):
-        return (), 0, line
+        return (), line
     if line.isascii():
         low = line.lower()
-        facts, bound = _BY_KEYS[_keys_held(line, low)]
-    else:
-        low = line.translate(_FOLDS).lower()
-        signs = 1 if any(map(line.__contains__, _ERRORISH_SIGNS)) else 0  # _ERRORISH's bit
-        facts, bound = _BY_KEYS_WIDE[_keys_held(line, low) | signs | _NUMBER_KEY]
-    return facts, bound, low
+        return _BY_KEYS[_keys_held(line, low)], low
+    low = line.translate(_FOLDS).lower()
+    signs = 1 if any(map(line.__contains__, _ERRORISH_SIGNS)) else 0  # _ERRORISH's bit
+    return _BY_KEYS_WIDE[_keys_held(line, low) | signs | _NUMBER_KEY], low
 
 
-def _weight(
-    line: str, low: str, facts: _Facts, bound: float, floor: float | None = None, cap: float = FACT_CAP
-) -> float:
-    """The weights of `facts` that match `line` (`low`: it in lowercase; `bound`: their weights' sum), summed
-    in order; the patterns left are not read once the sum reaches `cap` (FACT_CAP: all a fact counts for),
-    nor once they could not lift it to `floor` (it would lose: the sum returned is then below `floor` too)."""
+def _weight(line: str, low: str, facts: _Facts, cap: float = FACT_CAP) -> float:
+    """The weights of `facts` that match `line` (`low`: it in lowercase), summed in order; the patterns
+    left are not read once the sum reaches `cap` (FACT_CAP: all a fact counts for)."""
     total = 0.0
-    left = bound
     for test, weight in facts:
-        left -= weight
         if test(line, low):
             total += weight
             if total >= cap:
                 break
-        elif floor is not None and total + left < floor:
-            break
     return total
 
 
@@ -279,14 +265,13 @@ CACHED_LINE: Final = 600  # lines up to this long are remembered (`_capped_fact`
 
 def _capped_fact(line: str) -> float:
     """`line`'s fact weight up to FACT_CAP, what a snippet's line is chosen by. Cached: hits repeat lines
-    (a test run's, a command's output), and searches repeat hits. Where the callers' `floor` would stop
-    `_weight` early, the whole weight is below that floor too: the same line wins."""
+    (a test run's, a command's output), and searches repeat hits."""
     return _remembered_fact(line) if len(line) <= CACHED_LINE else _fact_of(line)
 
 
 def _fact_of(line: str) -> float:
-    facts, bound, low = _facts_in(line)
-    return min(_weight(line, low, facts, bound), FACT_CAP) if facts else 0.0
+    facts, low = _facts_in(line)
+    return min(_weight(line, low, facts), FACT_CAP) if facts else 0.0
 
 
 _remembered_fact: Final = remembered(8192)(_fact_of)
@@ -294,8 +279,8 @@ _remembered_fact: Final = remembered(8192)(_fact_of)
 
 def fact_weight(line: str) -> float:
     """How much of a fact one line carries (the sum of _FACT_WEIGHTS it matches; 0 for an empty line)."""
-    facts, bound, low = _facts_in(line)
-    return _weight(line, low, facts, bound, cap=math.inf)
+    facts, low = _facts_in(line)
+    return _weight(line, low, facts, cap=math.inf)
 
 
 def errorish(line: str) -> bool:
