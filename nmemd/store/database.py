@@ -178,15 +178,9 @@ class Store:
 
         def index(db: sqlite3.Connection) -> int:
             at = start
-            while at < end:
-                upto = min(at + INDEX_STEP, end)
-                db.execute(fts.INDEX_RANGE, (at, upto))
-                db.execute(grams.INDEX_RANGE, (at, upto))
-                at = upto
-                if stop():
-                    break
-            db.execute(SET_INDEXED, (at,))
-            self._indexed_at_commit = at
+            while at < end and (at == start or not stop()):
+                at = min(at + INDEX_STEP, end)
+                self.index_on_thread(db, at)
             return at - start
 
         return self.transaction_on_thread(db, index) if end > start else 0
