@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         _startup_failed(report, exc)
     import anyio
 
-    from nmemd.daemon import gc_tuning, malloc_tuning
+    from nmemd import gc_tuning
+    from nmemd.daemon import malloc_tuning
     from nmemd.daemon.server import serve
     from nmemd.store import sqlite_tuning
 

@@ -23,8 +23,9 @@ def own_process() -> None:
 
 
 def freeze_long_lived() -> None:
-    """Exclude every object alive now from later collections (at start-up's end, and once the MCP server a
-    session start has the daemon build is ready); nothing in a process that is not `nmemd`'s.
+    """Exclude every object alive now from later collections (at start-up's end, once the MCP server a
+    session start has the daemon build is ready, after team sync's import of psycopg); nothing in a
+    process that is not `nmemd`'s.
 
     No full collection first: it would hold the event loop as long as the one it saves; the few
     cycles that start-up left unreachable stay allocated."""

@@ -25,12 +25,12 @@ import anyio.abc
 import msgspec
 
 from nmem_client import paths, protocol
-from nmemd import __version__
+from nmemd import __version__, gc_tuning
 from nmemd.capture.drain import drain_once
 from nmemd.capture.extractor import Extractor
 from nmemd.capture.ingest import Ingestor
 from nmemd.config import Settings, tunable
-from nmemd.daemon import gc_tuning, rpc
+from nmemd.daemon import rpc
 from nmemd.daemon.connection import FrameConnection
 from nmemd.daemon.deadlines import Deadlines
 from nmemd.daemon.instance import (

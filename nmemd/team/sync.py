@@ -11,7 +11,6 @@ locally meanwhile and the outbox keeps what waits. psycopg is imported by the fi
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib
 import logging
 import random
@@ -26,6 +25,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from nmemd import gc_tuning
 from nmemd.config import tunable
 from nmemd.errors import StorageError, TeamError, TeamTimeout
 from nmemd.store import fts, readers, repair
@@ -570,7 +570,7 @@ async def _import_psycopg() -> None:
     if "psycopg" not in sys.modules:
         with contextlib.suppress(ImportError), short_gil_turns():
             await anyio.to_thread.run_sync(importlib.import_module, "psycopg")
-            gc.freeze()  # its modules, out of later full collections (as nmemd.daemon.gc_tuning does at start)
+            gc_tuning.freeze_long_lived()  # its modules, out of later full collections, as start-up's
 
 
 async def _yield_after(took: float = 0.0) -> None:

@@ -1,4 +1,4 @@
-"""The daemon keeps start-up's objects out of full collections (nmemd.daemon.gc_tuning), in a process of its own."""
+"""The daemon keeps start-up's objects out of full collections (nmemd.gc_tuning), in a process of its own."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 CODE = """
 import gc
-from nmemd.daemon import gc_tuning
+from nmemd import gc_tuning
 if {own}:
     gc_tuning.own_process()
 gc_tuning.freeze_long_lived()
