@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -301,16 +302,33 @@ def test_a_join_pushes_its_backlog_while_hooks_arrive_each_row_once(team: tuple[
 
     for n in range(400):  # a project of A's, not shared yet
         hook("zq66bulk", bulk, "zq66bulk", n)
-    _join(a, a.dsn, bulk)
     sent = 0
+    failed: list[BaseException] = []
+    stop = threading.Event()
 
-    def a_hook_then_all_pushed() -> bool:
+    def keep_hooking() -> None:  # from before the join until its rows are all on the server: through the push
         nonlocal sent
-        hook("zq66hook", a_repo, "zq66hook", sent)
-        sent += 1
-        return _count_server(db, "zq66bulk") == (400, 400)
+        try:
+            while not stop.is_set():
+                hook("zq66hook", a_repo, "zq66hook", sent)
+                sent += 1
+                stop.wait(0.005)
+        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
+            failed.append(exc)
 
-    wait_until(a_hook_then_all_pushed, SYNC_S, "the joined project's rows on the server, hooks arriving meanwhile")
+    hooking = threading.Thread(target=keep_hooking, daemon=True)
+    hooking.start()
+    try:
+        _join(a, a.dsn, bulk)
+        wait_until(
+            lambda: _count_server(db, "zq66bulk") == (400, 400),
+            SYNC_S,
+            "the joined project's rows on the server, hooks arriving meanwhile",
+        )
+    finally:
+        stop.set()
+        hooking.join(SYNC_S)
+    assert not failed and not hooking.is_alive()
     assert sent > 1  # hooks came during the push
     wait_until(lambda: _count_server(db, "zq66hook") == (sent, sent), SYNC_S, "every hook's row on the server")
     wait_until(lambda: a.nmem("team", "status", "--json").stdout.count('"outbox":0') == 1, SYNC_S, "an empty outbox")
