@@ -725,7 +725,11 @@ def refresh(server: Server) -> None:
         conn.execute(f"SET search_path = {trgm[0] if trgm else 'nmem'}, pg_catalog")
         sql = schema.MIGRATIONS[-1].sql
         conn.execute(sql.encode())
-        server.state["mine_fns"] = _functions(conn, sorted(set(REPLACED_FN.findall(sql))))
+        # the newest migration may replace fewer functions than this tree measured before (v14 replaces
+        # name_tokens only): the others keep their definitions, or `use` would leave the baseline's
+        replaced = set(REPLACED_FN.findall(sql))
+        kept = [d for d in server.state.get("mine_fns", []) if set(REPLACED_FN.findall(d)[:1]).isdisjoint(replaced)]
+        server.state["mine_fns"] = kept + _functions(conn, sorted(replaced))
         server.save()
 
 
