@@ -83,6 +83,12 @@ def words(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(zip(found[0], found[1], strict=False))
 
 
+def one_token(text: str) -> bool:
+    """Whether `text` is ASCII letters and digits only: one token, which `words` need not be asked for
+    (unicode61 keeps letters and numbers, and splits at everything else ASCII)."""
+    return text.isascii() and text.isalnum()
+
+
 @dataclass(frozen=True)
 class Phrase:
     fts: str  # the quoted string as the query had it (with its `*`), for FTS5 on spans
@@ -104,7 +110,10 @@ class Relaxed:
         "py"` costs 20 times the read of its rarest word."""
 
         def sub(m: re.Match[str]) -> str:
-            toks = words(m.group(1).replace('""', '"'))
+            text = m.group(1).replace('""', '"')
+            if one_token(text):
+                return m.group(0)
+            toks = words(text)
             if len(toks) < 2:
                 return m.group(0)
             quoted = [f'"{t}"' for t, _ in toks]
@@ -170,7 +179,10 @@ def relax(match: str) -> Relaxed | None:
     phrases: list[Phrase] = []
 
     def sub(m: re.Match[str]) -> str:
-        toks = words(m.group(1).replace('""', '"'))
+        text = m.group(1).replace('""', '"')
+        if one_token(text):
+            return m.group(0)
+        toks = words(text)
         if len(toks) < 2:
             return m.group(0)
         keys = tuple(_key(stem) for _, stem in toks)

@@ -93,3 +93,18 @@ def test_a_word_whose_inflection_ends_in_i_counts_its_y_form() -> None:
     verified, copies = terms.parse("verified copies").terms[:2]
     assert verified.count("verify it fully, then verifying") == 2 and copies.count("copy the copy") == 2
     assert verified.count("a verifying step") == 1 and copies.count("the copyright") == 0
+
+
+def test_a_words_forms_are_stemmed_in_one_pass_as_each_alone() -> None:
+    """`terms._stems` tokenizes a word's forms together: each stem is the one the word gets alone, and text
+    that is not one ASCII token each (a dotted i, a hyphen) is stemmed word by word."""
+    forms = ["resolution", "resolve", "resolving", "services", "serviced", "utf8encoding", "relational", "happy"]
+    assert terms._stems(forms) == [terms._stem(f) for f in forms]
+    odd = ["İstanbul", "well-known", "café", ""]
+    assert terms._stems(odd) == [terms._stem(f) for f in odd]
+
+
+@pytest.mark.parametrize("text", ["status", "utf8", "X11", "a b", "save_hook", "café", "x-y", "", "İ", "١٢"])
+def test_one_token_is_what_the_tokenizer_keeps_whole(text: str) -> None:
+    """`fts.one_token`: the tokenizer need not be asked about ASCII letters and digits (a single token)."""
+    assert not fts.one_token(text) or len(fts.words(text)) == 1
