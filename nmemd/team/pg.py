@@ -167,6 +167,11 @@ def push(conn: psycopg.Connection[Any], team: str, machine: str, rows: Sequence[
     obs = [r for r in rows if r.op == "obs"]
     refused: list[str] = []
     v2 = version >= DELETES_SINCE
+    if version >= ONE_STATEMENT_SINCE and obs and len(obs) == len(rows) and conn.autocommit:
+        # Observations only: one statement, its own transaction (one round trip instead of three: a
+        # paced push's slices are small, sync.PACE_SHARE).
+        conn.execute(_PUSH_OBS_V8, {"team": team, "machine": machine, "rows": _obs_json(obs)})
+        return refused
     with conn.transaction():
         if not v2:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('nmem:' || %s))", (team,))
