@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     import anyio
 
     from nmemd.capture.ingest import Ingestor
+    from nmemd.capture.quiet import QuietMoments
     from nmemd.config import Settings
 
 
 class Host(Protocol):
     settings: Settings
     ingestor: Ingestor  # its `store` is the one write connection
+    quiet: QuietMoments  # the pauses between hooks, for background work that loads the machine
     stopping: anyio.Event  # set once shutdown begins
     last_activity: float  # time.monotonic() of the last request: maintenance waits for quiet
     skip_tools: frozenset[str]  # tools whose events are not stored

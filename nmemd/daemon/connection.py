@@ -354,6 +354,8 @@ class FrameConnection(asyncio.Protocol):
         if not self.daemon.spawn(self._serve_mcp, fd, leftover, body):
             os.close(fd)
             self.daemon.connection_closed(self)
+        else:
+            self.daemon.connection_settled()
 
     async def _serve_mcp(self, fd: int, leftover: bytes, body: bytes) -> None:
         from nmemd import mcp  # imported on the first MCP connection only (~0.8 s)

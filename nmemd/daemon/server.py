@@ -29,6 +29,7 @@ from nmemd import __version__, gc_tuning
 from nmemd.capture.drain import drain_once
 from nmemd.capture.extractor import Extractor
 from nmemd.capture.ingest import Ingestor
+from nmemd.capture.quiet import QuietMoments
 from nmemd.config import Settings, tunable
 from nmemd.daemon import rpc
 from nmemd.daemon.connection import FrameConnection
@@ -86,6 +87,7 @@ class Daemon:
     handlers: anyio.abc.TaskGroup = field(init=False)
     open_connections: set[FrameConnection] = field(default_factory=set)
     _all_closed: anyio.Event = field(default_factory=anyio.Event)
+    quiet: QuietMoments = field(default_factory=QuietMoments)  # the pauses between hooks (team sync's push)
 
     skip_tools: frozenset[str] = field(init=False)  # built once: every event consults it
     extractor: Extractor | None = None  # the extraction worker's handle; None: extract in the loop
@@ -178,12 +180,20 @@ class Daemon:
     def connection_opened(self, conn: FrameConnection) -> None:
         self.open_connections.add(conn)
         self.last_activity = time.monotonic()
+        self.quiet.hook_started()
 
     def connection_closed(self, conn: FrameConnection) -> None:
         self.last_activity = time.monotonic()
         self.open_connections.discard(conn)
         if not self.open_connections:
             self._all_closed.set()
+        self.connection_settled()
+
+    def connection_settled(self) -> None:
+        """A connection closed or became an MCP session: when no other frame is in flight (MCP sessions
+        are long-lived, they do not count) and no event waits for its commit, a quiet moment begins."""
+        if self.ingestor.queued == 0 and all(c.handed_over for c in self.open_connections):
+            self.quiet.all_done()
 
     async def close_connections(self, grace_s: float) -> None:
         """Stop every frame connection: each answers the frame in hand (its batch commits) first."""

@@ -61,6 +61,18 @@ ACK_CHUNK: Final = 500  # pushed rows removed from the outbox per transaction
 READ_ROWS: Final = 200
 YIELD_MAX_S: Final = 0.01
 PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one push transaction carries
+# While hooks arrive, a push goes in slices, one in each pause between two hooks (capture.quiet), taking
+# PACE_SHARE of what is likely left of it (PACE_MIN_S at least), PACE_AFTER_ACK_S after the last ack
+# went out (its client reads it meanwhile); the outbox is read PACE_READ_ROWS at a time, in a pause of
+# its own. A local server's backend held a core for a whole 1,000-row batch (~70 ms), and a hook
+# that came meanwhile waited for the cores (bench_team_pull.py, issue #40).
+PACE_SHARE: Final = 0.7
+PACE_MIN_S: Final = 0.002
+PACE_AFTER_ACK_S: Final = 0.001
+PACE_WAIT_MAX_S: Final = 0.02
+PACE_FIRST_ROWS: Final = 20
+PACE_MIN_ROWS: Final = 5
+PACE_READ_ROWS: Final = 100
 # After a wake-up, wait this long before reading the outbox (or the feed): the commits and notifications
 # of a busy moment are taken in one batch instead of one round trip each, and the hooks' commits share
 # the event loop and the store's lock with fewer of them (bench_team_sync.py: hooks).
@@ -83,6 +95,24 @@ class _Wake:
     push: anyio.Event = field(default_factory=anyio.Event)
     pull: anyio.Event = field(default_factory=anyio.Event)
     own_commit: bool = False  # the store's next commit is this link's ack: it brings nothing to push
+
+
+@dataclass
+class _Pace:
+    """How many rows of a paced push fit a pause's budget, at the pace of the last slice (the server's
+    work, the round trip and ours: its fixed part makes a small slice look slow per row, so a budget
+    is underfilled at first, never overrun, and the next slices close in on it)."""
+
+    per_row_s: float = 0.0
+
+    def rows_for(self, budget_s: float) -> int:
+        if self.per_row_s <= 0:
+            return PACE_FIRST_ROWS
+        return max(PACE_MIN_ROWS, min(PUSH_BATCH, int(budget_s / self.per_row_s)))
+
+    def took(self, rows: int, seconds: float) -> None:
+        if rows:
+            self.per_row_s = seconds / rows
 
 
 @dataclass
@@ -250,19 +280,19 @@ class TeamSync:
 
     async def _pusher(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
         """Drain the outbox: each batch pushed while the next is read (the server's work and ours overlap),
-        unless hooks are arriving (`Ingestor.busy`): then the next is read once the push returned, so
-        that at most one of the two works beside them (a local server's backend took a core of the two,
-        the redacting reader most of the other, and hooks waited their turn, bench_team_pull.py).
+        unless hooks are arriving (`Ingestor.busy`): then in slices (`_paced_slice`), each pushed in a pause
+        between two hooks and sized to it, the outbox read in a pause of its own.
 
         Pushed rows leave the outbox only after the server's COMMIT returned: while a backlog is pushed,
-        those of the batches before (ACK_CHUNK or more) during the next batch's push, ACK_CHUNK per short
-        transaction (a hook's commit waits for one at most); the rest once the outbox is drained: at once
-        when no local commit came meanwhile (the push has nothing more to send), else every ACK_EVERY_S.
-        Until then `after` keeps them from being read again. A crash before the ack pushes them again:
-        the server ignores the repeat."""
-        batch = PUSH_BATCH
-        after = 0  # the highest outbox id pushed (or skipped) by this connection
+        those of the batches before (ACK_CHUNK or more) during the next batch's push (in a pause of the
+        hooks, when paced), ACK_CHUNK per short transaction (a hook's commit waits for one at most); the
+        rest once the outbox is drained: at once when no local commit came meanwhile (the push has nothing
+        more to send), else every ACK_EVERY_S. Until then `after` keeps them from being read again. A crash
+        before the ack pushes them again: the server ignores the repeat."""
+        after = 0  # the highest outbox id read by this connection (pushed, skipped, or held)
+        held: list[local.OutRow] = []  # read, not pushed yet (paced: a read's rows go in several slices)
         pending = _Pushed()
+        pace = _Pace()
         acked_at = time.monotonic()
         linger = 0.0  # none before the first read: a link that just connected has no busy moment to gather
         try:
@@ -270,33 +300,44 @@ class TeamSync:
                 await anyio.sleep(linger)
                 linger = PUSH_LINGER_S
                 wake.push = anyio.Event()  # before reading: a commit from now on wakes the next round
-                rows, skipped = await self._read_outbox(link, batch, after)
+                skipped: list[int] = []
                 with short_gil_turns():
-                    while rows or skipped:
+                    while True:
+                        paced = self.daemon.ingestor.busy()
+                        size = await self._paced_slice(pace) if paced else PUSH_BATCH
+                        if not held and not skipped:
+                            held, skipped = await self._read_outbox(link, PACE_READ_ROWS if paced else size, after)
+                            if not held and not skipped:
+                                break
+                            after = max(after, *(r.outbox_id for r in held), *skipped)
+                            if paced and held:
+                                continue  # the read took this pause: the slices take the next ones
+                        rows, held = held[:size], held[size:]
                         ids = [r.outbox_id for r in rows] + skipped
-                        after = max(after, *ids)
+                        overlap = not paced and not held
                         committed: list[bool] = []  # set by _push_batch once the server's COMMIT returned
-                        overlap = not self.daemon.ingestor.busy()  # else one thing at a time beside the hooks
+                        following: tuple[list[local.OutRow], list[int]] = ([], [])
                         async with anyio.create_task_group() as tg:
                             if rows:
-                                tg.start_soon(self._push_batch, conn, link, st, rows, committed)
+                                paced_by = pace if paced else None
+                                tg.start_soon(self._push_batch, conn, link, st, rows, committed, paced_by)
                             if len(pending.ids) >= ACK_CHUNK:  # earlier batches: their COMMITs returned
                                 tg.start_soon(self._ack, link, wake, pending, len(pending.ids))
                             if overlap:
-                                following = await self._read_outbox(link, batch, after)
+                                following = await self._read_outbox(link, PUSH_BATCH, after)
                         if rows and not committed:
                             # Cancelled mid-push (the link is going down): a task group may end quietly then,
                             # so the COMMIT is known only by the flag. Not acknowledged: pushed again later.
                             await anyio.lowlevel.checkpoint()
                             raise TeamError("a push was interrupted before the server's COMMIT returned")
-                        if not overlap:
-                            following = await self._read_outbox(link, batch, after)
                         pending.ids += ids
                         pending.rows += len(rows)
                         LOG.debug(
                             "team %s: pushed %d rows, outbox ids %d..%d", link.team, len(rows), min(ids), max(ids)
                         )
-                        rows, skipped = following
+                        held, skipped = following if overlap else (held, [])
+                        if held or skipped:
+                            after = max(after, *(r.outbox_id for r in held), *skipped)
                 # The outbox is drained: what the server holds leaves it now, unless hooks are busy.
                 if pending.ids and (not wake.push.is_set() or time.monotonic() - acked_at >= ACK_EVERY_S):
                     await self._ack(link, wake, pending, len(pending.ids))
@@ -307,6 +348,17 @@ class TeamSync:
             if pending.ids:  # the link is going away (an error, a rebuild, shutdown): ack what the server has
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
                     await self._ack(link, wake, pending, len(pending.ids))
+
+    async def _paced_slice(self, pace: _Pace) -> int:
+        """While hooks arrive: wait for the next pause between two (PACE_AFTER_ACK_S into it: its client
+        reads its ack meanwhile), and return how many rows to push in PACE_SHARE of what is likely left
+        of it (PACE_MIN_S at least). One slice a pause; without a pause in PACE_WAIT_MAX_S (hooks without
+        pauses, a long reply, a pause outlasting the slice before) a slice goes anyway: hooks slow a push,
+        never stop it."""
+        quiet = self.daemon.quiet
+        if await quiet.next(PACE_WAIT_MAX_S):
+            await anyio.sleep(PACE_AFTER_ACK_S)
+        return pace.rows_for(max(PACE_MIN_S, PACE_SHARE * quiet.left()))
 
     async def _read_outbox(self, link: Link, limit: int, after: int) -> tuple[list[local.OutRow], list[int]]:
         """`local.read_outbox` of `limit` rows, READ_ROWS per worker-thread call with a pause between."""
@@ -320,14 +372,20 @@ class TeamSync:
             skipped += gone
             if len(part) + len(gone) < min(wanted, READ_ROWS):
                 break  # the outbox's end
+            if len(rows) + len(skipped) >= limit:
+                break
             after = max(after, *(r.outbox_id for r in part), *gone)
             await _yield_after(time.monotonic() - began)
         return rows, skipped
 
     async def _push_batch(
-        self, conn: ThreadedConnection, link: Link, st: LinkStatus, rows: Any, committed: list[bool]
+        self, conn: ThreadedConnection, link: Link, st: LinkStatus, rows: Any, committed: list[bool], pace: _Pace | None
     ) -> None:
+        """One batch (or a paced slice: `pace` learns how long it took)."""
+        began = time.monotonic()
         refused = await conn.run(pg.push, OP_TIMEOUT_S, link.team, self.machine, rows, st.schema_version or 1)
+        if pace is not None:
+            pace.took(len(rows), time.monotonic() - began)
         committed.append(True)
         st.pushed += len(rows)
         st.last_push_at = time.time()

@@ -286,9 +286,9 @@ def _count_server(db: Database, marker: str) -> tuple[int, int]:
 
 
 def test_a_join_pushes_its_backlog_while_hooks_arrive_each_row_once(team: tuple[Database, Member, Member]) -> None:
-    """A join queues the project's rows; while hooks keep arriving, the push reads its next batch only once
-    the last one returned (team.sync: one thing at a time beside the hooks). Every row reaches the server
-    once, every hook is stored and pushed, and the outbox ends empty."""
+    """A join queues the project's rows; while hooks keep arriving, the push goes in slices, one in each
+    pause between two hooks (team.sync: paced), its reads in pauses of their own. Every row reaches the
+    server once, every hook is stored and pushed, and the outbox ends empty."""
     db, a, _ = team
     a_repo = a.checkout("api", "git@github.com:acme/api.git")
     bulk = a.checkout("bulk", "git@github.com:acme/bulk.git")
