@@ -21,6 +21,7 @@ from nmemd.recall.ranking import RESCORE, SCORED_CHARS, Candidate
 from nmemd.recall.terms import Query
 from nmemd.store import fts
 
+_SPAN: Final = "SELECT (SELECT max(id) FROM observations), (SELECT min(id) FROM observations)"
 PER_LOOKUP: Final = 200  # newest matches taken per lookup (all terms, then each term)
 SCAN_LIMIT: Final = 2000  # matches a filtered lookup reads at most before giving up on older ones
 PHRASE_PAGE: Final = 200  # rows holding a phrase's words, checked for the phrase at a time (store/fts.py)
@@ -37,8 +38,10 @@ ENOUGH_CANDIDATES: Final = 200  # a filtered search stops looking up its common 
 def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tuple[dict[int, Candidate], list[float]]:
     """Rows found by any lookup, and each term's inverse document frequency (estimated, see `_idf`)."""
     found: dict[int, Candidate] = {}
-    top = conn.execute("SELECT max(rowid) FROM observations_fts").fetchone()[0] or 0
-    bottom = conn.execute("SELECT min(rowid) FROM observations_fts").fetchone()[0] or 0
+    # The index's rowids are the ids of its content table (observations): a scan of the index reads that
+    # table, and its newest row's every column with it; two rowid seeks read the ids alone.
+    top, bottom = conn.execute(_SPAN).fetchone()
+    top, bottom = top or 0, bottom or 0
     total = max(top - bottom + 1, 1)
     filtered = bool(_filters_sql(filters)[0])
     places = _places(conn, filters)
