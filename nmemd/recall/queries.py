@@ -261,16 +261,17 @@ def teammates_of(conn: sqlite3.Connection, hits: Sequence[Hit]) -> None:
     ids = [h.id for h in hits if h.id]
     if not ids:
         return
-    have = {
-        r[0]
-        for r in conn.execute("SELECT name FROM pragma_table_info('observations') WHERE name IN ('author', 'agent')")
-    }  # one read of the schema for both (migrations m011 and m012)
-    rows = conn.execute(
-        f"SELECT o.id, {'o.author' if 'author' in have else 'NULL'}, {'o.agent' if 'agent' in have else 'NULL'}"
-        " FROM observations o"
-        f" WHERE o.id IN ({','.join('?' * len(ids))})",
-        ids,
-    ).fetchall()
+    where = f" FROM observations o WHERE o.id IN ({','.join('?' * len(ids))})"
+    try:
+        rows = conn.execute("SELECT o.id, o.author, o.agent" + where, ids).fetchall()
+    except sqlite3.OperationalError:  # a store from before migrations m011 and m012 (a read-only CLI's)
+        schema = "SELECT name FROM pragma_table_info('observations') WHERE name IN ('author', 'agent')"
+        have = {r[0] for r in conn.execute(schema)}
+        rows = conn.execute(
+            f"SELECT o.id, {'o.author' if 'author' in have else 'NULL'}, {'o.agent' if 'agent' in have else 'NULL'}"
+            + where,
+            ids,
+        ).fetchall()
     found = {r[0]: r for r in rows}
     for hit in hits:
         if r := found.get(hit.id):

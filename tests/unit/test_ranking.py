@@ -18,9 +18,9 @@ from support.helpers import claude_bash, claude_edit, claude_event, claude_failu
 from support.store import STEP_S, stored
 
 from nmemd import config
-from nmemd.model import Extracted, Observation
+from nmemd.model import CLAUDE_CODE, Extracted, Observation
 from nmemd.recall import ranking
-from nmemd.recall.queries import Filters, Hit
+from nmemd.recall.queries import Filters, Hit, teammates_of
 from nmemd.recall.search import search
 from nmemd.store.batches import Incoming
 from nmemd.store.database import open_store
@@ -276,3 +276,19 @@ def test_the_projects_own_path_is_left_out_in_any_case_as_the_pattern_does(text:
     low = text.lower()
     if unsaid in low:
         assert ranking._unsaid_out(text, low, unsaid) == ranking._without(unsaid).sub("/", text)
+
+
+def test_hits_of_a_store_from_before_the_team_columns_still_name_their_agent() -> None:
+    """`teammates_of` reads author and agent in one statement, and asks the schema only when a store older
+    than migrations m011 and m012 (a read-only CLI's, not migrated yet) lacks them."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE observations (id INTEGER PRIMARY KEY, title TEXT NOT NULL)")
+    conn.execute("INSERT INTO observations(id, title) VALUES (7, 'Read a.py')")
+    hit = Hit(id=7, type="read", project="/p", session_id="s", ts=0.0, title="Read a.py")
+    teammates_of(conn, [hit])
+    assert hit.agent == CLAUDE_CODE and hit.author is None
+    conn.execute("ALTER TABLE observations ADD COLUMN agent TEXT")
+    conn.execute("ALTER TABLE observations ADD COLUMN author TEXT")
+    conn.execute("UPDATE observations SET agent = 'codex', author = 'kim'")
+    teammates_of(conn, [hit])
+    assert hit.agent == "codex" and hit.author == "kim"
