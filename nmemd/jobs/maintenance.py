@@ -262,10 +262,34 @@ async def merge_fts(store: Store, *, full: bool) -> FtsMergeRun:
     return run
 
 
+# A search reads a word's doclist in each FTS5 segment from its end (newest first), and SQLite 3.40 pays
+# for each segment's long doclists there: the bulk writes of an import or a team join leave the index in
+# several large segments until its daily full merge, and a search then costs ~15 % more CPU (a million
+# observations in 9 segments, BENCHMARKS.md). When the pages outside the largest segment reach this share
+# of the index, the next merge is a full one; a day of hooks adds a few percent.
+FTS_UNMERGED_SHARE: Final = 0.1
+
+
+async def unmerged_share(store: Store) -> float:
+    """The share of the index's leaf pages outside its largest segment, from FTS5's page index (a row per
+    leaf page a term starts on, `pgno` the page number shifted left once: fts5_index.c); ~2 ms at 1M."""
+    async with store.lock:
+        rows = await store.conn.execute_fetchall("SELECT max(pgno >> 1) FROM observations_fts_idx GROUP BY segid")
+    pages = [int(r[0] or 0) for r in rows]
+    total = sum(pages)
+    return (total - max(pages)) / total if total else 0.0
+
+
 async def fts_merge(store: Store, *, forced: bool = False) -> str:
-    """Merge FTS5 segments in bounded steps; at most daily (or on demand) merge it down to one."""
+    """Merge FTS5 segments in bounded steps; at most daily (or on demand, or when large segments stand
+    beside the largest: FTS_UNMERGED_SHARE) merge it down to one."""
     last = await last_run(store, FTS_OPTIMIZE_ROW)
-    full = forced or last is None or time.time() - last >= store.settings.maintenance_fts_optimize_interval_s
+    full = (
+        forced
+        or last is None
+        or time.time() - last >= store.settings.maintenance_fts_optimize_interval_s
+        or await unmerged_share(store) >= FTS_UNMERGED_SHARE
+    )
     outcome = (await merge_fts(store, full=full)).line()
     if full:
         await record_run(store, FTS_OPTIMIZE_ROW, outcome)

@@ -200,3 +200,28 @@ def test_hooks_are_acknowledged_while_the_daemon_merges_in_steps(daemon: Daemon)
     assert daemon.stop() == 0
     integrity_ok(daemon.db)
     print(f"\n{sum(during)} of {len(during)} events acknowledged during {result['outcome']}")
+
+
+@pytest.mark.anyio
+async def test_large_segments_beside_the_merged_one_are_merged_before_the_day_is_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An import or a team join writes many rows in a day: the scheduled merge (not forced, the daily full
+    merge done) merges the index down to one segment when FTS_UNMERGED_SHARE of its pages lie outside the
+    largest one; a few rows more after that are merged as FTS5 would."""
+    _steps(monkeypatch, 64, 1000.0)
+    settings = config.load()
+    await _fill(settings, 10)
+    async with open_store(settings) as store:
+        await maintenance.record_run(store, maintenance.FTS_OPTIMIZE_ROW, "full merge: this morning")
+        assert _segments(settings.db) > 1
+        assert await maintenance.unmerged_share(store) >= maintenance.FTS_UNMERGED_SHARE
+        outcome = await maintenance.fts_merge(store)  # as the scheduler runs it
+        assert outcome.startswith("full merge"), outcome
+        assert _segments(settings.db) == 1 and await maintenance.unmerged_share(store) == 0.0
+        await store.commit_batch([edit_incoming(n, words=40) for n in range(20_000, 20_050)])
+        await store.index_pending()
+        assert 0.0 < await maintenance.unmerged_share(store) < maintenance.FTS_UNMERGED_SHARE
+        outcome = await maintenance.fts_merge(store)
+        assert outcome.startswith("merge"), outcome
+    integrity_ok(settings.db)
