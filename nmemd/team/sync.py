@@ -66,7 +66,7 @@ PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one pus
 # went out (its client reads it meanwhile); the outbox is read PACE_READ_ROWS at a time, in a pause of
 # its own. A local server's backend held a core for a whole 1,000-row batch (~70 ms), and a hook
 # that came meanwhile waited for the cores (bench_team_pull.py, issue #40).
-PACE_SHARE: Final = 0.7
+PACE_SHARE = tunable("TEAM_PACE_SHARE", 0.7, 0.05)
 PACE_MIN_S: Final = 0.002
 PACE_AFTER_ACK_S: Final = 0.001
 PACE_WAIT_MAX_S: Final = 0.02
@@ -99,9 +99,11 @@ class _Wake:
 
 @dataclass
 class _Pace:
-    """How many rows of a paced push fit a pause's budget, at the pace of the last slice (the server's
-    work, the round trip and ours: its fixed part makes a small slice look slow per row, so a budget
-    is underfilled at first, never overrun, and the next slices close in on it)."""
+    """How many rows of a paced push fit a pause's budget, at the pace of the last slices (the server's
+    work, the round trip and ours): a slower slice is believed at once, a faster one a quarter at a
+    time (a slice overrun makes the next hook wait; an underfilled one only slows the push). The fixed
+    part of a slice's time makes a small one look slow per row: budgets are underfilled, never overrun
+    by it."""
 
     per_row_s: float = 0.0
 
@@ -112,7 +114,8 @@ class _Pace:
 
     def took(self, rows: int, seconds: float) -> None:
         if rows:
-            self.per_row_s = seconds / rows
+            now = seconds / rows
+            self.per_row_s = now if now > self.per_row_s else 0.75 * self.per_row_s + 0.25 * now
 
 
 @dataclass

@@ -60,5 +60,9 @@ def test_a_paced_push_fits_its_slices_to_the_budget_by_the_last_ones_pace() -> N
     assert pace.rows_for(0.003) == PACE_FIRST_ROWS  # nothing measured yet
     pace.took(20, 0.004)  # 0.2 ms a row
     assert pace.rows_for(0.003) == 15
+    pace.took(20, 0.002)  # faster: believed a quarter at a time (0.175 ms a row)
+    assert pace.rows_for(0.0036) == 20
+    pace.took(10, 0.004)  # slower: believed at once
+    assert pace.rows_for(0.004) == 10
     assert pace.rows_for(0.0001) == PACE_MIN_ROWS  # a push goes on, however short the pauses
     assert pace.rows_for(10.0) == PUSH_BATCH  # a long pause: a whole batch, no more
