@@ -264,9 +264,10 @@ async def merge_fts(store: Store, *, full: bool) -> FtsMergeRun:
 
 # A search reads a word's doclist in each FTS5 segment from its end (newest first), and SQLite 3.40 pays
 # for each segment's long doclists there: the bulk writes of an import or a team join leave the index in
-# several large segments until its daily full merge, and a search then costs ~15 % more CPU (a million
-# observations in 9 segments, BENCHMARKS.md). When the pages outside the largest segment reach this share
-# of the index, the next merge is a full one; a day of hooks adds a few percent.
+# several large segments until its daily full merge, and a search then costs 15 % more instructions (a
+# million observations in 9 segments; ~7 % of the daemon's CPU a search: BENCHMARKS.md). When the pages
+# outside the largest segment reach this share of the index, the next merge is a full one; a day of hooks
+# adds a few percent.
 FTS_UNMERGED_SHARE: Final = 0.1
 
 
