@@ -65,7 +65,8 @@ PUSH_BATCH = tunable("TEAM_PUSH_BATCH", 1000, 1)  # the most outbox rows one pus
 # PACE_SHARE of what is likely left of it (PACE_MIN_S at least), PACE_AFTER_ACK_S after the last ack
 # went out (its client reads it meanwhile); the outbox is read PACE_READ_ROWS at a time, in a pause of
 # its own. A local server's backend held a core for a whole 1,000-row batch (~70 ms), and a hook
-# that came meanwhile waited for the cores (bench_team_pull.py, issue #40).
+# that came meanwhile waited for the cores (bench_team_pull.py, issue #40). Only a server on this machine
+# (`transport.is_local`) is paced: one elsewhere uses none of our cores.
 PACE_SHARE = tunable("TEAM_PACE_SHARE", 0.7, 0.05)
 PACE_MIN_S: Final = 0.002
 PACE_AFTER_ACK_S: Final = 0.001
@@ -283,8 +284,10 @@ class TeamSync:
 
     async def _pusher(self, conn: ThreadedConnection, link: Link, st: LinkStatus, wake: _Wake) -> None:
         """Drain the outbox: each batch pushed while the next is read (the server's work and ours overlap),
-        unless hooks are arriving (`Ingestor.busy`): then in slices (`_paced_slice`), each pushed in a pause
-        between two hooks and sized to it, the outbox read in a pause of its own.
+        unless hooks are arriving (`Ingestor.busy`) and the server runs on this machine: then in slices
+        (`_paced_slice`), each pushed in a pause between two hooks and sized to it, the outbox read in a
+        pause of its own. A server elsewhere takes none of our cores, and a slice there would wait a network
+        round trip each: its push goes in whole batches.
 
         Pushed rows leave the outbox only after the server's COMMIT returned: while a backlog is pushed,
         those of the batches before (ACK_CHUNK or more) during the next batch's push (in a pause of the
@@ -296,6 +299,7 @@ class TeamSync:
         held: list[local.OutRow] = []  # read, not pushed yet (paced: a read's rows go in several slices)
         pending = _Pushed()
         pace = _Pace()
+        shares_cores = transport.is_local(link.dsn)  # its backend runs beside the hooks (`_paced_slice`)
         acked_at = time.monotonic()
         linger = 0.0  # none before the first read: a link that just connected has no busy moment to gather
         try:
@@ -306,7 +310,7 @@ class TeamSync:
                 skipped: list[int] = []
                 with short_gil_turns():
                     while True:
-                        paced = self.daemon.ingestor.busy()
+                        paced = shares_cores and self.daemon.ingestor.busy()
                         size = await self._paced_slice(pace) if paced else PUSH_BATCH
                         if not held and not skipped:
                             held, skipped = await self._read_outbox(link, PACE_READ_ROWS if paced else size, after)
