@@ -364,7 +364,7 @@ def _stem(word: str) -> str:
 def _stems(words: list[str]) -> list[str]:
     """`_stem` of each word, from one pass of the tokenizer over them all (a word's dozen forms cost one
     pass, not twelve: ~60 us each). ASCII letters and digits make one token each, stemmed alone."""
-    if all(w.isascii() and w.isalnum() for w in words):
+    if all(map(fts.one_token, words)):
         toks = fts.words(" ".join(words))
         if len(toks) == len(words):
             return [stem for _, stem in toks]

@@ -89,6 +89,15 @@ def one_token(text: str) -> bool:
     return text.isascii() and text.isalnum()
 
 
+def _phrase_words(quoted: re.Match[str]) -> tuple[tuple[str, str], ...] | None:
+    """The words (and stems) of a `_QUOTED` string, or None when it is a single word (no phrase)."""
+    text = quoted.group(1).replace('""', '"')
+    if one_token(text):
+        return None
+    toks = words(text)
+    return toks if len(toks) >= 2 else None
+
+
 @dataclass(frozen=True)
 class Phrase:
     fts: str  # the quoted string as the query had it (with its `*`), for FTS5 on spans
@@ -110,11 +119,8 @@ class Relaxed:
         "py"` costs 20 times the read of its rarest word."""
 
         def sub(m: re.Match[str]) -> str:
-            text = m.group(1).replace('""', '"')
-            if one_token(text):
-                return m.group(0)
-            toks = words(text)
-            if len(toks) < 2:
+            toks = _phrase_words(m)
+            if toks is None:
                 return m.group(0)
             quoted = [f'"{t}"' for t, _ in toks]
             quoted[-1] += m.group(2)
@@ -179,11 +185,8 @@ def relax(match: str) -> Relaxed | None:
     phrases: list[Phrase] = []
 
     def sub(m: re.Match[str]) -> str:
-        text = m.group(1).replace('""', '"')
-        if one_token(text):
-            return m.group(0)
-        toks = words(text)
-        if len(toks) < 2:
+        toks = _phrase_words(m)
+        if toks is None:
             return m.group(0)
         keys = tuple(_key(stem) for _, stem in toks)
         phrases.append(Phrase(m.group(0), _pattern(keys), keys))

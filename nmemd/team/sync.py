@@ -316,7 +316,7 @@ class TeamSync:
                             held, skipped = await self._read_outbox(link, PACE_READ_ROWS if paced else size, after)
                             if not held and not skipped:
                                 break
-                            after = max(after, *(r.outbox_id for r in held), *skipped)
+                            after = _last_read(after, held, skipped)
                             if paced and held:
                                 continue  # the read took this pause: the slices take the next ones
                         rows, held = held[:size], held[size:]
@@ -344,7 +344,7 @@ class TeamSync:
                         )
                         held, skipped = following if overlap else (held, [])
                         if held or skipped:
-                            after = max(after, *(r.outbox_id for r in held), *skipped)
+                            after = _last_read(after, held, skipped)
                 # The outbox is drained: what the server holds leaves it now, unless hooks are busy.
                 if pending.ids and (not wake.push.is_set() or time.monotonic() - acked_at >= ACK_EVERY_S):
                     await self._ack(link, wake, pending, len(pending.ids))
@@ -381,7 +381,7 @@ class TeamSync:
                 break  # the outbox's end
             if len(rows) + len(skipped) >= limit:
                 break
-            after = max(after, *(r.outbox_id for r in part), *gone)
+            after = _last_read(after, part, gone)
             await _yield_after(time.monotonic() - began)
         return rows, skipped
 
@@ -636,6 +636,11 @@ async def _import_psycopg() -> None:
         with contextlib.suppress(ImportError), short_gil_turns():
             await anyio.to_thread.run_sync(importlib.import_module, "psycopg")
             gc_tuning.freeze_long_lived()  # its modules, out of later full collections, as start-up's
+
+
+def _last_read(after: int, rows: list[local.OutRow], skipped: list[int]) -> int:
+    """The highest outbox id read so far: `after`, or a newer one among `rows` and `skipped`."""
+    return max(after, *(r.outbox_id for r in rows), *skipped)
 
 
 async def _yield_after(took: float = 0.0) -> None:
