@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import threading
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -14,9 +15,10 @@ import pytest
 from support.daemon import Daemon, run_send
 from support.db import db_rows, integrity_ok
 from support.env import BIN
-from support.helpers import edit_incoming, payload
+from support.helpers import edit_incoming, payload, wait_until
 
 from nmemd import config
+from nmemd.daemon.server import serve
 from nmemd.jobs import maintenance, scheduler
 from nmemd.store.database import open_store
 from nmemd.store.repair import FTS_DATA_STAT
@@ -224,4 +226,53 @@ async def test_large_segments_beside_the_merged_one_are_merged_before_the_day_is
         assert 0.0 < await maintenance.unmerged_share(store) < maintenance.FTS_UNMERGED_SHARE
         outcome = await maintenance.fts_merge(store)
         assert outcome.startswith("merge"), outcome
+    integrity_ok(settings.db)
+
+
+@pytest.mark.anyio
+async def test_a_bulk_write_is_merged_at_the_next_quiet_moment_not_at_the_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An import or a team join leaves large segments beside the merged one; the scheduler runs fts_merge
+    at the first quiet moment after it (an hour's interval here), on a store a stopped daemon left so and
+    after rows written while the daemon runs, and never again while nothing more is written."""
+    _steps(monkeypatch, 64, 1000.0)
+    monkeypatch.setattr(scheduler, "MERGE_AFTER_ROWS", 2000)
+    for key, value in {"NMEM_MAINTENANCE_INTERVAL_S": "3600", "NMEM_MAINTENANCE_IDLE_S": "0.05"}.items():
+        monkeypatch.setenv(key, value)
+    settings = config.load()
+    await _fill(settings, 10)
+    async with open_store(settings) as store:
+        await maintenance.record_run(store, maintenance.FTS_OPTIMIZE_ROW, "full merge: this morning")
+    assert _segments(settings.db) > 1
+
+    def merges() -> list[tuple[object, ...]]:
+        try:
+            return db_rows(settings.db, "SELECT last_run, outcome FROM jobs WHERE name = 'fts_merge'")
+        except sqlite3.Error:
+            return []
+
+    async def merged_after(before: list[tuple[object, ...]]) -> str:
+        def changed() -> list[tuple[object, ...]]:
+            return now if (now := merges()) != before else []
+
+        rows = await anyio.to_thread.run_sync(partial(wait_until, changed, 30.0, "an fts_merge run"))
+        return str(rows[0][1])
+
+    with anyio.fail_after(90):
+        async with anyio.create_task_group() as tg:
+            daemon = await tg.start(partial(serve, settings))
+            first = await merged_after([])
+            assert first.startswith("full merge") and _segments(settings.db) == 1, first
+            store = daemon.ingestor.store
+            for b in range(3):
+                n = 50_000 + b * 1100
+                await store.commit_batch([edit_incoming(k, words=40) for k in range(n, n + 1100)])
+            await store.index_pending()
+            second = await merged_after(merges())
+            assert second.startswith("full merge") and _segments(settings.db) == 1, second  # 23 % outside
+            after = merges()
+            await anyio.sleep(1.0)  # many scheduler ticks at 0.05 s of quiet: nothing new to merge
+            assert merges() == after
+            daemon.stop_requested.set()
     integrity_ok(settings.db)
