@@ -71,6 +71,21 @@ def connect_blocking(dsn: str) -> psycopg.Connection[Any]:
     return psycopg.Connection.connect(with_keepalives(dsn), autocommit=True)
 
 
+# A pull's page read in seq order through an index, whatever the statistics say. A table just filled (a
+# teammate's push of thousands of rows, a project new to the server, autoanalyze not run yet) is estimated
+# at a row or two, and PostgreSQL read each page through a bitmap of the project's every row (a GIN index
+# that starts with team and project), sorted for the next 1,000: 30-35 ms of the server's CPU a page of a
+# 20,000-row project, every page, instead of 5 ms through the (team, project, seq) index; on a machine that
+# also runs the server, a hook arriving meanwhile waited for a core (bench_team_pull.py, issue #40). The
+# pull's other statements (window_start, waiting, admins) read through btree indexes too.
+PULL_SESSION: Final = "SET enable_bitmapscan = off"
+
+
+def for_pulls(conn: psycopg.Connection[Any]) -> None:
+    """Set the puller's connection up (PULL_SESSION): once, after it connects."""
+    conn.execute(PULL_SESSION)
+
+
 SEARCH_POOL_MAX: Final = 4  # team searches at once per server; one more waits for a free connection
 
 
@@ -362,14 +377,14 @@ def pull(
     more = False
     cursors: dict[str, int] = {}
     skipped: list[Skipped] = []
+    queries = []
     for feed in FEEDS:
         params = {
             "team": team, "projects": list(projects), "machine": machine, "after": after.get(feed, 0), "limit": limit,
             "budget": budget, "row_max": ROW_MAX_BYTES,
         }  # fmt: skip
-        query = _PULL["tombstones_v2" if feed == "tombstones" and version >= DELETES_SINCE else feed]
-        cur = conn.execute(query, params)
-        rows = cur.fetchall()
+        queries.append((_PULL["tombstones_v2" if feed == "tombstones" and version >= DELETES_SINCE else feed], params))
+    for feed, rows in zip(FEEDS, _fetch_all(conn, queries), strict=True):
         if rows:
             cursors[feed] = int(rows[-1][0])
             more = more or int(rows[0][-1]) >= limit or len(rows) < int(rows[0][-1])
@@ -396,6 +411,19 @@ def pull(
         skipped=skipped,
     )
     return page, more
+
+
+def _fetch_all(conn: psycopg.Connection[Any], queries: list[tuple[str, dict[str, Any]]]) -> list[list[Any]]:
+    """Each query's rows, the queries sent at once where libpq can (its pipeline mode): a page's feeds in
+    one round trip instead of one each; fewer wake-ups of the server's backend and of the puller's thread,
+    each of which may wait for a core on a loaded machine (issue #40)."""
+    import psycopg
+
+    if not psycopg.Pipeline.is_supported():
+        return [conn.execute(sql, params).fetchall() for sql, params in queries]
+    with conn.pipeline():
+        curs = [conn.execute(sql, params) for sql, params in queries]
+    return [cur.fetchall() for cur in curs]
 
 
 def waiting(

@@ -420,6 +420,7 @@ class TeamSync:
         settings = self.daemon.settings
         projects = [p.project_id for p in link.projects]
         lag_at = 0.0
+        await conn.run(pg.for_pulls, OP_TIMEOUT_S)
         while True:
             if not self._catching_up.get(link.key):  # a SessionStart waiting: no linger
                 await anyio.sleep(PULL_LINGER_S)

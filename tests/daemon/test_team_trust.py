@@ -305,3 +305,30 @@ def test_a_join_starts_at_the_window_it_keeps_through_m003s_index(pg_db: Databas
         got = pg.window_start(conn, "acme", [PROJECT], since)
     assert got == first - 1
     assert "observations_team_project_created" in plan, plan
+
+
+def test_a_pull_reads_its_page_through_an_index_on_a_table_just_filled(pg_db: Database) -> None:
+    """Issue #40: 20,000 rows of a project just pushed, no statistics yet (autoanalyze has not run):
+    the puller's connection (pg.for_pulls) reads a page of 1,000 through a btree index in seq order,
+    never a bitmap of the project's every row sorted for the page; the page is whole, the feeds read
+    in one round trip."""
+    from nmemd.team import pg
+
+    admin.init(pg_db.admin_dsn, "acme")
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    pg_db.execute(
+        "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+        " title, body, created_at) SELECT 'acme', %s, 'e' || g, 'al', 'box', 'claude-code', 's', 'command',"
+        " 'make', 'ok', now() FROM generate_series(1, 20000) AS g",
+        (PROJECT,),
+    )
+    seqs = [int(r[0]) for r in pg_db.execute("SELECT seq FROM nmem.observations ORDER BY seq")]
+    params = {"team": "acme", "projects": [PROJECT], "machine": "kim-box", "after": seqs[4999], "limit": 1000,
+              "budget": pg.PAGE_BYTES, "row_max": pg.ROW_MAX_BYTES}  # fmt: skip
+    with pg.connect_blocking(kim) as conn:
+        pg.for_pulls(conn)
+        cur = conn.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._PULL["observations"], params)
+        plan = "\n".join(str(r[0]) for r in cur.fetchall())
+        page, more = pg.pull(conn, "acme", [PROJECT], "kim-box", {"observations": seqs[4999]})
+    assert "Bitmap" not in plan and "Index Scan using observations_" in plan, plan
+    assert [o.seq for o in page.observations] == seqs[5000:6000] and more
