@@ -70,10 +70,11 @@ class _Pending:
 class _Job:
     """A background write: `fn(db, *args)` in a transaction of its own, between batches."""
 
-    __slots__ = ("fn", "args", "done", "result", "error")
+    __slots__ = ("fn", "args", "rests", "done", "result", "error")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]):
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], rests: bool = True):
         self.fn, self.args = fn, args
+        self.rests = rests  # the writer rests after it (JOB_REST_MAX_S): False when its caller paces itself
         self.done = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
@@ -161,15 +162,17 @@ class Ingestor:
         self._ready.set()
         self._space.set()
 
-    async def write_between_batches(self, fn: Callable[..., T], *args: Any) -> T:
+    async def write_between_batches(self, fn: Callable[..., T], *args: Any, rest: bool = True) -> T:
         """`fn(db, *args)` as `Store.transaction` runs it, but by the writer thread in its own turn,
         when no event is queued: events that arrive meanwhile are committed right after it in the
         same turn, never behind a hand-over of the store's lock through the event loop (a hook's
         ack waited 15-40 ms so behind each of a pull's short transactions on a busy machine,
-        issue #40). Shielded: a cancelled caller's write may still commit."""
+        issue #40). The writer then rests as long as it took (JOB_REST_MAX_S at most) unless `rest`
+        is False: a caller that runs it in a pause between hooks (team sync's paced pull) uses the
+        pause. Shielded: a cancelled caller's write may still commit."""
         if self._closed:  # run() may have returned: the store's lock, as any other writer
             return await self.store.transaction(fn, *args)
-        job = _Job(fn, args)
+        job = _Job(fn, args, rest)
         self._jobs.append(job)
         if not self._resting:
             self._ready.set()
@@ -250,7 +253,8 @@ class Ingestor:
                     job.error = translate(exc)
                 except Exception as exc:  # the caller's to handle, as from Store.transaction
                     job.error = exc
-                rest = min(max(time.monotonic() - began, 0.001), JOB_REST_MAX_S)
+                if job.rests:
+                    rest = min(max(time.monotonic() - began, 0.001), JOB_REST_MAX_S)
                 loop.call_soon_threadsafe(self._job_done, job)
                 continue
             batch = self._take()

@@ -79,6 +79,14 @@ PACE_READ_ROWS: Final = 100
 # the event loop and the store's lock with fewer of them (bench_team_sync.py: hooks).
 PUSH_LINGER_S: Final = 0.25
 PULL_LINGER_S: Final = 0.05
+# While hooks arrive (`Ingestor.busy`), a pull goes between them as a paced push does: each chunk of pulled
+# rows is stored in a pause between two hooks likely to last as long as a chunk takes still (else in the
+# next pause, PACE_AFTER_ACK_S into it; after PACE_WAIT_MAX_S without one, anyway), and from a server on
+# this machine each page, of PACED_PAGE_ROWS, is fetched in a pause of its own (1,000 rows held the
+# server's backend 5-9 ms, 200 rows ~1 ms). A hook that arrived during a chunk waited for it, and one that
+# arrived while the backend and another process held both cores waited for the scheduler's next tick
+# (4 ms): the slow acks left while pulling (bench_team_pull.py, issue #40).
+PACED_PAGE_ROWS: Final = 200
 # While hooks keep committing to a shared project (a busy session), its pushed rows leave the outbox in
 # one write this often at most, not after every round: each ack takes the store's lock a hooks' batch may
 # be waiting for (bench_team_sync.py: hooks). A round that no commit interrupted acks at once.
@@ -120,6 +128,17 @@ class _Pace:
 
 
 @dataclass
+class _Took:
+    """How long a step of a pull takes lately (a chunk stored, a page fetched): a slower one believed at
+    once, a faster one a quarter at a time."""
+
+    seconds: float = 0.0
+
+    def took(self, seconds: float) -> None:
+        self.seconds = seconds if seconds > self.seconds else 0.75 * self.seconds + 0.25 * seconds
+
+
+@dataclass
 class _Pushed:
     """Outbox ids whose push the server committed, not removed from the outbox yet."""
 
@@ -146,6 +165,7 @@ class TeamSync:
         self.machine = local.machine_name()  # config.toml's team_machine, read again at each rebuild (run)
         # Worker threads of the sync nap between rows while a hook's event waits (team.threaded).
         self._give_way = give_way(lambda: daemon.ingestor.queued > 0)
+        self._chunk = _Took()  # how long a paced pull's chunk takes to store lately
 
     # --- wiring ---------------------------------------------------------------------------------
 
@@ -452,18 +472,29 @@ class TeamSync:
                         LOG.warning("team %s: FTS5's automerge not set back on: %s", link.team, exc)
 
     async def _pull_pages(self, conn: ThreadedConnection, link: Link, st: LinkStatus, merging: list[bool]) -> None:
-        """`_pull_all`'s pages; `merging` gets an element once automerge is off (the caller turns it on)."""
+        """`_pull_all`'s pages; `merging` gets an element once automerge is off (the caller turns it on).
+        While hooks arrive, from a server on this machine: pages of PACED_PAGE_ROWS, each fetched in a
+        pause between two hooks (`_pull_turn`)."""
         db = self.daemon.settings.db
         projects = [p.project_id for p in link.projects]
+        shares_cores = transport.is_local(link.dsn)  # its backend's work takes this machine's cores
+        fetch = _Took()
         while True:
             after = await readers.run(db, local.cursors, link.key)
             if "observations" not in after:  # a join: only the window it keeps, not the project's history
                 start = await conn.run(pg.window_start, OP_TIMEOUT_S, link.team, projects, self._window_since())
                 await self._write(local.move_cursors, link.key, {"observations": start}, 0, time.time())
                 continue
+            paced = shares_cores and self.daemon.ingestor.busy()
+            if paced:
+                await self._pull_turn(fetch)
+            began = time.monotonic()
             page, more = await conn.run(
-                pg.pull, OP_TIMEOUT_S, link.team, projects, self.machine, after, version=st.schema_version or 1
-            )
+                pg.pull, OP_TIMEOUT_S, link.team, projects, self.machine, after,
+                limit=PACED_PAGE_ROWS if paced else pg.PAGE_ROWS, version=st.schema_version or 1,
+            )  # fmt: skip
+            if paced:
+                fetch.took(time.monotonic() - began)
             if page.observations and not merging:
                 merging.append(True)  # first: a write given up on may still commit
                 await self._write(repair.set_fts_merges_on_thread, {"automerge": 0})
@@ -473,6 +504,17 @@ class TeamSync:
             if not more:
                 return
 
+    async def _pull_turn(self, step: _Took) -> None:
+        """While hooks arrive, before a step of a pull: return at once when this pause between two hooks
+        is likely to last the step's time still (capture.quiet); else at the next pause, PACE_AFTER_ACK_S
+        into it (its client reads its ack meanwhile), or after PACE_WAIT_MAX_S without one (hooks slow a
+        pull, never stop it)."""
+        quiet = self.daemon.quiet
+        if step.seconds and quiet.left() >= step.seconds:
+            return
+        if await quiet.next(PACE_WAIT_MAX_S):
+            await anyio.sleep(PACE_AFTER_ACK_S)
+
     def _window_since(self) -> float:
         days = self.daemon.settings.team_window_days
         return time.time() - days * local.DAY_S if days > 0 else 0.0
@@ -480,15 +522,24 @@ class TeamSync:
     async def _store_page(self, conn: ThreadedConnection, link: Link, page: local.Page) -> int:
         """One pulled page into the store in short transactions, each with its rows' full-text
         entries and its cursor: a hook's commit waits for one of them at most, never for the page
-        (nor indexes the pulled rows itself). A crash between them pulls the rest again."""
+        (nor indexes the pulled rows itself). While hooks arrive, each is written in a pause between
+        two (`_pull_turn`), and the writer does not rest after it: the pause is the rest. A crash
+        between them pulls the rest again."""
         for skipped in page.skipped:
             LOG.warning(
                 "team %s: skipped row seq %d by %s: %d bytes, over the %d a row may have",
                 link.team, skipped.seq, skipped.author, skipped.size, pg.ROW_MAX_BYTES,
             )  # fmt: skip
         now = time.time()
+        ingestor = self.daemon.ingestor
         for chunk in _chunks(page.observations):
-            await self._write(self._store_rows, link, chunk, now)
+            if not ingestor.busy():
+                await self._write(self._store_rows, link, chunk, now)
+                continue
+            await self._pull_turn(self._chunk)
+            began = time.monotonic()
+            await ingestor.write_between_batches(self._store_rows, link, chunk, now, rest=False)
+            self._chunk.took(time.monotonic() - began)
         admins: list[str] = []
         if page.tombstones:
             admins = await conn.run(pg.admins, OP_TIMEOUT_S, link.team)

@@ -335,6 +335,69 @@ def test_a_join_pushes_its_backlog_while_hooks_arrive_each_row_once(team: tuple[
     assert len(_local_rows(a, "zq66hook")) == sent
 
 
+def test_a_pull_while_hooks_arrive_stores_each_row_once_in_pages_and_chunks_between_them(
+    team: tuple[Database, Member, Member],
+) -> None:
+    """B pulls 1,500 of A's rows while hooks keep arriving on B: the pull goes between them (team.sync:
+    paced, pages of PACED_PAGE_ROWS from this machine's server, each chunk in a pause), and every pulled
+    row is stored once, indexed and searchable, every hook stored, the cursor at the last row."""
+    from nmemd.team import sync
+
+    db, _, b = team
+    b_repo = b.checkout("api", "https://github.com/acme/api")
+    b.start()
+    _join(b, b.dsn, b_repo)
+    sock = b.env["NMEM_SOCKET"]
+    sent = 0
+    failed: list[BaseException] = []
+    stop = threading.Event()
+
+    def keep_hooking() -> None:
+        nonlocal sent
+        try:
+            while not stop.is_set():
+                event = bash_event("szq67", b_repo, f"make step{sent}", f"zq67hook {sent}", sent)
+                assert send_hook(sock, f"zq67hook{sent:05d}", json.dumps(event).encode())[0] == b"OK"
+                sent += 1
+                stop.wait(0.005)
+        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
+            failed.append(exc)
+
+    hooking = threading.Thread(target=keep_hooking, daemon=True)
+    hooking.start()
+    rows = 1500
+    try:
+        wait_until(lambda: sent > 20, SYNC_S, "hooks arriving on B")
+        db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', 'github.com/acme/api', 'zq67pull' || g, 'al', 'al-box',"
+            " 'claude-code', 'szq67al', 'command', '$ make zq67pull' || g, 'zq67pull row ' || g, now()"
+            " FROM generate_series(1, %s) AS g",
+            (rows,),
+        )  # as al's push leaves them, in one transaction (NOTIFY wakes B's puller)
+        wait_until(lambda: len(_local_rows(b, "zq67pull")) >= rows, SYNC_S, "the pulled rows on B, hooks arriving")
+    finally:
+        stop.set()
+        hooking.join(SYNC_S)
+    assert not failed and not hooking.is_alive()
+    assert sent > 20
+    pulled = _local_rows(b, "zq67pull")
+    assert len(pulled) == len({e for e, _ in pulled}) == rows and {who for _, who in pulled} == {"al"}
+    assert len(_local_rows(b, "zq67hook")) == sent
+    (top,) = db.execute("SELECT max(seq) FROM nmem.observations WHERE event_id LIKE 'zq67pull%%'")[0]
+    conn = sqlite3.connect(f"file:{b.db}?mode=ro", uri=True)
+    try:
+        (cursor,) = conn.execute("SELECT max(seq) FROM team_cursors WHERE feed = 'observations'").fetchone()
+        (indexed,) = conn.execute(
+            "SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'zq67pull'"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert cursor == top
+    assert indexed == rows  # indexed by the pull itself
+    assert rows > sync.PACED_PAGE_ROWS  # several pages
+
+
 @pytest.mark.slow
 def test_faults_lose_nothing_and_duplicate_nothing(team: tuple[Database, Member, Member]) -> None:
     """PostgreSQL stopped and restarted mid-push; the proxy stalls then drops; A SIGKILLed mid-push;

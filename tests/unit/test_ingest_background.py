@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 
@@ -118,3 +119,38 @@ async def test_a_failed_background_write_is_rolled_back_and_raised_to_its_caller
             ingestor.close()
         assert await ingestor.write_between_batches(lambda db: 2) == 2  # once closed: the store's lock, as before
     assert db_rows(settings.db, "SELECT count(*) FROM sqlite_master WHERE name = 'scratch'") == [(0,)]
+
+
+async def test_a_write_that_paces_itself_is_not_followed_by_the_writers_rest() -> None:
+    """Two background writes queued: after one with rest=False (team sync's pull, written in a pause
+    between hooks) the writer takes the next in the same turn; after a default one it rests first."""
+    settings = config.load()
+    ran: list[str] = []
+    async with open_store(settings) as store:
+        ingestor = Ingestor(store)
+        loop = asyncio.get_running_loop()
+        for rest in (False, True):
+            done = [anyio.Event(), anyio.Event()]
+
+            async def write(n: int, rest: bool = rest, done: list[anyio.Event] = done) -> None:
+                await ingestor.write_between_batches(lambda db: ran.append(f"{rest}{n}"), rest=rest)
+                done[n].set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write, 0)
+                tg.start_soon(write, 1)
+                with anyio.fail_after(WAIT_S):  # both queued; no ingestor.run: this test takes the writer's turn
+                    while len(ingestor._jobs) < 2:
+                        await anyio.lowlevel.checkpoint()
+                async with store.lock:
+                    rests_s = await on_writer_thread(store.conn, ingestor._write_while_queued, loop)
+                if rest:  # the second waits for the writer's next turn, after the rest
+                    assert rests_s > 0 and ran[-1] == "True0"
+                    async with store.lock:
+                        await on_writer_thread(store.conn, ingestor._write_while_queued, loop)
+                else:
+                    assert rests_s == 0 and ran[-2:] == ["False0", "False1"]
+                with anyio.fail_after(WAIT_S):
+                    await done[0].wait()
+                    await done[1].wait()
+    assert ran == ["False0", "False1", "True0", "True1"]
