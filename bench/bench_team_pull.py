@@ -3,7 +3,11 @@ while it pushes 20k, each against idle rounds of the same run; and the rows a jo
 
 Phases (each can be skipped with --skip):
   pull   B acks hooks into the shared project while it pulls --rows rows a teammate's push left on
-         the server, vs idle rounds (nothing to pull), alternating (target p99 <= 2x idle, max <= 100 ms)
+         the server, vs idle rounds (nothing to pull), alternating (target p99 <= 2x idle, max <= 100 ms).
+         Each idle round, a second after a pull's end, takes as many acks as that pull; both kinds read B's
+         pull cursor (one row) before each ack, the pull's end. Before 29 Nov 2026 (issue #40) idle rounds
+         took --per-round acks and a pull's end was a count of the pulled rows before each ack (2-7 ms of
+         the bench's own CPU, in the pulling rounds only)
   push   A acks hooks while its daemon pushes --rows observations, vs idle rounds, alternating. Each round
          the rows are stored (daemon stopped) in a project of A's not shared yet; A's daemon starts,
          its team link connects, an idle round runs, then A joins that project (`nmem team join`
@@ -43,6 +47,7 @@ from nmemd.team import admin  # noqa: E402
 
 PROJECT = "github.com/acme/api"
 STARTUP_S = 2.0
+SETTLE_S = 1.0  # after a pull's last row, its end (the page's sessions and cursors, automerge back on)
 
 
 def ms(s: float) -> str:
@@ -66,9 +71,12 @@ def ack(m: Member, cwd: Path, n: int, tag: str) -> float:
     return time.perf_counter() - began
 
 
-def acks_for(m: Member, cwd: Path, count: int, tag: str) -> list[float]:
+def acks_for(m: Member, cwd: Path, count: int, tag: str, poll: Any = None) -> list[float]:
+    """`count` acks, a hook every few ms; `poll()` before each, as a pulling round polls its end."""
     out = []
     for n in range(count):
+        if poll is not None:
+            poll()
         out.append(ack(m, cwd, n, tag))
         time.sleep(0.005)  # a hook every few ms, as an agent sends them
     return out
@@ -123,20 +131,34 @@ def line(label: str, busy: list[float], idle: list[float]) -> str:
     )
 
 
-def phase_pull(db: Any, b: Member, b_repo: Path, rows: int, rounds: int, per_round: int) -> None:
+def pulled_to(m: Member) -> int:
+    """The seq `m`'s pull has stored up to (its cursor, moved with the rows in their transaction): one
+    row read. A count of the pulled rows took 2-7 ms of the bench's CPU before each ack of the pulling
+    rounds only (a scan of a growing table), on one of the two cores the pull and the hooks share."""
+    return count(m.db, "SELECT coalesce(max(seq), 0) FROM team_cursors WHERE feed = 'observations'")
+
+
+def phase_pull(db: Any, b: Member, b_repo: Path, rows: int, rounds: int) -> None:
+    """Pulling and idle rounds alternate: each pull, then SETTLE_S for its end, then an idle round of as
+    many acks as that pull took; both kinds read the same cursor before each ack (`pulled_to`)."""
     busy: list[float] = []
     idle: list[float] = []
     took: list[float] = []
+    acks_for(b, b_repo, 20, "warm")  # not counted: the first hooks of a daemon
     for r in range(rounds):
-        idle += acks_for(b, b_repo, per_round, f"idle{r}")
         tag = f"pull{r}-"
         server_rows(db, rows, tag)
-        got, seconds = acks_until(
-            b, b_repo, lambda t=tag: count(b.db, "SELECT count(*) FROM observations WHERE event_id LIKE ?",
-                                           (t + "%",)) >= rows, f"pull{r}")  # fmt: skip
+        ((top,),) = db.execute("SELECT max(seq) FROM nmem.observations WHERE event_id LIKE %s", (tag + "%",))
+        got, seconds = acks_until(b, b_repo, lambda t=top: pulled_to(b) >= t, f"pull{r}")
+        stored = count(b.db, "SELECT count(*) FROM observations WHERE event_id LIKE ?", (tag + "%",))
+        if stored != rows:
+            raise SystemExit(f"pull{r}: {stored:,} of {rows:,} rows stored when its cursor reached the last")
         busy += got
         took.append(seconds)
-    print(f"hook acks on B while it pulls {rows:,} rows ({rounds} rounds; a pull took {median(took):.1f} s):")
+        time.sleep(SETTLE_S)
+        idle += acks_for(b, b_repo, len(got), f"idle{r}", poll=lambda: pulled_to(b))
+    print(f"hook acks on B while it pulls {rows:,} rows ({rounds} rounds; a pull took {median(took):.1f} s,"
+          f" {rows / median(took):,.0f} rows/s with hooks arriving):")  # fmt: skip
     print(line("pulling", busy, idle))
 
 
@@ -257,7 +279,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--per-round", type=int, default=200, help="idle acks per round")
+    ap.add_argument("--per-round", type=int, default=200, help="idle acks per push round (pull: as many as the pull)")
     ap.add_argument("--join-old", type=int, default=290000)
     ap.add_argument("--join-keep", type=int, default=10000)
     ap.add_argument("--skip", action="append", default=[], help="pull, push, join")
@@ -280,7 +302,7 @@ def main() -> None:
             if "pull" not in args.skip:
                 b.start()
                 join(b, b_repo)
-                phase_pull(db, b, b_repo, args.rows, args.rounds, args.per_round)
+                phase_pull(db, b, b_repo, args.rows, args.rounds)
                 b.stop()
             if "push" not in args.skip:
                 a.start()
