@@ -46,6 +46,10 @@ OFFLOAD_BYTES = 1024 * 1024  # parse bigger payloads in a worker thread, off the
 HARD_CONNECTIONS_FACTOR = 4
 OVERLOADED_HEADER_S = 0.05
 READ_PAUSE_BYTES = 256 * 1024  # while a frame is handled, buffer this much of the next ones at most
+# A ping sent together with a request (a read's, `control._read_after_ping`) has its reply held this long at
+# most, to go out with the request's: one send and one wake-up of the client instead of two (~0.13 ms of
+# the loop's time a search, a send to a waiting peer). Far below the client's patience (`control.ANSWER_S`).
+PING_HOLD_S = 0.05
 
 
 def parse_header(line: bytes) -> tuple[bytes, bytes, int, bytes]:
@@ -87,6 +91,8 @@ class FrameConnection(asyncio.Protocol):
         self.handed_over = False  # an MCP session owns the socket now
         self.overloaded = False
         self.paused = False
+        self.held = b""  # a ping's reply waiting for the next reply (PING_HOLD_S)
+        self.held_timer: asyncio.TimerHandle | None = None
         self.watch = daemon.deadlines.watch(self)
 
     # --- asyncio callbacks ----------------------------------------------------------------------
@@ -231,7 +237,11 @@ class FrameConnection(asyncio.Protocol):
                     return
                 self.busy = self._submit(event_id, extracted)
         elif kind == protocol.KIND_PING:
-            self._write(daemon.ping_reply())
+            if self.buf and not self.held:  # a frame came with it: its reply takes this one along
+                self.held = daemon.ping_reply()
+                self.held_timer = asyncio.get_running_loop().call_later(PING_HOLD_S, self._write, b"")
+            else:
+                self._write(daemon.ping_reply())
         elif kind == protocol.KIND_RPC:
             self._in_task(self._rpc, body)
         else:
@@ -339,6 +349,7 @@ class FrameConnection(asyncio.Protocol):
 
     def _hand_over_to_mcp(self, body: bytes) -> None:
         """Give the socket (and any bytes already read past the frame) to an anyio stream for MCP."""
+        self._write(b"")  # a held ping reply goes before the socket changes hands
         transport = cast(asyncio.Transport, self.transport)
         fd = os.dup(cast(socket.socket, transport.get_extra_info("socket")).fileno())
         leftover = bytes(self.buf)
@@ -385,6 +396,15 @@ class FrameConnection(asyncio.Protocol):
     # --- output ---------------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
+        """Send `data`, after a held ping reply (b"": that reply alone, when its time is up)."""
+        if self.held:
+            data = self.held + data
+            self.held = b""
+            if self.held_timer is not None:
+                self.held_timer.cancel()
+                self.held_timer = None
+        if not data:
+            return
         transport = self.transport
         if transport is None or transport.is_closing():
             LOG.debug("client left before its reply")
@@ -399,5 +419,6 @@ class FrameConnection(asyncio.Protocol):
         """No more frames; replies already written still go out before the socket closes."""
         self.closed = True
         self.watch.idle()
+        self._write(b"")  # a held ping reply too
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()  # pending replies are flushed first

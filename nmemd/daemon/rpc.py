@@ -36,8 +36,9 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
         if method == "context" and params.get("budget") is None:
             params = {**params, "budget": settings.context_budget}
         parsed = parse_params(method, params)  # cheap; a bad param never costs a thread hop
-        with anyio.move_on_after(INBOX_WAIT_S):  # what hooks left in the inbox before we started
-            await daemon.inbox_drained.wait()
+        if not daemon.inbox_drained.is_set():  # drained once, at start: then no wait (nor its loop round)
+            with anyio.move_on_after(INBOX_WAIT_S):  # what hooks left in the inbox before we started
+                await daemon.inbox_drained.wait()
         started = time.monotonic()
         await daemon.ingestor.store.searchable()
         result = await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed)

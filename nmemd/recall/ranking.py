@@ -105,12 +105,13 @@ def rank(
 
     every = sum(idf[i] for i in range(len(idf)))  # once, not per candidate: hundreds hold all the terms
 
-    def rough(kv: tuple[int, Candidate]) -> tuple[float, int]:
-        cand = kv[1]
-        weight = every if cand.all_terms else sum(map(idf.__getitem__, cand.found_by))  # the set's order, as before
-        return (-weight, -kv[0])
-
-    best = [rowid for rowid, _ in sorted(found.items(), key=rough)[:RESCORE]]
+    rough = sorted(  # (-weight, -rowid): the best first; a key per candidate without a call per candidate
+        [
+            (-every if cand.all_terms else -sum(map(idf.__getitem__, cand.found_by)), -rowid)  # the set's order
+            for rowid, cand in found.items()
+        ]
+    )
+    best = [-negated for _, negated in rough[:RESCORE]]
     rows = {
         r[0]: r
         for r in conn.execute(
@@ -186,12 +187,13 @@ def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) 
     ).fetchall()
     prompts = {p for _, p in turn if p is not None}
     counts = {
-        r[0]: tuple(term.count(r[1].lower()) for term in query.terms)
+        r[0]: tuple(term.count(low) for term in query.terms)
         for r in conn.execute(
             "SELECT id, substr(title || ' ' || content, 1, ?) FROM observations"
             " WHERE id IN (SELECT value FROM json_each(?))",
             (SCORED_CHARS, json.dumps(sorted(prompts))),
         )
+        for low in (r[1].lower(),)  # once a prompt, not once a term
     }
     return {rowid: counts[p] for rowid, p in turn if p in counts}
 
@@ -252,6 +254,8 @@ def _counts(query: Query, text: str, unsaid: str) -> _Counts:
     terms: list[tuple[int, bool, float]] = []
     here = [0] * len(query.terms)
     for i, term in enumerate(query.terms):
+        if term.gate not in low:
+            continue  # none of its forms, nor it as a camelCase part (`Term.count`'s first test, without a call)
         n = term.count(low)
         if n:
             parts = min(n, term.kebab_parts(low)) if term.camel and "-" in low else 0

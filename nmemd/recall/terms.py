@@ -164,8 +164,10 @@ class Term:
         return best
 
 
-@dataclass
+@dataclass(frozen=True)
 class Query:
+    """A parsed query; shared by the searches that ask the same text (`parse`), so never modified."""
+
     terms: list[Term]
     type_hints: set[str] = field(default_factory=set)
     # Each term's place among the words typed, dropped ones counted: "npm run dev" keeps npm and dev,
@@ -382,8 +384,12 @@ def _root(word: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=256)
 def parse(text: str) -> Query:
-    """Terms and hints from what a person or a model typed. Raises QueryError when nothing is searchable."""
+    """Terms and hints from what a person or a model typed. Raises QueryError when nothing is searchable.
+
+    Remembered, with what the query's terms compile once (`Term.matchers`, `Query.neighbours`): a query is
+    asked again (in another project, a next page, by a hook's reply and a tool call)."""
     kept: list[Term] = []
     dropped: list[Term] = []
     places: list[int] = []

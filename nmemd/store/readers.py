@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import anyio
 import anyio.to_thread
 
 from nmemd.errors import StorageError
@@ -77,7 +78,10 @@ async def query(db_path: str, capture_busy: Callable[[], bool], fn: Callable[...
     """`run` for a query a person or a model asked: it takes its turn (QUERY_THREADS), and its turn
     rests after it while `capture_busy()` (QUERY_REST)."""
     limiter, token = _query_limiter(), object()
-    await limiter.acquire_on_behalf_of(token)
+    try:  # a free slot is taken without a round of the event loop (the awaited acquire's checkpoint)
+        limiter.acquire_on_behalf_of_nowait(token)
+    except anyio.WouldBlock:
+        await limiter.acquire_on_behalf_of(token)
     started = time.perf_counter()
     try:
         return await run(db_path, fn, *args)

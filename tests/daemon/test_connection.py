@@ -63,6 +63,29 @@ def test_pipelined_frames_in_one_write_are_answered_in_order(daemon: Daemon) -> 
     integrity_ok(daemon.db)
 
 
+def test_a_ping_sent_with_a_request_is_answered_with_it_or_on_its_own_before_long(daemon: Daemon) -> None:
+    """A ping's reply waits for the reply of the frame sent with it (one send for both: a read's ping,
+    `control._read_after_ping`), but not for a frame still arriving: it goes out alone after PING_HOLD_S."""
+    daemon.start()
+    ping = protocol.encode_request(protocol.KIND_PING, protocol.NO_EVENT_ID, b"")
+    body = b'{"method": "recent", "params": {"limit": 1}}'
+    rpc = protocol.encode_request(protocol.KIND_RPC, protocol.NO_EVENT_ID, body)
+    s = connect(daemon.socket)
+    try:
+        s.sendall(ping + rpc)
+        reader = Replies(s)
+        facts, answer = reader.next(), reader.next()
+        s.sendall(ping + rpc[:-5])  # the request's last bytes are not sent yet
+        alone = reader.next()  # within the socket's timeout: the held reply's time ran out
+        s.sendall(rpc[-5:])
+        late = reader.next()
+    finally:
+        s.close()
+    assert facts[0] == alone[0] == b"OK" and json.loads(facts[1])["running"] is json.loads(alone[1])["running"] is True
+    assert answer == late and answer[0] == b"OK" and isinstance(json.loads(answer[1]), list)
+    assert daemon.stop() == 0
+
+
 def test_a_frame_dribbled_byte_by_byte_is_stored_once(daemon: Daemon) -> None:
     daemon.start()
     frame = _hook("dribble")
