@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import msgspec
 
+from nmem_client import protocol
 from nmemd.capture.drain import drain_once
 from nmemd.daemon.status import Status, database_facts
 from nmemd.errors import QueryError, UnknownMethod
@@ -29,8 +32,17 @@ INBOX_WAIT_S = 5.0  # a read right after start waits this long at most for the f
 # --- dispatch ------------------------------------------------------------------------------------
 
 
-async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
-    """Run one method; raise NmemError subclasses for anything the caller got wrong."""
+SENT: Final = object()  # `dispatch`'s result when `send` took the reply already
+
+
+async def dispatch(
+    daemon: Daemon, method: str, params: dict[str, Any], send: Callable[[bytes], None] | None = None
+) -> Any:
+    """Run one method; raise NmemError subclasses for anything the caller got wrong.
+
+    `send`: a read's reply frame is given to it on the worker thread that made it, and SENT returned: the
+    client has its answer without waiting for the event loop to wake for it (~0.17 ms a search, two
+    threads each waking the next). Not a team search's: the team server is asked next, on the loop."""
     settings = daemon.settings
     if method in QUERIES:
         if method == "context" and params.get("budget") is None:
@@ -41,6 +53,14 @@ async def dispatch(daemon: Daemon, method: str, params: dict[str, Any]) -> Any:
                 await daemon.inbox_drained.wait()
         started = time.monotonic()
         await daemon.ingestor.store.searchable()
+        if send is not None and not (method == "search" and getattr(parsed, "team", False)):
+            reply_with = send  # a name mypy knows is not None in the closure
+
+            def reply(result: Any) -> None:
+                reply_with(protocol.encode_ok(msgspec.json.encode(result)))
+
+            await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed, then=reply)
+            return SENT
         result = await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed)
         if method == "search" and isinstance(result, dict) and daemon.team.links:
             from nmemd.recall.methods import SearchParams

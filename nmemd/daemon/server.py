@@ -232,9 +232,10 @@ async def _after_commit(daemon: Daemon, extracted: Extracted) -> None:
         daemon.post_commit_pending -= 1
 
 
-async def rpc_reply(daemon: Daemon, body: bytes) -> bytes:
+async def rpc_reply(daemon: Daemon, body: bytes, send: Callable[[bytes], None] | None = None) -> bytes | None:
     """The reply frame to an rpc request: OK with the result as JSON, or ERR with the error's kind
-    (`ERR QueryError <message>`; `invalid` for a malformed request)."""
+    (`ERR QueryError <message>`; `invalid` for a malformed request). None: `send` had it from the worker
+    thread (`rpc.dispatch`)."""
     try:
         request = msgspec.json.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -245,11 +246,11 @@ async def rpc_reply(daemon: Daemon, body: bytes) -> bytes:
     if not isinstance(params, dict):
         return protocol.encode_error(protocol.ERR_INVALID, "params must be an object")
     try:
-        result = await rpc.dispatch(daemon, request["method"], params)
+        result = await rpc.dispatch(daemon, request["method"], params, send)
     except NmemError as exc:  # its kind too (errors.RPC_KINDS): the CLI raises what was raised here
         kind = rpc_kind(exc)
         return protocol.encode_error(kind.encode() if kind else protocol.ERR_INVALID, str(exc))
-    return protocol.encode_ok(msgspec.json.encode(result))
+    return None if result is rpc.SENT else protocol.encode_ok(msgspec.json.encode(result))
 
 
 async def _accept_forever(daemon: Daemon, sock: socket.socket) -> None:

@@ -12,7 +12,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -53,6 +54,7 @@ def thread_connection(db_path: str) -> sqlite3.Connection:
 QUERY_THREADS = 1
 QUERY_REST = 1.0  # a slot rests this many times as long as its query ran, while capture is busy
 _limiters: dict[int, tuple[object, anyio.CapacityLimiter]] = {}  # id(event loop) -> (loop, limiter)
+_QUERIES: Final = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="nmem-query")
 
 
 def _query_limiter() -> anyio.CapacityLimiter:
@@ -74,20 +76,42 @@ async def run(db_path: str, fn: Callable[..., T], *args: object, **kwargs: objec
     return await anyio.to_thread.run_sync(call)
 
 
-async def query(db_path: str, capture_busy: Callable[[], bool], fn: Callable[..., T], *args: object) -> T:
+async def query(
+    db_path: str,
+    capture_busy: Callable[[], bool],
+    fn: Callable[..., T],
+    *args: object,
+    then: Callable[[T], object] | None = None,
+) -> T:
     """`run` for a query a person or a model asked: it takes its turn (QUERY_THREADS), and its turn
-    rests after it while `capture_busy()` (QUERY_REST)."""
+    rests after it while `capture_busy()` (QUERY_REST). `then`: called with the result on the worker
+    thread, before the event loop hears of it (a reply sent from there)."""
     limiter, token = _query_limiter(), object()
     try:  # a free slot is taken without a round of the event loop (the awaited acquire's checkpoint)
         limiter.acquire_on_behalf_of_nowait(token)
     except anyio.WouldBlock:
         await limiter.acquire_on_behalf_of(token)
     started = time.perf_counter()
+    work = fn if then is None else _then(fn, then)
     try:
-        return await run(db_path, fn, *args)
+        # On the queries' own thread: no rounds of the event loop before it starts (anyio's `to_thread` takes
+        # two), and one connection whose page cache every query warms (anyio's idle threads take turns).
+        done = asyncio.get_running_loop().run_in_executor(_QUERIES, lambda: work(thread_connection(db_path), *args))
+        with anyio.CancelScope(shield=True):  # a cancelled caller waits for its query, as `to_thread` waits
+            result = await done
+        return result
     finally:
         rest = (time.perf_counter() - started) * QUERY_REST if capture_busy() else 0.0
         if rest > 0:
             asyncio.get_running_loop().call_later(rest, limiter.release_on_behalf_of, token)
         else:
             limiter.release_on_behalf_of(token)
+
+
+def _then(fn: Callable[..., T], then: Callable[[T], object]) -> Callable[..., T]:
+    def both(*args: object) -> T:
+        result = fn(*args)
+        then(result)
+        return result
+
+    return both
