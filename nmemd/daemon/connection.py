@@ -34,6 +34,7 @@ from nmemd.daemon.instance import peer_uid
 from nmemd.errors import InvalidEvent, ShuttingDown, StorageError, StorageFullError
 from nmemd.model import Extracted
 from nmemd.recall import replies
+from nmemd.store import readers
 from nmemd.store.batches import Incoming
 
 if TYPE_CHECKING:
@@ -258,7 +259,7 @@ class FrameConnection(asyncio.Protocol):
             else:
                 self._write(daemon.ping_reply())
         elif kind == protocol.KIND_RPC:
-            self._in_task(self._rpc, body)
+            self._rpc_frame(body)
         else:
             self._hand_over_to_mcp(body)
 
@@ -324,10 +325,31 @@ class FrameConnection(asyncio.Protocol):
             result = exc
         self._extracted(event_id, result)
 
-    async def _rpc(self, body: bytes) -> None:
-        from nmemd.daemon.server import rpc_reply
+    def _rpc_frame(self, body: bytes) -> None:
+        """A read starts at once (`rpc.start_read`), its task only waits for it; any other request, or a read
+        that cannot start yet, takes `_rpc`'s way."""
+        from nmemd.daemon import rpc
 
         sender = self._worker_sender()
+        running = rpc.start_read(self.daemon, body, sender.send) if sender is not None else None
+        if running is None:
+            self._in_task(self._rpc, body, sender)
+        else:
+            self._in_task(self._rpc_running, running, sender)
+
+    async def _rpc_running(self, running: readers.Running, sender: WorkerSender) -> None:
+        from nmemd.daemon import rpc
+
+        try:
+            reply = await rpc.finish_read(self.daemon, running)
+        finally:
+            sender.finish()
+        self._write(reply or b"")  # an error's reply (the worker sent the answer)
+        self._frame_done()
+
+    async def _rpc(self, body: bytes, sender: WorkerSender | None) -> None:
+        from nmemd.daemon.server import rpc_reply
+
         if sender is None:
             reply = await rpc_reply(self.daemon, body)
             self._write(reply or b"")
@@ -341,9 +363,12 @@ class FrameConnection(asyncio.Protocol):
 
     def _worker_sender(self) -> WorkerSender | None:
         """A sender for a read's reply from its worker thread (`rpc.dispatch`), with the ping's reply held
-        for it; None when the transport holds unsent replies (they go first) or is closing."""
+        for it; None when the transport holds unsent replies (they go first) or is closing, or the daemon
+        is stopping."""
         transport = self.transport
         if transport is None or transport.is_closing() or transport.get_write_buffer_size():
+            return None
+        if self.daemon.stopping.is_set():  # no task may start: the frame's way closes the connection
             return None
         held, self.held = self.held, b""
         if self.held_timer is not None:

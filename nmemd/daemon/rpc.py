@@ -18,7 +18,7 @@ import msgspec
 from nmem_client import protocol
 from nmemd.capture.drain import drain_once
 from nmemd.daemon.status import Status, database_facts
-from nmemd.errors import QueryError, UnknownMethod
+from nmemd.errors import NmemError, QueryError, UnknownMethod, rpc_kind
 from nmemd.history import import_rpc, purge, transfer
 from nmemd.recall.methods import QUERIES, execute, parse_params
 from nmemd.store import readers
@@ -33,6 +33,52 @@ INBOX_WAIT_S = 5.0  # a read right after start waits this long at most for the f
 
 
 SENT: Final = object()  # `dispatch`'s result when `send` took the reply already
+
+
+def start_read(daemon: Daemon, body: bytes, send: Callable[[bytes], None]) -> readers.Running | None:
+    """A read request started as its frame arrives, from the connection's callback: its query runs while
+    the task that waits for it is only being started (~0.1 ms sooner), and `send` has its reply from the
+    worker thread (`dispatch`). None: the request goes `server.rpc_reply`'s way: not a read, a parameter
+    to refuse, a team search or a context, the inbox not drained or rows not indexed yet, another query
+    running, the daemon stopping."""
+    store = daemon.ingestor.store
+    if not daemon.inbox_drained.is_set() or store.unindexed or daemon.stopping.is_set():
+        return None
+    try:
+        request = msgspec.json.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(request, dict):
+        return None
+    method, params = request.get("method"), request.get("params") or {}
+    if not isinstance(method, str) or method not in QUERIES or method == "context" or not isinstance(params, dict):
+        return None
+    try:
+        parsed = parse_params(method, params)
+    except NmemError:
+        return None
+    if method == "search" and getattr(parsed, "team", False):
+        return None
+
+    def reply(result: Any) -> None:
+        send(protocol.encode_ok(msgspec.json.encode(result)))
+
+    return readers.start(daemon.settings.db, execute, method, parsed, then=reply)
+
+
+async def finish_read(daemon: Daemon, running: readers.Running) -> bytes | None:
+    """`start_read`'s request answered: None when its worker sent the reply, else the error's frame."""
+    try:
+        await readers.finish(running, daemon.ingestor.busy)
+    except NmemError as exc:
+        return error_reply(exc)
+    return None
+
+
+def error_reply(exc: NmemError) -> bytes:
+    """`ERR <kind> <message>`: the CLI raises what was raised here (errors.RPC_KINDS)."""
+    kind = rpc_kind(exc)
+    return protocol.encode_error(kind.encode() if kind else protocol.ERR_INVALID, str(exc))
 
 
 async def dispatch(

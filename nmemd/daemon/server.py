@@ -43,7 +43,7 @@ from nmemd.daemon.instance import (
     sd_notify,
 )
 from nmemd.daemon.status import DaemonFacts
-from nmemd.errors import AlreadyRunning, NmemError, StorageError, rpc_kind
+from nmemd.errors import AlreadyRunning, NmemError, StorageError
 from nmemd.history.follow import Follower
 from nmemd.jobs import scheduler
 from nmemd.model import Extracted
@@ -248,8 +248,7 @@ async def rpc_reply(daemon: Daemon, body: bytes, send: Callable[[bytes], None] |
     try:
         result = await rpc.dispatch(daemon, request["method"], params, send)
     except NmemError as exc:  # its kind too (errors.RPC_KINDS): the CLI raises what was raised here
-        kind = rpc_kind(exc)
-        return protocol.encode_error(kind.encode() if kind else protocol.ERR_INVALID, str(exc))
+        return rpc.error_reply(exc)
     return None if result is rpc.SENT else protocol.encode_ok(msgspec.json.encode(result))
 
 

@@ -12,8 +12,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Final, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Final, NamedTuple, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -23,6 +23,7 @@ from nmemd.errors import StorageError
 T = TypeVar("T")
 
 _local = threading.local()
+Then = Callable[[Any], object] | None  # called with a query's result on its thread (`rpc.dispatch`'s reply)
 
 
 def open_readonly(db_path: str) -> sqlite3.Connection:
@@ -76,12 +77,43 @@ async def run(db_path: str, fn: Callable[..., T], *args: object, **kwargs: objec
     return await anyio.to_thread.run_sync(call)
 
 
+class Running(NamedTuple):
+    """A query under way on the queries' thread, holding its turn (`start`, `finish`)."""
+
+    done: Future[Any]
+    limiter: anyio.CapacityLimiter
+    token: object
+    started: float
+
+
+def start(db_path: str, fn: Callable[..., object], *args: object, then: Then = None) -> Running | None:
+    """`fn(conn, *args)` started now on the queries' thread when no other query holds the turn (None when
+    one does): from a callback on the loop, with no task to start first (`rpc.start_read`)."""
+    limiter, token = _query_limiter(), object()
+    try:
+        limiter.acquire_on_behalf_of_nowait(token)
+    except anyio.WouldBlock:
+        return None
+    return _submit(limiter, token, db_path, fn, args, then)
+
+
+async def finish(running: Running, capture_busy: Callable[[], bool]) -> Any:
+    """A started query's result (or its error, raised), once it is done; its turn is given back, after a
+    rest while `capture_busy()` (QUERY_REST). A cancelled caller waits for it, as `to_thread` waits."""
+    try:
+        with anyio.CancelScope(shield=True):
+            result = await asyncio.wrap_future(running.done)
+        return result
+    finally:
+        rest = (time.perf_counter() - running.started) * QUERY_REST if capture_busy() else 0.0
+        if rest > 0:
+            asyncio.get_running_loop().call_later(rest, running.limiter.release_on_behalf_of, running.token)
+        else:
+            running.limiter.release_on_behalf_of(running.token)
+
+
 async def query(
-    db_path: str,
-    capture_busy: Callable[[], bool],
-    fn: Callable[..., T],
-    *args: object,
-    then: Callable[[T], object] | None = None,
+    db_path: str, capture_busy: Callable[[], bool], fn: Callable[..., T], *args: object, then: Then = None
 ) -> T:
     """`run` for a query a person or a model asked: it takes its turn (QUERY_THREADS), and its turn
     rests after it while `capture_busy()` (QUERY_REST). `then`: called with the result on the worker
@@ -91,21 +123,28 @@ async def query(
         limiter.acquire_on_behalf_of_nowait(token)
     except anyio.WouldBlock:
         await limiter.acquire_on_behalf_of(token)
-    started = time.perf_counter()
+    result: T = await finish(_submit(limiter, token, db_path, fn, args, then), capture_busy)
+    return result
+
+
+def _submit(
+    limiter: anyio.CapacityLimiter,
+    token: object,
+    db_path: str,
+    fn: Callable[..., Any],
+    args: tuple[object, ...],
+    then: Then,
+) -> Running:
+    """The query on the queries' own thread: no rounds of the event loop before it starts (anyio's
+    `to_thread` takes two), and one connection whose page cache every query warms (anyio's idle threads
+    took turns, each with its own connection)."""
     work = fn if then is None else _then(fn, then)
     try:
-        # On the queries' own thread: no rounds of the event loop before it starts (anyio's `to_thread` takes
-        # two), and one connection whose page cache every query warms (anyio's idle threads take turns).
-        done = asyncio.get_running_loop().run_in_executor(_QUERIES, lambda: work(thread_connection(db_path), *args))
-        with anyio.CancelScope(shield=True):  # a cancelled caller waits for its query, as `to_thread` waits
-            result = await done
-        return result
-    finally:
-        rest = (time.perf_counter() - started) * QUERY_REST if capture_busy() else 0.0
-        if rest > 0:
-            asyncio.get_running_loop().call_later(rest, limiter.release_on_behalf_of, token)
-        else:
-            limiter.release_on_behalf_of(token)
+        done = _QUERIES.submit(lambda: work(thread_connection(db_path), *args))
+    except BaseException:
+        limiter.release_on_behalf_of(token)
+        raise
+    return Running(done, limiter, token, time.perf_counter())
 
 
 def _then(fn: Callable[..., T], then: Callable[[T], object]) -> Callable[..., T]:

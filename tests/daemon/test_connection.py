@@ -86,6 +86,38 @@ def test_a_ping_sent_with_a_request_is_answered_with_it_or_on_its_own_before_lon
     assert daemon.stop() == 0
 
 
+def test_reads_answered_from_their_thread_keep_the_order_of_their_frames(daemon: Daemon) -> None:
+    """Reads answered by the thread that ran them (`rpc.start_read`, `WorkerSender`), an error among them and
+    a ping before and after: each reply in its frame's place, the daemon's facts, the rows, the refusal."""
+    daemon.start()
+    ping = protocol.encode_request(protocol.KIND_PING, protocol.NO_EVENT_ID, b"")
+
+    def rpc(method: str, params: dict[str, object]) -> bytes:
+        body = json.dumps({"method": method, "params": params}).encode()
+        return protocol.encode_request(protocol.KIND_RPC, protocol.NO_EVENT_ID, body)
+
+    s = connect(daemon.socket)
+    try:
+        s.sendall(_hook("order-1"))
+        assert Replies(s).next() == (b"OK", b"")
+        s.sendall(
+            ping
+            + rpc("search", {"query": "order"})
+            + rpc("search", {"query": "???"})  # nothing to search for: the query's own error
+            + rpc("recent", {"limit": 1})
+            + ping
+        )
+        reader = Replies(s)
+        replies = [reader.next() for _ in range(5)]
+    finally:
+        s.close()
+    assert json.loads(replies[0][1])["running"] is True and json.loads(replies[4][1])["running"] is True
+    assert replies[1][0] == b"OK" and [h["type"] for h in json.loads(replies[1][1])] == ["prompt"]
+    assert replies[2][0] == b"ERR" and replies[2][1].startswith(b"QueryError ")
+    assert replies[3][0] == b"OK" and len(json.loads(replies[3][1])) == 1
+    assert daemon.stop() == 0
+
+
 def test_a_frame_dribbled_byte_by_byte_is_stored_once(daemon: Daemon) -> None:
     daemon.start()
     frame = _hook("dribble")
