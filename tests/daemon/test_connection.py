@@ -118,6 +118,32 @@ def test_reads_answered_from_their_thread_keep_the_order_of_their_frames(daemon:
     assert daemon.stop() == 0
 
 
+def test_replies_larger_than_the_socket_takes_arrive_whole_and_in_order(daemon: Daemon) -> None:
+    """Reads whose replies the socket cannot take at once (a client that reads only later): what a worker
+    thread could not write goes through the transport, and each reply arrives whole, in its frame's order."""
+    from support.helpers import prompt_event
+
+    daemon.start()
+    s = connect(daemon.socket, timeout=30)
+    try:
+        for n in range(40):
+            event = {**prompt_event(f"big-{n}"), "prompt": f"big reply {n} " + "lorem ipsum dolor " * 400}
+            s.sendall(protocol.encode_request(protocol.KIND_HOOK, new_id().encode(), json.dumps(event).encode()))
+            assert Replies(s).next() == (b"OK", b"")
+        ids = list(range(1, 201))
+        body = json.dumps({"method": "show", "params": {"ids": ids}}).encode()
+        show = protocol.encode_request(protocol.KIND_RPC, protocol.NO_EVENT_ID, body)
+        s.sendall(show * 6)  # ~1.1 MB of replies before the first is read: far more than a socket holds
+        reader = Replies(s)
+        replies = [reader.next() for _ in range(6)]
+    finally:
+        s.close()
+    assert all(status == b"OK" for status, _ in replies) and len(replies[0][1]) > 150_000
+    assert all(body == replies[0][1] for _, body in replies)  # each whole: no reply cut into another
+    assert sum("lorem ipsum" in row["content"] for row in json.loads(replies[0][1])) == 40
+    assert daemon.stop() == 0
+
+
 def test_a_frame_dribbled_byte_by_byte_is_stored_once(daemon: Daemon) -> None:
     daemon.start()
     frame = _hook("dribble")
