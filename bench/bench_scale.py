@@ -82,6 +82,7 @@ IMPORT_TIMEOUT_S = 300.0
 RPC_TIMEOUT_S = 60.0
 MAINTAIN_TIMEOUT_S = 3600.0
 READY_TIMEOUT_S = 300.0
+MERGE_WAIT_S = 1800.0  # the daemon's own FTS merge after the build's import (a million rows: ~1-2 min)
 FORMAT = 2  # of the cache: a different generator builds a different store
 
 TARGETS = {
@@ -410,6 +411,24 @@ def _import_all(records: Iterator[SessionRecord | ObservationRecord], total: int
     return stored
 
 
+def _daemons_merge(db: str, imported_at: float) -> dict[str, Any]:
+    """Wait (bounded) for the FTS merge the daemon runs by itself at its first quiet moment after a bulk
+    write (nmemd.jobs.scheduler, MERGE_AFTER_ROWS): the store as a user's daemon leaves an import."""
+    deadline = time.monotonic() + MERGE_WAIT_S
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30.0)
+    try:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT last_run, outcome FROM jobs WHERE name = 'fts_merge'").fetchone()
+            if row is not None and row[0] is not None and float(row[0]) >= imported_at:
+                print(f"build: the daemon's merge after the import, {float(row[0]) - imported_at:.0f} s: {row[1]}")
+                return {"seconds": round(float(row[0]) - imported_at, 1), "outcome": row[1]}
+            time.sleep(0.5)
+    finally:
+        conn.close()
+    print(f"build: warning: no FTS merge by the daemon within {MERGE_WAIT_S:.0f} s of the import's end")
+    return {}
+
+
 def checkpoint(db: str) -> None:
     conn = sqlite3.connect(db, timeout=30.0)
     try:
@@ -436,16 +455,17 @@ def build(store_dir: Path, count: int) -> dict[str, Any]:
         os.environ.update(NMEM_SOCKET=home.socket, NMEM_HOME=home.home)  # the client asks this store's daemon
         try:
             stored = _import_all(generate(seed, plans, rng), count)
+            imported_s = time.perf_counter() - started
+            merge = _daemons_merge(home.db, imported_at=time.time())
         finally:
             daemon.stop()
-        imported_s = time.perf_counter() - started
         checkpoint(home.db)
         target.mkdir(parents=True)
         shutil.move(home.db, target / "nmem.db")
     seconds = time.perf_counter() - started
     meta = {"format": FORMAT, "nmem_commit": nmem_commit(), "observations": stored, "sessions": len(plans),
             "projects": roots, "largest": roots[0], "built_at": now, "build_seconds": round(seconds, 1),
-            "import_seconds": round(imported_s, 1),
+            "import_seconds": round(imported_s, 1), "merged_by_daemon": merge,
             "queries": pick_queries(seed, roots, rng)}  # fmt: skip
     (target / "meta.json").write_text(json.dumps(meta, indent=1))
     print(f"build: {stored:,} observations in {seconds:.0f} s (import {imported_s:.0f} s), {target}")
@@ -468,6 +488,10 @@ def cached(store_dir: Path, count: int, rebuild: bool) -> tuple[Path, dict[str, 
             print(f"store: cached {target} ({meta['observations']:,} observations, built in"
                   f" {meta['build_seconds']:.0f} s by nmem {meta.get('nmem_commit', 'unknown')}; --rebuild to"
                   " build it with this code)")  # fmt: skip
+            if "merged_by_daemon" not in meta:
+                print("store: built before the daemon merged its FTS index after an import: searches and ingest"
+                      " meet the index in the segments the import left, which today's daemon merges at its"
+                      " first quiet moment")  # fmt: skip
             return target / "nmem.db", meta
     store_dir.mkdir(parents=True, exist_ok=True)
     if rebuild:  # the seed too: what extraction keeps of the transcripts changes with nmem
