@@ -446,8 +446,8 @@ class TeamSync:
                 await anyio.sleep(PULL_LINGER_S)
             wake.pull = anyio.Event()
             waiting = self._catching_up.pop(link.key, [])  # a pull that starts now: what they wait for
-            with short_gil_turns():
-                await self._pull_all(conn, link, st)
+            with short_gil_turns():  # a SessionStart waits for it: not paced (its own hook is in flight)
+                await self._pull_all(conn, link, st, pace=not waiting)
             for done in waiting:
                 done.set()
             if time.monotonic() - lag_at >= LAG_EVERY_S:
@@ -457,12 +457,12 @@ class TeamSync:
             with anyio.move_on_after(settings.team_pull_interval_s):
                 await wake.pull.wait()
 
-    async def _pull_all(self, conn: ThreadedConnection, link: Link, st: LinkStatus) -> None:
+    async def _pull_all(self, conn: ThreadedConnection, link: Link, st: LinkStatus, pace: bool) -> None:
         """Pages until the feeds have no more: each fetched and decoded on a worker thread, stored in steps,
         FTS5's automerge off from the first page that brings rows to the end (PULL_MERGE_PAGES)."""
         merging: list[bool] = []  # one element once automerge is off
         try:
-            await self._pull_pages(conn, link, st, merging)
+            await self._pull_pages(conn, link, st, merging, pace)
         finally:
             if merging:
                 with anyio.CancelScope(shield=True):
@@ -471,9 +471,12 @@ class TeamSync:
                     except StorageError as exc:  # the next pull's end, or the next start, sets it back
                         LOG.warning("team %s: FTS5's automerge not set back on: %s", link.team, exc)
 
-    async def _pull_pages(self, conn: ThreadedConnection, link: Link, st: LinkStatus, merging: list[bool]) -> None:
+    async def _pull_pages(
+        self, conn: ThreadedConnection, link: Link, st: LinkStatus, merging: list[bool], pace: bool
+    ) -> None:
         """`_pull_all`'s pages; `merging` gets an element once automerge is off (the caller turns it on).
-        While hooks arrive, from a server on this machine: pages of PACED_PAGE_ROWS, each fetched in a
+        While hooks arrive (and `pace`: no SessionStart waits for this pull, its own hook in flight, so
+        no pause would come), from a server on this machine: pages of PACED_PAGE_ROWS, each fetched in a
         pause between two hooks (`_pull_turn`)."""
         db = self.daemon.settings.db
         projects = [p.project_id for p in link.projects]
@@ -485,7 +488,7 @@ class TeamSync:
                 start = await conn.run(pg.window_start, OP_TIMEOUT_S, link.team, projects, self._window_since())
                 await self._write(local.move_cursors, link.key, {"observations": start}, 0, time.time())
                 continue
-            paced = shares_cores and self.daemon.ingestor.busy()
+            paced = pace and shares_cores and self.daemon.ingestor.busy()
             if paced:
                 await self._pull_turn(fetch)
             began = time.monotonic()
@@ -499,7 +502,7 @@ class TeamSync:
                 merging.append(True)  # first: a write given up on may still commit
                 await self._write(repair.set_fts_merges_on_thread, {"automerge": 0})
             if page.cursors:
-                st.pulled += await self._store_page(conn, link, page)
+                st.pulled += await self._store_page(conn, link, page, pace)
             st.last_pull_at = time.time()
             if not more:
                 return
@@ -519,7 +522,7 @@ class TeamSync:
         days = self.daemon.settings.team_window_days
         return time.time() - days * local.DAY_S if days > 0 else 0.0
 
-    async def _store_page(self, conn: ThreadedConnection, link: Link, page: local.Page) -> int:
+    async def _store_page(self, conn: ThreadedConnection, link: Link, page: local.Page, pace: bool) -> int:
         """One pulled page into the store in short transactions, each with its rows' full-text
         entries and its cursor: a hook's commit waits for one of them at most, never for the page
         (nor indexes the pulled rows itself). While hooks arrive, each is written in a pause between
@@ -533,7 +536,7 @@ class TeamSync:
         now = time.time()
         ingestor = self.daemon.ingestor
         for chunk in _chunks(page.observations):
-            if not ingestor.busy():
+            if not (pace and ingestor.busy()):
                 await self._write(self._store_rows, link, chunk, now)
                 continue
             await self._pull_turn(self._chunk)

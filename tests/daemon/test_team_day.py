@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.helpers import claude_event, claude_failure, claude_tool, wait_until
+from support.helpers import claude_event, claude_failure, claude_tool, send_hook, wait_until
 from support.pg_cluster import Database
 from support.team_world import Member, Proxy, bash_event, two_members, via
 
@@ -85,6 +85,56 @@ def test_the_first_session_after_a_gap_shows_what_a_teammate_did_meanwhile(team:
     assert "`make zq21deploy` failed (open)" in teammates, context  # a failure not fixed since is said
     lines = [line for line in teammates.splitlines() if line.startswith("- ")]
     assert len(lines) == 1 and ": " in lines[0], context  # al-s2, with nothing to say, has no bare line
+
+
+def test_the_pull_a_session_start_waits_for_is_not_paced_between_the_hooks(
+    pg_db: Database, team: tuple[Member, Member]
+) -> None:
+    """bo's daemon starts with 6,000 of al's rows waiting while bo's other sessions keep sending hooks:
+    the pull bo's first SessionStart waits for goes at full speed, not in the pauses between hooks
+    (team.sync: a paced pull would wait for a pause at each step, and none comes while the SessionStart
+    itself waits), so it ends within the catch-up's budget and the context shows al's newest session."""
+    import threading
+
+    _, b = team
+    repo_b = b.checkout("api", "https://github.com/acme/api")
+    b.start()
+    _join(b, repo_b)
+    b.stop()  # bo's laptop is shut; al works meanwhile
+    pg_db.execute(
+        "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+        " title, body, created_at) SELECT 'acme', 'github.com/acme/api', 'zq41' || g, 'al', 'al-box',"
+        " 'claude-code', CASE WHEN g < 6000 THEN 'al-bulk' ELSE 'al-last' END,"
+        " CASE WHEN g < 6000 THEN 'command' ELSE 'prompt' END,"
+        " CASE WHEN g < 6000 THEN '$ make zq41step' || g ELSE 'zq41last fix the deploy' END,"
+        " CASE WHEN g < 6000 THEN '$ make zq41step' || g || E'\\nok' ELSE 'zq41last fix the deploy' END,"
+        " now() - make_interval(secs => 6000 - g) FROM generate_series(1, 6000) AS g"
+    )
+    b.start(PATIENT)
+    sock = b.env["NMEM_SOCKET"]
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def keep_hooking() -> None:  # another session of bo's: hooks all through the SessionStart
+        n = 0
+        try:
+            while not stop.is_set():
+                event = bash_event("bo-other", repo_b, f"make other{n}", "ok", n)
+                assert send_hook(sock, f"zq41hook{n:05d}", json.dumps(event).encode())[0] == b"OK"
+                n += 1
+                stop.wait(0.005)
+        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
+            failed.append(exc)
+
+    hooking = threading.Thread(target=keep_hooking, daemon=True)
+    hooking.start()
+    try:
+        context = _session_start(b, repo_b, "bo-s1", PATIENT)
+    finally:
+        stop.set()
+        hooking.join(SYNC_S)
+    assert not failed and not hooking.is_alive()
+    assert "zq41last fix the deploy" in context.partition(TEAMMATES)[2], context
 
 
 def test_a_stalled_server_never_holds_the_session_start_past_its_budget(
