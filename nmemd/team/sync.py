@@ -83,10 +83,11 @@ PULL_LINGER_S: Final = 0.05
 # rows is stored in a pause between two hooks likely to last as long as a chunk takes still (else in the
 # next pause, PACE_AFTER_ACK_S into it; after PACE_WAIT_MAX_S without one, anyway), and from a server on
 # this machine each page, of PACED_PAGE_ROWS, is fetched in a pause of its own (1,000 rows held the
-# server's backend 5-9 ms, 200 rows ~1 ms). A hook that arrived during a chunk waited for it, and one that
-# arrived while the backend and another process held both cores waited for the scheduler's next tick
-# (4 ms): the slow acks left while pulling (bench_team_pull.py, issue #40).
-PACED_PAGE_ROWS: Final = 200
+# server's backend 5-9 ms; the daemon's fetch of 200 rows, 3-6 ms, met 10-13 % of the acks; 50 rows fit
+# a pause, for ~0.7x of the pull's rate while hooks come). A hook that arrived during a chunk waited for
+# it, and one that arrived while the backend and another process held both cores waited for the
+# scheduler's next tick (4 ms): the slow acks left while pulling (bench_team_pull.py, issue #40).
+PACED_PAGE_ROWS: Final = 50
 # While hooks keep committing to a shared project (a busy session), its pushed rows leave the outbox in
 # one write this often at most, not after every round: each ack takes the store's lock a hooks' batch may
 # be waiting for (bench_team_sync.py: hooks). A round that no commit interrupted acks at once.
