@@ -350,15 +350,12 @@ class FrameConnection(asyncio.Protocol):
     async def _rpc(self, body: bytes, sender: WorkerSender | None) -> None:
         from nmemd.daemon.server import rpc_reply
 
-        if sender is None:
-            reply = await rpc_reply(self.daemon, body)
-            self._write(reply or b"")
-        else:
-            try:
-                reply = await rpc_reply(self.daemon, body, sender.send)
-            finally:
+        try:
+            reply = await rpc_reply(self.daemon, body, None if sender is None else sender.send)
+        finally:
+            if sender is not None:
                 sender.finish()
-            self._write(reply or b"")  # an error, or a reply the worker did not send (a team search's)
+        self._write(reply or b"")  # an error, or a reply no worker sent (a team search's, a write's)
         self._frame_done()
 
     def _worker_sender(self) -> WorkerSender | None:

@@ -59,11 +59,16 @@ def start_read(daemon: Daemon, body: bytes, send: Callable[[bytes], None]) -> re
         return None
     if method == "search" and getattr(parsed, "team", False):
         return None
+    return readers.start(daemon.settings.db, execute, method, parsed, then=_replying(send))
+
+
+def _replying(send: Callable[[bytes], None]) -> Callable[[Any], None]:
+    """A query's result as its OK frame, given to `send` on the worker thread that made it."""
 
     def reply(result: Any) -> None:
         send(protocol.encode_ok(msgspec.json.encode(result)))
 
-    return readers.start(daemon.settings.db, execute, method, parsed, then=reply)
+    return reply
 
 
 async def finish_read(daemon: Daemon, running: readers.Running) -> bytes | None:
@@ -100,12 +105,7 @@ async def dispatch(
         started = time.monotonic()
         await daemon.ingestor.store.searchable()
         if send is not None and not (method == "search" and getattr(parsed, "team", False)):
-            reply_with = send  # a name mypy knows is not None in the closure
-
-            def reply(result: Any) -> None:
-                reply_with(protocol.encode_ok(msgspec.json.encode(result)))
-
-            await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed, then=reply)
+            await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed, then=_replying(send))
             return SENT
         result = await readers.query(settings.db, daemon.ingestor.busy, execute, method, parsed)
         if method == "search" and isinstance(result, dict) and daemon.team.links:

@@ -108,35 +108,33 @@ class _Wake:
 
 
 @dataclass
-class _Pace:
-    """How many rows of a paced push fit a pause's budget, at the pace of the last slices (the server's
-    work, the round trip and ours): a slower slice is believed at once, a faster one a quarter at a
-    time (a slice overrun makes the next hook wait; an underfilled one only slows the push). The fixed
-    part of a slice's time makes a small one look slow per row: budgets are underfilled, never overrun
-    by it."""
-
-    per_row_s: float = 0.0
-
-    def rows_for(self, budget_s: float) -> int:
-        if self.per_row_s <= 0:
-            return PACE_FIRST_ROWS
-        return max(PACE_MIN_ROWS, min(PUSH_BATCH, int(budget_s / self.per_row_s)))
-
-    def took(self, rows: int, seconds: float) -> None:
-        if rows:
-            now = seconds / rows
-            self.per_row_s = now if now > self.per_row_s else 0.75 * self.per_row_s + 0.25 * now
-
-
-@dataclass
 class _Took:
-    """How long a step of a pull takes lately (a chunk stored, a page fetched): a slower one believed at
-    once, a faster one a quarter at a time."""
+    """How long a step of a paced push or pull takes lately (a slice's row, a chunk stored, a page
+    fetched): a slower one believed at once, a faster one a quarter at a time (an overrun makes the next
+    hook wait; an underfilled pause only slows the sync)."""
 
     seconds: float = 0.0
 
     def took(self, seconds: float) -> None:
         self.seconds = seconds if seconds > self.seconds else 0.75 * self.seconds + 0.25 * seconds
+
+
+@dataclass
+class _Pace:
+    """How many rows of a paced push fit a pause's budget, at the pace of the last slices (the server's
+    work, the round trip and ours), per row (`_Took`). The fixed part of a slice's time makes a small
+    one look slow per row: budgets are underfilled, never overrun by it."""
+
+    per_row: _Took = field(default_factory=_Took)
+
+    def rows_for(self, budget_s: float) -> int:
+        if self.per_row.seconds <= 0:
+            return PACE_FIRST_ROWS
+        return max(PACE_MIN_ROWS, min(PUSH_BATCH, int(budget_s / self.per_row.seconds)))
+
+    def took(self, rows: int, seconds: float) -> None:
+        if rows:
+            self.per_row.took(seconds / rows)
 
 
 @dataclass
@@ -383,10 +381,14 @@ class TeamSync:
         of it (PACE_MIN_S at least). One slice a pause; without a pause in PACE_WAIT_MAX_S (hooks without
         pauses, a long reply, a pause outlasting the slice before) a slice goes anyway: hooks slow a push,
         never stop it."""
-        quiet = self.daemon.quiet
-        if await quiet.next(PACE_WAIT_MAX_S):
+        await self._next_pause()
+        return pace.rows_for(max(PACE_MIN_S, PACE_SHARE * self.daemon.quiet.left()))
+
+    async def _next_pause(self) -> None:
+        """PACE_AFTER_ACK_S into the next pause between two hooks (its client reads its ack meanwhile), or
+        after PACE_WAIT_MAX_S without one: hooks slow a sync, never stop it."""
+        if await self.daemon.quiet.next(PACE_WAIT_MAX_S):
             await anyio.sleep(PACE_AFTER_ACK_S)
-        return pace.rows_for(max(PACE_MIN_S, PACE_SHARE * quiet.left()))
 
     async def _read_outbox(self, link: Link, limit: int, after: int) -> tuple[list[local.OutRow], list[int]]:
         """`local.read_outbox` of `limit` rows, READ_ROWS per worker-thread call with a pause between."""
@@ -510,14 +512,10 @@ class TeamSync:
 
     async def _pull_turn(self, step: _Took) -> None:
         """While hooks arrive, before a step of a pull: return at once when this pause between two hooks
-        is likely to last the step's time still (capture.quiet); else at the next pause, PACE_AFTER_ACK_S
-        into it (its client reads its ack meanwhile), or after PACE_WAIT_MAX_S without one (hooks slow a
-        pull, never stop it)."""
-        quiet = self.daemon.quiet
-        if step.seconds and quiet.left() >= step.seconds:
+        is likely to last the step's time still (capture.quiet); else at the next pause (`_next_pause`)."""
+        if step.seconds and self.daemon.quiet.left() >= step.seconds:
             return
-        if await quiet.next(PACE_WAIT_MAX_S):
-            await anyio.sleep(PACE_AFTER_ACK_S)
+        await self._next_pause()
 
     def _window_since(self) -> float:
         days = self.daemon.settings.team_window_days

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from support.helpers import claude_event, claude_failure, claude_tool, send_hook, wait_until
 from support.pg_cluster import Database
-from support.team_world import Member, Proxy, bash_event, two_members, via
+from support.team_world import HooksArriving, Member, Proxy, bash_event, two_members, via
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 SYNC_S = 60.0
@@ -94,8 +94,6 @@ def test_the_pull_a_session_start_waits_for_is_not_paced_between_the_hooks(
     the pull bo's first SessionStart waits for goes at full speed, not in the pauses between hooks
     (team.sync: a paced pull would wait for a pause at each step, and none comes while the SessionStart
     itself waits), so it ends within the catch-up's budget and the context shows al's newest session."""
-    import threading
-
     _, b = team
     repo_b = b.checkout("api", "https://github.com/acme/api")
     b.start()
@@ -112,28 +110,13 @@ def test_the_pull_a_session_start_waits_for_is_not_paced_between_the_hooks(
     )
     b.start(PATIENT)
     sock = b.env["NMEM_SOCKET"]
-    stop = threading.Event()
-    failed: list[BaseException] = []
 
-    def keep_hooking() -> None:  # another session of bo's: hooks all through the SessionStart
-        n = 0
-        try:
-            while not stop.is_set():
-                event = bash_event("bo-other", repo_b, f"make other{n}", "ok", n)
-                assert send_hook(sock, f"zq41hook{n:05d}", json.dumps(event).encode())[0] == b"OK"
-                n += 1
-                stop.wait(0.005)
-        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
-            failed.append(exc)
+    def hook(n: int) -> None:  # another session of bo's: hooks all through the SessionStart
+        event = bash_event("bo-other", repo_b, f"make other{n}", "ok", n)
+        assert send_hook(sock, f"zq41hook{n:05d}", json.dumps(event).encode())[0] == b"OK"
 
-    hooking = threading.Thread(target=keep_hooking, daemon=True)
-    hooking.start()
-    try:
+    with HooksArriving(hook, join_s=SYNC_S):
         context = _session_start(b, repo_b, "bo-s1", PATIENT)
-    finally:
-        stop.set()
-        hooking.join(SYNC_S)
-    assert not failed and not hooking.is_alive()
     assert "zq41last fix the deploy" in context.partition(TEAMMATES)[2], context
 
 

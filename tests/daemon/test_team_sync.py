@@ -8,7 +8,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from support.helpers import send_hook, wait_until
 from support.pg_cluster import Database, find_bindir
-from support.team_world import Member, Proxy, bash_event, two_members, via
+from support.team_world import HooksArriving, Member, Proxy, bash_event, two_members, via
 
 from nmemd.team import admin, schema
 
@@ -302,33 +301,15 @@ def test_a_join_pushes_its_backlog_while_hooks_arrive_each_row_once(team: tuple[
 
     for n in range(400):  # a project of A's, not shared yet
         hook("zq66bulk", bulk, "zq66bulk", n)
-    sent = 0
-    failed: list[BaseException] = []
-    stop = threading.Event()
-
-    def keep_hooking() -> None:  # from before the join until its rows are all on the server: through the push
-        nonlocal sent
-        try:
-            while not stop.is_set():
-                hook("zq66hook", a_repo, "zq66hook", sent)
-                sent += 1
-                stop.wait(0.005)
-        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
-            failed.append(exc)
-
-    hooking = threading.Thread(target=keep_hooking, daemon=True)
-    hooking.start()
-    try:
+    # from before the join until its rows are all on the server: through the push
+    with HooksArriving(lambda n: hook("zq66hook", a_repo, "zq66hook", n), join_s=SYNC_S) as hooking:
         _join(a, a.dsn, bulk)
         wait_until(
             lambda: _count_server(db, "zq66bulk") == (400, 400),
             SYNC_S,
             "the joined project's rows on the server, hooks arriving meanwhile",
         )
-    finally:
-        stop.set()
-        hooking.join(SYNC_S)
-    assert not failed and not hooking.is_alive()
+    sent = hooking.sent
     assert sent > 1  # hooks came during the push
     wait_until(lambda: _count_server(db, "zq66hook") == (sent, sent), SYNC_S, "every hook's row on the server")
     wait_until(lambda: a.nmem("team", "status", "--json").stdout.count('"outbox":0') == 1, SYNC_S, "an empty outbox")
@@ -348,26 +329,14 @@ def test_a_pull_while_hooks_arrive_stores_each_row_once_in_pages_and_chunks_betw
     b.start()
     _join(b, b.dsn, b_repo)
     sock = b.env["NMEM_SOCKET"]
-    sent = 0
-    failed: list[BaseException] = []
-    stop = threading.Event()
 
-    def keep_hooking() -> None:
-        nonlocal sent
-        try:
-            while not stop.is_set():
-                event = bash_event("szq67", b_repo, f"make step{sent}", f"zq67hook {sent}", sent)
-                assert send_hook(sock, f"zq67hook{sent:05d}", json.dumps(event).encode())[0] == b"OK"
-                sent += 1
-                stop.wait(0.005)
-        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
-            failed.append(exc)
+    def hook(n: int) -> None:
+        event = bash_event("szq67", b_repo, f"make step{n}", f"zq67hook {n}", n)
+        assert send_hook(sock, f"zq67hook{n:05d}", json.dumps(event).encode())[0] == b"OK"
 
-    hooking = threading.Thread(target=keep_hooking, daemon=True)
-    hooking.start()
     rows = 1500
-    try:
-        wait_until(lambda: sent > 20, SYNC_S, "hooks arriving on B")
+    with HooksArriving(hook, join_s=SYNC_S) as hooking:
+        wait_until(lambda: hooking.sent > 20, SYNC_S, "hooks arriving on B")
         db.execute(
             "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
             " title, body, created_at) SELECT 'acme', 'github.com/acme/api', 'zq67pull' || g, 'al', 'al-box',"
@@ -376,10 +345,7 @@ def test_a_pull_while_hooks_arrive_stores_each_row_once_in_pages_and_chunks_betw
             (rows,),
         )  # as al's push leaves them, in one transaction (NOTIFY wakes B's puller)
         wait_until(lambda: len(_local_rows(b, "zq67pull")) >= rows, SYNC_S, "the pulled rows on B, hooks arriving")
-    finally:
-        stop.set()
-        hooking.join(SYNC_S)
-    assert not failed and not hooking.is_alive()
+    sent = hooking.sent
     assert sent > 20
     pulled = _local_rows(b, "zq67pull")
     assert len(pulled) == len({e for e, _ in pulled}) == rows and {who for _, who in pulled} == {"al"}

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +133,37 @@ def two_members(admin_dsn: str, root: Path, team: str = "acme") -> Iterator[tupl
     finally:
         for m in (a, b):
             m.cleanup()
+
+
+class HooksArriving:
+    """`hook(n)` for n = 0, 1, ... on a thread, `gap_s` apart, while the `with` block runs: a busy session
+    beside what the test does. `sent` counts them; what a hook raised is raised as the block ends."""
+
+    def __init__(self, hook: Callable[[int], object], gap_s: float = 0.005, join_s: float = 60.0) -> None:
+        self.hook, self.gap_s, self.join_s = hook, gap_s, join_s
+        self.sent = 0
+        self._failed: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.hook(self.sent)
+                self.sent += 1
+                self._stop.wait(self.gap_s)
+        except BaseException as exc:  # noqa: BLE001 - raised on the test's thread
+            self._failed.append(exc)
+
+    def __enter__(self) -> HooksArriving:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.join_s)
+        if exc[0] is None:
+            assert not self._failed and not self._thread.is_alive(), self._failed
 
 
 def bash_event(session: str, cwd: Path, command: str, output: str, n: int = 0) -> dict[str, Any]:
