@@ -164,8 +164,13 @@ class _Newest:
         have = self._read.get((table, match))
         if have is not None and (have[1] >= limit or len(have[0]) < have[1]):  # enough, or all there is
             return have[0][:limit]
-        sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?"
-        ids = [r[0] for r in self.conn.execute(sql, (match, limit))]
+        # One row out of SQLite, not one per rowid: a row crossing into Python (the GIL let go and taken
+        # back, a tuple, an int) costs a fifth of what FTS5 spends finding it. group_concat's order is
+        # not promised, so the rowids are put back in theirs.
+        newest = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?"
+        sql = f"SELECT group_concat(rowid) FROM ({newest})"
+        joined = self.conn.execute(sql, (match, limit)).fetchone()[0]
+        ids = sorted(map(int, joined.split(",")), reverse=True) if joined else []
         self._read[(table, match)] = (ids, limit)
         return ids
 
@@ -285,6 +290,8 @@ def _literal_lookup(newest_of: _Newest, match: str, literals: list[fts.Literal],
     where = "".join(f" AND {c}" for c in clauses)
     held: set[int] = set()
     for fields, scope in ((short, ids), (("o.content",), ids[:LITERAL_CONTENT_SCAN])):
+        if fields is not short:  # a row held already by a short field: its content need not be read for it
+            scope = [i for i in scope if i not in held]
         likes = " AND ".join("(" + " OR ".join(f"{f} LIKE ? ESCAPE '\\'" for f in fields) + ")" for _ in literals)
         # Content is long: its head only comes back (lowering all of it in SQLite cost twice the LIKE);
         # a literal the LIKE found past the head is taken as found there.

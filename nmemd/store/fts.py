@@ -177,11 +177,13 @@ def literal(phrase: Phrase) -> Literal | None:
     return Literal(text, like, bool(m.group(2)))
 
 
+@lru_cache(maxsize=512)
 def relax(match: str) -> Relaxed | None:
     """`match` for an index without positions, or None when it holds no phrase of several words.
 
     Every phrase nmem builds is one of the expression's conjuncts (terms are AND-ed; a term's
-    alternatives, OR-ed, are single words), so a row must hold each phrase somewhere."""
+    alternatives, OR-ed, are single words), so a row must hold each phrase somewhere. Remembered (the
+    answer is frozen): a search asks it of the same expression three or four times, once per lookup."""
     phrases: list[Phrase] = []
 
     def sub(m: re.Match[str]) -> str:
