@@ -10,6 +10,7 @@ the outbox row is deleted only after COMMIT returned. A pull reads each feed's r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -280,20 +281,13 @@ FEEDS: Final = ("observations", "sessions", "tombstones")
 PAGE_ROWS: Final = 1000  # a pull page's rows at most ...
 PAGE_BYTES: Final = 1 << 20  # ... and its text at most (the first row always: a page moves the cursor)
 ROW_MAX_BYTES: Final = 1 << 20  # a row larger than this (no nmem push makes one) is skipped, with a word
-# Each project's rows in seq order through the (team, project, seq) index, merged: a pull reads the
-# rows of the shared projects only, never the team's other projects' (whose rows it would discard).
+# Each project's sessions in seq order, merged: a pull reads the rows of the shared projects only, never
+# the team's other projects' (whose rows it would discard). Observations: `_pull_observations` below.
 _PROJECT_ROWS: Final = """
     FROM unnest(%(projects)s::text[]) AS p(project) CROSS JOIN LATERAL (
         SELECT {columns} FROM nmem.{table} o WHERE o.team = %(team)s AND o.project = p.project AND o.seq > %(after)s
         AND NOT (o.author = session_user AND o.machine = %(machine)s) ORDER BY o.seq LIMIT %(limit)s) o"""
 _FEED_ROWS: Final = {
-    "observations": _PROJECT_ROWS.format(
-        table="observations",
-        columns="o.seq, o.project, o.event_id, o.ordinal, o.author, o.machine, o.agent, o.session_id, o.kind,"
-        " o.title, o.body, o.files, o.created_at, octet_length(o.title) + octet_length(o.body)"
-        " + octet_length(o.event_id) + octet_length(o.session_id) + octet_length(o.agent)"
-        " + coalesce(octet_length(nmem.files_text(o.files)), 0) AS size",
-    ),
     "sessions": _PROJECT_ROWS.format(
         table="sessions",
         columns="o.seq, o.project, o.session_id, o.author, o.machine, o.agent, o.started_at, o.ended_at, o.summary,"
@@ -327,6 +321,55 @@ _PULL: Final = {
     + " ORDER BY o.seq LIMIT %(limit)s) c) w WHERE running - size < %(budget)s ORDER BY seq"
     for feed, rows in _FEED_ROWS.items()
 }
+# Observations are pulled by their own statement, built for the link's projects, that leaves PostgreSQL
+# no plan to choose badly: each project's seqs after the cursor from the (team, project, seq) index alone
+# (the row comparison: a bound only that index takes), merged in seq order, then each row by its seq
+# until the page has `limit` rows of others; every step stops as soon as the page is full. Given
+# `project = p AND seq > cursor ORDER BY seq`, PostgreSQL walked the primary key (or the (team, seq)
+# index) from the cursor and discarded the other projects' rows, taking them for spread evenly where a
+# project pushed at once lies in one run of seqs: 18-55 ms of the server's CPU a page. A member's own
+# rows (its author and machine) are never sent, yet the cursor moves past them: a pull that only filtered
+# them kept its cursor before them, and every page walked them all again. A page walks at most `walk`
+# (OWN_WALK pages') rows; one not cut by its limit or its bytes moves the cursor to the last row it walked
+# (`_walked`). A member that pushed 20,000 rows after a join (whose pull starts at the window again)
+# pulled its teammates' rows in pages of 50 that each took 34 ms of the server's CPU, 56 % of a core
+# beside the hooks of a machine that also runs the server (bench_team_pull.py, push after pull, issue #40).
+OWN_WALK: Final = 10
+_PULL_PAGE: Final = (
+    "SELECT c.*, sum(c.size) OVER (ORDER BY c.seq) AS running, count(*) OVER () AS fetched FROM ("
+    " SELECT o.* FROM ({walk}) k CROSS JOIN LATERAL ("
+    " SELECT o.seq, o.project, o.event_id, o.ordinal, o.author, o.machine, o.agent, o.session_id, o.kind, o.title,"
+    " o.body, o.files, o.created_at, octet_length(o.title) + octet_length(o.body) + octet_length(o.event_id)"
+    " + octet_length(o.session_id) + octet_length(o.agent) + coalesce(octet_length(nmem.files_text(o.files)), 0)"
+    " AS size FROM nmem.observations o WHERE o.seq = k.s"
+    " AND NOT (o.author = session_user AND o.machine = %(machine)s)) o ORDER BY k.s LIMIT %(limit)s) c"
+)
+
+
+@functools.lru_cache(maxsize=16)
+def _pull_observations(projects: int) -> str:
+    """The statement for `projects` projects (parameters p0, p1, ...): the page's rows, each with the
+    last seq walked and how many, asked of the walk again only when the page is not full."""
+    walk = (
+        "SELECT u.s FROM ("
+        + " UNION ALL ".join(
+            f"(SELECT o.seq AS s FROM nmem.observations o WHERE o.team = %(team)s AND o.project = %(p{i})s"
+            f" AND o.seq > %(after)s AND (o.team, o.project, o.seq) > (%(team)s, %(p{i})s, %(after)s)"
+            " ORDER BY o.seq LIMIT %(walk)s)"
+            for i in range(projects)
+        )
+        + ") u ORDER BY u.s LIMIT %(walk)s"
+    )
+    return (
+        "SELECT "
+        + _FEED_COLUMNS["observations"].format(fit="CASE WHEN size <= %(row_max)s THEN ", end=" END")
+        + ", size, fetched, CASE WHEN coalesce(fetched, 0) < %(limit)s THEN"
+        f" (SELECT ARRAY[max(w.s), count(*)] FROM ({walk}) w) END"
+        f" FROM (SELECT 1) one LEFT JOIN ({_PULL_PAGE.format(walk=walk)}) page"
+        " ON page.running - page.size < %(budget)s ORDER BY page.seq"
+    )
+
+
 # The first row of the window a member keeps (team_window_days): a join starts there instead of
 # reading the project's whole history to keep its last weeks: the window's rows alone, through the
 # (team, project, created_at) index of M003 (OFFSET 0 keeps min() from becoming a walk of the seq index).
@@ -383,9 +426,18 @@ def pull(
             "team": team, "projects": list(projects), "machine": machine, "after": after.get(feed, 0), "limit": limit,
             "budget": budget, "row_max": ROW_MAX_BYTES,
         }  # fmt: skip
+        if feed == "observations":
+            each = {f"p{i}": p for i, p in enumerate(projects)}
+            queries.append((_pull_observations(len(projects)), {**params, **each, "walk": limit * OWN_WALK}))
+            continue
         queries.append((_PULL["tombstones_v2" if feed == "tombstones" and version >= DELETES_SINCE else feed], params))
     for feed, rows in zip(FEEDS, _fetch_all(conn, queries), strict=True):
-        if rows:
+        if feed == "observations":
+            rows, cursor, walked_on = _walked(rows, limit, limit * OWN_WALK)
+            if cursor is not None:
+                cursors[feed] = cursor
+            more = more or walked_on
+        elif rows:
             cursors[feed] = int(rows[-1][0])
             more = more or int(rows[0][-1]) >= limit or len(rows) < int(rows[0][-1])
         kept = []
@@ -411,6 +463,19 @@ def pull(
         skipped=skipped,
     )
     return page, more
+
+
+def _walked(rows: list[Any], limit: int, walk: int) -> tuple[list[Any], int | None, bool]:
+    """A page of observations (`_pull_observations`): its rows (without the walk's column), the cursor
+    it reaches and whether more may follow. Cut by its limit or its bytes: the last row it holds; else
+    every row of others in its walk came: the last row walked, and more when the walk was whole."""
+    page = [r[:-1] for r in rows if r[0] is not None]
+    walked = rows[0][-1] if rows else None  # [last seq, how many], on each row; asked only of a page not full
+    if page and (int(page[0][-1]) >= limit or len(page) < int(page[0][-1])):
+        return page, int(page[-1][0]), True
+    if not walked or not walked[1]:
+        return page, None, False
+    return page, int(walked[0]), int(walked[1]) >= walk
 
 
 def _fetch_all(conn: psycopg.Connection[Any], queries: list[tuple[str, dict[str, Any]]]) -> list[list[Any]]:

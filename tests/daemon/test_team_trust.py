@@ -309,26 +309,85 @@ def test_a_join_starts_at_the_window_it_keeps_through_m003s_index(pg_db: Databas
 
 def test_a_pull_reads_its_page_through_an_index_on_a_table_just_filled(pg_db: Database) -> None:
     """Issue #40: 20,000 rows of a project just pushed, no statistics yet (autoanalyze has not run):
-    the puller's connection (pg.for_pulls) reads a page of 1,000 through a btree index in seq order,
-    never a bitmap of the project's every row sorted for the page; the page is whole, the feeds read
-    in one round trip."""
+    the puller's connection (pg.for_pulls) reads the project's next seqs through an index, then those rows
+    by seq, stopping with the page (the walk not asked again): never a bitmap of the project's every row
+    sorted for the page, nor another project's rows; the page is whole, the feeds read in one round trip."""
     from nmemd.team import pg
 
     admin.init(pg_db.admin_dsn, "acme")
     kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
-    pg_db.execute(
-        "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
-        " title, body, created_at) SELECT 'acme', %s, 'e' || g, 'al', 'box', 'claude-code', 's', 'command',"
-        " 'make', 'ok', now() FROM generate_series(1, 20000) AS g",
-        (PROJECT,),
-    )
-    seqs = [int(r[0]) for r in pg_db.execute("SELECT seq FROM nmem.observations ORDER BY seq")]
+    for project in ("github.com/acme/web", PROJECT):  # another project's rows first: none of them is read
+        pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', %s, %s || g, 'al', 'box', 'claude-code', 's', 'command',"
+            " 'make', 'ok', now() FROM generate_series(1, 20000) AS g",
+            (project, project),
+        )
+    seqs = [
+        int(r[0]) for r in pg_db.execute("SELECT seq FROM nmem.observations WHERE project = %s ORDER BY seq", [PROJECT])
+    ]
     params = {"team": "acme", "projects": [PROJECT], "machine": "kim-box", "after": seqs[4999], "limit": 1000,
-              "budget": pg.PAGE_BYTES, "row_max": pg.ROW_MAX_BYTES}  # fmt: skip
+              "walk": 1000 * pg.OWN_WALK, "budget": pg.PAGE_BYTES, "row_max": pg.ROW_MAX_BYTES}  # fmt: skip
     with pg.connect_blocking(kim) as conn:
         pg.for_pulls(conn)
-        cur = conn.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._PULL["observations"], params)
+        cur = conn.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._pull_observations(1), {**params, "p0": PROJECT})
         plan = "\n".join(str(r[0]) for r in cur.fetchall())
         page, more = pg.pull(conn, "acme", [PROJECT], "kim-box", {"observations": seqs[4999]})
-    assert "Bitmap" not in plan and "Index Scan using observations_" in plan, plan
+    assert "Index Scan using observations_pkey" in plan and "(never executed)" in plan, plan  # each row by seq
+    assert not any(bad in plan for bad in ("Bitmap", "Seq Scan", "Removed by Filter")), plan
     assert [o.seq for o in page.observations] == seqs[5000:6000] and more
+
+
+def test_a_pull_moves_its_cursor_past_the_members_own_rows_without_sending_them(pg_db: Database) -> None:
+    """Issue #40: a member's own rows (its author and machine) never come back, yet the cursor moves past
+    them, a page's walk at a time: a filter that skipped them kept the cursor before them, and every pull
+    walked them all again. Runs of own rows in two projects, around a teammate's rows; the pages are
+    whole, the byte budget and the limit still stop a page before the rows it leaves."""
+    from nmemd.team import pg
+
+    admin.init(pg_db.admin_dsn, "acme")
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    other = "github.com/acme/web"
+
+    def rows(project: str, author: str, machine: str, n: int, tag: str) -> list[int]:
+        got = pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', %s, %s || g, %s, %s, 'claude-code', 's', 'command',"
+            " 'make', repeat('x', 100), now() FROM generate_series(1, %s) AS g RETURNING seq",
+            (project, tag, author, machine, n),
+        )
+        return sorted(int(r[0]) for r in got)
+
+    own = rows(PROJECT, "kim", "kim-box", 30, "own-a")  # kim's, from this machine: never sent back
+    theirs = rows(PROJECT, "al", "al-box", 5, "al-a")
+    elsewhere = rows(PROJECT, "kim", "kim-laptop", 3, "kim-b")  # kim's, from another machine: pulled
+    own += rows(other, "kim", "kim-box", 40, "own-b")
+    theirs_later = rows(other, "al", "al-box", 2, "al-b")
+    own += rows(PROJECT, "kim", "kim-box", 25, "own-c")  # the feed ends with own rows
+    everything = sorted(own + theirs + elsewhere + theirs_later)
+    both = [PROJECT, other]
+
+    with pg.connect_blocking(kim) as conn:
+        pg.for_pulls(conn)
+        seen: list[int] = []
+        cursor, pages = 0, 0
+        while True:  # pages of 4: a walk of 40 rows each, own runs passed in a few
+            page, more = pg.pull(conn, "acme", both, "kim-box", {"observations": cursor}, limit=4)
+            seen += [o.seq for o in page.observations]
+            assert all(o.event_id and o.title == "make" for o in page.observations)
+            cursor = page.cursors.get("observations", cursor)
+            pages += 1
+            if not more:
+                break
+        assert seen == sorted(theirs + elsewhere + theirs_later)
+        assert cursor == everything[-1] and pages <= 6
+        page, more = pg.pull(conn, "acme", both, "kim-box", {"observations": cursor})
+        assert page.observations == [] and "observations" not in page.cursors and not more
+
+        page, more = pg.pull(conn, "acme", both, "kim-box", {"observations": 0}, limit=1)  # walks 10 own rows
+        assert page.observations == [] and page.cursors["observations"] == own[9] and more
+        page, more = pg.pull(conn, "acme", both, "kim-box", {"observations": own[9]}, limit=3)  # stops at 3
+        assert [o.seq for o in page.observations] == theirs[:3] and page.cursors["observations"] == theirs[2] and more
+        size = len("make") + 100 + len("al-a1") + len("s") + len("claude-code")
+        page, more = pg.pull(conn, "acme", both, "kim-box", {"observations": own[9]}, budget=size + 1)
+        assert [o.seq for o in page.observations] == theirs[:2] and page.cursors["observations"] == theirs[1] and more
