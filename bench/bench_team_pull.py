@@ -10,11 +10,14 @@ Phases (each can be skipped with --skip):
          the bench's own CPU, in the pulling rounds only)
   push   A acks hooks while its daemon pushes --rows observations, vs idle rounds, alternating. Each round
          the rows are stored (daemon stopped) in a project of A's not shared yet; A's daemon starts,
-         its team link connects, an idle round runs, then A joins that project (`nmem team join`
-         queues its rows) and the push runs in the settled daemon, as a join does. `--push-at-start`
-         measures as before 29 Nov 2026: the rows queued in the shared project while the daemon is
-         stopped, so the push starts with the daemon (its start-up, psycopg's import, its first
-         connections) and the idle round runs first, in the daemon before
+         its team link connects, then A joins that project (`nmem team join` queues its rows) and the
+         push runs in the settled daemon, as a join does; a second after the push's end, an idle round
+         of as many acks as the push took, both kinds reading the push's end (the outbox count) before
+         each ack. Before 29 Nov 2026 (issue #40) each idle round took --per-round acks before the join,
+         in a daemon just started, on a smaller server table: 800 idle acks against 8,000-12,000 while
+         pushing. `--push-at-start` measures as before 29 Nov 2026: the rows queued in the shared
+         project while the daemon is stopped, so the push starts with the daemon (its start-up,
+         psycopg's import, its first connections) and the idle round (--per-round acks) runs first
   join   the server holds --join-old rows of the project older than the window and --join-keep rows
          inside it; a new member joins: rows PostgreSQL read for it (pg_stat: sequential tuples read
          plus index entries read on nmem.observations) per row it keeps (target <= 2x)
@@ -206,7 +209,6 @@ def phase_push(a: Member, a_repo: Path, rows: int, rounds: int, per_round: int, 
         if not at_start:
             wait_until(lambda: link_ok(a), 120, "A's team link")
             acks_for(a, a_repo, 20, f"pwarm{r}")  # not counted: the first hooks of a daemon
-            idle += acks_for(a, a_repo, per_round, f"pidle{r}")
             join(a, target)  # queues its rows: the push starts
         queued = "SELECT count(*) FROM team_outbox WHERE op = 'obs' AND CAST(ref AS INTEGER) BETWEEN ? AND ?"
         got, seconds = acks_until(
@@ -214,6 +216,11 @@ def phase_push(a: Member, a_repo: Path, rows: int, rounds: int, per_round: int, 
         )
         busy += got
         took.append(seconds)
+        if not at_start:  # as many acks as the push took, a second after its end, the same cursor read
+            time.sleep(SETTLE_S)
+            idle += acks_for(
+                a, a_repo, len(got), f"pidle{r}", poll=lambda q=queued, t=top: count(a.db, q, (t + 1, t + rows))
+            )
     how = "queued at the daemon's start" if at_start else "of a project joined in the running daemon"
     print(f"hook acks on A while it pushes {rows:,} rows {how} ({rounds} rounds; a push took {median(took):.1f} s):")
     print(line("pushing", busy, idle))
@@ -282,7 +289,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--per-round", type=int, default=200, help="idle acks per push round (pull: as many as the pull)")
+    ap.add_argument(
+        "--per-round",
+        type=int,
+        default=200,
+        help="idle acks per push round with --push-at-start (else as many as the push, as the pull's)",
+    )
     ap.add_argument("--join-old", type=int, default=290000)
     ap.add_argument("--join-keep", type=int, default=10000)
     ap.add_argument("--skip", action="append", default=[], help="pull, push, join")
