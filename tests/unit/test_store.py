@@ -490,3 +490,25 @@ async def test_status_counts_kept_as_rows_are_written_match_a_count_of_the_rows(
         assert _counted(settings.db) == _scanned(settings.db) == (4, 3, {"edit": 2, "command": 1, "read": 1}, 2002.0)
         await purge(store, PurgeFilter(query="wombat-7731"))
         assert _counted(settings.db) == _scanned(settings.db) == (3, 3, {"edit": 2, "read": 1}, 2002.0)
+
+
+async def test_a_lookup_reads_a_words_newest_rows_in_order_from_one_row() -> None:
+    """`lookups._Newest` takes a word's rowids from SQLite as one `group_concat` row, whose order SQLite does
+    not promise: what it hands on is what `ORDER BY rowid DESC LIMIT n` returns, row by row, in that order;
+    a second ask of fewer is answered from the first, and a word no row holds gives nothing."""
+    settings = config.load()
+    async with open_store(settings) as store:
+        titles = [f"gamma edit {i}" + (" delta" if i % 3 else "") for i in range(40)]
+        rows = [_event(f"g{i}", Observation(type="edit", title=title)) for i, title in enumerate(titles)]
+        await store.commit_batch(rows)
+        await store.index_pending()
+    conn = readers.open_readonly(str(settings.db))
+    try:
+        newest = lookups._Newest(conn)
+        sql = "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        for match, limit in (('"gamma"', 25), ('"delta"', 7), ('"gamma" AND "delta"', 100), ('"epsilon"', 5)):
+            assert newest(match, limit) == [r[0] for r in conn.execute(sql, (match, limit))], match
+        assert newest('"gamma"', 25)[:3] == newest('"gamma"', 3) and len(newest('"gamma"', 3)) == 3
+        assert newest.read('"gamma" AND "delta"') == [r[0] for r in conn.execute(sql, ('"gamma" AND "delta"', 100))]
+    finally:
+        conn.close()
