@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final
 
+from nmemd.remembered import remembered
+
 TOKENIZE: Final = "porter unicode61 remove_diacritics 2"  # the main index's (migrations.FTS_TOKENIZE)
 SPANS_PER_FIELD: Final = 256  # places a phrase might stand, checked per field, before the row is given up
 
@@ -177,13 +179,14 @@ def literal(phrase: Phrase) -> Literal | None:
     return Literal(text, like, bool(m.group(2)))
 
 
-@lru_cache(maxsize=512)
+@remembered(512)
 def relax(match: str) -> Relaxed | None:
     """`match` for an index without positions, or None when it holds no phrase of several words.
 
     Every phrase nmem builds is one of the expression's conjuncts (terms are AND-ed; a term's
     alternatives, OR-ed, are single words), so a row must hold each phrase somewhere. Remembered (the
-    answer is frozen): a search asks it of the same expression three or four times, once per lookup."""
+    answer is frozen): a search asks it of the same expression three or four times, once per lookup; among
+    the caches a purge empties, since a purge relaxes the words it forgets too."""
     phrases: list[Phrase] = []
 
     def sub(m: re.Match[str]) -> str:
