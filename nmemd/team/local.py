@@ -146,8 +146,9 @@ def links(projects: Sequence[SharedProject]) -> list[Link]:
 
 
 def join(db: sqlite3.Connection, project: SharedProject, window_days: float) -> int:
-    """Share `project`: record it, queue its own observations of the window, and pull its team's
-    history again (the cursor of a team whose other projects were shared already passed them by).
+    """Share `project`: record it, queue its own observations of the window, and pull its team's rows of
+    the window. A link that pulls already keeps its cursor: the project's rows before it are pulled
+    from a cursor of the project's own (`behind`), never the other shared projects' again.
     Returns how many observations were queued. Runs inside the caller's transaction."""
     db.execute(
         "INSERT INTO team_projects(root, project_id, team, dsn, member, share_prompts, joined_at)"
@@ -169,7 +170,16 @@ def join(db: sqlite3.Connection, project: SharedProject, window_days: float) -> 
         (project.root, since),
     )
     link = Link(project.dsn, project.team, project.member, (project,)).key
-    db.execute("DELETE FROM team_cursors WHERE link = ? AND feed IN ('observations', 'sessions')", (link,))
+    pulling = db.execute("SELECT 1 FROM team_cursors WHERE link = ? AND feed = 'observations'", (link,)).fetchone()
+    if pulling:  # the project's window start is found by the next pull (-1: not yet)
+        db.execute(
+            "INSERT INTO team_cursors(link, feed, seq) VALUES (?, ?, -1)"
+            " ON CONFLICT(link, feed) DO UPDATE SET seq = -1",
+            (link, BEHIND + project.project_id),
+        )
+        db.execute("DELETE FROM team_cursors WHERE link = ? AND feed = 'sessions'", (link,))
+    else:
+        db.execute("DELETE FROM team_cursors WHERE link = ? AND feed IN ('observations', 'sessions')", (link,))
     return int(queued)
 
 
@@ -414,6 +424,20 @@ class Page:
     skipped: list[Skipped] = field(default_factory=list)
 
 
+# A project joined to a link that pulls already: its own observations cursor (feed BEHIND + project id),
+# from the row before its window up to the link's; -1 until the pull has found that row. Passed by the
+# link's cursor, it is done (`move_cursors` drops it).
+BEHIND: Final = "behind "
+
+
+def behind(after: dict[str, int], projects: Sequence[str]) -> dict[str, int]:
+    """The projects still pulled from a cursor of their own (`BEHIND`), and that cursor."""
+    main = after.get("observations")
+    if main is None:
+        return {}
+    return {p: seq for p in projects if (seq := after.get(BEHIND + p, main)) < main}
+
+
 def cursors(conn: sqlite3.Connection, link_key: str) -> dict[str, int]:
     rows = conn.execute("SELECT feed, seq FROM team_cursors WHERE link = ?", (link_key,)).fetchall()
     return {str(feed): int(seq) for feed, seq in rows}
@@ -572,6 +596,12 @@ def move_cursors(db: sqlite3.Connection, link_key: str, moved: dict[str, int], p
             "INSERT INTO team_cursors(link, feed, seq) VALUES (?, ?, ?)"
             " ON CONFLICT(link, feed) DO UPDATE SET seq = max(seq, excluded.seq)",
             (link_key, feed, seq),
+        )
+    if moved:  # a joined project's own cursor that the link's has reached: done
+        db.execute(
+            "DELETE FROM team_cursors WHERE link = ?1 AND feed > ?2 AND feed < ?3 AND seq >= (SELECT seq FROM"
+            " team_cursors WHERE link = ?1 AND feed = 'observations')",
+            (link_key, BEHIND, BEHIND[:-1] + chr(ord(BEHIND[-1]) + 1)),
         )
     db.execute(
         "INSERT INTO team_links(link, last_pull_at, pulled) VALUES (?, ?, ?) ON CONFLICT(link) DO UPDATE"

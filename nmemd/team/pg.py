@@ -348,13 +348,14 @@ _PULL_PAGE: Final = (
 
 @functools.lru_cache(maxsize=16)
 def _pull_observations(projects: int) -> str:
-    """The statement for `projects` projects (parameters p0, p1, ...): the page's rows, each with the
-    last seq walked and how many, asked of the walk again only when the page is not full."""
+    """The statement for `projects` projects (parameters p0, p1, ... and each one's cursor a0, a1, ...):
+    the page's rows, each with the last seq walked and how many, asked of the walk again only when the
+    page is not full."""
     walk = (
         "SELECT u.s FROM ("
         + " UNION ALL ".join(
             f"(SELECT o.seq AS s FROM nmem.observations o WHERE o.team = %(team)s AND o.project = %(p{i})s"
-            f" AND o.seq > %(after)s AND (o.team, o.project, o.seq) > (%(team)s, %(p{i})s, %(after)s)"
+            f" AND o.seq > %(a{i})s AND (o.team, o.project, o.seq) > (%(team)s, %(p{i})s, %(a{i})s)"
             " ORDER BY o.seq LIMIT %(walk)s)"
             for i in range(projects)
         )
@@ -412,9 +413,12 @@ def pull(
     limit: int = PAGE_ROWS,
     budget: int = PAGE_BYTES,
     version: int = 1,
+    behind: dict[str, int] | None = None,
 ) -> tuple[Page, bool]:
     """The next page of each feed after its cursor, at most `limit` rows and about `budget` bytes of
     text each; and whether any feed may hold more. A row too large to pull is in `Page.skipped`.
+    `behind`: projects whose observations start before the feed's cursor (a project joined to a link
+    that pulls already: its window's rows up to the cursor), each from its own seq.
     Blocking: run on a worker thread (team.threaded), so the page is fetched and decoded off the loop."""
     got: dict[str, list[Any]] = {}
     more = False
@@ -427,7 +431,9 @@ def pull(
             "budget": budget, "row_max": ROW_MAX_BYTES,
         }  # fmt: skip
         if feed == "observations":
-            each = {f"p{i}": p for i, p in enumerate(projects)}
+            floors, last = behind or {}, after.get(feed, 0)
+            each: dict[str, object] = {f"p{i}": p for i, p in enumerate(projects)}
+            each |= {f"a{i}": min(floors.get(p, last), last) for i, p in enumerate(projects)}
             queries.append((_pull_observations(len(projects)), {**params, **each, "walk": limit * OWN_WALK}))
             continue
         queries.append((_PULL["tombstones_v2" if feed == "tombstones" and version >= DELETES_SINCE else feed], params))

@@ -491,14 +491,28 @@ class TeamSync:
                 start = await conn.run(pg.window_start, OP_TIMEOUT_S, link.team, projects, self._window_since())
                 await self._write(local.move_cursors, link.key, {"observations": start}, 0, time.time())
                 continue
+            behind = local.behind(after, projects)
+            if any(seq < 0 for seq in behind.values()):  # a project joined to a link that pulls: its window
+                since = self._window_since()
+                starts = {
+                    local.BEHIND + p: await conn.run(pg.window_start, OP_TIMEOUT_S, link.team, [p], since)
+                    for p, seq in behind.items()
+                    if seq < 0
+                }
+                await self._write(local.move_cursors, link.key, starts, 0, time.time())
+                continue
             paced = pace and shares_cores and self.daemon.ingestor.busy()
             if paced:
                 await self._pull_turn(fetch)
             began = time.monotonic()
             page, more = await conn.run(
                 pg.pull, OP_TIMEOUT_S, link.team, projects, self.machine, after,
-                limit=PACED_PAGE_ROWS if paced else pg.PAGE_ROWS, version=st.schema_version or 1,
+                limit=PACED_PAGE_ROWS if paced else pg.PAGE_ROWS, version=st.schema_version or 1, behind=behind,
             )  # fmt: skip
+            if behind:  # the joined projects' own cursors reach the page's end (the link's, at the feed's end)
+                reached = max(page.cursors.get("observations", -1), -1 if more else after["observations"])
+                if reached >= 0:
+                    page.cursors |= {local.BEHIND + p: reached for p in behind}
             if paced:
                 fetch.took(time.monotonic() - began)
             if page.observations and not merging:

@@ -330,7 +330,9 @@ def test_a_pull_reads_its_page_through_an_index_on_a_table_just_filled(pg_db: Da
               "walk": 1000 * pg.OWN_WALK, "budget": pg.PAGE_BYTES, "row_max": pg.ROW_MAX_BYTES}  # fmt: skip
     with pg.connect_blocking(kim) as conn:
         pg.for_pulls(conn)
-        cur = conn.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._pull_observations(1), {**params, "p0": PROJECT})
+        cur = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT TEXT) " + pg._pull_observations(1), {**params, "p0": PROJECT, "a0": seqs[4999]}
+        )
         plan = "\n".join(str(r[0]) for r in cur.fetchall())
         page, more = pg.pull(conn, "acme", [PROJECT], "kim-box", {"observations": seqs[4999]})
     assert "Index Scan using observations_pkey" in plan and "(never executed)" in plan, plan  # each row by seq
@@ -391,3 +393,35 @@ def test_a_pull_moves_its_cursor_past_the_members_own_rows_without_sending_them(
         size = len("make") + 100 + len("al-a1") + len("s") + len("claude-code")
         page, more = pg.pull(conn, "acme", both, "kim-box", {"observations": own[9]}, budget=size + 1)
         assert [o.seq for o in page.observations] == theirs[:2] and page.cursors["observations"] == theirs[1] and more
+
+
+def test_a_project_joined_later_pulls_its_own_window_not_the_shared_ones_again(
+    team: tuple[Database, Member, Member],
+) -> None:
+    """Issue #40: a link that pulls already keeps its cursor when another project joins. The new
+    project's rows before that cursor come from a cursor of its own; the project shared first is not
+    pulled again (a join used to start the whole link over at the window: every shared project's rows)."""
+    db, _, b = team
+    web_id = "github.com/acme/web"
+    for project, n in ((web_id, 200), (PROJECT, 300)):  # web's rows older (lower seqs) than api's
+        db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', %s, %s || g, 'al', 'al-box', 'claude-code', 's', 'command',"
+            " 'make', 'zq40' || %s, now() FROM generate_series(1, %s) AS g",
+            (project, project, project.rsplit("/", 1)[1], n),
+        )
+    api = b.checkout("api", "https://github.com/acme/api")
+    web = b.checkout("web", "https://github.com/acme/web")
+    b.start()
+    _join(b, api)
+    wait_until(lambda: len(_marked(b, "zq40api")) == 300, SYNC_S, "bo's pull of api")
+    (pulled,) = _rows(b, "SELECT pulled FROM team_links")[0]
+    cursor = _cursor(b, "observations")
+
+    _join(b, web)
+    wait_until(lambda: len(_marked(b, "zq40web")) == 200, SYNC_S, "bo's pull of web's window")
+    wait_until(lambda: not _rows(b, "SELECT 1 FROM team_cursors WHERE feed LIKE 'behind %'"), SYNC_S, "web caught up")
+    (now_pulled,) = _rows(b, "SELECT pulled FROM team_links")[0]
+    assert now_pulled - pulled == 200  # web's rows alone: none of api's again
+    assert _cursor(b, "observations") == cursor
+    assert len(_marked(b, "zq40api")) == 300
