@@ -498,19 +498,33 @@ def _fetch_all(conn: psycopg.Connection[Any], queries: list[tuple[str, dict[str,
 
 
 def waiting(
-    conn: psycopg.Connection[Any], team: str, projects: Sequence[str], machine: str, after: dict[str, int]
+    conn: psycopg.Connection[Any],
+    team: str,
+    projects: Sequence[str],
+    machine: str,
+    after: dict[str, int],
+    behind: dict[str, int] | None = None,
 ) -> int:
-    """Rows of the feeds a pull would still bring (at most 10,001 counted): `nmem team status`'s lag."""
+    """Rows of the feeds a pull would still bring (at most 10,001 counted each): `nmem team status`'s
+    lag. `behind`: projects joined later, still pulled from their own cursor up to the link's (`pull`)."""
+    obs = after.get("observations", 0)
+    late = {p: max(seq, 0) for p, seq in (behind or {}).items() if seq < obs}
     cur = conn.execute(
         "SELECT (SELECT count(*) FROM (SELECT 1 FROM nmem.observations WHERE team = %(team)s"
         " AND project = ANY(%(projects)s) AND seq > %(obs)s AND NOT (author = session_user AND machine = %(machine)s)"
-        " LIMIT 10001) o) + (SELECT count(*) FROM (SELECT 1 FROM nmem.tombstones WHERE team = %(team)s"
+        " LIMIT 10001) o) + (SELECT count(*) FROM (SELECT 1 FROM unnest(%(late)s::text[], %(floors)s::bigint[])"
+        " AS b(project, floor) CROSS JOIN LATERAL (SELECT 1 FROM nmem.observations o WHERE o.team = %(team)s"
+        " AND o.project = b.project AND o.seq > b.floor AND o.seq <= %(obs)s"
+        " AND NOT (o.author = session_user AND o.machine = %(machine)s) LIMIT 10001) r LIMIT 10001) c)"
+        " + (SELECT count(*) FROM (SELECT 1 FROM nmem.tombstones WHERE team = %(team)s"
         " AND seq > %(tomb)s LIMIT 10001) t)",
         {
             "team": team,
             "projects": list(projects),
             "machine": machine,
-            "obs": after.get("observations", 0),
+            "obs": obs,
+            "late": list(late),
+            "floors": list(late.values()),
             "tomb": after.get("tombstones", 0),
         },  # fmt: skip
     )

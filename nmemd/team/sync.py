@@ -456,7 +456,8 @@ class TeamSync:
             if time.monotonic() - lag_at >= LAG_EVERY_S:
                 lag_at = time.monotonic()
                 after = await readers.run(db, local.cursors, link.key)
-                st.lag = await conn.run(pg.waiting, OP_TIMEOUT_S, link.team, projects, self.machine, after)
+                behind = local.behind(after, projects)
+                st.lag = await conn.run(pg.waiting, OP_TIMEOUT_S, link.team, projects, self.machine, after, behind)
             with anyio.move_on_after(settings.team_pull_interval_s):
                 await wake.pull.wait()
 

@@ -425,3 +425,28 @@ def test_a_project_joined_later_pulls_its_own_window_not_the_shared_ones_again(
     assert now_pulled - pulled == 200  # web's rows alone: none of api's again
     assert _cursor(b, "observations") == cursor
     assert len(_marked(b, "zq40api")) == 300
+
+
+def test_the_lag_counts_a_project_joined_later_until_it_caught_up(pg_db: Database) -> None:
+    """`nmem team status`'s lag: the rows of a project still pulled from its own cursor count too."""
+    from nmemd.team import pg
+
+    admin.init(pg_db.admin_dsn, "acme")
+    kim = admin.add_member(pg_db.admin_dsn, "acme", "kim").dsn
+    web = "github.com/acme/web"
+    for project, n in ((web, 200), (PROJECT, 300)):
+        pg_db.execute(
+            "INSERT INTO nmem.observations (team, project, event_id, author, machine, agent, session_id, kind,"
+            " title, body, created_at) SELECT 'acme', %s, %s || g, 'al', 'al-box', 'claude-code', 's', 'command',"
+            " 'make', 'ok', now() FROM generate_series(1, %s) AS g",
+            (project, project, n),
+        )
+    web_seqs = [r[0] for r in pg_db.execute("SELECT seq FROM nmem.observations WHERE project = %s ORDER BY seq", [web])]
+    ((last,),) = pg_db.execute("SELECT max(seq) FROM nmem.observations")
+    after = {"observations": last}
+    with pg.connect_blocking(kim) as conn:
+        assert pg.waiting(conn, "acme", [PROJECT, web], "kim-box", after) == 0
+        assert pg.waiting(conn, "acme", [PROJECT, web], "kim-box", after, {web: web_seqs[0] - 1}) == 200
+        assert pg.waiting(conn, "acme", [PROJECT, web], "kim-box", after, {web: web_seqs[49]}) == 150
+        assert pg.waiting(conn, "acme", [PROJECT, web], "kim-box", after, {web: -1}) == 200  # its start not found yet
+        assert pg.waiting(conn, "acme", [PROJECT, web], "kim-box", after, {web: last}) == 0  # caught up
