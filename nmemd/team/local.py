@@ -599,9 +599,9 @@ def move_cursors(db: sqlite3.Connection, link_key: str, moved: dict[str, int], p
         )
     if moved:  # a joined project's own cursor that the link's has reached: done
         db.execute(
-            "DELETE FROM team_cursors WHERE link = ?1 AND feed > ?2 AND feed < ?3 AND seq >= (SELECT seq FROM"
+            "DELETE FROM team_cursors WHERE link = ?1 AND feed LIKE ?2 || '%' AND seq >= (SELECT seq FROM"
             " team_cursors WHERE link = ?1 AND feed = 'observations')",
-            (link_key, BEHIND, BEHIND[:-1] + chr(ord(BEHIND[-1]) + 1)),
+            (link_key, BEHIND),
         )
     db.execute(
         "INSERT INTO team_links(link, last_pull_at, pulled) VALUES (?, ?, ?) ON CONFLICT(link) DO UPDATE"

@@ -508,7 +508,7 @@ def waiting(
     """Rows of the feeds a pull would still bring (at most 10,001 counted each): `nmem team status`'s
     lag. `behind`: projects joined later, still pulled from their own cursor up to the link's (`pull`)."""
     obs = after.get("observations", 0)
-    late = {p: max(seq, 0) for p, seq in (behind or {}).items() if seq < obs}
+    late = {p: max(seq, 0) for p, seq in (behind or {}).items()}  # -1: its start not found yet
     cur = conn.execute(
         "SELECT (SELECT count(*) FROM (SELECT 1 FROM nmem.observations WHERE team = %(team)s"
         " AND project = ANY(%(projects)s) AND seq > %(obs)s AND NOT (author = session_user AND machine = %(machine)s)"
