@@ -4,7 +4,8 @@ What a search costs beyond the search itself: the client's connect, the daemon's
 ping's reply, the hop to the query thread and the reply back. Three of the cheapest calls measure it, as
 `nmem` asks them (`nmemd.control.control.ask`: a read's ping and request on one connection): a ping alone,
 a search of a word no row holds, `recent` of one row. Each tree's daemon on an empty store in turn (this
-tree first in odd rounds), `--calls` of each kind a round; the figures are medians of the rounds' medians.
+tree first in odd rounds), `--calls` of each kind a round; the figures are medians of the rounds' medians,
+and of the daemon's CPU a call in each round.
 
     .venv/bin/python bench/bench_rpc_trip.py --tree /work/base-start
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import common
-from bench_scale import NO_OPTIMIZE, Scratch, use_tree
+from bench_scale import NO_OPTIMIZE, Scratch, daemon_cpu_s, use_tree
 
 from nmemd.control import control
 
@@ -32,17 +33,20 @@ KINDS: dict[str, Callable[[], Any]] = {
 
 
 def one_round(tree: Path, calls: int) -> dict[str, float]:
-    """Each kind's median round trip in us, on a fresh daemon of `tree` with an empty store."""
+    """Each kind's median round trip in us, and the daemon's CPU a call in us (`<kind> cpu`), on a fresh
+    daemon of `tree` with an empty store."""
     use_tree(tree)
-    with Scratch(None, env=NO_OPTIMIZE):
+    with Scratch(None, env=NO_OPTIMIZE) as scratch:
         control.ask("recent", {"limit": 1})  # the first read imports the read path
         out = {}
         for kind, call in KINDS.items():
             times = []
+            cpu = daemon_cpu_s(scratch.daemon.pid)
             for _ in range(calls):
                 start = time.perf_counter_ns()
                 call()
                 times.append((time.perf_counter_ns() - start) / 1e3)
+            out[f"{kind} cpu"] = (daemon_cpu_s(scratch.daemon.pid) - cpu) / calls * 1e6
             out[kind] = statistics.median(times)
         return out
 
@@ -70,6 +74,11 @@ def main() -> None:
     for kind in KINDS:
         mine = statistics.median(r[kind] for r in results["this tree"])
         base = statistics.median(r[kind] for r in results["baseline"])
+        print(f"  {kind:30} {mine:10.0f} {base:10.0f} {mine / base:7.2f}")
+    print("the daemon's CPU a call (user + system, /proc; 10 ms ticks over the round), median of the rounds, us:")
+    for kind in KINDS:
+        mine = statistics.median(r[f"{kind} cpu"] for r in results["this tree"])
+        base = statistics.median(r[f"{kind} cpu"] for r in results["baseline"])
         print(f"  {kind:30} {mine:10.0f} {base:10.0f} {mine / base:7.2f}")
 
 

@@ -326,25 +326,32 @@ class FrameConnection(asyncio.Protocol):
         self._extracted(event_id, result)
 
     def _rpc_frame(self, body: bytes) -> None:
-        """A read starts at once (`rpc.start_read`), its task only waits for it; any other request, or a read
-        that cannot start yet, takes `_rpc`'s way."""
+        """A read starts at once (`rpc.start_read`) and its end calls back to the loop (`_read_done`); any
+        other request, or a read that cannot start yet, takes `_rpc`'s way, in a task."""
         from nmemd.daemon import rpc
 
         sender = self._worker_sender()
         running = rpc.start_read(self.daemon, body, sender.send) if sender is not None else None
-        if running is None:
+        if sender is None or running is None:
             self._in_task(self._rpc, body, sender)
-        else:
-            self._in_task(self._rpc_running, running, sender)
+            return
+        self.busy = True
+        readers.when_done(running, lambda done: self._read_done(done, sender))
 
-    async def _rpc_running(self, running: readers.Running, sender: WorkerSender) -> None:
+    def _read_done(self, running: readers.Running, sender: WorkerSender) -> None:
+        """`_rpc_frame`'s read is over (on the loop): its error's reply if it failed (the worker sent the
+        answer otherwise), then the next frame."""
         from nmemd.daemon import rpc
 
         try:
-            reply = await rpc.finish_read(self.daemon, running)
-        finally:
+            reply = rpc.read_reply(self.daemon, running)
+        except Exception:  # a bug must cost this connection only, never the loop's callback
+            LOG.exception("connection handler failed")
             sender.finish()
-        self._write(reply or b"")  # an error's reply (the worker sent the answer)
+            self._close()
+            return
+        sender.finish()
+        self._write(reply or b"")
         self._frame_done()
 
     async def _rpc(self, body: bytes, sender: WorkerSender | None) -> None:

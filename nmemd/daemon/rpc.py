@@ -71,10 +71,11 @@ def _replying(send: Callable[[bytes], None]) -> Callable[[Any], None]:
     return reply
 
 
-async def finish_read(daemon: Daemon, running: readers.Running) -> bytes | None:
-    """`start_read`'s request answered: None when its worker sent the reply, else the error's frame."""
+def read_reply(daemon: Daemon, running: readers.Running) -> bytes | None:
+    """`start_read`'s request, done (`readers.when_done`): None when its worker sent the reply, else the
+    error's frame."""
     try:
-        await readers.finish(running, daemon.ingestor.busy)
+        readers.result(running, daemon.ingestor.busy)
     except NmemError as exc:
         return error_reply(exc)
     return None
