@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -31,6 +31,21 @@ def remembered(maxsize: int) -> Callable[[_F], _F]:
         return cached  # type: ignore[return-value]  # the same call signature, plus cache_clear
 
     return wrap
+
+
+class Held(NamedTuple):
+    """What `cache_info` tells of a cache of one's own (`keep_cache`): the entries it holds."""
+
+    currsize: int
+
+
+_C = TypeVar("_C", bound=_Cache)
+
+
+def keep_cache(cache: _C) -> _C:
+    """A cache of stored text that is not an lru_cache, emptied by `forget_stored_text` too."""
+    _CACHES.append(cache)
+    return cache
 
 
 def forget_stored_text() -> int:

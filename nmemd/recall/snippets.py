@@ -15,9 +15,9 @@ import math
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from nmemd.remembered import remembered
+from nmemd.remembered import Held, keep_cache, remembered
 
 if TYPE_CHECKING:  # the CLI marks snippets without paying for the query parser's start
     from nmemd.recall.terms import Query
@@ -210,19 +210,17 @@ def _tests(wide: bool) -> tuple[_Test, ...]:
 
 
 _ASCII_TESTS: Final = _tests(wide=False)
-_Facts = tuple[tuple[_Test, float], ...]
+_Facts = tuple[tuple[_Test, float, float], ...]  # (test, its weight, its weight and those after it)
 
 
 def _by_keys(tests: tuple[_Test, ...]) -> tuple[_Facts, ...]:
     """By the bits of `_keys_held`: the tests that may match, in order, with their weights."""
-    return tuple(
-        tuple(
-            (test, weight)
-            for bit, (test, (_, weight)) in enumerate(zip(tests, _FACT_WEIGHTS, strict=True))
-            if keys >> bit & 1
-        )
-        for keys in range(1 << len(_FACT_WEIGHTS))
-    )
+    out = []
+    for keys in range(1 << len(_FACT_WEIGHTS)):
+        held = [(test, weight) for bit, (test, (_, weight)) in enumerate(zip(tests, _FACT_WEIGHTS, strict=True))
+                if keys >> bit & 1]  # fmt: skip
+        out.append(tuple((test, weight, sum(w for _, w in held[i:])) for i, (test, weight) in enumerate(held)))
+    return tuple(out)
 
 
 _BY_KEYS: Final = _by_keys(_ASCII_TESTS)
@@ -252,7 +250,7 @@ def _weight(line: str, low: str, facts: _Facts, cap: float = FACT_CAP) -> float:
     """The weights of `facts` that match `line` (`low`: it in lowercase), summed in order; the patterns
     left are not read once the sum reaches `cap` (FACT_CAP: all a fact counts for)."""
     total = 0.0
-    for test, weight in facts:
+    for test, weight, _ in facts:
         if test(line, low):
             total += weight
             if total >= cap:
@@ -261,20 +259,66 @@ def _weight(line: str, low: str, facts: _Facts, cap: float = FACT_CAP) -> float:
 
 
 CACHED_LINE: Final = 600  # lines up to this long are remembered (`_capped_fact`, `_errorish_line`): 2 MB or so
+_REMEMBERED_LINES: Final = 8192
 
 
-def _capped_fact(line: str) -> float:
-    """`line`'s fact weight up to FACT_CAP, what a snippet's line is chosen by. Cached: hits repeat lines
-    (a test run's, a command's output), and searches repeat hits."""
-    return _remembered_fact(line) if len(line) <= CACHED_LINE else _fact_of(line)
+def _capped_fact(line: str, floor: float = -math.inf) -> float:
+    """`line`'s fact weight up to FACT_CAP, what a snippet's line is chosen by; or, when less than `floor` is
+    all it can carry, a bound of it below `floor` (the line cannot win: its tests left are not read). Cached:
+    hits repeat lines (a test run's, a command's output), and searches repeat hits."""
+    if len(line) > CACHED_LINE:
+        return _fact_of(line, floor)[0]
+    fact = _LINE_FACTS.exact.get(line)
+    if fact is not None:
+        return fact
+    bound = _LINE_FACTS.bounds.get(line)
+    if bound is not None and bound < floor:
+        return bound
+    fact, exact = _fact_of(line, floor)
+    _LINE_FACTS.keep(line, fact, exact)
+    return fact
 
 
-def _fact_of(line: str) -> float:
+def _fact_of(line: str, floor: float = -math.inf) -> tuple[float, bool]:
+    """The line's capped fact weight and True; or a bound of it below `floor` and False, its tests cut short
+    once what they found plus the weights of those left (`_Facts`' third item) cannot reach `floor`."""
     facts, low = _facts_in(line)
-    return min(_weight(line, low, facts), FACT_CAP) if facts else 0.0
+    total = 0.0
+    for test, weight, rest in facts:
+        if (bound := min(total + rest + _EPSILON, FACT_CAP)) < floor:
+            return bound, False
+        if test(line, low):
+            total += weight
+            if total >= FACT_CAP:
+                break
+    return min(total, FACT_CAP), True
 
 
-_remembered_fact: Final = remembered(8192)(_fact_of)
+class _LineFacts:
+    """Lines' capped fact weights, and bounds of those whose tests were cut short (`_capped_fact`): a dict
+    each, the oldest entries dropped past _REMEMBERED_LINES; emptied by `forget_stored_text`."""
+
+    def __init__(self) -> None:
+        self.exact: dict[str, float] = {}
+        self.bounds: dict[str, float] = {}
+
+    def keep(self, line: str, fact: float, exact: bool) -> None:
+        held = self.exact if exact else self.bounds
+        if len(held) >= _REMEMBERED_LINES:
+            del held[next(iter(held))]
+        held[line] = fact
+        if exact:
+            self.bounds.pop(line, None)
+
+    def cache_clear(self) -> None:
+        self.exact.clear()
+        self.bounds.clear()
+
+    def cache_info(self) -> Held:
+        return Held(len(self.exact) + len(self.bounds))
+
+
+_LINE_FACTS: Final = keep_cache(_LineFacts())
 
 
 def fact_weight(line: str) -> float:
@@ -394,25 +438,42 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
     cause = 2.0 if why else 0.0  # what a line stating a cause adds, when the question asks for one
     # The line of the highest total, the first in text order of equal ones. Read best score first: a line
     # whose score plus the most a fact adds cannot reach the best total so far is not read, nor any after it.
-    best: tuple[float, int, int, int] | None = None  # (total, order, start, end)
+    # The best line's own fact is read only when another line could reach it (one line with a match, or the
+    # others a term behind, is chosen without: a new line's fact tests cost ~15 us).
+    best: list[Any] | None = None  # [total (None: not read yet), order, start, end, score, near]
     for order, (score, start, end, first) in sorted(enumerate(scored), key=lambda x: -x[1][0]):
         if score < top - (3.5 if why else 1.5):
             break
-        if best is not None and (reach := score + FACT_CAP + cause) <= best[0]:
-            if reach < best[0]:
-                break
-            if order > best[1]:
-                continue  # it could only tie, and the earlier line wins a tie
+        if best is not None:
+            reach = score + FACT_CAP + cause
+            if reach < best[4]:
+                break  # short of the best line's score alone: so is every line after it
+            if best[0] is None:
+                best[0] = _total(best[4], best[5], why, cause)
+            if reach <= best[0]:
+                if reach < best[0]:
+                    break
+                if order > best[1]:
+                    continue  # it could only tie, and the earlier line wins a tie
         if _EMPTY.match(text[start:end]):
             continue
         near = text[max(start, first - 100) : min(end, first + 200)]  # a long line's fact is near its match
-        fact = _capped_fact(near)
-        if best is not None and fact < best[0] - score - cause - _EPSILON:
+        if best is None:
+            best = [None, order, start, end, score, near]
+            continue
+        floor = best[0] - score - cause - _EPSILON
+        fact = _capped_fact(near, floor)  # exact unless below the floor
+        if fact < floor:
             continue  # it loses whatever else it holds
         total = score + fact + (cause if why and CONCLUSION.search(near) else 0.0)
-        if best is None or total > best[0] or (total == best[0] and order < best[1]):
-            best = (total, order, start, end)
+        if total > best[0] or (total == best[0] and order < best[1]):
+            best = [total, order, start, end, score, near]
     return None if best is None else (best[2], best[3])
+
+
+def _total(score: float, near: str, why: bool, cause: float) -> float:
+    """A candidate line's total: its matches' score, its fact, and a stated cause when the question asks why."""
+    return score + _capped_fact(near) + (cause if why and CONCLUSION.search(near) else 0.0)
 
 
 def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
@@ -421,7 +482,8 @@ def _best_fact(text: str, lines: int = 200) -> tuple[int, int] | None:
     for n, m in enumerate(_LINE.finditer(text)):
         if n >= lines or (best is not None and best[0] >= FACT_CAP - n * 0.002):
             break  # no line from here on can score more than the best one
-        score = _capped_fact(m.group()) - n * 0.002
+        # a bound below the floor loses (its score is below the best's, or not above 0), as its fact would
+        score = _capped_fact(m.group(), (best[0] if best is not None else 0.0) + n * 0.002 - _EPSILON) - n * 0.002
         if score > 0 and (best is None or score > best[0]):
             best = (score, *m.span())
     return None if best is None else (best[1], best[2])

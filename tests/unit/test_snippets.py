@@ -142,6 +142,22 @@ def test_the_fact_keys_agree_with_the_patterns_they_stand_for(line: str) -> None
     assert snippets._capped_fact(line) == min(_fact_weight_by_the_regexes(line), snippets.FACT_CAP)
 
 
+_FLOORS = [0.0, 0.2, 0.5, 0.9, 1.0, 1.3, 1.6]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=10).map("".join), st.sampled_from(_FLOORS))
+@settings(max_examples=800, deadline=None)
+def test_a_lines_fact_cut_short_is_a_bound_below_the_floor(line: str, floor: float) -> None:
+    """`_capped_fact(line, floor)` reads a line's tests only while it can still reach `floor`: it answers the
+    fact itself, or a bound of it below `floor` (the line loses either way); remembered, the same."""
+    fact = min(_fact_weight_by_the_regexes(line), snippets.FACT_CAP)
+    for _ in range(2):
+        bound = snippets._capped_fact(line, floor)
+        assert bound == fact or fact <= bound < floor
+    assert snippets._capped_fact(line) == fact  # exact once asked without a floor, and remembered so
+    assert snippets._capped_fact(line, floor) == fact
+
+
 def _collapsed_by_the_runs(content: str, lo: int, hi: int, starts: list[int]) -> tuple[str, list[int]]:
     """`_collapse`'s text and where each start lands, as defined: each `\\s+` run one space, none at the ends."""
     import re
