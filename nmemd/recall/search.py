@@ -59,7 +59,7 @@ def search(
         conn.set_progress_handler(None, 0)
     why = bool(snippets.ASKS_WHY.search(text))
     twins: dict[int, list[Hit]] = {}
-    folded = _fold(hits, twins)[: limit + turns.TURN_TOP]
+    folded = _fold(hits, twins, limit + turns.TURN_TOP)
     outcome = turns.asks_outcome(query, text)
     best = turns.surface(conn, query, folded, idf, why, turns.asks(text), twins, outcome)[:limit]
     if kinds := vocabulary.kinds_only(query, text):  # "what changed": the newest edits
@@ -85,33 +85,43 @@ def _snippets(conn: sqlite3.Connection, query: Query, hits: list[Hit], contents:
             hit.snippet, hit.spans = cut
 
 
-def _fold_key(hit: Hit) -> tuple[str, ...]:
-    """Rows that say the same thing: one command or title again (numbers aside), or one session's todos."""
-    if hit.type == "task":
-        return ("task", hit.session_id)
-    if hit.type in _SAID:  # a turn's last text is its Stop too: the same words once
-        return ("said", hit.session_id, _folded_title(hit.title.removeprefix(_STOP_PREFIX))[:_SAID_CHARS])
-    return (hit.type, hit.file_path or "", _folded_title(hit.title))
-
-
 @remembered(4096)
 def _folded_title(title: str) -> str:
     """A title without its numbers and spacing: hits repeat titles (a command run thirty times)."""
     return " ".join(_DIGITS.sub("#", title.lower()).split())  # `\s` is `str.isspace`, as `split()` reads
 
 
-def _fold(hits: list[Hit], twins: dict[int, list[Hit]] | None = None) -> list[Hit]:
+def _fold(hits: list[Hit], twins: dict[int, list[Hit]] | None = None, keep: int | None = None) -> list[Hit]:
     """The best hit of each group of near-identical ones, carrying how many it stands for; in `twins`, by
-    the kept prompt's id, the prompts folded into it (a prompt sent again: each began a turn of its own)."""
+    the kept prompt's id, the prompts folded into it (a prompt sent again: each began a turn of its own).
+    Near-identical: one command or title again (numbers aside), or one session's todos. `keep`: the first
+    groups only (once that many are found, a hit is read only as far as it may join one of them)."""
     kept: dict[tuple[str, ...], Hit] = {}
+    heads: set[tuple[str, ...]] = set()  # what the kept groups' keys start with, their titles aside
+    full = False
     for hit in hits:  # best first
-        key = _fold_key(hit)
+        kind = hit.type
+        if kind == "task":
+            key: tuple[str, ...] = ("task", hit.session_id)
+            head = key
+        else:
+            said = kind in _SAID  # a turn's last text is its Stop too: the same words once
+            head = ("said", hit.session_id) if said else (kind, hit.file_path or "")
+            if full and head not in heads:
+                continue  # it joins none of the groups kept, and starts none that is kept
+            title = (
+                _folded_title(hit.title.removeprefix(_STOP_PREFIX))[:_SAID_CHARS] if said else _folded_title(hit.title)
+            )
+            key = (*head, title)
         first = kept.get(key)
         if first is None:
-            kept[key] = hit
+            if not full:
+                kept[key] = hit
+                heads.add(head)
+                full = keep is not None and len(kept) >= keep
         else:
             first.similar += 1
-            if twins is not None and hit.type == "prompt" and hit.session_id == first.session_id:
+            if twins is not None and kind == "prompt" and hit.session_id == first.session_id:
                 twins.setdefault(first.id, []).append(hit)
     return list(kept.values())
 

@@ -373,20 +373,35 @@ def _start(match: Match) -> int:
 def matches(query: Query, low: str) -> list[Match]:
     """Every match of the query's terms in `low` (lowercase text), in order, at most MAX_MATCHES."""
     found: list[Match] = []
-    for i, term in enumerate(query.terms):
-        weight = 0.5 if term.hint else 1.0
-        for patterns in term.matchers:  # each pattern of each alternative as `terms.matcher` made it, once per query
-            for key, tail, edged in patterns:
-                if key not in low:  # a substring test first: most texts lack most words
-                    continue
-                for m in tail.finditer(low):
-                    s, e = m.span()
-                    if e > s and not (edged and s and low[s - 1].isalnum()):
-                        found.append(Match(s, e, i, weight))
-                        if len(found) >= MAX_MATCHES:
-                            return sorted(found)
+    for i, weight, key, tail, edged in query.matchers:  # as `terms.matcher` made them, once per query
+        if key not in low:  # a substring test first: most texts lack most words
+            continue
+        for m in tail.finditer(low):
+            s, e = m.span()
+            if e > s and not (edged and s and low[s - 1].isalnum()):
+                found.append(_new_match(Match, (s, e, i, weight)))  # NamedTuple's own __new__ is Python's
+                if len(found) >= MAX_MATCHES:
+                    return sorted(found)
     found.sort()
     return found
+
+
+_new_match: Final = tuple.__new__
+
+
+def terms_in(query: Query, low: str) -> set[int]:
+    """The indexes of the query's terms that match in `low` (lowercase text): `matches`' terms, read only up to
+    each term's first match."""
+    held: set[int] = set()
+    for i, _, key, tail, edged in query.matchers:
+        if i in held or key not in low:
+            continue
+        for m in tail.finditer(low):
+            s, e = m.span()
+            if e > s and not (edged and s and low[s - 1].isalnum()):
+                held.add(i)
+                break
+    return held
 
 
 # A question about a cause ("why did the build fail?"): a line stating one answers it.
@@ -407,7 +422,7 @@ def cut(
         return None
     text = content[:SCAN_CHARS]
     found = matches(query, text.lower())
-    shown = {f.term for f in matches(query, title.lower())} if title and found else set()
+    shown = terms_in(query, title.lower()) if title and found else set()
     line = _best_matching(text, found, shown, why) if found else _best_fact(text)
     if line is None:
         return None
@@ -432,6 +447,8 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
         weight = f.weight * (0.5 if f.term in shown else 1.0)
         if terms.get(f.term, 0.0) < weight:
             terms[f.term] = weight
+    if len(lines) == 1:  # half the hits: the line is chosen whatever it holds
+        return None if _EMPTY.match(text[start:end]) else (start, end)
     scored = [(2.0 * sum(terms.values()) - start / SCAN_CHARS, start, end, first) for start, (end, first, terms)
               in lines.items()]  # fmt: skip
     top = max(score for score, *_ in scored)
@@ -556,10 +573,11 @@ def _collapse(content: str, lo: int, hi: int, found: list[Match]) -> tuple[str, 
     head = ELLIPSIS if lo > 0 else ""
     tail = ELLIPSIS if hi < len(content) else ""
     spans: list[Span] = []
+    same = len(text) == len(seg)  # no run of two spaces, none at the ends: every character stays where it was
     for f in inside:
         if f.end > hi or seg[f.start - lo].isspace() or seg[f.end - 1 - lo].isspace():
             continue
-        s, e = moved(f.start - lo), moved(f.end - 1 - lo) + 1
+        s, e = (f.start - lo, f.end - lo) if same else (moved(f.start - lo), moved(f.end - 1 - lo) + 1)
         if 0 <= s < e <= len(text):
             spans.append((s + len(head), e + len(head)))
     return head + text + tail, merged(spans)

@@ -191,6 +191,17 @@ class Query:
         return tuple(t.text_lower if t.hint else "" for t in self.terms)
 
     @cached_property
+    def matchers(self) -> tuple[tuple[int, float, str, re.Pattern[str], bool], ...]:
+        """Every pattern of every term (`Term.matchers`) in one loop, for snippets: (the term's index, its weight
+        in a snippet (a hint word's half), the pattern's literal, the pattern, whether its edge is checked)."""
+        return tuple(
+            (i, 0.5 if term.hint else 1.0, key, tail, edged)
+            for i, term in enumerate(self.terms)
+            for patterns in term.matchers
+            for key, tail, edged in patterns
+        )
+
+    @cached_property
     def neighbours(self) -> tuple[tuple[int, int, tuple[str, re.Pattern[str], bool]], ...]:
         """Pairs of the query's words as they would stand side by side in text, in the query's order,
         with only spaces or punctuation between: "submodule workflow token" in SUBMODULE_TOKEN, "nix

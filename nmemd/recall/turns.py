@@ -24,7 +24,7 @@ from typing import Any, Final
 from nmemd.recall.outcomes import command_key, reports_failures
 from nmemd.recall.queries import HIT_COLUMNS, Hit
 from nmemd.recall.ranking import SCORED_CHARS, TYPE_WEIGHT, command_weight
-from nmemd.recall.terms import Query
+from nmemd.recall.terms import Query, Term
 
 TURN_TOP: Final = 5  # prompts among this many first hits get their turn's best event beside them
 FIRST_EVENTS: Final = 2  # events surfaced for the first such prompt (one for the others)
@@ -117,10 +117,15 @@ def surface(
     return out
 
 
-def _own(query: Query, r: tuple[Any, ...], idf: list[float]) -> float:
-    """The query's words (idf-weighted) an event holds in its title, path, command and content's head."""
-    text = " ".join(x for x in (r[5], r[6], r[8], r[9]) if x).lower()
-    return sum(w for term, w in zip(query.terms, idf, strict=True) if not term.hint and term.count(text))
+def _own(words: list[tuple[Term, float]], r: tuple[Any, ...]) -> float:
+    """The query's words (`_words`: idf-weighted) an event holds in its title, path, command and content's head."""
+    text = " ".join(filter(None, (r[5], r[6], r[8], r[9]))).lower()
+    return sum(w for term, w in words if term.gate in text and term.count(text))  # most lack most: no call
+
+
+def _words(query: Query, idf: list[float]) -> list[tuple[Term, float]]:
+    """The query's terms that count for an event's own words (hint words do not), with their idf."""
+    return [(term, w) for term, w in zip(query.terms, idf, strict=True) if not term.hint]
 
 
 def best_events(
@@ -139,7 +144,8 @@ def best_events(
     rows = [r for p in (prompt, *(twins or ())) for r in _turn_rows(conn, p)]
     if not rows:
         return []
-    scored = [(_worth(query, r, idf, why), r) for r in rows]
+    words = _words(query, idf)
+    scored = [(_worth(query, words, r, why), r) for r in rows]
     top = max(s for s, _ in scored)
     tied = [r for s, r in scored if s == top]
     picked = [tied[0]] + ([tied[-1]] if len(tied) > 1 else [])
@@ -224,9 +230,9 @@ def _turn_rows(conn: sqlite3.Connection, prompt: Hit) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-def _worth(query: Query, r: tuple[Any, ...], idf: list[float], why: bool) -> float:
+def _worth(query: Query, words: list[tuple[Term, float]], r: tuple[Any, ...], why: bool) -> float:
     """How well an event answers for its turn: its own words (idf-weighted), times its kind's weight."""
-    own = _own(query, r, idf)
+    own = _own(words, r)
     weight = TYPE_WEIGHT.get(r[1], 1.0)
     if r[1] == "command" and r[8]:
         weight *= command_weight(r[8])
