@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, Final
 
 from nmemd.recall import vocabulary
@@ -103,15 +104,7 @@ def rank(
         return [], {}
     idf = [w * HINT_WORD_WEIGHT if term.hint else w for term, w in zip(query.terms, idf, strict=True)]
 
-    every = sum(idf[i] for i in range(len(idf)))  # once, not per candidate: hundreds hold all the terms
-
-    rough = sorted(  # (-weight, -rowid): the best first; a key per candidate without a call per candidate
-        [
-            (-every if cand.all_terms else -sum(map(idf.__getitem__, cand.found_by)), -rowid)  # the set's order
-            for rowid, cand in found.items()
-        ]
-    )
-    best = [-negated for _, negated in rough[:RESCORE]]
+    best = _roughly_best(found, idf)
     rows = {
         r[0]: r
         for r in conn.execute(
@@ -122,26 +115,17 @@ def rank(
     # command that its turn asked for is not cut here), then the content of the best of them (content
     # is most of the bytes a row holds, and reading it is most of a search's time).
     seen: dict[str, _Counts] = {}
-    alike: dict[tuple[tuple[float, str | None], ...], _Counted] = {}  # a third of the rows repeat another's fields
+    alike: dict[tuple[str, str | None, str | None], _Counted] = {}  # a third of the rows repeat another's fields
     short: dict[int, _Counted] = {}
     for rowid, r in rows.items():
-        fields = _short_fields(r)
+        fields = r[5], r[6], r[9]  # what `_short_fields` reads
         counted = alike.get(fields)
         if counted is None:
-            counted = alike[fields] = _count(query, fields, unsaid=unsaid, seen=seen)
+            counted = alike[fields] = _count(query, _short_fields(r), unsaid=unsaid, seen=seen)
         short[rowid] = counted  # shared: read only (the content's pass counts into a copy)
-    facts = _Facts(query)
-    words = query.word_indexes
-    lacking = {  # rows that may lack a word: only for those does their turn's prompt count (`_score`)
-        rowid: r
-        for rowid, r in rows.items()
-        if not found[rowid].all_terms
-        and not words <= found[rowid].found_by | {i for i, tf in enumerate(short[rowid].tf) if tf}
-    }
-    asked = _turn_prompts(conn, query, lacking)
-    first = {
-        rowid: _score(found[rowid], idf, r, short[rowid], now, facts, asked.get(rowid)) for rowid, r in rows.items()
-    }
+    facts = _Facts(query, idf, now)
+    asked = _turn_prompts(conn, query, facts.lacking(rows, found, short))
+    first = {rowid: _score(found[rowid], r, short[rowid], facts, asked.get(rowid)) for rowid, r in rows.items()}
     top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
     top = top[:WITH_CONTENT]
     contents = dict(
@@ -156,7 +140,7 @@ def rank(
             score = first[rowid]
         else:
             whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid], unsaid=unsaid)
-            score = _score(found[rowid], idf, r, whole, now, facts, asked.get(rowid), content)
+            score = _score(found[rowid], r, whole, facts, asked.get(rowid), content)
         if score is None:
             continue
         hits.append(
@@ -165,8 +149,27 @@ def rank(
                 count=r[7], score=round(score, 4),
             )
         )  # fmt: skip
-    hits.sort(key=lambda h: (h.score or 0.0, -h.id))
+    hits.sort(key=_ID, reverse=True)  # the newest first among equal scores: the sort below is stable
+    hits.sort(key=_SCORE)
     return hits, contents
+
+
+def _roughly_best(found: dict[int, Candidate], idf: list[float]) -> list[int]:
+    """The RESCORE candidates found by the lookups of most weight, the newest first among equals: by
+    (-weight, -rowid), the weight the sum of their terms' idf (all of them: one sum, not one per candidate)."""
+    every = sum(idf[i] for i in range(len(idf)))
+    if len(idf) == 1 and every > 0:  # one term: every candidate weighs `every` (its lookup found it) or 0
+        held = [rowid for rowid, cand in found.items() if cand.all_terms or cand.found_by]
+        held.sort(reverse=True)
+        if len(held) < RESCORE and len(held) < len(found):
+            held += sorted(found.keys() - set(held), reverse=True)
+        return held[:RESCORE]
+    weight = {  # the set's order
+        rowid: -every if cand.all_terms else -sum(map(idf.__getitem__, cand.found_by)) for rowid, cand in found.items()
+    }
+    best = sorted(weight, reverse=True)
+    best.sort(key=weight.__getitem__)  # stable: ints and floats compared, not tuples
+    return best[:RESCORE]
 
 
 def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) -> dict[int, tuple[int, ...]]:
@@ -252,7 +255,8 @@ def _counts(query: Query, text: str, unsaid: str) -> _Counts:
         raw = _unsaid_out(raw, low, unsaid)
         low = raw.lower()
     terms: list[tuple[int, bool, float]] = []
-    here = [0] * len(query.terms)
+    neighbours = query.neighbours
+    here = [0] * len(query.terms) if neighbours else None  # each term's count, for the pairs
     for i, term in enumerate(query.terms):
         if term.gate not in low:
             continue  # none of its forms, nor it as a camelCase part (`Term.count`'s first test, without a call)
@@ -260,11 +264,14 @@ def _counts(query: Query, text: str, unsaid: str) -> _Counts:
         if n:
             parts = min(n, term.kebab_parts(low)) if term.camel and "-" in low else 0
             terms.append((i, True, min(n, 20) - (1 - PART_WEIGHT) * min(parts, 20)))
-            here[i] = n
+            if here is not None:
+                here[i] = n
         elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
             terms.append((i, False, min(n, 20)))  # `createServerClient` holds "client"
+    if here is None or len(terms) < 2:  # a pair needs two of the words
+        return len(low), tuple(terms), ()
     pairs: list[tuple[int, int]] = []
-    for k, (i, j, together) in enumerate(query.neighbours):
+    for k, (i, j, together) in enumerate(neighbours):
         if here[i] and here[j] and (n := occurrences(together, low)):
             pairs.append((k, min(n, 20)))
     return len(low), tuple(terms), tuple(pairs)
@@ -302,33 +309,57 @@ def _short_fields(r: Sequence[Any]) -> tuple[tuple[float, str | None], ...]:
 
 
 class _Facts:
-    """What `_score` asks of the query for every row, read once per search: each term's index with the
-    word indexes it stands for, the neighbour pairs' term indexes, the words coverage counts, and the
-    hint verbs each row type stands for (`vocabulary.named_by_type`), by type."""
+    """What `_score` asks of the query and the search for every row, made once per search: each term's
+    index, idf and the words it stands for as a bitmask, the neighbour pairs, the words coverage counts,
+    and by row type its weight and the hint verbs it stands for (`vocabulary.named_by_type`)."""
 
-    __slots__ = ("_kinds", "pairs", "query", "stands", "word_indexes", "words")
+    __slots__ = ("_types", "asks_why", "idf", "now", "pairs", "query", "stands", "word_mask", "words")
 
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, idf: list[float], now: float) -> None:
         self.query = query
-        self.stands = tuple((i, term.covers or (i,)) for i, term in enumerate(query.terms))
-        self.pairs = tuple((k, i, j) for k, (i, j, _) in enumerate(query.neighbours))
-        self.word_indexes = query.word_indexes
+        self.idf = idf
+        self.now = now
+        self.stands = tuple((i, idf[i], _mask(term.covers or (i,))) for i, term in enumerate(query.terms))
+        self.pairs = tuple((k, min(idf[i], idf[j])) for k, (i, j, _) in enumerate(query.neighbours))
         self.words = query.words
-        self._kinds: dict[str, frozenset[int]] = {}
+        self.word_mask = _mask(query.word_indexes)
+        self.asks_why = query.asks_why
+        self._types: dict[str, tuple[float, int]] = {}
 
-    def kind_says(self, row_type: str) -> frozenset[int]:
-        kinds = self._kinds.get(row_type)
-        if kinds is None:
-            kinds = self._kinds[row_type] = vocabulary.named_by_type(self.query, row_type)
-        return kinds
+    def of_type(self, row_type: str) -> tuple[float, int]:
+        """A row type's weight (with the question's hint) and the words its kind says, as a bitmask."""
+        known = self._types.get(row_type)
+        if known is None:
+            weight = TYPE_WEIGHT.get(row_type, 1.0) * (HINT_BOOST if row_type in self.query.type_hints else 1.0)
+            known = self._types[row_type] = (weight, _mask(vocabulary.named_by_type(self.query, row_type)))
+        return known
+
+    def lacking(self, rows: dict[int, Any], found: dict[int, Candidate], short: dict[int, _Counted]) -> dict[int, Any]:
+        """The rows that may lack a word: only for those does their turn's prompt count (`_score`)."""
+        words = self.query.word_indexes
+        out = {}
+        for rowid, r in rows.items():
+            cand = found[rowid]
+            if cand.all_terms or words <= cand.found_by:
+                continue
+            if not words <= cand.found_by | {i for i, tf in enumerate(short[rowid].tf) if tf}:
+                out[rowid] = r
+        return out
+
+
+def _mask(indexes: Iterable[int]) -> int:
+    return sum(1 << i for i in set(indexes))
+
+
+_ID: Final = attrgetter("id")
+_SCORE: Final = attrgetter("score")
+_ONE_LESS_B: Final = 1 - B
 
 
 def _score(
     cand: Candidate,
-    idf: list[float],
     r: Sequence[Any],
     counted: _Counted,
-    now: float,
     facts: _Facts,
     asked: Sequence[int] | None = None,
     content: str | None = None,
@@ -337,50 +368,51 @@ def _score(
 
     `asked`: each term's count in the prompt of the row's turn, a field of low weight for the words
     the row lacks (`_turn_prompts`). `content`: the row's content read (its head), when it was: with
-    the title, what the agent said, for its words that state a cause. `facts`: the query's, made once per
-    search (`_Facts`)."""
-    query = facts.query
-    length_norm = K1 * (1 - B + B * (counted.length / AVERAGE_CHARS))
+    the title, what the agent said, for its words that state a cause. `facts`: the query's and the
+    search's, made once per search (`_Facts`)."""
+    length_norm = K1 * (_ONE_LESS_B + B * (counted.length / AVERAGE_CHARS))
     relevance = 0.0
-    covered: set[int] = set()
+    covered = 0
     tfs = counted.tf
     found_all, found_by = cand.all_terms, cand.found_by
-    for i, stands_for in facts.stands:
+    for i, w, stands_for in facts.stands:
         tf = tfs[i]
         if not tf and (found_all or i in found_by):
             tf = FIELD_WEIGHTS[1]  # the index found it in content not read yet, or past the scored part
         if tf:
-            relevance += idf[i] * tf * _K1_PLUS_1 / (tf + length_norm)
-            covered.update(stands_for)
+            relevance += w * tf * _K1_PLUS_1 / (tf + length_norm)
+            covered |= stands_for
     if not relevance:
         return None  # found through another term's lookup only, and holds none of the words
     if facts.pairs:
-        for k, i, j in facts.pairs:
-            if near := counted.near[k]:
-                relevance += NEAR_WEIGHT * min(idf[i], idf[j]) * near * _K1_PLUS_1 / (near + length_norm)
+        near = counted.near
+        for k, least in facts.pairs:
+            if m := near[k]:
+                relevance += NEAR_WEIGHT * least * m * _K1_PLUS_1 / (m + length_norm)
     if asked:
-        for i, stands_for in facts.stands:
-            if not covered.issuperset(stands_for) and (n := asked[i]):
+        for i, w, stands_for in facts.stands:
+            if covered & stands_for != stands_for and (n := asked[i]):
                 tf = TURN_WEIGHT * min(n, 20)
-                relevance += idf[i] * tf * _K1_PLUS_1 / (tf + length_norm)
-                covered.update(stands_for)
-    kind_says = facts.kind_says(r[1])  # "which file did we change": an edit says "Edit"
-    words = facts.word_indexes
-    coverage = len(covered & words) / facts.words
+                relevance += w * tf * _K1_PLUS_1 / (tf + length_norm)
+                covered |= stands_for
+    row_type = r[1]
+    weight, kind_says = facts.of_type(row_type)  # "which file did we change": an edit says "Edit"
+    words = facts.word_mask
+    coverage = (covered & words).bit_count() / facts.words
     if kind_says:
-        coverage += vocabulary.KIND_COVERAGE * len(kind_says & words - covered) / facts.words
-    age_days = max(0.0, now - float(r[8])) / 86400.0
+        coverage += vocabulary.KIND_COVERAGE * (kind_says & words & ~covered).bit_count() / facts.words
+    age_days = max(0.0, facts.now - r[8]) / 86400.0
     recency = 1.0 + 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
-    weight: float = TYPE_WEIGHT.get(r[1], 1.0) * (HINT_BOOST if r[1] in query.type_hints else 1.0)
-    if query.asks_why and r[1] in SAID:
+    if facts.asks_why and row_type in SAID:
         weight *= WHY_BOOST
         said = r[5] if content is None else f"{r[5]} {content}"  # only here: most rows are not said
         if CONCLUSION.search(said[:SCORED_CHARS]):
             weight *= CAUSE_BOOST
-    if r[1] == "command" and r[9]:
+    if row_type == "command" and r[9]:
         weight *= command_weight(r[9])
     # coverage counts most: all the words before some of them
-    return -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
+    score: float = -relevance * weight * recency * (0.15 + 0.85 * coverage**2)
+    return score
 
 
 @remembered(4096)

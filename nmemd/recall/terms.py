@@ -152,8 +152,11 @@ class Term:
         """Occurrences in `text` (lowercase): the best alternative's rarest part."""
         if self.gate not in text:
             return 0
+        matchers = self.matchers
+        if len(matchers) == 1 and len(matchers[0]) == 1:  # most terms: one pattern
+            return occurrences(matchers[0][0], text)
         best = 0
-        for patterns in self.matchers:
+        for patterns in matchers:
             fewest = None
             for found in patterns:
                 n = occurrences(found, text)
