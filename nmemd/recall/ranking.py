@@ -172,9 +172,9 @@ def _roughly_best(found: dict[int, Candidate], idf: list[float]) -> list[int]:
     return best[:RESCORE]
 
 
-def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) -> dict[int, tuple[int, ...]]:
-    """How often each term occurs in the prompt of each candidate's turn (its first SCORED_CHARS), by
-    candidate id; counted once per prompt, which a turn's rows share.
+def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) -> dict[int, _Asked]:
+    """The prompt of each candidate's turn (its first SCORED_CHARS), by candidate id, its terms counted
+    when `_score` asks (only for the words a row lacks); one per prompt, which a turn's rows share.
 
     A command or an edit seldom repeats the words of what it was for ("start the app":
     `uv run streamlit run app.py`); the prompt that asked for it does."""
@@ -189,16 +189,31 @@ def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) 
         (json.dumps(pairs),),
     ).fetchall()
     prompts = {p for _, p in turn if p is not None}
-    counts = {
-        r[0]: tuple(term.count(low) for term in query.terms)
+    asked = {
+        r[0]: _Asked(query, f"{r[1]} {r[2]}"[:SCORED_CHARS].lower())  # the title and the content's head joined
         for r in conn.execute(
-            "SELECT id, substr(title || ' ' || content, 1, ?) FROM observations"
-            " WHERE id IN (SELECT value FROM json_each(?))",
+            "SELECT id, title, substr(content, 1, ?) FROM observations WHERE id IN (SELECT value FROM json_each(?))",
             (SCORED_CHARS, json.dumps(sorted(prompts))),
         )
-        for low in (r[1].lower(),)  # once a prompt, not once a term
     }
-    return {rowid: counts[p] for rowid, p in turn if p in counts}
+    return {rowid: asked[p] for rowid, p in turn if p in asked}
+
+
+class _Asked:
+    """A turn's prompt (lowercase), each term's count in it made at its first use."""
+
+    __slots__ = ("_counts", "_terms", "low")
+
+    def __init__(self, query: Query, low: str) -> None:
+        self._terms = query.terms
+        self._counts: list[int | None] = [None] * len(query.terms)
+        self.low = low
+
+    def __getitem__(self, i: int) -> int:
+        n = self._counts[i]
+        if n is None:
+            n = self._counts[i] = self._terms[i].count(self.low)
+        return n
 
 
 @dataclass(slots=True)
@@ -361,7 +376,7 @@ def _score(
     r: Sequence[Any],
     counted: _Counted,
     facts: _Facts,
-    asked: Sequence[int] | None = None,
+    asked: _Asked | None = None,
     content: str | None = None,
 ) -> float | None:
     """Negative (lower is better), as FTS5 ranks; None: it holds none of the words.
@@ -389,7 +404,7 @@ def _score(
         for k, least in facts.pairs:
             if m := near[k]:
                 relevance += NEAR_WEIGHT * least * m * _K1_PLUS_1 / (m + length_norm)
-    if asked:
+    if asked is not None:
         for i, w, stands_for in facts.stands:
             if covered & stands_for != stands_for and (n := asked[i]):
                 tf = TURN_WEIGHT * min(n, 20)
