@@ -328,7 +328,7 @@ class _Facts:
     index, idf and the words it stands for as a bitmask, the neighbour pairs, the words coverage counts,
     and by row type its weight and the hint verbs it stands for (`vocabulary.named_by_type`)."""
 
-    __slots__ = ("_types", "asks_why", "idf", "now", "pairs", "query", "stands", "word_mask", "words")
+    __slots__ = ("asks_why", "idf", "now", "pairs", "query", "stands", "types", "word_mask", "words")
 
     def __init__(self, query: Query, idf: list[float], now: float) -> None:
         self.query = query
@@ -339,14 +339,14 @@ class _Facts:
         self.words = query.words
         self.word_mask = _mask(query.word_indexes)
         self.asks_why = query.asks_why
-        self._types: dict[str, tuple[float, int]] = {}
+        self.types: dict[str, tuple[float, int]] = {}  # `of_type`'s, by type
 
     def of_type(self, row_type: str) -> tuple[float, int]:
         """A row type's weight (with the question's hint) and the words its kind says, as a bitmask."""
-        known = self._types.get(row_type)
+        known = self.types.get(row_type)
         if known is None:
             weight = TYPE_WEIGHT.get(row_type, 1.0) * (HINT_BOOST if row_type in self.query.type_hints else 1.0)
-            known = self._types[row_type] = (weight, _mask(vocabulary.named_by_type(self.query, row_type)))
+            known = self.types[row_type] = (weight, _mask(vocabulary.named_by_type(self.query, row_type)))
         return known
 
     def lacking(self, rows: dict[int, Any], found: dict[int, Candidate], short: dict[int, _Counted]) -> dict[int, Any]:
@@ -411,7 +411,8 @@ def _score(
                 relevance += w * tf * _K1_PLUS_1 / (tf + length_norm)
                 covered |= stands_for
     row_type = r[1]
-    weight, kind_says = facts.of_type(row_type)  # "which file did we change": an edit says "Edit"
+    # "which file did we change": an edit says "Edit"
+    weight, kind_says = facts.types.get(row_type) or facts.of_type(row_type)
     words = facts.word_mask
     coverage = (covered & words).bit_count() / facts.words
     if kind_says:
