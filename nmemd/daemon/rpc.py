@@ -59,7 +59,7 @@ def start_read(daemon: Daemon, body: bytes, send: Callable[[bytes], None]) -> re
         return None
     if method == "search" and getattr(parsed, "team", False):
         return None
-    return readers.start(daemon.settings.db, execute, method, parsed, then=_replying(send))
+    return readers.start(daemon.settings.db, daemon.ingestor.busy, execute, method, parsed, then=_replying(send))
 
 
 def _replying(send: Callable[[bytes], None]) -> Callable[[Any], None]:
@@ -75,7 +75,7 @@ def read_reply(daemon: Daemon, running: readers.Running) -> bytes | None:
     """`start_read`'s request, done (`readers.when_done`): None when its worker sent the reply, else the
     error's frame."""
     try:
-        readers.result(running, daemon.ingestor.busy)
+        readers.result(running)
     except NmemError as exc:
         return error_reply(exc)
     return None
