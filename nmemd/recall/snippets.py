@@ -148,20 +148,21 @@ def _at_keys(pattern: re.Pattern[str], keys: tuple[str, ...]) -> _Test:
     return test
 
 
-_CAPITAL: Final = ("A-Z",)  # `_split`'s key for an alternative that needs a capital letter (`low != line`)
+_CAMEL: Final = ("a-zA-Z",)  # `_split`'s key for an alternative that needs a capital after a lowercase letter
+_LOWER_UPPER: Final = re.compile(r"[A-Z](?<=[a-z][A-Z])")  # from each capital: ~4x cheaper than camelCase's own
 
 
 def _split(*parts: tuple[tuple[str, ...] | None, str]) -> _Test:
     """A pattern as its alternatives, each searched alone and only in a line that holds one of its keys (None:
-    no key; _CAPITAL: a capital letter): the same answer as the whole pattern at a fraction of its cost (an
-    alternation is tried at every position, and a word-long run that must end in an underscore backtracks
-    through every word)."""
+    no key; _CAMEL: a capital after a lowercase letter): the same answer as the whole pattern at a fraction of
+    its cost (an alternation is tried at every position, and a word-long run that must end in an underscore
+    backtracks through every word)."""
     compiled = tuple((keys, re.compile(pattern)) for keys, pattern in parts)
 
     def test(line: str, low: str) -> bool:
         for keys, pattern in compiled:
-            if keys is _CAPITAL:
-                if low == line:
+            if keys is _CAMEL:
+                if low == line or _LOWER_UPPER.search(line) is None:
                     continue
             elif keys is not None and not any(map(line.__contains__, keys)):
                 continue
@@ -195,17 +196,23 @@ def _tests(wide: bool) -> tuple[_Test, ...]:
         ),
         _split(
             (("/",), r"/(?<=[\w.@~-]/)[\w.@-]"),  # a folder's last character, its slash, the next name's first
-            ((".",), r"\b[\w-]+\.[a-z]{1,5}\b"),  # tsx, json, yaml and toml are [a-z]{1,5} too
+            # `\b[\w-]+\.[a-z]{1,5}\b` (tsx, json, yaml and toml are [a-z]{1,5} too) from its dot: a word's
+            # character before it; or, after a hyphen, the whole pattern (its `\b` needs a word's character)
+            ((".",), r"\.(?<=\w\.)[a-z]{1,5}\b"),
+            (("-.",), r"\b[\w-]+\.[a-z]{1,5}\b"),
         ),
         _plain(_COMMAND),
         _split(
-            (_CAPITAL, r"[a-z](?<!\w[a-z])[a-z]*[A-Z]"),  # `\b[a-z]+[A-Z]`: its `\w*` may match nothing
+            (_CAMEL, r"[a-z](?<!\w[a-z])[a-z]*[A-Z]"),  # `\b[a-z]+[A-Z]`: its `\w*` may match nothing
             (("_",), r"_(?<=\w_)\w"),  # a word with an underscore inside it
             (("::",), r"::(?<=\w::)\w"),  # `\b\w+(?:::\w+)+`: a word's end before `::` follows a word's start
             (("@",), r"@[\w-]+/[\w.-]+"),
             (("@",), r"@(?<=\w@)\d"),  # `\b\w+@\d`
         ),
-        _plain(_NUMBER),
+        _split(  # _NUMBER: `\b\d+(?:[.:]\d+)+\b` and `\b\d{2,}\b` from their first digit, then `:\d{2,5}\b`
+            (None, r"\d(?<!\w\d)(?:\d*(?:[.:]\d+)+\b|\d+\b)"),
+            ((":",), r":\d{2,5}\b"),
+        ),
     )
 
 
@@ -374,9 +381,10 @@ def matches(query: Query, low: str) -> list[Match]:
     """Every match of the query's terms in `low` (lowercase text), in order, at most MAX_MATCHES."""
     found: list[Match] = []
     for i, weight, key, tail, edged in query.matchers:  # as `terms.matcher` made them, once per query
-        if key not in low:  # a substring test first: most texts lack most words
+        at = low.find(key)  # in C, faster than the regex engine's own scan for it: most texts lack most words
+        if at < 0:
             continue
-        for m in tail.finditer(low):
+        for m in tail.finditer(low, at):  # every match starts with `key`
             s, e = m.span()
             if e > s and not (edged and s and low[s - 1].isalnum()):
                 found.append(_new_match(Match, (s, e, i, weight)))  # NamedTuple's own __new__ is Python's
@@ -394,9 +402,9 @@ def terms_in(query: Query, low: str) -> set[int]:
     each term's first match."""
     held: set[int] = set()
     for i, _, key, tail, edged in query.matchers:
-        if i in held or key not in low:
+        if i in held or (at := low.find(key)) < 0:
             continue
-        for m in tail.finditer(low):
+        for m in tail.finditer(low, at):
             s, e = m.span()
             if e > s and not (edged and s and low[s - 1].isalnum()):
                 held.add(i)

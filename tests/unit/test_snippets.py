@@ -129,6 +129,7 @@ _PIECES = [
     # the alternatives _CODE, _PATH and _IDENT are read one by one (`snippets._split`), and their edges
     "a_", "_b", "x__", "__init__", "A_B", "AB12", "ABCDEF123", "Ab", "aB", "ab", "-.py", "a-.md", "x.toolong",
     "a.b.c", "@a/b", "a@1", "a::", "::b", "CVE-", "CVE-1234-5", "ValueError", "Errors", "1.2", "12:30:45",
+    "--.py", "x-.md", "_.go", "XMLHttp", "getX", "A1", "_1", "1.2.3", "a1.5", "12a", ":1", ":123456",
 ]  # fmt: skip
 
 
