@@ -164,9 +164,17 @@ def _roughly_best(found: dict[int, Candidate], idf: list[float]) -> list[int]:
         if len(held) < RESCORE and len(held) < len(found):
             held += sorted(found.keys() - set(held), reverse=True)
         return held[:RESCORE]
-    weight = {  # the set's order
-        rowid: -every if cand.all_terms else -sum(map(idf.__getitem__, cand.found_by)) for rowid, cand in found.items()
-    }
+    weight: dict[int, float] = {}
+    sums: dict[tuple[int, ...], float] = {}  # by the terms that found a candidate, in its set's order
+    for rowid, cand in found.items():
+        if cand.all_terms:
+            weight[rowid] = -every
+            continue
+        by = tuple(cand.found_by)
+        w = sums.get(by)
+        if w is None:
+            w = sums[by] = -sum(map(idf.__getitem__, by))
+        weight[rowid] = w
     best = sorted(weight, reverse=True)
     best.sort(key=weight.__getitem__)  # stable: ints and floats compared, not tuples
     return best[:RESCORE]
@@ -178,16 +186,11 @@ def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) 
 
     A command or an edit seldom repeats the words of what it was for ("start the app":
     `uv run streamlit run app.py`); the prompt that asked for it does."""
-    pairs = [[rowid, r[3]] for rowid, r in rows.items() if r[1] != "prompt"]
+    pairs = [x for rowid, r in rows.items() if r[1] != "prompt" for x in (rowid, r[3])]
     if not pairs:
         return {}
-    turn = conn.execute(
-        """SELECT json_extract(c.value, '$[0]'), (
-                      SELECT max(p.observation_id) FROM prompts p WHERE p.session_id = json_extract(c.value, '$[1]')
-                      AND p.observation_id < json_extract(c.value, '$[0]'))
-           FROM json_each(?) c""",
-        (json.dumps(pairs),),
-    ).fetchall()
+    slots = -(-len(pairs) // 2 // _TURN_SLOTS) * _TURN_SLOTS  # a few statements to cache, not one per count
+    turn = conn.execute(_turn_sql(slots), pairs + [None] * (2 * slots - len(pairs))).fetchall()
     prompts = {p for _, p in turn if p is not None}
     asked = {
         r[0]: _Asked(query, f"{r[1]} {r[2]}"[:SCORED_CHARS].lower())  # the title and the content's head joined
@@ -197,6 +200,20 @@ def _turn_prompts(conn: sqlite3.Connection, query: Query, rows: dict[int, Any]) 
         )
     }
     return {rowid: asked[p] for rowid, p in turn if p in asked}
+
+
+_TURN_SLOTS: Final = 16
+
+
+@lru_cache(maxsize=16)
+def _turn_sql(slots: int) -> str:
+    """The prompt that began each (id, session) pair's turn: the session's last before the row. Bound as
+    values, not one JSON array (its items parsed again for each of their fields: 1.7x the time)."""
+    values = ", ".join(["(?, ?)"] * slots)
+    return (
+        f"WITH c(id, session) AS (VALUES {values}) SELECT c.id, (SELECT max(p.observation_id) FROM prompts p"
+        " WHERE p.session_id = c.session AND p.observation_id < c.id) FROM c"
+    )
 
 
 class _Asked:
