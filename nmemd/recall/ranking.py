@@ -126,8 +126,8 @@ def rank(
     facts = _Facts(query, idf, now)
     asked = _turn_prompts(conn, query, facts.lacking(rows, found, short))
     first = {rowid: _score(found[rowid], r, short[rowid], facts, asked.get(rowid)) for rowid, r in rows.items()}
-    top = sorted((rowid for rowid in first if first[rowid] is not None), key=lambda i: first[i] or 0.0)
-    top = top[:WITH_CONTENT]
+    scored = {rowid: score for rowid, score in first.items() if score is not None}
+    top = sorted(scored, key=scored.__getitem__)[:WITH_CONTENT]  # stable: ties in the rows' order
     contents = dict(
         conn.execute(
             f"SELECT id, substr(content, 1, ?) FROM observations WHERE id IN ({marks(top)})", [SCAN_CHARS, *top]
