@@ -114,14 +114,14 @@ def rank(
     # Two passes: title, path and command for every candidate, with the prompt of its turn (a terse
     # command that its turn asked for is not cut here), then the content of the best of them (content
     # is most of the bytes a row holds, and reading it is most of a search's time).
-    seen: dict[str, _Counts] = {}
+    counter = _Counter(query, unsaid)
     alike: dict[tuple[str, str | None, str | None], _Counted] = {}  # a third of the rows repeat another's fields
     short: dict[int, _Counted] = {}
     for rowid, r in rows.items():
         fields = r[5], r[6], r[9]  # what `_short_fields` reads
         counted = alike.get(fields)
         if counted is None:
-            counted = alike[fields] = _count(query, _short_fields(r), unsaid=unsaid, seen=seen)
+            counted = alike[fields] = counter.short(r)
         short[rowid] = counted  # shared: read only (the content's pass counts into a copy)
     facts = _Facts(query, idf, now)
     asked = _turn_prompts(conn, query, facts.lacking(rows, found, short))
@@ -139,7 +139,7 @@ def rank(
         if content is None:
             score = first[rowid]
         else:
-            whole = _count(query, ((FIELD_WEIGHTS[1], content),), into=short[rowid], unsaid=unsaid)
+            whole = counter.add(short[rowid], FIELD_WEIGHTS[1], content)
             score = _score(found[rowid], r, whole, facts, asked.get(rowid), content)
         if score is None:
             continue
@@ -243,70 +243,91 @@ class _Counted:
     near: list[float] = field(default_factory=list)  # by `Query.neighbours`: the pair standing together
 
 
-# A field's text counted once (`_counts`): its length, each term's count as (term, PART_WEIGHT or not, count),
-# and each neighbour pair's count (standing together).
+# A field's text counted once (`_Counter.counts`): its length, each term's count as (term, PART_WEIGHT or
+# not, count), and each neighbour pair's count (standing together).
 _Counts = tuple[int, tuple[tuple[int, bool, float], ...], tuple[tuple[int, int], ...]]
 
 
-def _count(
-    query: Query,
-    fields: Iterable[tuple[float, str | None]],
-    into: _Counted | None = None,
-    unsaid: str = "",
-    seen: dict[str, _Counts] | None = None,
-) -> _Counted:
-    """Each term's weighted frequency in `fields` ((weight, text) pairs), added to `into`'s, less what
-    the text `unsaid` holds (`unsaid`). A word inside an identifier (clientId, skypilot-simple) counts
-    PART_WEIGHT of a word standing alone. `seen`: texts counted already in this search, by text (rows
-    repeat titles, folders and commands)."""
-    if into is None:
-        tf, length, near = [0.0] * len(query.terms), 0, [0.0] * len(query.neighbours)
-    else:
-        tf, length, near = list(into.tf), into.length, list(into.near)
-    for w, text in fields:
+class _Counter:
+    """Each term's weighted frequency in a search's fields, less what the text `unsaid` holds. A word
+    inside an identifier (clientId, skypilot-simple) counts PART_WEIGHT of a word standing alone. Made once
+    per search: what each term needs (its gate, its pattern when it has only one), and the short texts
+    counted already, by text (rows repeat titles, folders and commands)."""
+
+    __slots__ = ("_neighbours", "_pairs", "_plan", "_seen", "_terms", "_unsaid")
+
+    def __init__(self, query: Query, unsaid: str) -> None:
+        plan = []
+        for i, term in enumerate(query.terms):
+            alternatives = term.matchers
+            lone = alternatives[0][0] if len(alternatives) == 1 and len(alternatives[0]) == 1 else None
+            plan.append((i, term.gate, lone, term, bool(term.camel)))
+        self._plan = tuple(plan)
+        self._neighbours = query.neighbours
+        self._terms = [0.0] * len(query.terms)
+        self._pairs = [0.0] * len(self._neighbours)
+        self._seen: dict[str, _Counts] = {}
+        self._unsaid = unsaid
+
+    def short(self, r: Sequence[Any]) -> _Counted:
+        """A row's title, path and command (`_short_fields`)."""
+        tf, near = list(self._terms), list(self._pairs)
+        length = 0
+        seen = self._seen
+        for w, text in _short_fields(r):
+            if not text:
+                continue
+            counts = seen.get(text)
+            if counts is None:
+                counts = seen[text] = self.counts(text)
+            length += counts[0]
+            for i, whole, n in counts[1]:
+                tf[i] += w * n if whole else PART_WEIGHT * w * n
+            for k, m in counts[2]:
+                near[k] += w * m
+        return _Counted(tf, length, near)
+
+    def add(self, into: _Counted, w: float, text: str) -> _Counted:
+        """`into`'s frequencies with `text`'s added at weight `w` (a row's content after its short fields)."""
+        tf, near = list(into.tf), list(into.near)
         if not text:
-            continue
-        counts = None if seen is None else seen.get(text)
-        if counts is None:
-            counts = _counts(query, text, unsaid)
-            if seen is not None:
-                seen[text] = counts
-        length += counts[0]
+            return _Counted(tf, into.length, near)
+        counts = self.counts(text)
         for i, whole, n in counts[1]:
             tf[i] += w * n if whole else PART_WEIGHT * w * n
         for k, m in counts[2]:
             near[k] += w * m
-    return _Counted(tf, length, near)
+        return _Counted(tf, into.length + counts[0], near)
 
-
-def _counts(query: Query, text: str, unsaid: str) -> _Counts:
-    """One field's counts for `_count`, before its weight applies."""
-    raw = text[:SCORED_CHARS]
-    low = raw.lower()
-    if unsaid and unsaid in low:
-        raw = _unsaid_out(raw, low, unsaid)
+    def counts(self, text: str) -> _Counts:
+        """One field's counts, before its weight applies."""
+        raw = text[:SCORED_CHARS]
         low = raw.lower()
-    terms: list[tuple[int, bool, float]] = []
-    neighbours = query.neighbours
-    here = [0] * len(query.terms) if neighbours else None  # each term's count, for the pairs
-    for i, term in enumerate(query.terms):
-        if term.gate not in low:
-            continue  # none of its forms, nor it as a camelCase part (`Term.count`'s first test, without a call)
-        n = term.count(low)
-        if n:
-            parts = min(n, term.kebab_parts(low)) if term.camel and "-" in low else 0
-            terms.append((i, True, min(n, 20) - (1 - PART_WEIGHT) * min(parts, 20)))
-            if here is not None:
-                here[i] = n
-        elif term.camel and term.text_lower in low and (n := term.parts_in(raw)):
-            terms.append((i, False, min(n, 20)))  # `createServerClient` holds "client"
-    if here is None or len(terms) < 2:  # a pair needs two of the words
-        return len(low), tuple(terms), ()
-    pairs: list[tuple[int, int]] = []
-    for k, (i, j, together) in enumerate(neighbours):
-        if here[i] and here[j] and (n := occurrences(together, low)):
-            pairs.append((k, min(n, 20)))
-    return len(low), tuple(terms), tuple(pairs)
+        unsaid = self._unsaid
+        if unsaid and unsaid in low:
+            raw = _unsaid_out(raw, low, unsaid)
+            low = raw.lower()
+        terms: list[tuple[int, bool, float]] = []
+        neighbours = self._neighbours
+        here = [0] * len(self._plan) if neighbours else None  # each term's count, for the pairs
+        for i, gate, lone, term, camel in self._plan:
+            if gate not in low:
+                continue  # none of its forms, nor it as a camelCase part (`Term.count`'s first test, without a call)
+            n = occurrences(lone, low) if lone is not None else term.count(low)
+            if n:
+                parts = min(n, term.kebab_parts(low)) if camel and "-" in low else 0
+                terms.append((i, True, min(n, 20) - (1 - PART_WEIGHT) * min(parts, 20)))
+                if here is not None:
+                    here[i] = n
+            elif camel and term.text_lower in low and (n := term.parts_in(raw)):
+                terms.append((i, False, min(n, 20)))  # `createServerClient` holds "client"
+        if here is None or len(terms) < 2:  # a pair needs two of the words
+            return len(low), tuple(terms), ()
+        pairs: list[tuple[int, int]] = []
+        for k, (i, j, together) in enumerate(neighbours):
+            if here[i] and here[j] and (n := occurrences(together, low)):
+                pairs.append((k, min(n, 20)))
+        return len(low), tuple(terms), tuple(pairs)
 
 
 def _unsaid_out(raw: str, low: str, unsaid: str) -> str:
