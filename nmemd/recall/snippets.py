@@ -457,16 +457,19 @@ def _best_matching(text: str, found: list[Match], shown: set[int], why: bool = F
             terms[f.term] = weight
     if len(lines) == 1:  # half the hits: the line is chosen whatever it holds
         return None if _EMPTY.match(text[start:end]) else (start, end)
-    scored = [(2.0 * sum(terms.values()) - start / SCAN_CHARS, start, end, first) for start, (end, first, terms)
-              in lines.items()]  # fmt: skip
-    top = max(score for score, *_ in scored)
+    ranked = sorted(  # best score first, of equal ones the first in text order (`order`)
+        (start / SCAN_CHARS - 2.0 * sum(terms.values()), order, start, end, first)
+        for order, (start, (end, first, terms)) in enumerate(lines.items())
+    )
+    top = -ranked[0][0]
     cause = 2.0 if why else 0.0  # what a line stating a cause adds, when the question asks for one
     # The line of the highest total, the first in text order of equal ones. Read best score first: a line
     # whose score plus the most a fact adds cannot reach the best total so far is not read, nor any after it.
     # The best line's own fact is read only when another line could reach it (one line with a match, or the
     # others a term behind, is chosen without: a new line's fact tests cost ~15 us).
     best: list[Any] | None = None  # [total (None: not read yet), order, start, end, score, near]
-    for order, (score, start, end, first) in sorted(enumerate(scored), key=lambda x: -x[1][0]):
+    for negated, order, start, end, first in ranked:
+        score = -negated
         if score < top - (3.5 if why else 1.5):
             break
         if best is not None:
