@@ -366,11 +366,10 @@ class _Facts:
     index, idf and the words it stands for as a bitmask, the neighbour pairs, the words coverage counts,
     and by row type its weight and the hint verbs it stands for (`vocabulary.named_by_type`)."""
 
-    __slots__ = ("asks_why", "idf", "now", "pairs", "query", "stands", "types", "word_mask", "words")
+    __slots__ = ("asks_why", "now", "pairs", "query", "stands", "types", "word_mask", "words")
 
     def __init__(self, query: Query, idf: list[float], now: float) -> None:
         self.query = query
-        self.idf = idf
         self.now = now
         self.stands = tuple((i, idf[i], _mask(term.covers or (i,))) for i, term in enumerate(query.terms))
         self.pairs = tuple((k, min(idf[i], idf[j])) for k, (i, j, _) in enumerate(query.neighbours))

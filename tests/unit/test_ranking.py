@@ -262,6 +262,39 @@ def test_asked_why_the_agents_words_that_state_a_cause_rank_before_its_plans(pro
     assert hits[0].title.startswith("The walrus parsing is failing because"), [h.title for h in hits[:3]]
 
 
+def test_every_row_of_a_long_turn_gets_the_words_of_its_prompt(project: str) -> None:
+    """A turn's prompt counts for each of its rows that lacks a word, however many (they are looked up in
+    statements of sixteen rows): the turn's commands rank above a newer one that its own turn's prompt
+    does not explain."""
+    names = [
+        a + b
+        for a in ("red", "tan", "big", "old", "new")
+        for b in ("fox", "owl", "elk", "ant", "bee", "cod", "eel", "yak")
+    ]
+    turn = [claude_bash(SID, project, f"cat walrus_{name}.txt", f"walrus {name}") for name in names]
+    other = [_prompt(project, "tidy the notes", session="sess-other"),
+             claude_bash("sess-other", project, "cat walrus_notes.txt", "walrus notes")]  # fmt: skip
+    hits = searcher([_prompt(project, "deploy the pages"), *turn, *other])("walrus deploy", limit=50)
+    commands = [h.title for h in hits if h.type == "command"]
+    assert len(commands) == 41 and "walrus_notes" in commands[-1], commands[-3:]
+
+
+@given(
+    st.lists(st.tuples(st.sets(st.integers(0, 11), max_size=4), st.booleans()), min_size=1, max_size=300),
+    st.lists(st.sampled_from([0.5, 1.0, 1.0, 2.25, 0.1 + 0.2, 3.0]), min_size=1, max_size=12),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_rough_order_is_the_weight_then_the_newest(cands: list[tuple[set[int], bool]], idf: list[float]) -> None:
+    """Candidates by (-weight, -rowid), the weight their lookups' idf summed in their set's order (ties
+    and all): `_roughly_best` sorts ints and floats, never tuples, and sums each set of lookups once."""
+    found = {}
+    for rowid, (by, all_terms) in enumerate(cands, start=1):
+        found[rowid * 7 % 1000 + 1] = ranking.Candidate({i % len(idf) for i in by}, all_terms)
+    every = sum(idf[i] for i in range(len(idf)))
+    keyed = sorted((-every if c.all_terms else -sum(map(idf.__getitem__, c.found_by)), -r) for r, c in found.items())
+    assert ranking._roughly_best(found, idf) == [-r for _, r in keyed[: ranking.RESCORE]]
+
+
 _PATH_PIECES = ["/home/me/proj", "/HOME/Me/Proj", "/home/me/proJ", "a", "A", "k", "K", "\u212a", "s", "\u017f", "i",
                 "\u0130", "\u0131", "é", " ", "/", "-", "\n"]  # fmt: skip
 _PATHS = st.sampled_from(["/home/me/proj", "a", "k", "s"])
