@@ -156,7 +156,8 @@ def rank(
 
 def _roughly_best(found: dict[int, Candidate], idf: list[float]) -> list[int]:
     """The RESCORE candidates found by the lookups of most weight, the newest first among equals: by
-    (-weight, -rowid), the weight the sum of their terms' idf (all of them: one sum, not one per candidate)."""
+    (-weight, -rowid), a candidate's weight the idf of the terms whose lookups found it, summed (all the
+    terms' for the rows holding them all: one sum for all of those)."""
     every = sum(idf[i] for i in range(len(idf)))
     if len(idf) == 1 and every > 0:  # one term: every candidate weighs `every` (its lookup found it) or 0
         held = [rowid for rowid, cand in found.items() if cand.all_terms or cand.found_by]
