@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from support.snippet_session import snippet_session
 from support.store import stored
 
+from nmemd import remembered
 from nmemd.mcp.tools import search_tool
 from nmemd.recall import snippets
 from nmemd.recall.queries import Filters
@@ -157,6 +158,21 @@ def test_a_lines_fact_cut_short_is_a_bound_below_the_floor(line: str, floor: flo
         assert bound == fact or fact <= bound < floor
     assert snippets._capped_fact(line) == fact  # exact once asked without a floor, and remembered so
     assert snippets._capped_fact(line, floor) == fact
+
+
+def test_a_lines_remembered_facts_stay_bounded_and_drop_the_least_recently_read() -> None:
+    """Past _REMEMBERED_LINES lines, the line read longest ago is dropped, not a line read again since."""
+    remembered.forget_stored_text()
+    lines = [f"error {i}: cannot open src/f{i}.py" for i in range(snippets._REMEMBERED_LINES + 10)]
+    for line in lines[: snippets._REMEMBERED_LINES]:
+        snippets._capped_fact(line)
+    assert snippets._capped_fact(lines[0]) == snippets.FACT_CAP  # read again: now the most recent
+    for line in lines[snippets._REMEMBERED_LINES :]:
+        snippets._capped_fact(line)
+    held = snippets._LINE_FACTS.exact
+    assert len(held) == snippets._REMEMBERED_LINES
+    assert lines[0] in held and lines[1] not in held and lines[-1] in held
+    assert remembered.forget_stored_text() and not held
 
 
 def _collapsed_by_the_runs(content: str, lo: int, hi: int, starts: list[int]) -> tuple[str, list[int]]:
