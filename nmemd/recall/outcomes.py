@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
+from nmemd.recall.facts import CONCLUSION, error_lines
 from nmemd.recall.queries import HandoffLine, marks
-from nmemd.recall.snippets import CONCLUSION, error_lines
 from nmemd.recall.text import clip, command_kind, command_line, rel, short_path
 from nmemd.remembered import remembered
 

@@ -19,8 +19,9 @@ from operator import attrgetter
 from typing import Any, Final
 
 from nmemd.recall import vocabulary
+from nmemd.recall.facts import CONCLUSION
 from nmemd.recall.queries import HIT_COLUMNS, Hit, marks
-from nmemd.recall.snippets import CONCLUSION, SCAN_CHARS
+from nmemd.recall.snippets import SCAN_CHARS
 from nmemd.recall.terms import Query, occurrences
 from nmemd.recall.text import command_kind
 from nmemd.remembered import remembered

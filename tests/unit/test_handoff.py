@@ -282,7 +282,7 @@ def test_a_command_is_known_by_what_it_runs(command: str, key: str) -> None:
 
 
 def test_the_error_line_is_the_one_that_says_what_went_wrong() -> None:
-    from nmemd.recall.snippets import error_lines
+    from nmemd.recall.facts import error_lines
 
     pytest_out = "tests/x.py F  [100%]\n\n    def test_a():\n>       assert 'a' == 'b'\nE   AssertionError: 'a' != 'b'"
     assert error_lines(pytest_out, 1) == ["E AssertionError: 'a' != 'b'"]

@@ -19,7 +19,7 @@ from support.store import stored
 
 from nmemd import remembered
 from nmemd.mcp.tools import search_tool
-from nmemd.recall import snippets
+from nmemd.recall import facts, snippets
 from nmemd.recall.queries import Filters
 from nmemd.recall.search import search
 from nmemd.recall.terms import parse
@@ -110,15 +110,15 @@ def test_a_question_about_a_cause_is_shown_the_line_that_states_one() -> None:
 
 def _fact_weight_by_the_regexes(line: str) -> float:
     """`fact_weight` as defined: every pattern of `_FACT_WEIGHTS` read over the line."""
-    if snippets._EMPTY.match(line):
+    if facts.EMPTY.match(line):
         return 0.0
-    return sum((weight for pattern, weight in snippets._FACT_WEIGHTS if pattern.search(line)), 0.0)
+    return sum((weight for pattern, weight in facts._FACT_WEIGHTS if pattern.search(line)), 0.0)
 
 
 # The words of every pattern, in several cases, with what they may be joined by: ASCII and not (a capital
 # I with a dot, a long s and a Kelvin sign fold to i, s and k under IGNORECASE, where `lower()` differs).
 _PIECES = [
-    *(w for k in (*snippets._ERRORISH_KEYS, *snippets._CONCLUSION_KEYS) for w in (k, k.upper(), k.title())),
+    *(w for k in (*facts._ERRORISH_KEYS, *facts._CONCLUSION_KEYS) for w in (k, k.upper(), k.title())),
     "errors", "aborted", "timed out", "timeout", "unauthorized", "requires", "already exists", "the bug is",
     "root cause", "we'll use", "i chose", "TypeError", "IOException", "xError", "TS18004", "N818", "CVE-2025-1",
     "SUBMODULE_TOKEN", "src/a.py", "a.tsx", "x.json", "~/.config/x", "`ls -la`", "`x`", "$ ", "> ", "command: ",
@@ -127,7 +127,7 @@ _PIECES = [
     "٣", "AB٣٣", "CVE-٢٠٢٥-1",  # digits of another script: `\d` reads them
     " ", "  ", "\t", "-", ".", "/", ":", "_", "'", "`", "(", "#",
     "====", "exit code 1",
-    # the alternatives _CODE, _PATH and _IDENT are read one by one (`snippets._split`), and their edges
+    # the alternatives _CODE, _PATH and _IDENT are read one by one (`facts._split`), and their edges
     "a_", "_b", "x__", "__init__", "A_B", "AB12", "ABCDEF123", "Ab", "aB", "ab", "-.py", "a-.md", "x.toolong",
     "a.b.c", "@a/b", "a@1", "a::", "::b", "CVE-", "CVE-1234-5", "ValueError", "Errors", "1.2", "12:30:45",
     "--.py", "x-.md", "_.go", "XMLHttp", "getX", "A1", "_1", "1.2.3", "a1.5", "12a", ":1", ":123456",
@@ -138,10 +138,10 @@ _PIECES = [
 @settings(max_examples=800, deadline=None)
 def test_the_fact_keys_agree_with_the_patterns_they_stand_for(line: str) -> None:
     """`fact_weight` and `errorish` test a line's keys before its regexes: never a different answer."""
-    assert snippets.fact_weight(line) == _fact_weight_by_the_regexes(line)
-    assert snippets.errorish(line) == bool(snippets._ERRORISH.search(line))
-    assert snippets._capped_fact(line) == min(_fact_weight_by_the_regexes(line), snippets.FACT_CAP)  # remembered
-    assert snippets._capped_fact(line) == min(_fact_weight_by_the_regexes(line), snippets.FACT_CAP)
+    assert facts.fact_weight(line) == _fact_weight_by_the_regexes(line)
+    assert facts.errorish(line) == bool(facts._ERRORISH.search(line))
+    assert facts.capped_fact(line) == min(_fact_weight_by_the_regexes(line), facts.FACT_CAP)  # remembered
+    assert facts.capped_fact(line) == min(_fact_weight_by_the_regexes(line), facts.FACT_CAP)
 
 
 _FLOORS = [0.0, 0.2, 0.5, 0.9, 1.0, 1.3, 1.6]
@@ -150,27 +150,27 @@ _FLOORS = [0.0, 0.2, 0.5, 0.9, 1.0, 1.3, 1.6]
 @given(st.lists(st.sampled_from(_PIECES), max_size=10).map("".join), st.sampled_from(_FLOORS))
 @settings(max_examples=800, deadline=None)
 def test_a_lines_fact_cut_short_is_a_bound_below_the_floor(line: str, floor: float) -> None:
-    """`_capped_fact(line, floor)` reads a line's tests only while it can still reach `floor`: it answers the
+    """`facts.capped_fact(line, floor)` reads a line's tests only while it can still reach `floor`: it answers the
     fact itself, or a bound of it below `floor` (the line loses either way); remembered, the same."""
-    fact = min(_fact_weight_by_the_regexes(line), snippets.FACT_CAP)
+    fact = min(_fact_weight_by_the_regexes(line), facts.FACT_CAP)
     for _ in range(2):
-        bound = snippets._capped_fact(line, floor)
+        bound = facts.capped_fact(line, floor)
         assert bound == fact or fact <= bound < floor
-    assert snippets._capped_fact(line) == fact  # exact once asked without a floor, and remembered so
-    assert snippets._capped_fact(line, floor) == fact
+    assert facts.capped_fact(line) == fact  # exact once asked without a floor, and remembered so
+    assert facts.capped_fact(line, floor) == fact
 
 
 def test_a_lines_remembered_facts_stay_bounded_and_drop_the_least_recently_read() -> None:
     """Past _REMEMBERED_LINES lines, the line read longest ago is dropped, not a line read again since."""
     remembered.forget_stored_text()
-    lines = [f"error {i}: cannot open src/f{i}.py" for i in range(snippets._REMEMBERED_LINES + 10)]
-    for line in lines[: snippets._REMEMBERED_LINES]:
-        snippets._capped_fact(line)
-    assert snippets._capped_fact(lines[0]) == snippets.FACT_CAP  # read again: now the most recent
-    for line in lines[snippets._REMEMBERED_LINES :]:
-        snippets._capped_fact(line)
-    held = snippets._LINE_FACTS.exact
-    assert len(held) == snippets._REMEMBERED_LINES
+    lines = [f"error {i}: cannot open src/f{i}.py" for i in range(facts._REMEMBERED_LINES + 10)]
+    for line in lines[: facts._REMEMBERED_LINES]:
+        facts.capped_fact(line)
+    assert facts.capped_fact(lines[0]) == facts.FACT_CAP  # read again: now the most recent
+    for line in lines[facts._REMEMBERED_LINES :]:
+        facts.capped_fact(line)
+    held = facts._LINE_FACTS.exact
+    assert len(held) == facts._REMEMBERED_LINES
     assert lines[0] in held and lines[1] not in held and lines[-1] in held
     assert remembered.forget_stored_text() and not held
 
