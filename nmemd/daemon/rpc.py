@@ -75,7 +75,7 @@ def read_reply(daemon: Daemon, running: readers.Running) -> bytes | None:
     """`start_read`'s request, done (`readers.when_done`): None when its worker sent the reply, else the
     error's frame."""
     try:
-        readers.result(running)
+        running.result()  # its error raised: the worker sent the answer otherwise
     except NmemError as exc:
         return error_reply(exc)
     return None

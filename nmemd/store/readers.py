@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -77,12 +77,9 @@ async def run(db_path: str, fn: Callable[..., T], *args: object, **kwargs: objec
     return await anyio.to_thread.run_sync(call)
 
 
-class Running(NamedTuple):
-    """A query under way on the queries' thread, holding its turn (`start`, `finish`)."""
-
-    done: Future[Any]
-    limiter: anyio.CapacityLimiter
-    token: object
+# A query under way on the queries' thread (`start`, `query`): its future. Its turn is the worker's to give
+# back (`_submit`), so nothing else needs holding.
+Running = Future[Any]
 
 
 def start(
@@ -102,23 +99,14 @@ async def finish(running: Running) -> Any:
     """A started query's result (or its error, raised), once it is done. A cancelled caller waits for it, as
     `to_thread` waits."""
     with anyio.CancelScope(shield=True):
-        return await asyncio.wrap_future(running.done)
+        return await asyncio.wrap_future(running)
 
 
 def when_done(running: Running, then: Callable[[Running], object]) -> None:
     """`then(running)` on this event loop once the started query is done, with no task to wait for it: a
     task's start and its shielded wait cost ~60 us of the ~0.35 ms the daemon spends on a read's trip."""
     loop = asyncio.get_running_loop()
-
-    def back(_: Future[Any]) -> None:
-        _on_loop(loop, then, running)
-
-    running.done.add_done_callback(back)
-
-
-def result(running: Running) -> Any:
-    """`finish` for a query known to be done (`when_done`): its result, or its error raised."""
-    return running.done.result()
+    running.add_done_callback(lambda _: _on_loop(loop, then, running))
 
 
 async def query(
@@ -170,7 +158,7 @@ def _submit(
     except BaseException:
         limiter.release_on_behalf_of(token)
         raise
-    return Running(done, limiter, token)
+    return done
 
 
 def _give_back(limiter: anyio.CapacityLimiter, token: object, started: float, capture_busy: Callable[[], bool]) -> None:

@@ -59,7 +59,7 @@ def test_the_turn_is_free_when_the_loop_hears_of_the_reply(tmp_path: Path) -> No
         with anyio.fail_after(10):
             assert await readers.finish(again) == 1
         assert loop_calls == [1]
-        assert readers.result(running) == 1
+        assert running.result() == 1
 
     anyio.run(main)
 
@@ -71,7 +71,7 @@ def test_a_failed_query_gives_its_turn_back_and_raises_its_error(tmp_path: Path)
         done = threading.Event()
         running = readers.start(db, lambda: False, _fails)
         assert running is not None
-        running.done.add_done_callback(lambda _: done.set())
+        running.add_done_callback(lambda _: done.set())
         with anyio.fail_after(10):
             with pytest.raises(QueryError):
                 await readers.finish(running)
