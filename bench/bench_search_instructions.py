@@ -1,12 +1,12 @@
 """A search's CPU as instructions, which do not follow the host's speed: callgrind counts them.
 
 On a shared 2-core VM the same code's search p50 went from 5.3 to 9.9 ms within an hour (BENCHMARKS.md),
-so timed ratios need many alternating pairs. Instructions executed are the same run after run whatever
-else the machine does. This runs `bench_scale.py`'s 284 searches of a scale store (its `meta.json`), in
+so timed ratios need many alternating pairs. The instructions executed barely move from run to run,
+whatever else the machine does. This runs `bench_scale.py`'s 284 searches of a scale store (its `meta.json`), in
 its order (shuffled, each query's first run, as a fresh daemon sees them), on a read-only connection
 through `recall.methods.execute` and the reply's encoding, under `valgrind --tool=callgrind`; once more
-with no search, so that start-up and imports cancel out. The hash seed is fixed: the count then repeats
-to the instruction. Two trees run side by side, one per core.
+with no search, so that start-up and imports cancel out. The hash seed is fixed; the count repeats within
+0.05 % (objects' addresses, the clock). A tree's two runs go side by side, one per core; trees in turn.
 
 Instructions leave out the kernel (a page SQLite reads is a `pread`, ~2 us here) and the memory
 stalls that make one instruction dearer than another: a cut in instructions is a cut in CPU, not
