@@ -256,7 +256,7 @@ class _Counter:
     per search: what each term needs (its gate, its pattern when it has only one), and the short texts
     counted already, by text (rows repeat titles, folders and commands)."""
 
-    __slots__ = ("_neighbours", "_pairs", "_plan", "_seen", "_terms", "_unsaid")
+    __slots__ = ("_neighbours", "_no_pairs", "_no_tf", "_plan", "_seen", "_unsaid")
 
     def __init__(self, query: Query, unsaid: str) -> None:
         plan = []
@@ -266,14 +266,14 @@ class _Counter:
             plan.append((i, term.gate, lone, term, bool(term.camel)))
         self._plan = tuple(plan)
         self._neighbours = query.neighbours
-        self._terms = [0.0] * len(query.terms)
-        self._pairs = [0.0] * len(self._neighbours)
+        self._no_tf = [0.0] * len(query.terms)
+        self._no_pairs = [0.0] * len(self._neighbours)
         self._seen: dict[str, _Counts] = {}
         self._unsaid = unsaid
 
     def short(self, r: Sequence[Any]) -> _Counted:
         """A row's title, path and command (`_short_fields`)."""
-        tf, near = list(self._terms), list(self._pairs)
+        tf, near = list(self._no_tf), list(self._no_pairs)
         length = 0
         seen = self._seen
         for w, text in _short_fields(r):
@@ -282,11 +282,7 @@ class _Counter:
             counts = seen.get(text)
             if counts is None:
                 counts = seen[text] = self.counts(text)
-            length += counts[0]
-            for i, whole, n in counts[1]:
-                tf[i] += w * n if whole else PART_WEIGHT * w * n
-            for k, m in counts[2]:
-                near[k] += w * m
+            length += _weighed(tf, near, w, counts)
         return _Counted(tf, length, near)
 
     def add(self, into: _Counted, w: float, text: str) -> _Counted:
@@ -294,12 +290,7 @@ class _Counter:
         tf, near = list(into.tf), list(into.near)
         if not text:
             return _Counted(tf, into.length, near)
-        counts = self.counts(text)
-        for i, whole, n in counts[1]:
-            tf[i] += w * n if whole else PART_WEIGHT * w * n
-        for k, m in counts[2]:
-            near[k] += w * m
-        return _Counted(tf, into.length + counts[0], near)
+        return _Counted(tf, into.length + _weighed(tf, near, w, self.counts(text)), near)
 
     def counts(self, text: str) -> _Counts:
         """One field's counts, before its weight applies."""
@@ -330,6 +321,15 @@ class _Counter:
             if here[i] and here[j] and (n := occurrences(together, low)):
                 pairs.append((k, min(n, 20)))
         return len(low), tuple(terms), tuple(pairs)
+
+
+def _weighed(tf: list[float], near: list[float], w: float, counts: _Counts) -> int:
+    """A field's `counts` added into `tf` and `near` at its weight `w`; its length."""
+    for i, whole, n in counts[1]:
+        tf[i] += w * n if whole else PART_WEIGHT * w * n
+    for k, m in counts[2]:
+        near[k] += w * m
+    return counts[0]
 
 
 def _unsaid_out(raw: str, low: str, unsaid: str) -> str:
