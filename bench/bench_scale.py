@@ -651,7 +651,7 @@ def run_completeness(db: Path, projects: int = 3) -> dict[str, Any]:
         sql = "SELECT project FROM sessions GROUP BY project ORDER BY sum(event_count) LIMIT ?"
         smallest = [r[0] for r in conn.execute(sql, (projects,))]
         truth = {(p, w): conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM observations_fts f JOIN observations o ON o.id = f.rowid"
+            "SELECT count(*) FROM (SELECT 1 FROM observations_fts f JOIN observations o ON o.id = abs(f.rowid)"
             " WHERE observations_fts MATCH ? AND o.project = ? LIMIT 20)", (w, p)).fetchone()[0]
             for p in smallest for w in COMPLETENESS_WORDS}  # fmt: skip
     finally:

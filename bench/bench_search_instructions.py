@@ -13,6 +13,8 @@ stalls that make one instruction dearer than another: a cut in instructions is a
 always the same cut in milliseconds.
 
     .venv/bin/python bench/bench_search_instructions.py --store /tmp/nmem-1m-b/obs-1000000 --tree /work/base
+    .venv/bin/python bench/bench_search_instructions.py --store /tmp/nmem-1m-n/obs-1000000 --tree /work/base \
+        --tree-store /tmp/nmem-1m-b/obs-1000000    # each on a store its own code built
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=Path("/tmp/nmem-scale/obs-1000000"),
                         help="a store bench_scale.py built (the folder with nmem.db and meta.json)")  # fmt: skip
     parser.add_argument("--tree", type=Path, help="another checkout (with its .venv) to count too")
+    parser.add_argument("--tree-store", type=Path,
+                        help="the store --tree searches (default --store): one it built, when a migration"
+                             " changed how the store is indexed")  # fmt: skip
     args = parser.parse_args()
     if not (args.store / "meta.json").is_file():
         sys.exit(f"no scale store at {args.store}: build one with bench/bench_scale.py --build-only")
@@ -88,14 +93,16 @@ def main() -> None:
     common.print_machine()
     queries = len(json.loads((args.store / "meta.json").read_text())["queries"])
     print(f"store {args.store}: {queries} queries, each with and without its largest project, first runs")
-    trees = [("this tree", ROOT)] + ([("--tree " + str(args.tree), args.tree.resolve())] if args.tree else [])
+    trees = [("this tree", ROOT, args.store)]
+    if args.tree:
+        trees.append(("--tree " + str(args.tree), args.tree.resolve(), args.tree_store or args.store))
     counts: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="nmem-cg-") as scratch:
-        for label, tree in trees:
-            counts[label] = per_search(tree, args.store, Path(scratch))
+        for label, tree, store in trees:
+            counts[label] = per_search(tree, store, Path(scratch))
             print(f"  {label}: {counts[label] / 1e6:.3f} M instructions a search")
     if args.tree:
-        mine, other = (counts[label] for label, _ in trees)
+        mine, other = (counts[label] for label, _, _ in trees)
         print(f"this tree / --tree = {mine / other:.3f}")
 
 

@@ -7,6 +7,7 @@ tree first on sys.path), with a fixed `now` and a time budget no machine's load 
 every hit: id, order, type, title, score, count, folded twins, snippet text and spans.
 
     .venv/bin/python bench/compare_answers.py --store /tmp/nmem-1m --tree /work/wt-base
+    .venv/bin/python bench/compare_answers.py --store /tmp/nmem-1m-n --tree /work/wt-base --tree-store /tmp/nmem-1m
 """
 
 from __future__ import annotations
@@ -55,11 +56,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True, help="a store bench_scale.py built (nmem.db, meta.json)")
     parser.add_argument("--tree", type=Path, required=True, help="the other checkout (the baseline)")
+    parser.add_argument("--tree-store", type=Path,
+                        help="the store --tree searches (default --store): one it built, when a migration"
+                             " changed how the store is indexed (the same rows)")  # fmt: skip
     parser.add_argument("--show", type=int, default=5, help="differences printed at most")
     args = parser.parse_args()
     if not (args.store / "meta.json").is_file():
         sys.exit(f"no scale store at {args.store}: build one with bench/bench_scale.py --build-only")
-    mine, theirs = answers(ROOT, args.store), answers(args.tree.resolve(), args.store)
+    mine, theirs = answers(ROOT, args.store), answers(args.tree.resolve(), args.tree_store or args.store)
     if len(mine) != len(theirs):
         sys.exit(f"different searches run: {len(mine)} and {len(theirs)}")
     differ = 0

@@ -148,7 +148,7 @@ async def _fill(conn: aiosqlite.Connection, f: PurgeFilter, match: str | None) -
         params.extend(f.ids)
     relaxed = fts.relax(match) if match is not None else None
     if match is not None:
-        source = "observations_fts JOIN observations o ON o.id = observations_fts.rowid"
+        source = "observations_fts JOIN observations o ON o.id = -observations_fts.rowid"  # ids negated (m016)
         clauses.insert(0, "observations_fts MATCH ?")
         params.insert(0, relaxed.match if relaxed else match)
     where = " AND ".join(clauses) or "1"

@@ -322,11 +322,8 @@ def _fts_check_on_snapshot(db: str) -> float:
             dst.execute("PRAGMA synchronous=OFF")
             src.backup(dst)  # in one step: one snapshot, never restarted by our writer's commits
             # The snapshot's newest observations may wait for indexing (m004): index them in the copy.
-            dst.execute(
-                f"INSERT INTO observations_fts(rowid, {fts.COLUMNS})"
-                f" SELECT id, {fts.COLUMNS} FROM observations"
-                " WHERE id >= (SELECT indexed_below FROM fts_state)"
-            )
+            below = dst.execute("SELECT indexed_below FROM fts_state").fetchone()[0]
+            dst.execute(fts.INDEX_RANGE, (below, 1 << 62))
             dst.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
         finally:
             dst.close()

@@ -21,7 +21,10 @@ from nmemd.recall.ranking import RESCORE, SCORED_CHARS, Candidate
 from nmemd.recall.terms import Query
 from nmemd.store import fts
 
-_SPAN: Final = "SELECT (SELECT max(id) FROM observations), (SELECT min(id) FROM observations)"
+_SPAN: Final = (
+    "SELECT (SELECT max(id) FROM observations), (SELECT min(id) FROM observations),"
+    f" EXISTS (SELECT 1 FROM schema_migrations WHERE name = '{fts.NEGATED_SINCE}')"
+)
 PER_LOOKUP: Final = 200  # newest matches taken per lookup (all terms, then each term)
 SCAN_LIMIT: Final = 2000  # matches a filtered lookup reads at most before giving up on older ones
 PHRASE_PAGE: Final = 200  # rows holding a phrase's words, checked for the phrase at a time (store/fts.py)
@@ -38,16 +41,17 @@ ENOUGH_CANDIDATES: Final = 200  # a filtered search stops looking up its common 
 def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tuple[dict[int, Candidate], list[float]]:
     """Rows found by any lookup, and each term's inverse document frequency (estimated, see `_idf`)."""
     found: dict[int, Candidate] = {}
-    # The index's rowids are the ids of its content table (observations): a scan of the index reads that
-    # table, and its newest row's every column with it; two rowid seeks read the ids alone.
-    top, bottom = conn.execute(_SPAN).fetchone()
+    # The span of ids from two rowid seeks of observations (a scan of the index would read its content
+    # view, every column), and whether the index has them negated (m016).
+    top, bottom, negated = conn.execute(_SPAN).fetchone()
     top, bottom = top or 0, bottom or 0
+    main = fts.MAIN if negated else fts.MAIN_BEFORE_M016  # a store the daemon has not migrated: a CLI's read
     total = max(top - bottom + 1, 1)
     filtered = bool(_filters_sql(filters)[0])
     places = _places(conn, filters)
     if places:  # sessions started here worked elsewhere too: their rows there are this project's
         filters = _Scoped(**_as_dict(filters), places=places)
-    newest_of = _Newest(conn, _project_match(conn, filters, places), top, total)
+    newest_of = _Newest(conn, main, _project_match(conn, filters, places), top, total)
     idf: list[float] = []
     checked: list[bool] = []  # the term's rows are its candidates already (a plain word, no filter)
     for i, term in enumerate(query.terms):
@@ -98,7 +102,7 @@ def candidates(conn: sqlite3.Connection, query: Query, filters: Filters) -> tupl
                 for rowid in _lookup(newest_of, term.fts, filters, literal=not term.phrase):
                     _candidate(found, rowid).found_by.add(i)
             if term.grams:  # inside an unspaced run: the pairs index
-                for rowid in _lookup(newest_of, term.grams, filters, table="observations_grams"):
+                for rowid in _lookup(newest_of, term.grams, filters, fts.GRAMS):
                     _candidate(found, rowid).found_by.add(i)
         except sqlite3.OperationalError as exc:
             if "interrupt" not in str(exc):
@@ -136,15 +140,18 @@ class _Newest:
     """The newest rowids of each FTS5 expression, read from the index once per search: a term's
     filtered lookup and its idf take the same rows."""
 
-    def __init__(self, conn: sqlite3.Connection, project: str | None = None, top: int = 0, total: int = 1) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, main: fts.Index, project: str | None = None, top: int = 0, total: int = 1
+    ) -> None:
         self.conn = conn
+        self.main = main  # the main index as this store has it (`fts.MAIN`, or from before m016)
         self.project = project  # the filter's project in the index's terms (`_project_match`)
         self.top, self.total = top, total  # the index's newest rowid and its span, for `rows_holding`
         self._read: dict[tuple[str, str], tuple[list[int], int]] = {}  # (table, match) -> (rowids, limit)
 
-    def read(self, match: str, table: str = "observations_fts") -> list[int] | None:
+    def read(self, match: str) -> list[int] | None:
         """Every row holding `match`, if an earlier read got them all (it returned fewer than it asked)."""
-        have = self._read.get((table, match))
+        have = self._read.get((self.main.table, match))
         return have[0] if have is not None and len(have[0]) < have[1] else None
 
     def rows_holding(self, word: str) -> float:
@@ -160,23 +167,23 @@ class _Newest:
         by_rarity = sorted(quoted, key=self.rows_holding)
         return by_rarity[:1] if self.rows_holding(by_rarity[0]) <= LITERAL_SCAN else by_rarity[:2]
 
-    def __call__(self, match: str, limit: int, table: str = "observations_fts") -> list[int]:
-        have = self._read.get((table, match))
+    def __call__(self, match: str, limit: int, index: fts.Index | None = None) -> list[int]:
+        index = index or self.main
+        have = self._read.get((index.table, match))
         if have is not None and (have[1] >= limit or len(have[0]) < have[1]):  # enough, or all there is
             return have[0][:limit]
         # One row out of SQLite, not one per rowid: a row crossing into Python (the GIL let go and taken
         # back, a tuple, an int) costs a fifth of what FTS5 spends finding it. group_concat's order is
         # not promised, so the rowids are put back in theirs.
-        newest = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?"
-        sql = f"SELECT group_concat(rowid) FROM ({newest})"
+        sql = f"SELECT group_concat(id) FROM ({index.newest()})"
         joined = self.conn.execute(sql, (match, limit)).fetchone()[0]
         ids = sorted(map(int, joined.split(",")), reverse=True) if joined else []
-        self._read[(table, match)] = (ids, limit)
+        self._read[(index.table, match)] = (ids, limit)
         return ids
 
 
 def _lookup(
-    newest_of: _Newest, match: str, filters: Filters, table: str = "observations_fts", literal: bool = False
+    newest_of: _Newest, match: str, filters: Filters, index: fts.Index | None = None, literal: bool = False
 ) -> list[int]:
     """The newest matches of one FTS5 expression, filtered, bounded: FTS5 streams rowids newest first.
 
@@ -185,8 +192,10 @@ def _lookup(
     With a project, a rare expression's rows are all read and filtered here (a few hundred rowids);
     a common one's come from the index's project terms (m010), which cost a seek into the project's
     long doclist per match (1.5 ms for a word in 31 of its rows) but stop at the page."""
-    scoped = bool(newest_of.project and filters.project and table == "observations_fts")
-    relaxed = fts.relax(match) if table == "observations_fts" else None
+    index = index or newest_of.main
+    main = index is newest_of.main
+    scoped = bool(newest_of.project and filters.project and main)
+    relaxed = fts.relax(match) if main else None
     literals = [fts.literal(p) for p in relaxed.phrases] if relaxed is not None and literal else []
     if relaxed is not None and literals and all(literals):
         narrowed = relaxed.narrowed(newest_of.narrow)
@@ -202,13 +211,12 @@ def _lookup(
         filters = _unscoped(filters)
         relaxed = fts.relax(match)
     if relaxed is not None:
-        return _phrase_lookup(newest_of.conn, relaxed, filters)
+        return _phrase_lookup(newest_of, relaxed, filters)
     clauses, params = _filters_sql(filters)
     if not clauses:
-        return newest_of(match, PER_LOOKUP, table)
-    sql = f"""SELECT f.rowid FROM (
-                  SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?) f
-              JOIN observations o ON o.id = f.rowid
+        return newest_of(match, PER_LOOKUP, index)
+    sql = f"""SELECT f.id FROM ({index.newest()}) f
+              JOIN observations o ON o.id = f.id
               WHERE {" AND ".join(clauses)} LIMIT ?"""
     return [r[0] for r in newest_of.conn.execute(sql, (match, SCAN_LIMIT, *params, PER_LOOKUP))]
 
@@ -223,12 +231,13 @@ def _filtered(conn: sqlite3.Connection, ids: list[int], filters: Filters) -> lis
     return [r[0] for r in conn.execute(sql, (json.dumps(ids), *params))]
 
 
-def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filters) -> list[int]:
+def _phrase_lookup(newest_of: _Newest, relaxed: fts.Relaxed, filters: Filters) -> list[int]:
     """The newest rows that hold each phrase (`save_hook`, `src/auth.ts`) in order (store/fts.py).
 
     The index gives the newest rows holding all its words, a page at a time; each row's title, path
     and command are checked first, its content only when they do not hold the phrase. Within the
     PHRASE_SCAN newest such rows the answer is the positional index's; older ones are not looked at."""
+    conn, main = newest_of.conn, newest_of.main
     clauses, params = _filters_sql(filters)
     where = "".join(f" AND {c}" for c in clauses)
     check = fts.PhraseCheck(relaxed)
@@ -239,12 +248,11 @@ def _phrase_lookup(conn: sqlite3.Connection, relaxed: fts.Relaxed, filters: Filt
         if scanned >= PHRASE_SCAN and below is not None:
             out.read_down_to = below  # older candidates were not checked: `_idf` estimates from density
             break
-        bound = "" if below is None else " AND rowid < ?"
         ids = [
             r[0]
             for r in conn.execute(
-                f"SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?{bound} ORDER BY rowid DESC LIMIT ?",
-                (relaxed.match, *(() if below is None else (below,)), PHRASE_PAGE),
+                main.newest(older=below is not None),
+                (relaxed.match, *(() if below is None else (main.bound(below),)), PHRASE_PAGE),
             )
         ]
         if not ids:

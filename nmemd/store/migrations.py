@@ -416,6 +416,37 @@ CREATE TRIGGER counts_events_ad AFTER DELETE ON events BEGIN
 END;
 """
 
+# The main index newest first (fts.NEGATED_SINCE, issue #40): its rowids are the ids negated, so
+# FTS5 reads a search's newest rows in its own order, and its content a view of the rows newest first
+# (`fts.NEWEST_FIRST_VIEW`: 'rebuild' and 'integrity-check' read them in the index's order). Rows
+# stored before are indexed again at start, as m010 did (`reindex_from`, progress in the log: 76 s at
+# a million rows).
+M016_NEWEST_FIRST_INDEX: Final = f"""
+CREATE VIEW {fts.NEWEST_FIRST_VIEW} AS SELECT -id AS fts_id, {fts.COLUMNS} FROM observations ORDER BY id DESC;
+DROP TABLE observations_fts;
+CREATE VIRTUAL TABLE observations_fts USING fts5(
+    {fts.COLUMNS},
+    content='{fts.NEWEST_FIRST_VIEW}', content_rowid='fts_id', tokenize='{FTS_TOKENIZE}',
+    detail=none, columnsize=0, prefix='2 3'
+);
+UPDATE fts_state SET reindex_from = (SELECT coalesce(min(id), 0) FROM observations), reindex_below = indexed_below;
+DROP TRIGGER observations_ad;
+CREATE TRIGGER observations_ad AFTER DELETE ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state)
+ AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
+    VALUES ('delete', -old.id, {fts.values("old")});
+END;
+DROP TRIGGER observations_au;
+CREATE TRIGGER observations_au AFTER UPDATE OF {fts.COLUMNS.replace("scope", "project")} ON observations
+WHEN old.id < (SELECT indexed_below FROM fts_state)
+ AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
+    INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
+    VALUES ('delete', -old.id, {fts.values("old")});
+    INSERT INTO observations_fts(rowid, {fts.COLUMNS}) VALUES (-new.id, {fts.values("new")});
+END;
+"""
+
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
     ("m002_fts_batch_index", M002_FTS_BATCH_INDEX),
@@ -432,6 +463,7 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m013_session_places", M013_SESSION_PLACES),
     ("m014_team_apart", M014_TEAM_APART),
     ("m015_counts", M015_COUNTS),
+    (fts.NEGATED_SINCE, M016_NEWEST_FIRST_INDEX),
 )
 
 MIGRATIONS_DDL: Final = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"

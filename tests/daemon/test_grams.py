@@ -64,7 +64,7 @@ def test_a_store_from_before_the_pairs_index_is_indexed_at_start(nmem_env: dict[
             " VALUES ('old-cjk', 's-old', '/tmp/p', 1, 1, 'UserPromptSubmit', 'prompt', ?)",
             (RUN,),
         )
-        conn.execute("INSERT INTO observations_fts(rowid, title) VALUES (last_insert_rowid(), ?)", (RUN,))
+        conn.execute("INSERT INTO observations_fts(rowid, title) VALUES (-last_insert_rowid(), ?)", (RUN,))
         conn.execute("UPDATE fts_state SET indexed_below = (SELECT max(id) + 1 FROM observations)")
     finally:
         conn.close()

@@ -31,10 +31,11 @@ def integrity_ok(db: str | Path) -> None:
         assert dup == 0
         conn.backup(copy)
         if copy.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_state'").fetchone():
+            negated = copy.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (fts.NEGATED_SINCE,)).fetchone()
             copy.execute(
                 f"INSERT INTO observations_fts(rowid, {fts.COLUMNS})"
-                f" SELECT id, {fts.COLUMNS} FROM observations"
-                " WHERE id >= (SELECT indexed_below FROM fts_state)"
+                f" SELECT {'-id' if negated else 'id'}, {fts.COLUMNS} FROM observations"
+                f" WHERE id >= (SELECT indexed_below FROM fts_state) ORDER BY id {'DESC' if negated else ''}"
             )
         copy.execute("INSERT INTO observations_fts(observations_fts, rank) VALUES ('integrity-check', 1)")
     finally:

@@ -149,6 +149,11 @@ def build_v14(home: Path) -> set[str]:
     return _build_at(home, "v14", 14)
 
 
+def build_v15(home: Path) -> set[str]:
+    """Version 15 (m001-m015_counts): the main index's rowids the ids themselves, oldest first (issue #40)."""
+    return _build_at(home, "v15", 15)
+
+
 def build_client_only(home: Path) -> set[str]:
     """A database created by the hook client alone: the inbox table, no schema_migrations."""
     assert not home.exists()
@@ -189,4 +194,5 @@ EARLIER_VERSIONS: list[tuple[str, Callable[[Path], set[str]], tuple[str, ...]]] 
     ("v12-m012_team", build_v12, tuple(name for name, _ in MIGRATIONS[:12])),
     ("v13-m013_session_places", build_v13, tuple(name for name, _ in MIGRATIONS[:13])),
     ("v14-m014_team_apart", build_v14, tuple(name for name, _ in MIGRATIONS[:14])),
+    ("v15-m015_counts", build_v15, tuple(name for name, _ in MIGRATIONS[:15])),
 ]

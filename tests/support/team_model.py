@@ -310,13 +310,13 @@ class TeamSyncModel:
         conn = sqlite3.connect(f"file:{self.members[name].db}?mode=ro", uri=True, timeout=10)
         try:
             stale = conn.execute(
-                "SELECT rowid FROM observations_fts WHERE observations_fts MATCH 'zqm*'"
+                "SELECT -rowid FROM observations_fts WHERE observations_fts MATCH 'zqm*'"
                 " EXCEPT SELECT id FROM observations"
             ).fetchall()
             below = conn.execute("SELECT indexed_below FROM fts_state").fetchone()[0]
             unindexed = conn.execute(
                 "SELECT id FROM observations WHERE id < ? AND content LIKE '%zqm%'"
-                " EXCEPT SELECT rowid FROM observations_fts WHERE observations_fts MATCH 'zqm*'",
+                " EXCEPT SELECT -rowid FROM observations_fts WHERE observations_fts MATCH 'zqm*'",
                 (below,),
             ).fetchall()
         finally:

@@ -150,8 +150,8 @@ async def test_the_already_stored_check_reads_the_session_index_after_a_bulk_ses
 def _fts_hits(db: str | Path, query: str) -> list[int]:
     """What the index finds, a phrase checked on the rows holding its words as search does (m008)."""
     relaxed = fts.relax(query)
-    sql = "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?"
-    ids = [int(str(r[0])) for r in db_rows(db, sql, (relaxed.match if relaxed else query,))]
+    sql = "SELECT -rowid FROM observations_fts WHERE observations_fts MATCH ?"  # ids negated (m016)
+    ids = sorted(int(str(r[0])) for r in db_rows(db, sql, (relaxed.match if relaxed else query,)))
     if relaxed is None or not ids:
         return ids
     check = fts.PhraseCheck(relaxed)
@@ -252,7 +252,7 @@ async def test_a_crash_before_indexing_is_caught_up_at_the_next_open(tmp_path: o
     conn.execute("BEGIN")
     conn.execute(
         f"INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})"
-        f" SELECT 'delete', id, {fts.COLUMNS} FROM observations"
+        f" SELECT 'delete', -id, {fts.COLUMNS} FROM observations"
     )
     conn.execute("UPDATE fts_state SET indexed_below = 1")
     conn.execute("COMMIT")
@@ -321,9 +321,9 @@ def _store_at_m007(db: Path, rows: list[tuple[str, str, str | None]], version: i
                 " file_path) VALUES (?, 's1', '/p', ?, ?, 'PostToolUse', 'edit', ?, ?, ?)",
                 (f"old{i}", 1000.0 + i, 1000.0 + i, title, content, path),
             )
-        conn.execute(
-            "INSERT INTO observations_fts(rowid, title, content, file_path, command)"
-            " SELECT id, title, content, file_path, command FROM observations"
+        columns = fts.COLUMNS if version >= 10 else "title, content, file_path, command"  # m010: the project
+        conn.execute(  # as versions 7-15 indexed: the ids themselves
+            f"INSERT INTO observations_fts(rowid, {columns}) SELECT id, {columns} FROM observations"
         )
         conn.execute("UPDATE fts_state SET indexed_below = (SELECT max(id) + 1 FROM observations)")
         conn.execute("COMMIT")
@@ -493,6 +493,39 @@ async def test_status_counts_kept_as_rows_are_written_match_a_count_of_the_rows(
         assert _counted(settings.db) == _scanned(settings.db) == (3, 3, {"edit": 2, "read": 1}, 2002.0)
 
 
+# --- the index newest first (migration m016) ----------------------------------------------------------
+
+
+async def test_a_store_from_before_m016_is_indexed_newest_first_and_answers_the_same() -> None:
+    """m016 indexes a version-15 store's rows again under their ids negated (FTS5's own order is then
+    newest first): a read-only search before the daemon migrates the store and one after answer alike;
+    FTS5's integrity check agrees with the rows (its content view), and so does purge's rebuild."""
+    from nmemd.history.purge import PurgeFilter, purge
+
+    settings = config.load()
+    rows = [(f"Edit f{i}.py", f"alpha {'beta ' if i % 2 else ''}save_hook", f"/p/f{i}.py") for i in range(12)]
+    _store_at_m007(Path(settings.db), rows, version=15)
+
+    def answers() -> list[list[int]]:
+        conn = readers.open_readonly(str(settings.db))
+        try:
+            return [[h.id for h in search.search(conn, q, limit=50)] for q in ("alpha", "beta", "save_hook", "alph*")]
+        finally:
+            conn.close()
+
+    before = answers()
+    async with open_store(settings) as store:
+        assert db_rows(settings.db, "SELECT min(rowid), max(rowid) FROM observations_fts") == [(-12, -1)]
+        assert answers() == before and sorted(before[1]) == [2, 4, 6, 8, 10, 12]
+        integrity_ok(settings.db)
+        await purge(store, PurgeFilter(query="beta"))  # FTS5's 'rebuild' from the view, newest first
+    integrity_ok(settings.db)
+    assert _fts_hits(settings.db, "alpha") == [1, 3, 5, 7, 9, 11]
+    assert db_rows(settings.db, "SELECT count(DISTINCT id >> 37) FROM observations_fts_data WHERE id >= (1 << 37)") == [
+        (1,)
+    ]  # one segment: the rebuild met no rowid below the last
+
+
 async def test_a_lookup_reads_a_words_newest_rows_in_order_from_one_row() -> None:
     """`lookups._Newest` takes a word's rowids from SQLite as one `group_concat` row, whose order SQLite does
     not promise: what it hands on is what `ORDER BY rowid DESC LIMIT n` returns, row by row, in that order;
@@ -505,8 +538,8 @@ async def test_a_lookup_reads_a_words_newest_rows_in_order_from_one_row() -> Non
         await store.index_pending()
     conn = readers.open_readonly(str(settings.db))
     try:
-        newest = lookups._Newest(conn)
-        sql = "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        newest = lookups._Newest(conn, fts.MAIN)
+        sql = "SELECT -rowid FROM observations_fts WHERE observations_fts MATCH ? ORDER BY rowid LIMIT ?"
         for match, limit in (('"gamma"', 25), ('"delta"', 7), ('"gamma" AND "delta"', 100), ('"epsilon"', 5)):
             assert newest(match, limit) == [r[0] for r in conn.execute(sql, (match, limit))], match
         assert newest('"gamma"', 25)[:3] == newest('"gamma"', 3) and len(newest('"gamma"', 3)) == 3
