@@ -82,17 +82,22 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=Path("/tmp/nmem-scale/obs-1000000"),
                         help="a store bench_scale.py built (the folder with nmem.db and meta.json)")  # fmt: skip
     parser.add_argument("--tree", type=Path, help="another checkout to compare, run in turn with this one")
+    parser.add_argument("--tree-store", type=Path,
+                        help="the store --tree searches (default --store): one it built, when a migration"
+                             " changed how the store is indexed (the same rows)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2, help="alternations (each runs every query twice)")
     args = parser.parse_args()
     if not (args.store / "meta.json").is_file():
         sys.exit(f"no scale store at {args.store}: build one with bench/bench_scale.py --build-only")
     common.print_machine()
-    trees = [("this tree", ROOT)] + ([("--tree " + str(args.tree), args.tree.resolve())] if args.tree else [])
-    results: dict[str, list[list[Any]]] = {label: [] for label, _ in trees}
+    trees = [("this tree", ROOT, args.store)]
+    if args.tree:
+        trees.append(("--tree " + str(args.tree), args.tree.resolve(), args.tree_store or args.store))
+    results: dict[str, list[list[Any]]] = {label: [] for label, _, _ in trees}
     for _ in range(args.rounds):
-        for label, tree in trees:
+        for label, tree, store in trees:
             started = time.perf_counter()
-            results[label] += run_tree(tree, args.store, 2)
+            results[label] += run_tree(tree, store, 2)
             print(f"  {label}: a round in {time.perf_counter() - started:.0f} s")
     for label, rows in results.items():
         report(label, rows)
@@ -103,7 +108,7 @@ def main() -> None:
                   f" p99 {common.percentile(cpu, 99):.2f} ms")  # fmt: skip
     if args.tree:
         for col, what in ((2, "wall"), (5, "CPU")):
-            a, b = (sorted(r[col] for r in results[label] if len(r) > col) for label, _ in trees)
+            a, b = (sorted(r[col] for r in results[label] if len(r) > col) for label, _, _ in trees)
             if a and b:
                 ratios = [common.percentile(b, pct) / common.percentile(a, pct) for pct in (50, 90, 99)]
                 print(f"{what}: --tree / this tree = " + ", ".join(f"p{pct} {x:.2f}" for pct, x in
