@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -281,9 +281,9 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
     finally:
         if report is not None:
             os.close(report)
-    failed = _startup_failure(settings)
-    why = f": {failed}" if failed else ""
-    raise DaemonError(f"nmemd did not start within {timeout:.0f} s{why}; see {settings.log_dir}/nmemd.log")
+    raise DaemonError(
+        f"nmemd did not start within {timeout:.0f} s{_why_not_yet(settings)}; see {settings.log_dir}/nmemd.log"
+    )
 
 
 def _said(report: int | None) -> str:
@@ -297,16 +297,29 @@ def _said(report: int | None) -> str:
     return said[7:].decode("utf-8", "replace").strip() if said.startswith(b"failed ") else ""
 
 
-def _startup_failure(settings: Settings) -> str | None:
-    """The last "startup failed" line of the daemon's log (its stderr went to /dev/null)."""
+_INDEXING_AGAIN: Final = (" again for full-text search", "indexed observations up to id ")
+
+
+def _why_not_yet(settings: Settings) -> str:
+    """What the daemon's log says it is doing, from its last line (its stderr went to /dev/null): a
+    "startup failed" line's reason, or the index a migration has it build again before it serves
+    (repair's progress: ~40 s at a million observations), or nothing."""
     try:
         with open(os.path.join(settings.log_dir, "nmemd.log"), "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
             tail = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
-        return None
+        return ""
     last = tail[-1] if tail else ""
-    return last.split("startup failed: ", 1)[1] if "startup failed: " in last else None
+    if "startup failed: " in last:
+        return ": " + last.split("startup failed: ", 1)[1]
+    if any(mark in last for mark in _INDEXING_AGAIN):
+        said = last.split(": ", 1)[-1]
+        return (
+            f": it is still starting, indexing the store again for this version's full-text index ({said});"
+            " it answers once that is done (`nmem status` tells), and hooks' events wait in its inbox meanwhile"
+        )
+    return ""
 
 
 def serving_elsewhere(settings: Settings) -> str | None:
