@@ -240,6 +240,8 @@ def status(settings: Settings) -> Status:
     except DaemonUnavailable as exc:
         holder = None if isinstance(exc, WrongStore) else lock_holder(settings.lock)
         note = str(exc) if isinstance(exc, (NotAnswering, WrongStore)) else None
+        if isinstance(exc, NotAnswering) and _indexing_again(_last_log_line(settings)):
+            note = f"not answering yet{_why_not_yet(settings)}"  # a migration's index, not a frozen daemon
         facts = DaemonFacts(
             running=False, socket=settings.socket, pid=holder if holder and holder > 0 else None, note=note
         )
@@ -300,24 +302,34 @@ def _said(report: int | None) -> str:
 _INDEXING_AGAIN: Final = (" again for full-text search", "indexed observations up to id ")
 
 
-def _why_not_yet(settings: Settings) -> str:
-    """What the daemon's log says it is doing, from its last line (its stderr went to /dev/null): a
-    "startup failed" line's reason, or the index a migration has it build again before it serves
-    (repair's progress: ~40 s at a million observations), or nothing."""
+def _last_log_line(settings: Settings) -> str:
+    """The daemon's log's last line ("" when there is none): its stderr goes to /dev/null."""
     try:
         with open(os.path.join(settings.log_dir, "nmemd.log"), "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
             tail = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return ""
-    last = tail[-1] if tail else ""
+    return tail[-1] if tail else ""
+
+
+def _indexing_again(line: str) -> bool:
+    """Whether a log line is repair's progress through an index a migration builds again."""
+    return any(mark in line for mark in _INDEXING_AGAIN)
+
+
+def _why_not_yet(settings: Settings) -> str:
+    """What the daemon's log says it is doing, from its last line: a "startup failed" line's reason,
+    or the index a migration has it build again before it serves (repair's progress: ~40 s at a
+    million observations), or nothing."""
+    last = _last_log_line(settings)
     if "startup failed: " in last:
         return ": " + last.split("startup failed: ", 1)[1]
-    if any(mark in last for mark in _INDEXING_AGAIN):
+    if _indexing_again(last):
         said = last.split(": ", 1)[-1]
         return (
             f": it is still starting, indexing the store again for this version's full-text index ({said});"
-            " it answers once that is done (`nmem status` tells), and hooks' events wait in its inbox meanwhile"
+            " it answers once that is done, and hooks' events wait in its inbox meanwhile"
         )
     return ""
 

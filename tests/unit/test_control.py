@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from nmemd import config
@@ -37,3 +38,23 @@ def test_a_start_that_outlasts_the_wait_says_the_store_is_indexed_again() -> Non
     assert control._why_not_yet(settings) == ": file is not a database"
     log.write_text(lines[0] + "\n")
     assert control._why_not_yet(settings) == ""
+
+
+def test_status_while_a_migration_indexes_the_store_says_so_not_frozen() -> None:
+    """A daemon that holds its socket but does not answer yet because m016's index is being built again
+    is reported as starting, with the progress line, not as "stopped or frozen"."""
+    settings = config.load()
+    log = Path(settings.log_dir) / "nmemd.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(
+        "2026-11-29 18:48:37,420 INFO nmemd.store: indexed observations up to id 100001 of 1000001 (3.1 s)\n"
+    )
+    Path(settings.socket).parent.mkdir(parents=True, exist_ok=True)
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # accepts (the backlog), never answers
+    try:
+        held.bind(settings.socket)
+        held.listen(8)
+        note = control.status(settings).daemon.note or ""
+    finally:
+        held.close()
+    assert note.startswith("not answering yet: it is still starting") and "100001 of 1000001" in note, note
