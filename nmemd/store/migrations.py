@@ -236,17 +236,15 @@ CREATE TABLE retention_notice (
 );
 """
 
-# The project in the main index: each row's `scope` token (`fts.scope_token`, a generated column, so
-# FTS5's rebuild and integrity-check read it as they read the others) lets a project's search ask the
-# index for that project's rows, newest first, instead of reading the whole store's newest matches and
-# keeping the project's: at a million rows a project with 0.7 % of them found 0 of a common word's 944
-# rows. Rows stored before are indexed again at start, as m008 did (`reindex_from`, progress in the log).
-M010_PROJECT_IN_INDEX: Final = f"""
-ALTER TABLE observations ADD COLUMN scope TEXT GENERATED ALWAYS AS ({fts.SCOPE_SQL}) VIRTUAL;
-DROP TABLE observations_fts;
+
+def _main_index_again(content: str, content_rowid: str, sign: str) -> str:
+    """The main index made anew over `content` (its `content_rowid`), each row under `{sign}id`: its old
+    rows left to index again at start (`reindex_from`, repair), and the delete and edit triggers that
+    keep it in step (rows above the watermark or still to index again are not in it)."""
+    return f"""DROP TABLE observations_fts;
 CREATE VIRTUAL TABLE observations_fts USING fts5(
     {fts.COLUMNS},
-    content='observations', content_rowid='id', tokenize='{FTS_TOKENIZE}',
+    content='{content}', content_rowid='{content_rowid}', tokenize='{FTS_TOKENIZE}',
     detail=none, columnsize=0, prefix='2 3'
 );
 UPDATE fts_state SET reindex_from = (SELECT coalesce(min(id), 0) FROM observations), reindex_below = indexed_below;
@@ -255,17 +253,27 @@ CREATE TRIGGER observations_ad AFTER DELETE ON observations
 WHEN old.id < (SELECT indexed_below FROM fts_state)
  AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
     INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
-    VALUES ('delete', old.id, {fts.values("old")});
+    VALUES ('delete', {sign}old.id, {fts.values("old")});
 END;
 DROP TRIGGER observations_au;
 CREATE TRIGGER observations_au AFTER UPDATE OF {fts.COLUMNS.replace("scope", "project")} ON observations
 WHEN old.id < (SELECT indexed_below FROM fts_state)
  AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
     INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
-    VALUES ('delete', old.id, {fts.values("old")});
-    INSERT INTO observations_fts(rowid, {fts.COLUMNS}) VALUES (new.id, {fts.values("new")});
+    VALUES ('delete', {sign}old.id, {fts.values("old")});
+    INSERT INTO observations_fts(rowid, {fts.COLUMNS}) VALUES ({sign}new.id, {fts.values("new")});
 END;
 """
+
+
+# The project in the main index: each row's `scope` token (`fts.scope_token`, a generated column, so
+# FTS5's rebuild and integrity-check read it as they read the others) lets a project's search ask the
+# index for that project's rows, newest first, instead of reading the whole store's newest matches and
+# keeping the project's: at a million rows a project with 0.7 % of them found 0 of a common word's 944
+# rows. Rows stored before are indexed again at start, as m008 did (`reindex_from`, progress in the log).
+M010_PROJECT_IN_INDEX: Final = f"""
+ALTER TABLE observations ADD COLUMN scope TEXT GENERATED ALWAYS AS ({fts.SCOPE_SQL}) VIRTUAL;
+{_main_index_again("observations", "id", "")}"""
 
 # The coding agent of every session and observation (issue #19): NULL for Claude Code, so the rows
 # stored before and Claude Code's own add nothing to the file (SQLite stores a trailing NULL column's
@@ -419,33 +427,11 @@ END;
 # The main index newest first (fts.NEGATED_SINCE, issue #40): its rowids are the ids negated, so
 # FTS5 reads a search's newest rows in its own order, and its content a view of the rows newest first
 # (`fts.NEWEST_FIRST_VIEW`: 'rebuild' and 'integrity-check' read them in the index's order). Rows
-# stored before are indexed again at start, as m010 did (`reindex_from`, progress in the log: 76 s at
+# stored before are indexed again at start, as m010 did (`reindex_from`, progress in the log: ~40 s at
 # a million rows).
 M016_NEWEST_FIRST_INDEX: Final = f"""
 CREATE VIEW {fts.NEWEST_FIRST_VIEW} AS SELECT -id AS fts_id, {fts.COLUMNS} FROM observations ORDER BY id DESC;
-DROP TABLE observations_fts;
-CREATE VIRTUAL TABLE observations_fts USING fts5(
-    {fts.COLUMNS},
-    content='{fts.NEWEST_FIRST_VIEW}', content_rowid='fts_id', tokenize='{FTS_TOKENIZE}',
-    detail=none, columnsize=0, prefix='2 3'
-);
-UPDATE fts_state SET reindex_from = (SELECT coalesce(min(id), 0) FROM observations), reindex_below = indexed_below;
-DROP TRIGGER observations_ad;
-CREATE TRIGGER observations_ad AFTER DELETE ON observations
-WHEN old.id < (SELECT indexed_below FROM fts_state)
- AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
-    INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
-    VALUES ('delete', -old.id, {fts.values("old")});
-END;
-DROP TRIGGER observations_au;
-CREATE TRIGGER observations_au AFTER UPDATE OF {fts.COLUMNS.replace("scope", "project")} ON observations
-WHEN old.id < (SELECT indexed_below FROM fts_state)
- AND NOT (old.id >= (SELECT reindex_from FROM fts_state) AND old.id < (SELECT reindex_below FROM fts_state)) BEGIN
-    INSERT INTO observations_fts(observations_fts, rowid, {fts.COLUMNS})
-    VALUES ('delete', -old.id, {fts.values("old")});
-    INSERT INTO observations_fts(rowid, {fts.COLUMNS}) VALUES (-new.id, {fts.values("new")});
-END;
-"""
+{_main_index_again(fts.NEWEST_FIRST_VIEW, "fts_id", "-")}"""
 
 MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
     ("m001_initial", M001_INITIAL),
