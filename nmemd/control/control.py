@@ -240,8 +240,9 @@ def status(settings: Settings) -> Status:
     except DaemonUnavailable as exc:
         holder = None if isinstance(exc, WrongStore) else lock_holder(settings.lock)
         note = str(exc) if isinstance(exc, (NotAnswering, WrongStore)) else None
-        if isinstance(exc, NotAnswering) and _indexing_again(_last_log_line(settings)):
-            note = f"not answering yet{_why_not_yet(settings)}"  # a migration's index, not a frozen daemon
+        starting = _indexing_again(_last_log_line(settings)) if isinstance(exc, NotAnswering) else ""
+        if starting:  # a migration's index built again, not a frozen daemon
+            note = f"not answering yet{starting}"
         facts = DaemonFacts(
             running=False, socket=settings.socket, pid=holder if holder and holder > 0 else None, note=note
         )
@@ -284,7 +285,8 @@ def start(settings: Settings, timeout: float = 10.0, *, on_demand: bool = False)
         if report is not None:
             os.close(report)
     raise DaemonError(
-        f"nmemd did not start within {timeout:.0f} s{_why_not_yet(settings)}; see {settings.log_dir}/nmemd.log"
+        f"nmemd did not start within {timeout:.0f} s{_why_not_yet(_last_log_line(settings))};"
+        f" see {settings.log_dir}/nmemd.log"
     )
 
 
@@ -313,25 +315,24 @@ def _last_log_line(settings: Settings) -> str:
     return tail[-1] if tail else ""
 
 
-def _indexing_again(line: str) -> bool:
-    """Whether a log line is repair's progress through an index a migration builds again."""
-    return any(mark in line for mark in _INDEXING_AGAIN)
+def _indexing_again(last: str) -> str:
+    """ ": it is still starting..." when the log's `last` line is repair's progress through an index a
+    migration builds again before the daemon serves (~40 s at a million observations), else ""."""
+    if not any(mark in last for mark in _INDEXING_AGAIN):
+        return ""
+    said = last.split(": ", 1)[-1]
+    return (
+        f": it is still starting, indexing the store again for this version's full-text index ({said});"
+        " it answers once that is done, and hooks' events wait in its inbox meanwhile"
+    )
 
 
-def _why_not_yet(settings: Settings) -> str:
-    """What the daemon's log says it is doing, from its last line: a "startup failed" line's reason,
-    or the index a migration has it build again before it serves (repair's progress: ~40 s at a
-    million observations), or nothing."""
-    last = _last_log_line(settings)
+def _why_not_yet(last: str) -> str:
+    """What the daemon's log's `last` line says it is doing: a "startup failed" line's reason, the
+    index a migration has it build again, or nothing."""
     if "startup failed: " in last:
         return ": " + last.split("startup failed: ", 1)[1]
-    if _indexing_again(last):
-        said = last.split(": ", 1)[-1]
-        return (
-            f": it is still starting, indexing the store again for this version's full-text index ({said});"
-            " it answers once that is done, and hooks' events wait in its inbox meanwhile"
-        )
-    return ""
+    return _indexing_again(last)
 
 
 def serving_elsewhere(settings: Settings) -> str | None:

@@ -29,15 +29,15 @@ def test_a_start_that_outlasts_the_wait_says_the_store_is_indexed_again() -> Non
         " search (a migration's new index)",
     ]
     log.write_text("\n".join(lines) + "\n")
-    assert "indexing the store again" in control._why_not_yet(settings)
+    assert "indexing the store again" in control._why_not_yet(control._last_log_line(settings))
     log.write_text("\n".join([*lines, "2026-11-29 18:48:37,420 INFO nmemd.store: indexed observations up to id"
                               " 100001 of 1000001 (3.1 s)"]) + "\n")  # fmt: skip
-    said = control._why_not_yet(settings)
+    said = control._why_not_yet(control._last_log_line(settings))
     assert "up to id 100001 of 1000001" in said and "inbox" in said, said
     log.write_text("2026-11-29 18:48:37,420 ERROR nmemd: startup failed: file is not a database\n")
-    assert control._why_not_yet(settings) == ": file is not a database"
+    assert control._why_not_yet(control._last_log_line(settings)) == ": file is not a database"
     log.write_text(lines[0] + "\n")
-    assert control._why_not_yet(settings) == ""
+    assert control._why_not_yet(control._last_log_line(settings)) == ""
 
 
 def test_status_while_a_migration_indexes_the_store_says_so_not_frozen() -> None:
