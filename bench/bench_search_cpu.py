@@ -82,17 +82,13 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=Path("/tmp/nmem-scale/obs-1000000"),
                         help="a store bench_scale.py built (the folder with nmem.db and meta.json)")  # fmt: skip
     parser.add_argument("--tree", type=Path, help="another checkout to compare, run in turn with this one")
-    parser.add_argument("--tree-store", type=Path,
-                        help="the store --tree searches (default --store): one it built, when a migration"
-                             " changed how the store is indexed (the same rows)")  # fmt: skip
+    common.add_tree_store_arg(parser)
     parser.add_argument("--rounds", type=int, default=2, help="alternations (each runs every query twice)")
     args = parser.parse_args()
     if not (args.store / "meta.json").is_file():
         sys.exit(f"no scale store at {args.store}: build one with bench/bench_scale.py --build-only")
     common.print_machine()
-    trees = [("this tree", ROOT, args.store)]
-    if args.tree:
-        trees.append(("--tree " + str(args.tree), args.tree.resolve(), args.tree_store or args.store))
+    trees = common.trees_and_stores(ROOT, args.store, args.tree, args.tree_store)
     results: dict[str, list[list[Any]]] = {label: [] for label, _, _ in trees}
     for _ in range(args.rounds):
         for label, tree, store in trees:

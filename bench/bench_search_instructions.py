@@ -82,9 +82,7 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=Path("/tmp/nmem-scale/obs-1000000"),
                         help="a store bench_scale.py built (the folder with nmem.db and meta.json)")  # fmt: skip
     parser.add_argument("--tree", type=Path, help="another checkout (with its .venv) to count too")
-    parser.add_argument("--tree-store", type=Path,
-                        help="the store --tree searches (default --store): one it built, when a migration"
-                             " changed how the store is indexed")  # fmt: skip
+    common.add_tree_store_arg(parser)
     args = parser.parse_args()
     if not (args.store / "meta.json").is_file():
         sys.exit(f"no scale store at {args.store}: build one with bench/bench_scale.py --build-only")
@@ -93,9 +91,7 @@ def main() -> None:
     common.print_machine()
     queries = len(json.loads((args.store / "meta.json").read_text())["queries"])
     print(f"store {args.store}: {queries} queries, each with and without its largest project, first runs")
-    trees = [("this tree", ROOT, args.store)]
-    if args.tree:
-        trees.append(("--tree " + str(args.tree), args.tree.resolve(), args.tree_store or args.store))
+    trees = common.trees_and_stores(ROOT, args.store, args.tree, args.tree_store)
     counts: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="nmem-cg-") as scratch:
         for label, tree, store in trees:

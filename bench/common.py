@@ -140,6 +140,26 @@ def add_quiet_arg(parser: Any) -> None:
     )
 
 
+def add_tree_store_arg(parser: Any) -> None:
+    """`--tree-store`: the store a baseline `--tree` searches, when a migration changed how the index is kept."""
+    parser.add_argument(
+        "--tree-store",
+        type=Path,
+        help="the store --tree searches (default --store): one it built, when a migration changed how the"
+        " store is indexed (the same rows)",
+    )
+
+
+def trees_and_stores(
+    root: Path, store: Path, tree: Path | None, tree_store: Path | None
+) -> list[tuple[str, Path, Path]]:
+    """(label, checkout, store) of this checkout, then of `--tree` on its `--tree-store` (else `store`)."""
+    out = [("this tree", root, store)]
+    if tree:
+        out.append(("--tree " + str(tree), tree.resolve(), tree_store or store))
+    return out
+
+
 _WORK = (
     "import sqlite3, time\n"
     "c = sqlite3.connect(':memory:')\n"

@@ -56,9 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True, help="a store bench_scale.py built (nmem.db, meta.json)")
     parser.add_argument("--tree", type=Path, required=True, help="the other checkout (the baseline)")
-    parser.add_argument("--tree-store", type=Path,
-                        help="the store --tree searches (default --store): one it built, when a migration"
-                             " changed how the store is indexed (the same rows)")  # fmt: skip
+    common.add_tree_store_arg(parser)
     parser.add_argument("--show", type=int, default=5, help="differences printed at most")
     args = parser.parse_args()
     if not (args.store / "meta.json").is_file():
