@@ -53,6 +53,7 @@ _ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
 # several seconds on a machine kept busy.
 DEFAULT_START_WAIT_MS = 6000
 START_POLL_S = 0.01
+STARTING_POLL_S = 0.05  # a daemon that opens its store (a migration may take a minute) is asked this often
 
 
 class Terminated(OSError):
@@ -224,6 +225,9 @@ def answer_after_start(event_id: bytes, body: bytes, report: int | None = None, 
             # then failed) says why on it: the next turn reads it.
             time.sleep(min(START_POLL_S, max(left, 0.0)))  # the daemon is still starting
             continue
+        if status == b"ERR" and reply.startswith(protocol.BUSY_STARTING):  # it opens the store: asked again
+            time.sleep(min(STARTING_POLL_S, max(left, 0.0)))
+            continue
         return reply if status == b"OK" else b""
 
 
@@ -299,7 +303,7 @@ def run(argv: list[str] | None = None) -> int:
     agent = agent_arg(sys.argv[1:] if argv is None else argv)
     body = with_agent(body, agent)
     event_id = protocol.new_event_id()
-    daemon_absent = False
+    daemon_absent = starting = False
     try:
         status, reply = deliver(protocol.KIND_HOOK, event_id, body, _timeout_s())
     except OSError as exc:
@@ -314,12 +318,15 @@ def run(argv: list[str] | None = None) -> int:
             return 0  # the daemon saw the event and refused it for good (and logged why)
         # A daemon of another store (a shared NMEM_SOCKET, a stale store.lock): ours is not running.
         daemon_absent = code == protocol.ERR_WRONG_STORE
+        starting = reply.startswith(protocol.BUSY_STARTING)
     # Another user's NMEM_HOME gets nothing of ours (issue #16, finding 8), nor does a file or a path
     # that cannot be made: the event goes to a private spool outside it (issue #31, item 2).
     problem = paths.home_problem()
     if problem is None:
         from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
 
+        if starting and inbox.spooled(event_id.decode(), body):  # not behind a migration's write lock
+            return 0
         if inbox.store(event_id.decode(), body) != "lost":
             if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":
                 session = starts_a_session(body)

@@ -88,6 +88,18 @@ def store(event_id: str, payload: bytes) -> str:
         os.umask(old_umask)
 
 
+def spooled(event_id: str, payload: bytes) -> bool:
+    """`spool`, False when it cannot be written (the inbox is tried then)."""
+    old_umask = os.umask(0o077)
+    try:
+        spool(event_id, payload)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.umask(old_umask)
+
+
 def spool(event_id: str, payload: bytes) -> None:
     """Write `spool/<event_id>.event` atomically (temp name, then rename)."""
     directory = paths.spool_dir()

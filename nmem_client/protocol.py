@@ -39,6 +39,9 @@ ERR_INTERNAL = b"internal"
 ERR_TIMEOUT = b"timeout"
 ERR_WRONG_STORE = b"wrong_store"  # the daemon serves another NMEM_HOME than the client's
 RETRYABLE = (ERR_BUSY, ERR_STORAGE_FULL, ERR_SHUTTING_DOWN, ERR_INTERNAL, ERR_TIMEOUT, ERR_WRONG_STORE)
+# How a `busy` reply starts while the daemon opens its store (nmemd.daemon.starting): a migration may
+# write for a minute then, so the event goes to the spool, not to the SQLite inbox behind its lock.
+BUSY_STARTING = b"busy starting"
 # What a daemon from before the store token says of a header that carries one: the client keeps
 # the event in its inbox (the daemon drains it) rather than take it as refused for good.
 OLD_DAEMON_REPLY = b"invalid malformed frame header"

@@ -42,6 +42,7 @@ from nmemd.daemon.instance import (
     inherited_socket,
     sd_notify,
 )
+from nmemd.daemon.starting import Starting
 from nmemd.daemon.status import DaemonFacts
 from nmemd.errors import AlreadyRunning, NmemError, StorageError
 from nmemd.history.follow import Follower
@@ -252,14 +253,16 @@ async def rpc_reply(daemon: Daemon, body: bytes, send: Callable[[bytes], None] |
     return None if result is rpc.SENT else protocol.encode_ok(msgspec.json.encode(result))
 
 
-async def _accept_forever(daemon: Daemon, sock: socket.socket) -> None:
-    """Accept connections and give each a `FrameConnection`.
+async def _accept_forever(daemon: Daemon, sock: socket.socket, held: list[socket.socket]) -> None:
+    """Accept connections and give each a `FrameConnection`, those `Starting` held first.
 
     Running out of file descriptors (EMFILE, ENFILE, ...) pauses accepting for a
     moment instead of ending the daemon: a local process opening thousands of
     connections must not take everybody's memory down.
     """
     loop = asyncio.get_running_loop()
+    for conn in held:
+        await _serve_accepted(loop, daemon, conn)
     sock.setblocking(False)
     warned = 0.0
     while True:
@@ -277,11 +280,15 @@ async def _accept_forever(daemon: Daemon, sock: socket.socket) -> None:
                     LOG.warning("cannot accept connections (%s): pausing, then retrying", exc.strerror)
                 await anyio.sleep(ACCEPT_BACKOFF_S)
                 break
-            try:
-                await loop.connect_accepted_socket(lambda: FrameConnection(daemon), conn)
-            except OSError as exc:
-                conn.close()
-                LOG.debug("connection error: %s", exc)
+            await _serve_accepted(loop, daemon, conn)
+
+
+async def _serve_accepted(loop: asyncio.AbstractEventLoop, daemon: Daemon, conn: socket.socket) -> None:
+    try:
+        await loop.connect_accepted_socket(lambda: FrameConnection(daemon), conn)
+    except OSError as exc:
+        conn.close()
+        LOG.debug("connection error: %s", exc)
 
 
 async def _watch_signals(
@@ -394,6 +401,8 @@ async def serve(
         activated = sock is not None
         if sock is None:
             sock = bind_socket(settings.socket)
+        starting = Starting(sock, paths.store_id(settings.home), uid_allowed)  # hooks not kept waiting meanwhile
+        starting.start()
         try:
             from nmemd.capture.redact import redact  # the store sits below capture: it is given the redactor
 
@@ -411,8 +420,9 @@ async def serve(
                 )
                 if settings.extract_worker:
                     daemon.extractor = Extractor(daemon.skip_tools)
-                await _run(daemon, sock, checkpointer, task_status)
+                await _run(daemon, sock, starting.stop(), checkpointer, task_status)
         finally:
+            starting.close()  # what it held when the store did not open
             if not activated:  # never unlink a socket systemd handed us
                 _unlink_quietly(settings.socket)
     finally:
@@ -422,7 +432,11 @@ async def serve(
 
 
 async def _run(
-    daemon: Daemon, sock: socket.socket, checkpointer: Checkpointer, task_status: anyio.abc.TaskStatus[Daemon]
+    daemon: Daemon,
+    sock: socket.socket,
+    held: list[socket.socket],
+    checkpointer: Checkpointer,
+    task_status: anyio.abc.TaskStatus[Daemon],
 ) -> None:
     async with anyio.create_task_group() as core:
         daemon.background = core
@@ -432,7 +446,7 @@ async def _run(
                 daemon.handlers = conns
                 try:
                     async with anyio.create_task_group() as services:
-                        services.start_soon(_accept_forever, daemon, sock)
+                        services.start_soon(_accept_forever, daemon, sock, held)
                         services.start_soon(daemon.deadlines.run)
                         services.start_soon(checkpointer.run)
                         if daemon.extractor is not None:
