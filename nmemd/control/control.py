@@ -110,7 +110,9 @@ def read(settings: Settings, method: str, params: dict[str, Any]) -> Any:
     try:
         return ask_or_starting(settings, method, params)
     except (NotAnswering, WrongStore) as exc:  # answered from the file; the user learns why not from it
-        sys.stderr.write(f"nmem: {exc}; read {settings.db} directly\n")
+        starting = starting_note(settings) if isinstance(exc, NotAnswering) else ""
+        why = f"the daemon does not answer yet{starting}" if starting else str(exc)
+        sys.stderr.write(f"nmem: {why}; read {settings.db} directly\n")
     except (NmemError, msgspec.DecodeError):  # DaemonUnavailable, and the daemon's own error, included
         pass
     if not os.path.exists(settings.db):
@@ -240,7 +242,7 @@ def status(settings: Settings) -> Status:
     except DaemonUnavailable as exc:
         holder = None if isinstance(exc, WrongStore) else lock_holder(settings.lock)
         note = str(exc) if isinstance(exc, (NotAnswering, WrongStore)) else None
-        starting = _indexing_again(_last_log_line(settings)) if isinstance(exc, NotAnswering) else ""
+        starting = starting_note(settings) if isinstance(exc, NotAnswering) else ""
         if starting:  # a migration's index built again, not a frozen daemon
             note = f"not answering yet{starting}"
         facts = DaemonFacts(
@@ -323,8 +325,14 @@ def _indexing_again(last: str) -> str:
     said = last.split(": ", 1)[-1]
     return (
         f": it is still starting, indexing the store again for this version's full-text index ({said});"
-        " it answers once that is done, and hooks' events wait in its inbox meanwhile"
+        " it answers once that is done, and hooks' events wait in its spool meanwhile"
     )
+
+
+def starting_note(settings: Settings) -> str:
+    """`_indexing_again` of the daemon's log: why a daemon that holds its socket does not answer yet ("" when
+    the log does not say it is indexing the store again)."""
+    return _indexing_again(_last_log_line(settings))
 
 
 def _why_not_yet(last: str) -> str:

@@ -183,6 +183,8 @@ def check_daemon(settings: Settings) -> Check:
     holder = lock_holder(settings.lock)
     if holder is not None:
         who = f"pid {holder}" if holder > 0 else "a process"
+        if starting := control.starting_note(settings):  # a migration's index built again: not to restart
+            return warn("daemon", f"{who} does not answer yet{starting}", "wait: `nmem status` shows its progress")
         return fail("daemon", f"{who} holds {settings.lock} but does not answer on {settings.socket}",
                      "nmem daemon restart")  # fmt: skip
     refused = startup_problem(settings.home, settings.socket)

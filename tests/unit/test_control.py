@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from nmemd import config
+from nmemd.config import Settings
 from nmemd.control import control
+from nmemd.daemon.instance import InstanceLock
+from nmemd.errors import StorageError
 from nmemd.recall.methods import QUERIES
+from nmemd.setup import doctor
 
 
 def test_reads_are_exactly_the_read_methods() -> None:
@@ -33,7 +41,7 @@ def test_a_start_that_outlasts_the_wait_says_the_store_is_indexed_again() -> Non
     log.write_text("\n".join([*lines, "2026-11-29 18:48:37,420 INFO nmemd.store: indexed observations up to id"
                               " 100001 of 1000001 (3.1 s)"]) + "\n")  # fmt: skip
     said = control._why_not_yet(control._last_log_line(settings))
-    assert "up to id 100001 of 1000001" in said and "inbox" in said, said
+    assert "up to id 100001 of 1000001" in said and "spool" in said, said
     log.write_text("2026-11-29 18:48:37,420 ERROR nmemd: startup failed: file is not a database\n")
     assert control._why_not_yet(control._last_log_line(settings)) == ": file is not a database"
     log.write_text(lines[0] + "\n")
@@ -58,3 +66,43 @@ def test_status_while_a_migration_indexes_the_store_says_so_not_frozen() -> None
     finally:
         held.close()
     assert note.startswith("not answering yet: it is still starting") and "100001 of 1000001" in note, note
+
+
+@contextmanager
+def _indexing_again(settings: Settings) -> Iterator[None]:
+    """A daemon as a migration's first start leaves it: it holds the lock and the socket (whose listen queue
+    accepts) but answers nothing yet, and its log's last line is the index's progress."""
+    log = Path(settings.log_dir) / "nmemd.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(
+        "2026-11-29 18:48:37,420 INFO nmemd.store: indexed observations up to id 100001 of 1000001 (3.1 s)\n"
+    )
+    Path(settings.socket).parent.mkdir(parents=True, exist_ok=True)
+    lock = InstanceLock(settings.lock)
+    lock.acquire()
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        held.bind(settings.socket)
+        held.listen(8)
+        yield
+    finally:
+        held.close()
+        lock.release()
+
+
+def test_a_read_while_a_migration_indexes_the_store_says_so_not_frozen(capsys: pytest.CaptureFixture[str]) -> None:
+    """`nmem search` meanwhile reads the file itself, and says the daemon is starting, not "frozen?"."""
+    settings = config.load()
+    with _indexing_again(settings), pytest.raises(StorageError, match="no database yet"):
+        control.read(settings, "search", {"query": "hello"})
+    said = capsys.readouterr().err
+    assert said.startswith("nmem: the daemon does not answer yet: it is still starting") and "100001" in said, said
+    assert "frozen" not in said
+
+
+def test_doctor_while_a_migration_indexes_the_store_warns_rather_than_advise_a_restart() -> None:
+    """A restart would only start the migration's index over from its last chunk: doctor says to wait."""
+    settings = config.load()
+    with _indexing_again(settings):
+        check = doctor.check_daemon(settings)
+    assert check.status == "warn" and "still starting" in check.detail and "restart" not in (check.fix or ""), check
