@@ -60,5 +60,5 @@ def test_hooks_are_told_busy_and_spooled_while_the_store_opens(daemon: Daemon, n
     assert _prompts(daemon.db, "starting-raw-frame") == 0  # a raw frame told busy is not stored: its client keeps it
     status, _ = send_hook(sock_path, "f" * 32, payload("after-start"))
     assert status == b"OK"
-    assert "told 2 hook(s) that the daemon was starting" in log_text(daemon.home)
+    wait_until(lambda: "told 2 hook(s) that the daemon was starting" in log_text(daemon.home), 10, "the log says")
     assert daemon.stop() == 0
