@@ -198,12 +198,17 @@ def starts_a_session(body: bytes) -> bool:
     return any(hook_event(body, key) in names for key, names in START_EVENTS.items())
 
 
-def answer_after_start(event_id: bytes, body: bytes, report: int | None = None, agent: bytes = b"") -> bytes:
+def answer_after_start(
+    event_id: bytes, body: bytes, report: int | None = None, agent: bytes = b"", until: float | None = None
+) -> bytes:
     """Wait, bounded, for a daemon just started to listen, then send it the same event again
-    (stored once: it is in the inbox under this id) for its reply; b"" when none comes in time.
-    A daemon that says on `report` (nmem_client.inbox.start_daemon) that it cannot start ends the
-    wait at once, with a notice that names why and `nmem doctor` (issue #31, item 3)."""
-    deadline = time.monotonic() + _ms_setting("NMEM_START_WAIT_MS", DEFAULT_START_WAIT_MS)
+    (stored once: it is in the inbox or the spool under this id) for its reply; b"" when none comes in
+    time (`until`, a `time.monotonic()`, else NMEM_START_WAIT_MS from now). A daemon that says on
+    `report` (nmem_client.inbox.start_daemon) that it cannot start ends the wait at once, with a notice
+    that names why and `nmem doctor` (issue #31, item 3)."""
+    deadline = (
+        until if until is not None else time.monotonic() + _ms_setting("NMEM_START_WAIT_MS", DEFAULT_START_WAIT_MS)
+    )
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -303,6 +308,7 @@ def run(argv: list[str] | None = None) -> int:
     agent = agent_arg(sys.argv[1:] if argv is None else argv)
     body = with_agent(body, agent)
     event_id = protocol.new_event_id()
+    began = time.monotonic()
     daemon_absent = starting = False
     try:
         status, reply = deliver(protocol.KIND_HOOK, event_id, body, _timeout_s())
@@ -326,6 +332,8 @@ def run(argv: list[str] | None = None) -> int:
         from nmem_client import inbox  # the slow path pays for sqlite3 only when it is taken
 
         if starting and inbox.spooled(event_id.decode(), body):  # not behind a migration's write lock
+            if starts_a_session(body):  # its context when the store opens within the ack's own timeout, as
+                _print(answer_after_start(event_id, body, agent=agent, until=began + _timeout_s()))  # before
             return 0
         if inbox.store(event_id.decode(), body) != "lost":
             if daemon_absent and paths.env("NMEM_AUTOSTART") != "0":

@@ -10,11 +10,14 @@ import json
 import os
 import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from support.daemon import Daemon, run_send
 from support.earlier_stores import build_v15
+from support.env import SEND_SCRIPT
 from support.helpers import connect, count, log_text, payload, read_reply, send_hook, wait_until
 
 from nmem_client import protocol
@@ -25,6 +28,14 @@ def _connectable(path: str) -> socket.socket | None:
         return connect(path, timeout=20.0)
     except OSError:
         return None
+
+
+def _listening(path: str) -> bool:
+    conn = _connectable(path)
+    if conn is None:
+        return False
+    conn.close()  # the daemon holds it unread, then serves an empty connection
+    return True
 
 
 def _prompts(db: Path, marker: str) -> int:
@@ -61,4 +72,45 @@ def test_hooks_are_told_busy_and_spooled_while_the_store_opens(daemon: Daemon, n
     status, _ = send_hook(sock_path, "f" * 32, payload("after-start"))
     assert status == b"OK"
     wait_until(lambda: "told 2 hook(s) that the daemon was starting" in log_text(daemon.home), 10, "the log says")
+    assert daemon.stop() == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_session_start_while_the_store_opens_gets_its_context_once_it_is_open(
+    daemon: Daemon, nmem_env: dict[str, str]
+) -> None:
+    """A session that starts as the daemon opens its store (a service's daemon socket-activated by that
+    very SessionStart) is told `busy starting` too: its client spools the event, asks again until the
+    store is open, within the ack's own timeout as before the responder, and prints the context."""
+    markers = build_v15(daemon.home)
+    holder = sqlite3.connect(daemon.db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    spool = daemon.home / "spool"
+    try:
+        daemon.start(wait=False)
+        wait_until(lambda: _listening(nmem_env["NMEM_SOCKET"]), 20, "the daemon's socket bound")
+        start = {"session_id": "next-session", "hook_event_name": "SessionStart", "source": "startup",
+                 "cwd": "/tmp/nmem-test-project"}  # fmt: skip
+        client = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(SEND_SCRIPT)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, **nmem_env, "NMEM_TIMEOUT_MS": "20000"},  # a bound no load reaches
+        )  # fmt: skip
+        assert client.stdin is not None
+        client.stdin.write(json.dumps(start).encode())
+        client.stdin.close()
+        wait_until(lambda: spool.exists() and any(n.endswith(".event") for n in os.listdir(spool)), 20, "spooled")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert client.wait(timeout=40) == 0
+    assert client.stdout is not None and client.stderr is not None
+    out, err = client.stdout.read(), client.stderr.read()  # a few KB: the pipes never filled
+    client.stdout.close()
+    client.stderr.close()
+    assert err == b""
+    assert any(m in out.decode() for m in markers), out  # the project's context
+    wait_until(lambda: count(daemon.db, "events", "session_id = 'next-session'") == 1, 20, "stored once")
+    wait_until(lambda: not [n for n in os.listdir(spool) if n.endswith(".event")], 20, "the spool drained")
+    assert count(daemon.db, "events", "session_id = 'next-session'") == 1
     assert daemon.stop() == 0
