@@ -89,15 +89,13 @@ def store(event_id: str, payload: bytes) -> str:
 
 
 def spooled(event_id: str, payload: bytes) -> bool:
-    """`spool`, False when it cannot be written (the inbox is tried then)."""
-    old_umask = os.umask(0o077)
+    """`spool`, False when it cannot be written (the inbox is tried then). No umask needed: the folder and
+    the file get their modes explicitly (`paths.make_dirs`, `paths.create_private`)."""
     try:
         spool(event_id, payload)
         return True
     except OSError:
         return False
-    finally:
-        os.umask(old_umask)
 
 
 def spool(event_id: str, payload: bytes) -> None:

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from typing import Final
 
 from nmem_client import protocol
+from nmemd.daemon.connection import parse_header
 from nmemd.daemon.instance import peer_uid
+from nmemd.errors import InvalidEvent
 
 LOG = logging.getLogger("nmemd.starting")
 HOLD_AT_MOST: Final = 128  # connections held; then the listen queue keeps the rest, as before
@@ -76,13 +78,9 @@ class Starting:
             header = conn.recv(protocol.MAX_HEADER, socket.MSG_PEEK)
         except OSError:
             header = b""
-        if b"\n" not in header and 0 < len(header) < protocol.MAX_HEADER:
-            self._leave(conn)  # not whole yet (and still readable: waiting would spin): the daemon reads it
-            return
+        self._leave(conn)  # looked at once: a header not whole yet stays readable, and waiting would spin
         if not _is_hook_for(header, self.store_id):
-            self._leave(conn)
             return
-        self._leave(conn)
         del self.held[conn]
         try:
             conn.send(protocol.encode_error(protocol.ERR_BUSY, BUSY_MESSAGE))
@@ -119,9 +117,13 @@ class Starting:
 
 
 def _is_hook_for(header: bytes, store_id: bytes) -> bool:
-    """Whether `header` is a whole hook frame header naming this store (or none: an older client)."""
+    """Whether `header` is a whole, valid hook frame header naming this store (or none: an older client);
+    anything else is the daemon's to read and answer."""
     line, newline, _ = header.partition(b"\n")
-    parts = line.split(b" ")
-    if not newline or len(parts) not in (4, 5) or parts[0] != protocol.MAGIC or parts[1] != protocol.KIND_HOOK:
+    if not newline:
         return False
-    return len(parts) == 4 or parts[4] == store_id
+    try:
+        kind, _, _, store = parse_header(line)
+    except InvalidEvent:
+        return False
+    return kind == protocol.KIND_HOOK and store in (b"", store_id)
