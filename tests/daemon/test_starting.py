@@ -52,6 +52,8 @@ def test_hooks_are_told_busy_and_spooled_while_the_store_opens(daemon: Daemon, n
         daemon.start(wait=False)
         early = wait_until(lambda: _connectable(sock_path), 20, "the daemon's socket bound")
         early.sendall(protocol.encode_request(protocol.KIND_PING, protocol.NO_EVENT_ID, b""))  # waits, unrefused
+        bad = connect(sock_path, timeout=20.0)
+        bad.sendall(b"NMEM1 hook not!an!id 5\nhello")  # malformed: left for the daemon to refuse
         status, reply = send_hook(sock_path, "e" * 32, payload("starting-raw-frame"))
         assert (status, reply.split(b":")[0]) == (b"ERR", protocol.BUSY_STARTING)
         sent = run_send(payload("starting-hook-client"), env=nmem_env)
@@ -65,6 +67,9 @@ def test_hooks_are_told_busy_and_spooled_while_the_store_opens(daemon: Daemon, n
         early.settimeout(20)
         status, body = read_reply(early)  # served once the store is open
     assert status == b"OK" and json.loads(body)["running"] is True
+    with bad:
+        status, reply = read_reply(bad)
+    assert (status, reply.split(b" ")[0]) == (b"ERR", protocol.ERR_INVALID), reply
     wait_until(lambda: _prompts(daemon.db, "starting-hook-client") == 1, 20, "the spooled event stored")
     # its file is removed once the commit that stored it is done (drain.py): a moment later
     wait_until(lambda: not [n for n in os.listdir(spool) if n.endswith(".event")], 20, "the spool file removed")
