@@ -22,6 +22,7 @@ from nmemd.store import fts, grams
 MAX_TERMS: Final = 12  # a 10,000-character query is cut to its first terms, not refused
 MAX_TERM_CHARS: Final = 200
 MAX_PAIRS: Final = 3  # each is one more lookup
+SHORT_PART: Final = 3  # a camelCase or hyphenated word's part shorter than this is matched without endings
 NEAR_GAP: Final = 1  # words dropped from between two query words that may stand between them in a row too
 NEAR_TERMS: Final = 3  # of a query's first words, each pair is looked for side by side (`Query.neighbours`)
 
@@ -283,7 +284,14 @@ def _word(word: str, ending: int = 4) -> str:
     base = _INFLECTION.sub("", low) if len(low) > 4 else low
     if base != low and base.endswith("i") and len(base) > 2:  # verified, tries: verify, try (the index's stem)
         return rf"(?<![^\W_]){re.escape(base[:-1])}[iy][^\W_]{{0,{ending}}}(?![^\W_])"
-    return rf"(?<![^\W_]){re.escape(base)}[^\W_]{{0,{ending}}}(?![^\W_])"
+    more = rf"[^\W_]{{0,{ending}}}" if ending else ""
+    return rf"(?<![^\W_]){re.escape(base)}{more}(?![^\W_])"
+
+
+def _part(part: str) -> str:
+    """A part of a camelCase or hyphenated word, as `_word`; one or two letters as they are (the index
+    holds iPhone's `i` as the token "i": with endings, the pattern would count every "in", "is" and "it")."""
+    return _word(part, 0) if len(part) < SHORT_PART else _word(part)
 
 
 def _sequence(raw: str, prefix: bool = False) -> str:
@@ -323,10 +331,10 @@ def _alternatives(term: Term) -> tuple[tuple[str, ...], ...]:
     if root:
         alts.append((_word(root, 6),))
     if _CAMEL.search(raw) and _IDENT.match(raw):
-        alts.append(tuple(_word(p) for p in _CAMEL_PARTS.findall(raw)))
+        alts.append(tuple(map(_part, _CAMEL_PARTS.findall(raw))))
     if _KEBAB.match(raw):
         parts = raw.split("-")
-        alts = [tuple(_word(p) for p in parts), (_word("".join(parts)),)]
+        alts = [tuple(map(_part, parts)), (_word("".join(parts)),)]
     return tuple(alts)
 
 

@@ -53,6 +53,17 @@ def test_a_word_counts_as_a_part_of_a_camelcase_identifier() -> None:
     assert parse_terms("client*")[0].camel is None and parse_terms("clientId")[0].camel is None  # words only
 
 
+def test_a_short_part_of_an_identifier_counts_only_as_itself() -> None:
+    """iPhone's `i` is the index's token "i": "in", "is" and "it" are not it (nor `is` of isOpen "issue")."""
+    iphone = parse_terms("iPhone")[0]
+    assert iphone.count("i phone") == 1 and iphone.count("is the phone in it") == 0
+    assert iphone.count("iphones") == 1
+    assert parse_terms("isOpen")[0].count("issue: open") == 0
+    assert parse_terms("e-mail")[0].count("e mail") == 1 and parse_terms("e-mail")[0].count("every mail") == 0
+    assert parse_terms("getX")[0].count("get x") == 1  # a part of three letters or more keeps its endings
+    assert parse_terms("paneCreation")[0].count("panes creation") == 1
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
