@@ -429,16 +429,19 @@ def sessions(
         params.extend(values)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     # The page is sorted on (rowid, time) alone, then read whole with its first prompt: asked of every
-    # session before the sort, with its summary, that cost 66 ms over 11,000 sessions.
+    # session before the sort, with its summary, that cost 66 ms over 11,000 sessions. The limit is written
+    # in (a checked int): bound as a parameter, SQLite read every session's row, summaries and all (13 ms
+    # at 11,000 sessions), instead of the covering index of (project, last_event_at) (1.5 ms).
+    size = checked_limit(limit)
     rows = conn.execute(
         f"""SELECT s.session_id, s.project, s.started_at, s.last_event_at, s.ended_at, s.source, s.end_reason,
                    s.event_count, s.summary,
                    (SELECT o.title FROM prompts p JOIN observations o ON o.id = p.observation_id
                      WHERE p.session_id = s.session_id ORDER BY p.prompt_number LIMIT 1), {agent_column(conn, "s")}
-            FROM (SELECT s.rowid AS r FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT ?) page
+            FROM (SELECT s.rowid AS r FROM sessions s {where} ORDER BY s.last_event_at DESC LIMIT {size:d}) page
             JOIN sessions s ON s.rowid = page.r
             ORDER BY s.last_event_at DESC""",
-        [*params, checked_limit(limit)],
+        params,
     ).fetchall()
     return [
         SessionRow(
