@@ -42,6 +42,9 @@ CONNECT_TIMEOUT_S = 10.0  # an autostarted daemon listens within ~0.3 s
 # Why this long: the daemon imports mcp (~1 s, more on a loaded machine) before it
 # answers the first MCP request; the client meanwhile waits on its own timeout.
 HANDSHAKE_TIMEOUT_S = 60.0
+# A daemon still opening its store (a migration indexing it again: ~40 s a million observations here) says
+# `busy starting` to a session it held 20 s (nmemd/daemon/starting.py); the bridge asks again until then.
+STARTING_WAIT_S = 1800.0
 POLL_S = 0.02
 CHUNK = 65536
 _ABSENT_ERRNOS = (2, 61, 111)  # ENOENT, ECONNREFUSED (macOS 61, Linux 111)
@@ -53,6 +56,10 @@ class BridgeError(Exception):
 
 class WrongStore(BridgeError):
     """The daemon that answered serves another NMEM_HOME (issue #37, 1)."""
+
+
+class StillStarting(BridgeError):
+    """The daemon is still opening its store: ask again (`run`)."""
 
 
 def _find_root(cwd: str) -> str:
@@ -148,7 +155,11 @@ def open_session(sock: _socket.socket, project: str | None) -> bytes:
     except OSError as exc:
         raise BridgeError(f"lost the connection to nmemd: {exc}") from None
     if status != b"OK":
-        refusal = WrongStore if reply.startswith(protocol.ERR_WRONG_STORE + b" ") else BridgeError
+        refusal = BridgeError
+        if reply.startswith(protocol.ERR_WRONG_STORE + b" "):
+            refusal = WrongStore
+        elif reply.startswith(protocol.BUSY_STARTING):
+            refusal = StillStarting
         raise refusal("nmemd refused the MCP session: " + reply.decode("utf-8", "replace"))
     sock.settimeout(None)
     return rest
@@ -506,20 +517,39 @@ class Relay:
 def run() -> int:
     relay = Relay()
     _thread.start_new_thread(relay.read_client, ())  # never joined: main() ends with os._exit
-    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    starting_until = time.monotonic() + STARTING_WAIT_S
     try:
-        sock = connect(deadline)
-        try:
-            early = open_session(sock, project_dir())
-        except WrongStore:  # reached through a stale store.lock: this store's own daemon, on its own socket
-            sock.close()
-            sock = connect(deadline, store_lock=False)
-            early = open_session(sock, project_dir())
+        while True:
+            try:
+                sock, early = _session(time.monotonic() + CONNECT_TIMEOUT_S)
+                break
+            except StillStarting:
+                if time.monotonic() >= starting_until:
+                    raise BridgeError(f"nmemd was still opening its store after {STARTING_WAIT_S:.0f} s") from None
+                time.sleep(POLL_S)  # the daemon held the last ask for 20 s: a pause, then the next
     except BridgeError as exc:
         sys.stderr.write(f"nmem-mcp: {exc}\n")
         return 1
     relay.attach(sock)
     return relay.pump(sock, early)
+
+
+def _session(deadline: float) -> tuple[_socket.socket, bytes]:
+    """A connection with its MCP session open, and the bytes that came after the daemon's OK."""
+    sock = connect(deadline)
+    try:
+        return sock, open_session(sock, project_dir())
+    except WrongStore:  # reached through a stale store.lock: this store's own daemon, on its own socket
+        sock.close()
+    except BridgeError:
+        sock.close()
+        raise
+    sock = connect(deadline, store_lock=False)
+    try:
+        return sock, open_session(sock, project_dir())
+    except BridgeError:
+        sock.close()
+        raise
 
 
 USAGE = """usage: nmem-mcp

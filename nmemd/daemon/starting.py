@@ -8,7 +8,9 @@ store opens, `Starting` accepts: a hook frame of this store gets `ERR busy start
 writes the event to the spool at once: the SQLite inbox may be behind a migration's write lock for
 seconds, and the daemon drains the spool once it serves); any other frame (a ping, a read, an MCP
 session) is left unread in its socket, and the daemon serves it as it starts serving, as it would
-have from the listen queue.
+have from the listen queue. An MCP session still held after MCP_HOLD_S is told `busy starting` too:
+its bridge asks again (nmem_client/bridge.py) rather than give up after its handshake's 60 s, which a
+store of a few million observations takes to index again.
 
 The frame's header is read with MSG_PEEK: nothing is taken off a connection that the daemon serves.
 """
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from typing import Final
 
 from nmem_client import protocol
+from nmemd.config import tunable
 from nmemd.daemon.connection import parse_header
 from nmemd.daemon.instance import peer_uid
 from nmemd.errors import InvalidEvent
@@ -29,14 +32,16 @@ from nmemd.errors import InvalidEvent
 LOG = logging.getLogger("nmemd.starting")
 HOLD_AT_MOST: Final = 128  # connections held; then the listen queue keeps the rest, as before
 HEADER_WAIT_S: Final = 0.5  # a client that connected and sent no whole header yet: kept for the daemon
+# An MCP session held this long while the store still opens is told `busy starting`; its bridge asks again.
+MCP_HOLD_S: Final = tunable("STARTING_MCP_HOLD_S", 20.0, 0.05)
 # After `busy `: the client spools the event (protocol.BUSY_STARTING), and the daemon drains it once it serves.
 BUSY_MESSAGE: Final = protocol.BUSY_STARTING.decode().removeprefix("busy ") + ": nmemd is opening the store"
 
 
 class Starting:
     """Accepts on `sock` from `start()` until `stop()`, on the event loop's own callbacks (no task: the
-    store's opening raises what it raises, not a task group's): hooks of `store_id` are answered `busy`;
-    the rest are held."""
+    store's opening raises what it raises, not a task group's): hooks of `store_id` are answered `busy`,
+    and its MCP sessions after MCP_HOLD_S; the rest are held."""
 
     def __init__(self, sock: socket.socket, store_id: bytes, uid_allowed: Callable[[int | None], bool]) -> None:
         self.sock = sock
@@ -79,15 +84,28 @@ class Starting:
         except OSError:
             header = b""
         self._leave(conn)  # looked at once: a header not whole yet stays readable, and waiting would spin
-        if not _is_hook_for(header, self.store_id):
-            return
-        del self.held[conn]
+        kind = _kind_for(header, self.store_id)
+        if kind == protocol.KIND_HOOK:
+            self._tell_busy(conn)
+            self.answered += 1
+        elif kind == protocol.KIND_MCP and self._loop is not None:
+            self.held[conn] = self._loop.call_later(MCP_HOLD_S, self._mcp_waited, conn)
+
+    def _mcp_waited(self, conn: socket.socket) -> None:
+        if self._tell_busy(conn):
+            LOG.info("an MCP session waited %.1f s for the store to open: told to ask again", MCP_HOLD_S)
+
+    def _tell_busy(self, conn: socket.socket) -> bool:
+        """`busy starting` to a held connection, no longer held (its client asks again later); False when the
+        daemon has it already."""
+        if self.held.pop(conn, False) is False:
+            return False
         try:
             conn.send(protocol.encode_error(protocol.ERR_BUSY, BUSY_MESSAGE))
         except OSError:
             pass
         conn.close()
-        self.answered += 1
+        return True
 
     def _leave(self, conn: socket.socket) -> None:
         """No more looking at `conn`: it waits for the daemon."""
@@ -116,14 +134,14 @@ class Starting:
             conn.close()
 
 
-def _is_hook_for(header: bytes, store_id: bytes) -> bool:
-    """Whether `header` is a whole, valid hook frame header naming this store (or none: an older client);
-    anything else is the daemon's to read and answer."""
+def _kind_for(header: bytes, store_id: bytes) -> bytes | None:
+    """The kind of frame `header` starts, when it is a whole, valid header naming this store (or none: an
+    older client); None for anything else, which is the daemon's to read and answer."""
     line, newline, _ = header.partition(b"\n")
     if not newline:
-        return False
+        return None
     try:
         kind, _, _, store = parse_header(line)
     except InvalidEvent:
-        return False
-    return kind == protocol.KIND_HOOK and store in (b"", store_id)
+        return None
+    return kind if store in (b"", store_id) else None

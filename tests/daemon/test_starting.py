@@ -14,11 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from support.daemon import Daemon, run_send
 from support.earlier_stores import build_v15
 from support.env import SEND_SCRIPT
 from support.helpers import connect, count, log_text, payload, read_reply, send_hook, wait_until
+from support.mcp_client import bridge_params, mcp_session, ok
 
 from nmem_client import protocol
 
@@ -118,4 +120,39 @@ def test_a_session_start_while_the_store_opens_gets_its_context_once_it_is_open(
     wait_until(lambda: count(daemon.db, "events", "session_id = 'next-session'") == 1, 20, "stored once")
     wait_until(lambda: not [n for n in os.listdir(spool) if n.endswith(".event")], 20, "the spool drained")
     assert count(daemon.db, "events", "session_id = 'next-session'") == 1
+    assert daemon.stop() == 0
+
+
+MCP_WAITED = "an MCP session waited"
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(90)
+async def test_an_mcp_session_asks_again_while_the_store_opens_and_is_served_once_it_is_open(
+    daemon: Daemon, nmem_env: dict[str, str], tmp_path: Path
+) -> None:
+    """An agent's MCP server started while the daemon indexes its store again is not lost to the bridge's
+    60 s handshake: the daemon tells a session it held MCP_HOLD_S (0.2 s here) `busy starting`, the bridge
+    asks again, and the agent's tool call is answered once the store is open."""
+    build_v15(daemon.home)
+    daemon.env["NMEM_TUNE_STARTING_MCP_HOLD_S"] = "0.2"
+    holder = sqlite3.connect(daemon.db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    project = tmp_path / "project"
+    project.mkdir()
+    try:
+        daemon.start(wait=False)
+        wait_until(lambda: _listening(nmem_env["NMEM_SOCKET"]), 20, "the daemon's socket bound")
+        async with mcp_session(bridge_params(nmem_env, str(project)), tmp_path / "bridge.err") as session:
+            # the bridge answered the handshake itself; its session was held, told busy and asked for again
+            told_twice = lambda: log_text(daemon.home).count(MCP_WAITED) >= 2  # noqa: E731
+            await anyio.to_thread.run_sync(wait_until, told_twice, 30, "the bridge told busy twice")
+            holder.execute("ROLLBACK")
+            reply = await ok(session, "search", {"query": "anything"})
+            assert reply
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+    assert (tmp_path / "bridge.err").read_text() == ""
     assert daemon.stop() == 0
