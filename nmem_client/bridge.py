@@ -536,15 +536,14 @@ def run() -> int:
 
 def _session(deadline: float) -> tuple[_socket.socket, bytes]:
     """A connection with its MCP session open, and the bytes that came after the daemon's OK."""
-    sock = connect(deadline)
     try:
-        return sock, open_session(sock, project_dir())
+        return _opened(connect(deadline))
     except WrongStore:  # reached through a stale store.lock: this store's own daemon, on its own socket
-        sock.close()
-    except BridgeError:
-        sock.close()
-        raise
-    sock = connect(deadline, store_lock=False)
+        return _opened(connect(deadline, store_lock=False))
+
+
+def _opened(sock: _socket.socket) -> tuple[_socket.socket, bytes]:
+    """`sock` with its MCP session open (`open_session`); closed when that fails."""
     try:
         return sock, open_session(sock, project_dir())
     except BridgeError:

@@ -282,9 +282,9 @@ def _word(word: str, ending: int = 4) -> str:
     """A word as the tokenizer sees it, less an inflection, with up to `ending` more letters (tests: test)."""
     low = word.lower()
     base = _INFLECTION.sub("", low) if len(low) > 4 else low
-    if base != low and base.endswith("i") and len(base) > 2:  # verified, tries: verify, try (the index's stem)
-        return rf"(?<![^\W_]){re.escape(base[:-1])}[iy][^\W_]{{0,{ending}}}(?![^\W_])"
     more = rf"[^\W_]{{0,{ending}}}" if ending else ""
+    if base != low and base.endswith("i") and len(base) > 2:  # verified, tries: verify, try (the index's stem)
+        return rf"(?<![^\W_]){re.escape(base[:-1])}[iy]{more}(?![^\W_])"
     return rf"(?<![^\W_]){re.escape(base)}{more}(?![^\W_])"
 
 
